@@ -1,0 +1,43 @@
+# ivmstream: the README's two commands are `make demo` and `make test`; both run `setup` first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
+
+.PHONY: setup system-deps demo test bench lint clean
+
+setup: system-deps $(STAMP)
+
+# Idempotent: installs redis-server and a JDK only when they are missing.
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/ivmstream demo
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) bench/runtime.py
+
+lint: setup
+	$(VENV)/bin/ruff check shared services tests bench
+	$(VENV)/bin/ruff format --check shared services tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

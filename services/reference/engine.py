@@ -1,0 +1,119 @@
+"""The platform's reference engine: bag multiplicities, per-column sums and an order digest.
+
+Small on purpose, yet as sensitive to delivery mistakes as the real engines: a replayed or lost
+update changes the counts and sums, and the digest (a hash chain over every applied update) also
+exposes reordering. The platform's exactly-once tests and the demo use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from shared.engine import Rejection
+from shared.events import UpdateEvent
+
+_NUMERIC = frozenset(("int", "float", "number", "decimal"))
+
+
+class BagEngine:
+    def __init__(self, relations: Mapping[str, Mapping[str, str]], allow_negative: bool = False) -> None:
+        self.types = {r: dict(cols) for r, cols in relations.items()}
+        self.allow_negative = allow_negative
+        self.bags: dict[str, dict[tuple, int]] = {r: {} for r in relations}
+        self.sums: dict[str, dict[str, Any]] = {
+            r: {c: (Decimal(0) if t == "decimal" else 0) for c, t in cols.items() if t in _NUMERIC}
+            for r, cols in relations.items()
+        }
+        self.counts: dict[str, int] = {r: 0 for r in relations}
+        self.digest = b"\x00" * 16
+        self.applied = 0
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        rejected: list[Rejection] = []
+        for i, ev in enumerate(events):
+            bag = self.bags[ev.relation]
+            tup = tuple(ev.row.values())
+            new = bag.get(tup, 0) + ev.delta
+            if new < 0 and not self.allow_negative:
+                rejected.append(
+                    Rejection(
+                        i,
+                        "absent-tuple",
+                        f"delete of {-ev.delta} copies of {tup!r} "
+                        f"from {ev.relation} which holds {bag.get(tup, 0)}",
+                    )
+                )
+                continue
+            if new == 0:
+                del bag[tup]
+            else:
+                bag[tup] = new
+            self.counts[ev.relation] += ev.delta
+            sums = self.sums[ev.relation]
+            for col in sums:
+                sums[col] += ev.row[col] * ev.delta
+            self.digest = hashlib.blake2b(
+                self.digest + orjson.dumps([ev.relation, tup, ev.delta], default=str), digest_size=16
+            ).digest()
+            self.applied += 1
+        return rejected
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "count": sum(self.counts.values()),
+            "relations": {
+                r: {
+                    "count": self.counts[r],
+                    "distinct": len(self.bags[r]),
+                    "sums": {c: (str(s) if isinstance(s, Decimal) else s) for c, s in self.sums[r].items()},
+                }
+                for r in self.bags
+            },
+            "applied": self.applied,
+            "digest": self.digest.hex(),
+        }
+
+    def stats(self) -> dict[str, float]:
+        return {"tuples": float(sum(len(b) for b in self.bags.values())), "applied": float(self.applied)}
+
+    def snapshot(self) -> bytes:
+        return orjson.dumps(
+            {
+                "bags": {r: [[list(t), m] for t, m in bag.items()] for r, bag in self.bags.items()},
+                "sums": {r: {c: str(s) for c, s in s_.items()} for r, s_ in self.sums.items()},
+                "counts": self.counts,
+                "digest": self.digest.hex(),
+                "applied": self.applied,
+            },
+            default=str,
+        )
+
+    def restore(self, data: bytes) -> None:
+        snap = orjson.loads(data)
+        for r, rows in snap["bags"].items():
+            cols = list(self.types[r].values())
+            self.bags[r] = {tuple(_typed(v, t) for v, t in zip(row, cols, strict=True)): m for row, m in rows}
+        for r, sums in snap["sums"].items():
+            self.sums[r] = {c: _typed_sum(s, self.types[r][c]) for c, s in sums.items()}
+        self.counts = dict(snap["counts"])
+        self.digest = bytes.fromhex(snap["digest"])
+        self.applied = snap["applied"]
+
+
+def _typed(v: Any, typ: str) -> Any:
+    return Decimal(v) if typ == "decimal" else v
+
+
+def _typed_sum(s: str, typ: str) -> Any:
+    if typ == "decimal":
+        return Decimal(s)
+    if typ == "int":
+        return int(s)
+    if typ == "float":
+        return float(s)
+    return int(s) if s.lstrip("-").isdigit() else float(s)

@@ -1,0 +1,39 @@
+"""Config of the reference service: the relations it accepts, declared in the config itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.config import Option
+from shared.events import COLUMN_TYPES, Relation
+
+DEFAULT_RELATIONS = {"items": {"item": "str", "qty": "int", "price": "decimal"}}
+
+
+def parse_relations(v: Any) -> dict[str, dict[str, str]]:
+    if not isinstance(v, dict) or not v:
+        raise ValueError("must map relation names to {column: type}")
+    for rel, cols in v.items():
+        if not isinstance(rel, str) or not isinstance(cols, dict) or not cols:
+            raise ValueError(f"relation {rel!r} must map column names to types")
+        for col, typ in cols.items():
+            if typ not in COLUMN_TYPES:
+                raise ValueError(f"{rel}.{col} has unknown type {typ!r} (known: {', '.join(COLUMN_TYPES)})")
+    return {r: dict(c) for r, c in v.items()}
+
+
+def parse_bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise ValueError("must be true or false")
+    return v
+
+
+OPTIONS = {
+    "relations": Option(DEFAULT_RELATIONS, parse_relations, "relations as {name: {column: type}}"),
+    "allow_negative": Option(False, parse_bool, "accept deletes that drive a multiplicity below 0"),
+}
+
+
+def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
+    return [Relation(name, tuple(cols.items())) for name, cols in options["relations"].items()]

@@ -1,0 +1,23 @@
+"""Declaration of the reference service (platform tests and the demo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.reference.engine import BagEngine
+from services.reference.query import OPTIONS, relations
+from shared.service import DemoWorkload, ServiceDefinition
+
+SERVICE = ServiceDefinition(
+    name="reference",
+    summary="bag counts, column sums and an order digest per key (the platform's reference engine)",
+    options=OPTIONS,
+    relations=relations,
+    engine=lambda o: BagEngine(o["relations"], o["allow_negative"]),
+    demo=DemoWorkload(
+        input=Path(__file__).with_name("sample.jsonl"),
+        config={"key_field": "store"},
+        partitions=3,
+    ),
+    platform_only=True,
+)

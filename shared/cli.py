@@ -1,0 +1,385 @@
+"""The ``ivmstream`` command. Errors a user can cause print one line and exit non-zero."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from shared.config import ConfigError, load_config
+from shared.events import FORMATS, SourceError, read_source
+from shared.events.orderbook import BOOKS
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CliError(RuntimeError):
+    """A user-facing failure; its message is the whole output."""
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from shared.redis_client import RedisUnavailable
+    from shared.runtime.kafka import BrokerUnavailable
+    from shared.runtime.output import DeliveryFailed
+    from shared.state import StateError
+
+    return (
+        CliError,
+        ConfigError,
+        SourceError,
+        BrokerUnavailable,
+        RedisUnavailable,
+        StateError,
+        DeliveryFailed,
+        OSError,
+    )
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(obj, default=str) + b"\n")
+    sys.stdout.flush()
+
+
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, label: str, total: int | None = None, every: float = 2.0) -> None:
+        self.label, self.total, self.every = label, total, every
+        self.tty = sys.stderr.isatty()
+        self.started = self._last = time.monotonic()
+
+    def update(self, n: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < (0.2 if self.tty else self.every):
+            return
+        self._last = now
+        rate = n / max(now - self.started, 1e-9)
+        if self.total:
+            pct = min(100.0, 100.0 * n / self.total)
+            bar = "#" * int(pct / 5)
+            text = f"{self.label} [{bar:<20}] {n}/{self.total} ({pct:.0f}%) {rate:,.0f}/s"
+        else:
+            text = f"{self.label} {n:,} {rate:,.0f}/s"
+        sys.stderr.write(("\r" + text) if self.tty else text + "\n")
+        sys.stderr.flush()
+
+    def done(self, n: int) -> None:
+        self.update(n, force=True)
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+# --- commands ----------------------------------------------------------------------------------------
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from shared import broker
+
+    argv = ["--partitions", str(args.partitions)]
+    for t in args.topic or []:
+        argv += ["--topic", t]
+    return broker.main(argv)
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    from shared.runtime.kafka import check_reachable, producer_settings
+
+    records = read_source(
+        args.input,
+        args.format,
+        relation=args.relation,
+        key_field=args.key_field,
+        book=args.book,
+        brokers=args.brokers,
+        delimiter=args.delimiter,
+    )
+    check_reachable(args.bootstrap)
+    producer = Producer(producer_settings(args.bootstrap, {"partitioner": "murmur2_random"}))
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    progress = Progress(f"producing to {args.topic}", _count_lines(args.input))
+    sent = skipped = 0
+    for rec in records:
+        if rec.error is not None:
+            skipped += 1
+            print(f"{args.input}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr)
+            continue
+        # Without a key the whole input is one ordered stream, so it goes to partition 0.
+        partition = -1 if rec.key is not None else 0
+        while True:
+            try:
+                producer.produce(args.topic, rec.value, rec.key, partition=partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        sent += 1
+        if sent % 1000 == 0:
+            producer.poll(0)
+            progress.update(rec.lineno)
+    remaining = producer.flush(60)
+    progress.done(progress.total or sent)
+    if remaining or failures:
+        raise CliError(
+            f"{len(failures) + remaining} of {sent} records were not delivered"
+            + (f": {failures[0]}" if failures else "")
+        )
+    print(
+        f"produced {sent} records to {args.topic}"
+        + (f" ({skipped} unreadable lines skipped)" if skipped else "")
+    )
+    return 0
+
+
+def _load(service_name: str, config_path: str):
+    from shared.service import load_service
+
+    service = load_service(service_name)
+    return service, load_config(service, config_path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from shared.metrics import RuntimeMetrics
+    from shared.redis_client import connect
+    from shared.runtime import Worker
+    from shared.runtime.kafka import check_reachable
+    from shared.state import open_store
+
+    service, config = _load(args.service, args.config)
+    group = args.group or f"ivmstream.{service.name}"
+    backend = args.state_backend or ("rocksdb")
+    redis_client = connect(args.redis) if args.redis else None
+    check_reachable(args.bootstrap)
+    store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
+    metrics = RuntimeMetrics(service.name)
+    if args.metrics_port is not None:
+        try:
+            metrics.serve(args.metrics_port)
+        except OSError as exc:
+            raise CliError(f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}") from None
+    worker = Worker(
+        service, config, args.bootstrap, store, group=group, redis_client=redis_client, metrics=metrics
+    )
+    worker.install_signal_handlers()
+    logging.getLogger("ivmstream").info(
+        "running %s: %s -> %s, group %s, state %s",
+        service.name,
+        config.input_topic,
+        config.output_topic,
+        group,
+        backend,
+    )
+    status = _status_printer(worker)
+    worker.run(until=status)
+    return 0
+
+
+def _status_printer(worker: Any) -> Callable[[Any], bool]:
+    last = [time.monotonic()]
+
+    def status(w: Any) -> bool:
+        now = time.monotonic()
+        if now - last[0] >= 10.0:
+            last[0] = now
+            n = w.metrics.events_in._value.get()
+            logging.getLogger("ivmstream").info(
+                "%s: %d records consumed, %d partitions, %d keys, positions %s",
+                w.service.name,
+                int(n),
+                len(w.partitions),
+                sum(len(p.engines) for p in w.partitions.values()),
+                w.positions(),
+            )
+        return False
+
+    return status
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from shared.redis_client import connect
+    from shared.runtime.output import result_index, result_key
+    from shared.service import load_service
+
+    topic = args.topic
+    if topic is None:
+        if args.config:
+            topic = _load(args.service, args.config)[1].output_topic
+        else:
+            topic = f"{load_service(args.service).name}.results"
+    client = connect(args.redis)
+    keys = (
+        [args.key]
+        if args.key is not None
+        else sorted(k.decode() for k in client.smembers(result_index(topic)))
+    )
+    if not keys:
+        raise CliError(f"no results published yet for {args.service} (topic {topic})")
+    records = {}
+    for key in keys:
+        raw = client.get(result_key(topic, key))
+        if raw is None:
+            raise CliError(f"no result published for key {key!r} of {args.service}")
+        records[key] = orjson.loads(raw)
+    _print_json(records[keys[0]] if len(keys) == 1 else records)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from shared.replay import Rejected, Replay
+
+    service, config = _load(args.service, args.config)
+    records = read_source(
+        args.input,
+        args.format,
+        relation=args.relation,
+        key_field=config.key_field,
+        book=args.book,
+        brokers=args.brokers,
+        delimiter=args.delimiter,
+    )
+    run = Replay(service, config)
+    every = args.every
+    if every is not None and every <= 0:
+        raise CliError("--every must be a positive number of events")
+    next_print, printed = every or 0, -1
+    for item in run.feed(records, chunk=min(every, 5000) if every else 5000):
+        if isinstance(item, Rejected):
+            print(f"{args.input}:{item.lineno}: rejected ({item.code}): {item.detail}", file=sys.stderr)
+        elif every and item >= next_print:
+            _print_json({"events": run.applied, "rejected": run.rejected, "result": run.result()})
+            printed = item
+            while next_print <= item:
+                next_print += every
+    if printed != run.applied:
+        _print_json({"events": run.applied, "rejected": run.rejected, "result": run.result()})
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from shared.demo import run_demo
+
+    return run_demo(follow=args.follow, services=args.service or None)
+
+
+# --- parser ------------------------------------------------------------------------------------------
+
+
+def _input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="input file")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: from the file suffix)")
+    p.add_argument("--relation", help="relation of a CSV file's rows")
+    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
+    p.add_argument("--book", choices=BOOKS, default="bids", help="order book side(s) to emit (default bids)")
+    p.add_argument("--brokers", type=int, default=10, help="order book: broker_id = id mod BROKERS")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ivmstream",
+        description="Incremental views over Kafka: run, feed and inspect ivmstream services.",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("IVMSTREAM_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("broker", help="run the embedded Kafka-wire broker (librdkafka mock cluster)")
+    p.add_argument("--partitions", type=int, default=1, help="partitions of topics named without a count")
+    p.add_argument(
+        "--topic", action="append", metavar="NAME[:PARTITIONS]", help="topic to create (repeatable)"
+    )
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("produce", help="publish an input file's updates to a topic")
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--key-field", help="row column whose value becomes the record key")
+    _input_options(p)
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("run", help="run a service's worker")
+    p.add_argument("service")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--config", required=True, help="service config (YAML or JSON)")
+    p.add_argument("--state-dir", default="state", help="RocksDB state directory (default ./state)")
+    p.add_argument("--state-backend", choices=("rocksdb", "redis", "memory"), help="default rocksdb")
+    p.add_argument(
+        "--redis", help="Redis URL: results are published there (and state, with --state-backend redis)"
+    )
+    p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("results", help="print the latest published result from Redis")
+    p.add_argument("service")
+    p.add_argument("--redis", required=True)
+    p.add_argument("--key", help="partition key (default: every key)")
+    p.add_argument("--config", help="service config, to find a non-default output topic")
+    p.add_argument("--topic", help="output topic (default <service>.results)")
+    p.set_defaults(func=cmd_results)
+
+    p = sub.add_parser("replay", help="run a service's engine offline over a file, without Kafka")
+    p.add_argument("service")
+    p.add_argument("--config", required=True)
+    p.add_argument("--every", type=int, help="also print the state every N events")
+    _input_options(p)
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("demo", help="the whole stack on the embedded default, with a sample workload")
+    p.add_argument("--follow", action="store_true", help="keep running after the workload is done")
+    p.add_argument("--service", action="append", help="only these services (repeatable)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except _known_errors() as exc:
+        if os.environ.get("IVMSTREAM_DEBUG"):
+            raise
+        msg = (
+            str(exc)
+            if not isinstance(exc, OSError) or not exc.filename
+            else f"{exc.filename}: {exc.strerror}"
+        )
+        print(f"ivmstream: error: {msg}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # last line of defence: one line, not a traceback
+        if os.environ.get("IVMSTREAM_DEBUG"):
+            raise
+        print(
+            f"ivmstream: error: unexpected {type(exc).__name__}: {exc} (set IVMSTREAM_DEBUG=1 for details)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""Update events: the one record format every service consumes.
+
+An update is ``{"relation": name, "row": {column: value, ...}, "delta": k}`` with ``k`` a nonzero
+integer multiplicity change. Validation is strict and precise because a silently coerced or dropped
+field corrupts an incremental view forever: every rejection names its reason (``EventError.code``
+is a stable, low-cardinality label for metrics and the dead-letter topic; ``detail`` is for humans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import orjson
+
+
+class EventError(ValueError):
+    """An update that cannot be applied, with a stable reason code and a precise explanation."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(slots=True, frozen=True)
+class UpdateEvent:
+    """A decoded, validated update. ``key`` is the partition key value (``None`` without key_field)."""
+
+    relation: str
+    row: dict[str, Any]
+    delta: int
+    key: str | None = None
+
+    def to_json(self, key_field: str | None = None) -> dict[str, Any]:
+        row = dict(self.row)
+        if key_field is not None and self.key is not None:
+            row[key_field] = self.key
+        return {"relation": self.relation, "row": row, "delta": self.delta}
+
+
+def _encode_default(v: Any) -> Any:
+    # orjson has no Decimal support; a decimal string is exact and is what the decimal type accepts.
+    if type(v) is Decimal:
+        return str(v)
+    raise TypeError(f"Type is not JSON serializable: {type(v).__name__}")
+
+
+def encode_event(event: UpdateEvent, key_field: str | None = None) -> bytes:
+    return orjson.dumps(event.to_json(key_field), default=_encode_default)
+
+
+# --- column types -------------------------------------------------------------------------------
+# Each checker returns the coerced value or raises TypeError with what was expected.
+
+
+def _check_int(v: Any) -> int:
+    if type(v) is int:
+        return v
+    raise TypeError("an integer")
+
+
+def _check_float(v: Any) -> float:
+    t = type(v)
+    if t is float:
+        return v
+    if t is int:
+        return float(v)
+    raise TypeError("a number")
+
+
+def _check_number(v: Any) -> int | float:
+    t = type(v)
+    if t is int or t is float:
+        return v
+    raise TypeError("a number")
+
+
+def _check_str(v: Any) -> str:
+    if type(v) is str:
+        return v
+    raise TypeError("a string")
+
+
+def _check_bool(v: Any) -> bool:
+    if type(v) is bool:
+        return v
+    raise TypeError("a boolean")
+
+
+def _check_decimal(v: Any) -> Decimal:
+    """Exact decimal: integers, decimal strings, and floats by their shortest repr (what was written)."""
+    t = type(v)
+    if t is int:
+        return Decimal(v)
+    if t is float:
+        if v != v or v in (float("inf"), float("-inf")):
+            raise TypeError("a finite decimal")
+        return Decimal(repr(v))
+    if t is str:
+        try:
+            d = Decimal(v)
+        except InvalidOperation:
+            raise TypeError("a decimal number or decimal string") from None
+        if not d.is_finite():
+            raise TypeError("a finite decimal")
+        return d
+    raise TypeError("a decimal number or decimal string")
+
+
+COLUMN_TYPES: dict[str, Callable[[Any], Any]] = {
+    "int": _check_int,
+    "float": _check_float,
+    "number": _check_number,
+    "str": _check_str,
+    "bool": _check_bool,
+    "decimal": _check_decimal,
+}
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation a service accepts: its name and ordered, typed columns."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        for col, typ in self.columns:
+            if typ not in COLUMN_TYPES:
+                raise ValueError(
+                    f"relation {self.name!r}: column {col!r} has unknown type {typ!r} "
+                    f"(known: {', '.join(COLUMN_TYPES)})"
+                )
+        names = [c for c, _ in self.columns]
+        if len(set(names)) != len(names):
+            raise ValueError(f"relation {self.name!r}: duplicate column names")
+
+    @classmethod
+    def of(cls, name: str, **columns: str) -> Relation:
+        return cls(name, tuple(columns.items()))
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.columns)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The relations of one service instance plus the optional partition-key column."""
+
+    relations: Mapping[str, Relation]
+    key_field: str | None = None
+
+    @classmethod
+    def of(cls, *relations: Relation, key_field: str | None = None) -> Schema:
+        return cls({r.name: r for r in relations}, key_field)
+
+    def __post_init__(self) -> None:
+        if self.key_field is not None:
+            for rel in self.relations.values():
+                if self.key_field in rel.column_names:
+                    raise ValueError(
+                        f"key_field {self.key_field!r} collides with a column of relation {rel.name!r}"
+                    )
+
+
+_EVENT_FIELDS = frozenset(("relation", "row", "delta"))
+
+
+class EventCodec:
+    """orjson codec plus validation against a service's schema; built once, used per batch."""
+
+    name = "json"
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self._validators = {
+            name: tuple((col, COLUMN_TYPES[typ], typ) for col, typ in rel.columns)
+            for name, rel in schema.relations.items()
+        }
+        self._arity = {name: len(rel.columns) for name, rel in schema.relations.items()}
+
+    def decode(self, value: bytes | str | None) -> UpdateEvent:
+        if value is None:
+            raise EventError("malformed-json", "empty record value")
+        try:
+            obj = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise EventError("malformed-json", f"not valid JSON: {exc}") from None
+        return self.validate(obj)
+
+    def validate(self, obj: Any) -> UpdateEvent:
+        if type(obj) is not dict:
+            raise EventError("not-an-object", f"an event must be a JSON object, got {type(obj).__name__}")
+        if obj.keys() != _EVENT_FIELDS:
+            missing = _EVENT_FIELDS - obj.keys()
+            if missing:
+                raise EventError("missing-field", f"event lacks {', '.join(sorted(missing))}")
+            extra = sorted(obj.keys() - _EVENT_FIELDS)
+            raise EventError("unknown-field", f"event has unknown field(s) {', '.join(extra)}")
+        relation = obj["relation"]
+        validators = self._validators.get(relation) if type(relation) is str else None
+        if validators is None:
+            known = ", ".join(sorted(self._validators))
+            raise EventError("unknown-relation", f"unknown relation {relation!r} (known: {known})")
+        delta = obj["delta"]
+        if type(delta) is not int:
+            raise EventError("bad-delta", f"delta must be an integer, got {delta!r}")
+        if delta == 0:
+            raise EventError("zero-delta", "delta is 0: an update must change a multiplicity")
+        row = obj["row"]
+        if type(row) is not dict:
+            raise EventError("not-an-object", f"row must be a JSON object, got {type(row).__name__}")
+        key: str | None = None
+        key_field = self.schema.key_field
+        expected = self._arity[relation]
+        if key_field is not None:
+            if key_field not in row:
+                raise EventError("missing-key", f"row lacks the partition key field {key_field!r}")
+            kv = row[key_field]
+            if type(kv) is str:
+                key = kv
+            elif type(kv) is int:
+                key = str(kv)
+            else:
+                raise EventError("wrong-type", f"key field {key_field!r} must be a string or integer")
+            expected += 1
+        out: dict[str, Any] = {}
+        for col, check, typ in validators:
+            if col not in row:
+                raise EventError("missing-column", f"{relation}.{col} is missing")
+            v = row[col]
+            if v is None:
+                raise EventError("null-value", f"{relation}.{col} is null")
+            try:
+                out[col] = check(v)
+            except TypeError as exc:
+                raise EventError("wrong-type", f"{relation}.{col} must be {exc} ({typ}), got {v!r}") from None
+        if len(row) != expected:
+            allowed = set(out) | ({key_field} if key_field else set())
+            extra = sorted(set(row) - allowed)
+            raise EventError("unexpected-column", f"{relation} has unexpected column(s) {', '.join(extra)}")
+        return UpdateEvent(relation, out, delta, key)
+
+    def decode_many(self, values: Iterable[bytes | None]) -> list[UpdateEvent | EventError]:
+        out: list[UpdateEvent | EventError] = []
+        append = out.append
+        decode = self.decode
+        for v in values:
+            try:
+                append(decode(v))
+            except EventError as err:
+                append(err)
+        return out
+
+    def encode(self, event: UpdateEvent) -> bytes:
+        return encode_event(event, self.schema.key_field)
+
+
+CODECS: dict[str, type[EventCodec]] = {EventCodec.name: EventCodec}

@@ -1,0 +1,91 @@
+"""Prometheus metrics of a worker, in a registry of its own, served on an HTTP endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class RuntimeMetrics:
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.registry = CollectorRegistry()
+        r = self.registry
+        labels = ("service",)
+        self.events_in = Counter("ivmstream_events_in", "Input records consumed", labels, registry=r).labels(
+            service
+        )
+        self.events_applied = Counter(
+            "ivmstream_events_applied", "Updates applied", labels, registry=r
+        ).labels(service)
+        self.events_out = Counter("ivmstream_results_out", "Results published", labels, registry=r).labels(
+            service
+        )
+        self.events_rejected = Counter(
+            "ivmstream_events_rejected",
+            "Input records sent to the dead-letter topic",
+            ("service", "reason"),
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "ivmstream_batch_seconds",
+            "Time to decode, apply and publish one batch",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        ).labels(service)
+        self.batch_size = Histogram(
+            "ivmstream_batch_records",
+            "Records per consumed batch",
+            labels,
+            buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000),
+            registry=r,
+        ).labels(service)
+        self.consumer_lag = Gauge(
+            "ivmstream_consumer_lag",
+            "Records behind the partition's high watermark",
+            ("service", "topic", "partition"),
+            registry=r,
+        )
+        self.checkpoint_seconds = Histogram(
+            "ivmstream_checkpoint_seconds",
+            "Time to flush outputs and atomically commit state+offsets",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        ).labels(service)
+        self.checkpoint_bytes = Histogram(
+            "ivmstream_checkpoint_bytes",
+            "Snapshot bytes written per checkpoint",
+            labels,
+            buckets=(0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8),
+            registry=r,
+        ).labels(service)
+        self.checkpoints = Counter(
+            "ivmstream_checkpoints", "Checkpoints committed", labels, registry=r
+        ).labels(service)
+        self.state_keys = Gauge(
+            "ivmstream_state_keys", "Engine instances (partition keys) held", labels, registry=r
+        ).labels(service)
+        self.assigned_partitions = Gauge(
+            "ivmstream_assigned_partitions", "Input partitions owned by this worker", labels, registry=r
+        ).labels(service)
+        self.engine_stat = Gauge(
+            "ivmstream_engine_stat",
+            "Engine-reported gauges summed over its keys",
+            ("service", "stat"),
+            registry=r,
+        )
+
+    def reject(self, reason: str, n: int = 1) -> None:
+        self.events_rejected.labels(self.service, reason).inc(n)
+
+    def set_engine_stats(self, totals: Mapping[str, float]) -> None:
+        for stat, value in totals.items():
+            self.engine_stat.labels(self.service, stat).set(value)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        start_http_server(port, addr=addr, registry=self.registry)

@@ -1,0 +1,59 @@
+"""confluent-kafka client settings and a reachability check that fails fast with one clear line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+
+class BrokerUnavailable(RuntimeError):
+    pass
+
+
+def consumer_settings(
+    bootstrap: str, group: str, session_timeout_ms: int, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Offsets come from the state store, so auto-commit is off; a new group reads from the start
+    because a view needs the whole history."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(100, session_timeout_ms // 5),
+        "partition.assignment.strategy": "range",
+        "statistics.interval.ms": 2000,
+        "fetch.wait.max.ms": 100,
+    }
+    conf.update(overrides or {})
+    return conf
+
+
+def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 1000000,
+    }
+    conf.update(overrides or {})
+    return conf
+
+
+def check_reachable(
+    bootstrap: str, timeout: float = 10.0, overrides: Mapping[str, Any] | None = None
+) -> None:
+    """Ask the cluster for metadata so an unreachable broker is an error now, not a silent retry loop."""
+    conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
+    conf.update(overrides or {})
+    try:
+        AdminClient(conf).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None

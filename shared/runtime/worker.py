@@ -1,0 +1,301 @@
+"""The one consumer loop every service runs: consume a batch, decode, apply, publish, checkpoint.
+
+Exactly-once state rests on three rules kept here:
+1. On assignment a partition's engines and next offset come from the state store, and the consumer
+   is positioned there explicitly (never at the group's committed offset, which is informational).
+2. A checkpoint first flushes every published result and dead letter, then writes the changed
+   engine snapshots and the next offset in one atomic store write.
+3. On revocation and on shutdown the owned partitions are checkpointed before they are released.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import redis
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from shared.config import ServiceConfig, schema_of
+from shared.events import EventCodec, EventError, UpdateEvent
+from shared.metrics import RuntimeMetrics
+from shared.runtime.kafka import consumer_settings, producer_settings
+from shared.runtime.output import Output, build_record
+from shared.runtime.partition import PartitionState
+from shared.service import ServiceDefinition
+from shared.state import StateStore
+
+log = logging.getLogger("ivmstream.runtime")
+
+FaultHook = Callable[[str], None]
+KEYLESS = ""
+
+
+class Worker:
+    def __init__(
+        self,
+        service: ServiceDefinition,
+        config: ServiceConfig,
+        bootstrap: str,
+        store: StateStore,
+        *,
+        group: str | None = None,
+        redis_client: redis.Redis | None = None,
+        metrics: RuntimeMetrics | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self.store = store
+        self.group = group or f"ivmstream.{service.name}"
+        self.codec = EventCodec(schema_of(service, config))
+        self.metrics = metrics or RuntimeMetrics(service.name)
+        self._fault = fault_hook or (lambda _point: None)
+        self.consumer = Consumer(
+            consumer_settings(
+                bootstrap,
+                self.group,
+                config.session_timeout_ms,
+                {**config.kafka.get("consumer", {}), "stats_cb": self._on_stats},
+            )
+        )
+        self.producer = Producer(producer_settings(bootstrap, config.kafka.get("producer", {})))
+        self.output = Output(service.name, self.producer, config.output_topic, config.dlq_topic, redis_client)
+        self.partitions: dict[int, PartitionState] = {}
+        self._stop = threading.Event()
+        self._last_checkpoint = time.monotonic()
+        self._options = config.options
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop())
+
+    def run(self, until: Callable[[Worker], bool] | None = None) -> None:
+        """Process until stopped (or ``until(self)`` is true), then checkpoint and leave the group."""
+        self.consumer.subscribe(
+            [self.config.input_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        try:
+            while not self._stop.is_set():
+                msgs = self.consumer.consume(self.config.batch_size, 0.2)
+                if msgs:
+                    self._process(msgs)
+                else:
+                    self.producer.poll(0)
+                if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
+                    self.checkpoint()
+                if until is not None and until(self):
+                    break
+            self.checkpoint()
+        except BaseException:
+            self._abandon()
+            raise
+        self.close()
+
+    def close(self) -> None:
+        """Leave the group cleanly: the revocation checkpoints whatever is still owned."""
+        self.consumer.close()
+        self.output.flush()
+        self.store.close()
+
+    def _abandon(self) -> None:
+        """After a failure nothing unsafe may be checkpointed: drop the partitions, then leave."""
+        for state in list(self.partitions.values()):
+            self.store.release(state.topic, state.partition)
+        self.partitions.clear()
+        try:
+            self.consumer.close()
+        finally:
+            self.store.close()
+
+    # --- rebalance callbacks -----------------------------------------------------------------------
+
+    def _new_engine(self) -> Any:
+        return self.service.engine(self._options)
+
+    def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            cp = self.store.load(tp.topic, tp.partition)
+            self.partitions[tp.partition] = PartitionState(tp.topic, tp.partition, self._new_engine, cp)
+            tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
+            log.info("assigned %s:%d from offset %s", tp.topic, tp.partition, cp.offset or "earliest")
+        consumer.assign(tps)
+        self._update_gauges()
+
+    def _on_revoke(self, _consumer: Consumer, tps: list[TopicPartition]) -> None:
+        owned = [self.partitions[tp.partition] for tp in tps if tp.partition in self.partitions]
+        self.checkpoint(owned)
+        self._drop(tps)
+
+    def _on_lost(self, _consumer: Consumer, tps: list[TopicPartition]) -> None:
+        """Lost (session expired): another member may own these now, so write nothing."""
+        self._drop(tps)
+
+    def _drop(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            if self.partitions.pop(tp.partition, None) is not None:
+                self.store.release(tp.topic, tp.partition)
+        self._update_gauges()
+
+    # --- processing --------------------------------------------------------------------------------
+
+    def _process(self, msgs: list[Message]) -> None:
+        started = time.perf_counter()
+        by_partition: dict[int, list[Message]] = defaultdict(list)
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.fatal() or not err.retriable():
+                    raise KafkaException(err)
+                log.warning("consumer error: %s", err.str())
+                continue
+            by_partition[msg.partition()].append(msg)
+        published = 0
+        for partition, pmsgs in by_partition.items():
+            state = self.partitions.get(partition)
+            if state is None:
+                continue  # revoked while these were in flight
+            if state.next_offset is not None and pmsgs[0].offset() < state.next_offset:
+                pmsgs = [m for m in pmsgs if m.offset() >= state.next_offset]
+                if not pmsgs:
+                    continue
+            touched = self._apply_partition(state, pmsgs)
+            state.next_offset = pmsgs[-1].offset() + 1
+            published += self.output.publish(
+                (
+                    key,
+                    build_record(
+                        self.service.name,
+                        key,
+                        state.engines[key].result(),
+                        state.topic,
+                        partition,
+                        state.next_offset,
+                    ),
+                )
+                for key in touched
+            )
+        self.metrics.events_in.inc(len(msgs))
+        self.metrics.events_out.inc(published)
+        self.metrics.batch_size.observe(len(msgs))
+        self.metrics.batch_seconds.observe(time.perf_counter() - started)
+
+    def _apply_partition(self, state: PartitionState, msgs: list[Message]) -> list[str]:
+        """Decode and apply one partition's records; each key's events keep their log order."""
+        decoded = self.codec.decode_many([m.value() for m in msgs])
+        per_key: dict[str, tuple[list[UpdateEvent], list[int]]] = {}
+        keyed = self.codec.schema.key_field is not None
+        for i, item in enumerate(decoded):
+            if isinstance(item, EventError):
+                self._reject(msgs[i], item.code, item.detail)
+                continue
+            if not keyed and state.partition != 0:
+                self._reject(
+                    msgs[i],
+                    "keyless-partition",
+                    f"service has no key_field, so its input must be one ordered stream on partition 0, "
+                    f"not partition {state.partition}",
+                )
+                continue
+            key = item.key if keyed else KEYLESS
+            events, positions = per_key.setdefault(key, ([], []))
+            events.append(item)
+            positions.append(i)
+        applied = 0
+        for key, (events, positions) in per_key.items():
+            rejections = state.engine(key).apply(events)
+            for r in rejections:
+                self._reject(msgs[positions[r.index]], r.code, r.detail)
+            applied += len(events) - len(rejections)
+            state.dirty.add(key)
+        self.metrics.events_applied.inc(applied)
+        return list(per_key)
+
+    def _reject(self, msg: Message, code: str, detail: str) -> None:
+        self.output.dead_letter(msg, code, detail)
+        self.metrics.reject(code)
+        log.debug("rejected %s:%d:%d %s: %s", msg.topic(), msg.partition(), msg.offset(), code, detail)
+
+    # --- checkpoints -------------------------------------------------------------------------------
+
+    def checkpoint(self, partitions: list[PartitionState] | None = None) -> None:
+        """Flush outputs, then commit each changed partition's snapshots and offset atomically."""
+        self._last_checkpoint = time.monotonic()
+        todo = [
+            p
+            for p in (partitions if partitions is not None else self.partitions.values())
+            if p.needs_checkpoint and p.next_offset is not None
+        ]
+        if not todo:
+            return
+        started = time.perf_counter()
+        self.output.flush()
+        size = 0
+        for state in todo:
+            size += self.store.commit(state.topic, state.partition, state.next_offset, state.take_changes())
+            state.committed_offset = state.next_offset
+        self._fault("after-state-commit")
+        try:  # informational only (lag tooling); the store's offsets are what restarts use
+            self.consumer.commit(
+                offsets=[TopicPartition(s.topic, s.partition, s.next_offset) for s in todo], asynchronous=True
+            )
+        except KafkaException as exc:
+            log.warning("group offset commit failed (state is safe): %s", exc)
+        self.metrics.checkpoints.inc()
+        self.metrics.checkpoint_bytes.observe(size)
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
+        self._update_gauges()
+
+    # --- metrics -----------------------------------------------------------------------------------
+
+    def _update_gauges(self) -> None:
+        self.metrics.assigned_partitions.set(len(self.partitions))
+        self.metrics.state_keys.set(sum(len(p.engines) for p in self.partitions.values()))
+        totals: dict[str, float] = defaultdict(float)
+        for p in self.partitions.values():
+            for engine in p.engines.values():
+                stats = getattr(engine, "stats", None)
+                if stats is not None:
+                    for name, value in stats().items():
+                        totals[name] += value
+        self.metrics.set_engine_stats(totals)
+
+    def _on_stats(self, stats_json: str) -> None:
+        stats = orjson.loads(stats_json)
+        for topic, tstats in stats.get("topics", {}).items():
+            for pid, pstats in tstats.get("partitions", {}).items():
+                lag = pstats.get("consumer_lag", -1)
+                if pid != "-1" and lag >= 0 and int(pid) in self.partitions:
+                    self.metrics.consumer_lag.labels(self.service.name, topic, pid).set(lag)
+
+    # --- introspection (tests, demo) ---------------------------------------------------------------
+
+    def results(self) -> dict[str, Any]:
+        return {key: e.result() for p in self.partitions.values() for key, e in p.engines.items()}
+
+    def positions(self) -> dict[int, int | None]:
+        return {p: s.next_offset for p, s in self.partitions.items()}

@@ -1,0 +1,71 @@
+"""A service is a declaration: its options, relations, engine factory and demo workload.
+
+The runtime, ``replay``, the CLI and the demo only ever see a ``ServiceDefinition``; a new service
+is one folder ``services/<name>/`` whose ``service.py`` exposes ``SERVICE``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.config import ConfigError, Option
+from shared.engine import Engine
+from shared.events import Relation
+
+
+@dataclass(frozen=True)
+class DemoWorkload:
+    """A bundled sample input the demo produces and the service consumes."""
+
+    input: Path
+    format: str = "jsonl"
+    config: Mapping[str, Any] = field(default_factory=dict)
+    partitions: int = 1
+    read_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServiceDefinition:
+    name: str
+    summary: str
+    options: Mapping[str, Option]
+    relations: Callable[[Mapping[str, Any]], Sequence[Relation]]
+    engine: Callable[[Mapping[str, Any]], Engine]
+    validate: Callable[[Mapping[str, Any]], None] | None = None
+    demo: DemoWorkload | None = None
+    platform_only: bool = False  # reference services used by the platform's own tests and demo
+
+
+def available_services() -> dict[str, str]:
+    """Every ``services/<name>/service.py`` module, by service name (not imported yet)."""
+    import services
+
+    return {
+        m.name: f"services.{m.name}.service"
+        for m in pkgutil.iter_modules(services.__path__)
+        if m.ispkg and (Path(services.__path__[0]) / m.name / "service.py").is_file()
+    }
+
+
+def load_service(name: str) -> ServiceDefinition:
+    """A service by name, or any ``module:attribute`` holding a ServiceDefinition."""
+    if ":" in name:
+        module_name, attr = name.split(":", 1)
+    else:
+        modules = available_services()
+        if name not in modules:
+            raise ConfigError(f"unknown service {name!r} (available: {', '.join(sorted(modules))})")
+        module_name, attr = modules[name], "SERVICE"
+    try:
+        module = importlib.import_module(module_name)
+        service = getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load service {name!r}: {exc}") from None
+    if not isinstance(service, ServiceDefinition):
+        raise ConfigError(f"{name!r} is not a ServiceDefinition")
+    return service

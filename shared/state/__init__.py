@@ -1,0 +1,33 @@
+"""State stores for engine snapshots with atomic state+offset checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.state.base import PartitionCheckpoint, StateError, StateStore
+from shared.state.memory import MemoryStore
+
+BACKENDS = ("rocksdb", "redis", "memory")
+
+
+def open_store(
+    backend: str, namespace: str, *, state_dir: str | Path | None = None, redis_url: str | None = None
+) -> StateStore:
+    """Open a backend by name; ``namespace`` separates services and consumer groups."""
+    if backend == "memory":
+        return MemoryStore()
+    if backend == "rocksdb":
+        from shared.state.rocksdb import RocksDBStore
+
+        return RocksDBStore(state_dir or "state", namespace)
+    if backend == "redis":
+        if not redis_url:
+            raise StateError("the redis state backend needs --redis URL")
+        from shared.redis_client import connect
+        from shared.state.redis import RedisStore
+
+        return RedisStore(connect(redis_url), namespace)
+    raise StateError(f"unknown state backend {backend!r} (known: {', '.join(BACKENDS)})")
+
+
+__all__ = ["BACKENDS", "MemoryStore", "PartitionCheckpoint", "StateError", "StateStore", "open_store"]
