@@ -1,0 +1,796 @@
+"""Runtime overhead benchmark: raw confluent-kafka consumption vs. the ``Worker`` loop.
+
+One run starts its own embedded Kafka-wire broker (``BrokerProcess``) and ``redis-server`` and measures,
+on identical pre-produced input (JSON update events over 64 keys and 4 partitions):
+
+1. ``raw``: a plain ``Consumer`` with the runtime's consumer settings and ``consume(2000)`` batches,
+   touching every value (``len``): the ceiling any Python consumer loop on this machine can reach;
+2. ``runtime-noop``: the ``Worker`` with an engine that does nothing, memory state store, no Redis;
+3. ``runtime-rocksdb``: the ``Worker`` with a counting engine, RocksDB checkpoints;
+4. ``runtime-redis``: the ``Worker`` with a counting engine, Redis checkpoints and Redis results.
+
+Every measurement uses a fresh topic (produced with an idempotent producer before timing) and a fresh
+consumer group. The clock starts when the group assigns the partitions and stops when the last record
+is consumed (raw) or, for the runtime, when the final checkpoint covering every record is written
+(``Worker.run(until=...)`` with a predicate on ``worker.positions()``). Each case runs ``--repeats``
+times, interleaved, and the median is reported.
+
+Usage (from the repo root)::
+
+    .venv/bin/python bench/runtime.py                 # 200000 events, 3 repeats
+    .venv/bin/python bench/runtime.py --quick         # smoke size: 20000 events, 1 repeat
+    .venv/bin/python bench/runtime.py --profile       # also cProfile one extra no-op runtime run
+
+Writes ``bench/results/runtime.json`` and ``runtime.png`` (``runtime_quick.*`` with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import platform
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import confluent_kafka  # noqa: E402
+import orjson  # noqa: E402
+from confluent_kafka import (  # noqa: E402
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from shared.broker import BrokerProcess  # noqa: E402
+from shared.config import build_config  # noqa: E402
+from shared.engine import Rejection  # noqa: E402
+from shared.events import Relation, UpdateEvent  # noqa: E402
+from shared.metrics import RuntimeMetrics  # noqa: E402
+from shared.redis_client import connect  # noqa: E402
+from shared.redis_server import RedisServer  # noqa: E402
+from shared.runtime import Worker  # noqa: E402
+from shared.runtime.kafka import consumer_settings, producer_settings  # noqa: E402
+from shared.runtime.progress import group_progress  # noqa: E402
+from shared.service import ServiceDefinition  # noqa: E402
+from shared.state import StateStore, open_store  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+PARTITIONS = 4
+KEYS = 64
+KEY_FIELD = "k"
+BATCH = 2000  # the runtime's default batch_size, and the raw consumer's num_messages
+POLL_TIMEOUT = 0.2  # what Worker.run passes to consume()
+SESSION_TIMEOUT_MS = 10000  # the runtime's default session_timeout_ms
+MEASURE_TIMEOUT = 600.0  # seconds one measurement may take before the bench gives up
+
+CASES = ("raw", "runtime-noop", "runtime-rocksdb", "runtime-redis")
+LABELS = {
+    "raw": "raw confluent-kafka",
+    "runtime-noop": "Worker, no-op engine, memory",
+    "runtime-rocksdb": "Worker, counting, RocksDB",
+    "runtime-redis": "Worker, counting, Redis",
+}
+
+
+def progress(msg: str) -> None:
+    print(f"[bench.runtime {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- bench services
+
+_RELATIONS = (Relation("items", (("item", "str"), ("qty", "int"))),)
+_CONSTANT_RESULT = {"ok": True}
+
+
+class NoopEngine:
+    """Does nothing: what is left of a run is the runtime's own cost."""
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        return []
+
+    def result(self) -> Any:
+        return _CONSTANT_RESULT
+
+    def snapshot(self) -> bytes:
+        return b""
+
+    def restore(self, data: bytes) -> None:
+        pass
+
+
+class CountingEngine:
+    """Sums the deltas; a snapshot of a few bytes, so every checkpoint writes something."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        self.count += sum(ev.delta for ev in events)
+        return []
+
+    def result(self) -> Any:
+        return {"count": self.count}
+
+    def snapshot(self) -> bytes:
+        return str(self.count).encode()
+
+    def restore(self, data: bytes) -> None:
+        self.count = int(data) if data else 0
+
+
+NOOP_SERVICE = ServiceDefinition(
+    name="bench_noop",
+    summary="no-op engine (runtime benchmark)",
+    options={},
+    relations=lambda _options: _RELATIONS,
+    engine=lambda _options: NoopEngine(),
+    platform_only=True,
+)
+COUNT_SERVICE = ServiceDefinition(
+    name="bench_count",
+    summary="counting engine (runtime benchmark)",
+    options={},
+    relations=lambda _options: _RELATIONS,
+    engine=lambda _options: CountingEngine(),
+    platform_only=True,
+)
+
+
+# --------------------------------------------------------------------------- input
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    key: bytes
+    value: bytes
+
+
+def make_records(n: int) -> list[Record]:
+    """Valid update events over KEYS keys; key i lives on partition i % PARTITIONS."""
+    out = []
+    for i in range(n):
+        k = i % KEYS
+        key = f"key{k}"
+        value = orjson.dumps(
+            {
+                "relation": "items",
+                "row": {"item": f"item{i % 997}", "qty": i % 50 + 1, KEY_FIELD: key},
+                "delta": 1,
+            }
+        )
+        out.append(Record(k % PARTITIONS, key.encode(), value))
+    return out
+
+
+def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
+    failures: list[str] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    producer = Producer(producer_settings(bootstrap))  # enable.idempotence=True
+    for i, rec in enumerate(records):
+        while True:
+            try:
+                producer.produce(topic, rec.value, rec.key, partition=rec.partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or failures:
+        raise RuntimeError(
+            f"producing to {topic}: {remaining} unacknowledged, {len(failures)} failed"
+            + (f" ({failures[0]})" if failures else "")
+        )
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe", "enable.auto.commit": False})
+    try:
+        meta = probe.list_topics(topic, timeout=10).topics[topic]
+        return {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in sorted(meta.partitions)
+        }
+    finally:
+        probe.close()
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+@dataclass
+class Measurement:
+    case: str
+    repeat: int
+    topic: str
+    group: str
+    records: int
+    seconds: float  # assignment -> end (see module docstring)
+    seconds_from_first_batch: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "repeat": self.repeat,
+            "topic": self.topic,
+            "group": self.group,
+            "records": self.records,
+            "seconds": round(self.seconds, 6),
+            "records_per_s": round(self.rate, 1),
+            "seconds_from_first_batch": round(self.seconds_from_first_batch, 6),
+            "records_per_s_from_first_batch": round(self.records / self.seconds_from_first_batch, 1),
+            **self.extra,
+        }
+
+
+def measure_raw(bootstrap: str, topic: str, group: str, ends: dict[int, int], repeat: int) -> Measurement:
+    total = sum(ends.values())
+    consumer = Consumer(consumer_settings(bootstrap, group, SESSION_TIMEOUT_MS))
+    marks: dict[str, float] = {}
+
+    def on_assign(c: Consumer, tps: list[TopicPartition]) -> None:
+        marks.setdefault("assigned", time.perf_counter())
+        for tp in tps:  # as the worker does for a partition without a checkpoint
+            tp.offset = OFFSET_BEGINNING
+        c.assign(tps)
+
+    try:
+        consumer.subscribe([topic], on_assign=on_assign)
+        n = nbytes = 0
+        deadline = time.monotonic() + MEASURE_TIMEOUT
+        eof = KafkaError._PARTITION_EOF
+        while n < total:
+            msgs = consumer.consume(BATCH, POLL_TIMEOUT)
+            if msgs and "first_batch" not in marks:
+                marks["first_batch"] = time.perf_counter()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == eof:
+                        continue
+                    raise KafkaException(err)
+                nbytes += len(m.value())
+                n += 1
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"raw consumer read {n} of {total} records in {MEASURE_TIMEOUT:g}s")
+        done = time.perf_counter()
+        positions = {
+            tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in ends])
+        }
+    finally:
+        consumer.close()
+    if positions != ends:
+        raise RuntimeError(f"raw consumer ended at {positions}, expected {ends}")
+    return Measurement(
+        "raw",
+        repeat,
+        topic,
+        group,
+        n,
+        done - marks["assigned"],
+        done - marks["first_batch"],
+        {"value_bytes": nbytes},
+    )
+
+
+def _sample(metrics: RuntimeMetrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name, {"service": metrics.service})
+    return float(value) if value is not None else 0.0
+
+
+def measure_worker(
+    case: str,
+    service: ServiceDefinition,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    ends: dict[int, int],
+    repeat: int,
+    store: StateStore,
+    *,
+    redis_url: str | None = None,
+    checkpoint_interval: float = 1.0,
+    profiler: cProfile.Profile | None = None,
+) -> Measurement:
+    total = sum(ends.values())
+    config = build_config(
+        service,
+        {
+            "key_field": KEY_FIELD,
+            "input_topic": topic,
+            "output_topic": f"{topic}.out",
+            "dlq_topic": f"{topic}.dlq",
+            "batch_size": BATCH,
+            "checkpoint_interval": checkpoint_interval,
+            "session_timeout_ms": SESSION_TIMEOUT_MS,
+        },
+    )
+    redis_client = connect(redis_url) if redis_url else None
+    metrics = RuntimeMetrics(service.name)
+    worker = Worker(
+        service, config, bootstrap, store, group=group, redis_client=redis_client, metrics=metrics
+    )
+    marks: dict[str, float] = {}
+    timed_out = False
+
+    # Timing hooks on this instance only: run() looks these methods up on self.
+    on_assign, process, close = worker._on_assign, worker._process, worker.close
+
+    def timed_assign(c: Consumer, tps: list[TopicPartition]) -> None:
+        marks.setdefault("assigned", time.perf_counter())
+        on_assign(c, tps)
+
+    def timed_process(msgs: list[Any]) -> None:
+        marks.setdefault("first_batch", time.perf_counter())
+        process(msgs)
+
+    def timed_close() -> None:
+        marks["checkpointed"] = time.perf_counter()  # run() has just written the final checkpoint
+        close()
+        marks["closed"] = time.perf_counter()
+
+    worker._on_assign = timed_assign  # type: ignore[method-assign]
+    worker._process = timed_process  # type: ignore[method-assign]
+    worker.close = timed_close  # type: ignore[method-assign]
+
+    targets = {p: end for p, end in ends.items() if end > 0}
+    deadline = time.monotonic() + MEASURE_TIMEOUT
+
+    def caught_up(w: Worker) -> bool:
+        nonlocal timed_out
+        positions = w.positions()
+        if all(positions.get(p) == end for p, end in targets.items()):
+            marks["caught_up"] = time.perf_counter()
+            return True
+        if time.monotonic() > deadline:
+            timed_out = True
+            return True
+        return False
+
+    try:
+        if profiler is not None:
+            profiler.enable()
+        try:
+            worker.run(until=caught_up)
+        finally:
+            if profiler is not None:
+                profiler.disable()
+    finally:
+        if redis_client is not None:
+            redis_client.close()
+    if timed_out:
+        raise TimeoutError(
+            f"{case}: worker did not reach {ends} in {MEASURE_TIMEOUT:g}s: {worker.positions()}"
+        )
+
+    events_in = int(_sample(metrics, "ivmstream_events_in_total"))
+    lag = {p.partition: p.lag for p in group_progress(bootstrap, group, topic)}
+    if events_in != total:
+        raise RuntimeError(f"{case}: worker consumed {events_in} records, expected {total}")
+    checkpoints = int(_sample(metrics, "ivmstream_checkpoints_total"))
+    cp_count = _sample(metrics, "ivmstream_checkpoint_seconds_count")
+    cp_sum = _sample(metrics, "ivmstream_checkpoint_seconds_sum")
+    batch_count = _sample(metrics, "ivmstream_batch_seconds_count")
+    batch_sum = _sample(metrics, "ivmstream_batch_seconds_sum")
+    seconds = marks["checkpointed"] - marks["assigned"]
+    extra = {
+        "caught_up_to_checkpointed_s": round(marks["checkpointed"] - marks["caught_up"], 6),
+        "close_s": round(marks["closed"] - marks["checkpointed"], 6),
+        "results_published": int(_sample(metrics, "ivmstream_results_out_total")),
+        "checkpoints": checkpoints,
+        "checkpoint_mean_ms": round(1000 * cp_sum / cp_count, 3) if cp_count else None,
+        "checkpoint_total_s": round(cp_sum, 6),
+        "checkpoint_bytes": int(_sample(metrics, "ivmstream_checkpoint_bytes_sum")),
+        "batches": int(batch_count),
+        "process_total_s": round(batch_sum, 6),  # time inside Worker._process (decode, apply, publish)
+        "process_share": round(batch_sum / seconds, 4),
+        "process_us_per_record": round(1e6 * batch_sum / total, 3),
+        "group_committed_at_end": all(v == 0 for v in lag.values()),
+    }
+    if not extra["group_committed_at_end"]:
+        progress(f"  warning: {case} group {group} still shows lag {lag} after close")
+    return Measurement(
+        case, repeat, topic, group, total, seconds, marks["checkpointed"] - marks["first_batch"], extra
+    )
+
+
+# --------------------------------------------------------------------------- machine and report
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    redis_server = None
+    exe = shutil.which("redis-server")
+    if exe:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            redis_server = subprocess.run(
+                [exe, "--version"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "orjson": _version("orjson"),
+        "rocksdict": _version("rocksdict"),
+        "redis_py": _version("redis"),
+        "prometheus_client": _version("prometheus-client"),
+        "redis_server": redis_server,
+    }
+
+
+def summarize(measurements: list[Measurement]) -> dict[str, Any]:
+    cases: dict[str, Any] = {}
+    for case in CASES:
+        runs = [m for m in measurements if m.case == case]
+        if not runs:
+            continue
+        rates = [m.rate for m in runs]
+        entry: dict[str, Any] = {
+            "label": LABELS[case],
+            "records_per_s_median": round(statistics.median(rates), 1),
+            "records_per_s_min": round(min(rates), 1),
+            "records_per_s_max": round(max(rates), 1),
+            "records_per_s_from_first_batch_median": round(
+                statistics.median(m.records / m.seconds_from_first_batch for m in runs), 1
+            ),
+            "runs": [m.as_json() for m in runs],
+        }
+        if case != "raw":
+            for name in ("checkpoints", "checkpoint_mean_ms", "process_us_per_record", "process_share"):
+                values = [m.extra[name] for m in runs if m.extra.get(name) is not None]
+                entry[f"{name}_median"] = statistics.median(values) if values else None
+        cases[case] = entry
+    return cases
+
+
+def ratios(cases: dict[str, Any]) -> dict[str, float | None]:
+    def r(a: str, b: str) -> float | None:
+        if a not in cases or b not in cases:
+            return None
+        return round(cases[a]["records_per_s_median"] / cases[b]["records_per_s_median"], 4)
+
+    return {
+        "noop_vs_raw": r("runtime-noop", "raw"),
+        "rocksdb_vs_noop": r("runtime-rocksdb", "runtime-noop"),
+        "redis_vs_noop": r("runtime-redis", "runtime-noop"),
+        "rocksdb_vs_raw": r("runtime-rocksdb", "raw"),
+        "redis_vs_raw": r("runtime-redis", "raw"),
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = report["cases"]
+    names = [c for c in CASES if c in cases]
+    medians = [cases[c]["records_per_s_median"] for c in names]
+    lower = [cases[c]["records_per_s_median"] - cases[c]["records_per_s_min"] for c in names]
+    upper = [cases[c]["records_per_s_max"] - cases[c]["records_per_s_median"] for c in names]
+    rat = report["ratios"]
+    notes = {
+        "raw": "baseline",
+        "runtime-noop": f"{rat['noop_vs_raw']:.2f}x raw" if rat["noop_vs_raw"] is not None else "",
+        "runtime-rocksdb": (
+            f"{rat['rocksdb_vs_noop']:.2f}x no-op" if rat["rocksdb_vs_noop"] is not None else ""
+        ),
+        "runtime-redis": f"{rat['redis_vs_noop']:.2f}x no-op" if rat["redis_vs_noop"] is not None else "",
+    }
+    colors = {
+        "raw": "#7f7f7f",
+        "runtime-noop": "#1f77b4",
+        "runtime-rocksdb": "#2ca02c",
+        "runtime-redis": "#d62728",
+    }
+    fig, ax = plt.subplots(figsize=(9, 5.2))
+    bars = ax.bar(
+        [LABELS[c].replace(", ", ",\n", 1) for c in names],
+        medians,
+        yerr=[lower, upper],
+        capsize=5,
+        color=[colors[c] for c in names],
+    )
+    top = max(m + u for m, u in zip(medians, upper, strict=True))
+    for bar, c, m in zip(bars, names, medians, strict=True):
+        ax.annotate(
+            f"{m:,.0f}/s\n{notes[c]}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    if "raw" in cases:
+        goal = 0.5 * cases["raw"]["records_per_s_median"]
+        ax.axhline(goal, color="black", linestyle="--", linewidth=1)
+        ax.text(len(names) - 0.5, goal, " goal: 50% of raw", va="bottom", ha="right", fontsize=8)
+    ax.set_ylim(0, top * 1.25)
+    ax.set_ylabel("records/s (median; bars: min-max)")
+    cfg, mach = report["config"], report["machine"]
+    ax.set_title(
+        f"ivmstream runtime vs raw confluent-kafka: {cfg['events']:,} events, "
+        f"{cfg['partitions']} partitions, {cfg['keys']} keys, {cfg['repeats']} repeat(s)\n"
+        f"{mach['cpu_count']} CPUs, Python {mach['python']}, confluent-kafka {mach['confluent_kafka']}, "
+        f"librdkafka {mach['librdkafka']}, embedded broker",
+        fontsize=9,
+    )
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    cases, rat = report["cases"], report["ratios"]
+    raw = cases.get("raw", {}).get("records_per_s_median")
+    noop = cases.get("runtime-noop", {}).get("records_per_s_median")
+    header = (
+        f"{'case':<30} {'records/s':>11} {'min':>10} {'max':>10} {'vs raw':>7} {'vs no-op':>8} "
+        f"{'ckpts':>6} {'ckpt ms':>8} {'us/rec in _process':>19}"
+    )
+    print(header)
+    print("-" * len(header))
+    for c in CASES:
+        if c not in cases:
+            continue
+        e = cases[c]
+        med = e["records_per_s_median"]
+        vs_raw = f"{med / raw:.2f}" if raw else "-"
+        vs_noop = f"{med / noop:.2f}" if noop and c.startswith("runtime") else "-"
+        ck = e.get("checkpoints_median")
+        ck_ms = e.get("checkpoint_mean_ms_median")
+        us = e.get("process_us_per_record_median")
+        print(
+            f"{e['label']:<30} {med:>11,.0f} "
+            f"{e['records_per_s_min']:>10,.0f} {e['records_per_s_max']:>10,.0f} "
+            f"{vs_raw:>7} {vs_noop:>8} {'-' if ck is None else f'{ck:g}':>6} "
+            f"{'-' if ck_ms is None else f'{ck_ms:.2f}':>8} {'-' if us is None else f'{us:.2f}':>19}"
+        )
+    if rat["noop_vs_raw"] is not None:
+        verdict = "met" if rat["noop_vs_raw"] >= 0.5 else "NOT met"
+        print(f"\nruntime(no-op)/raw = {rat['noop_vs_raw']:.3f} (goal >= 0.5: {verdict})")
+    if rat["rocksdb_vs_noop"] is not None:
+        print(f"rocksdb/no-op      = {rat['rocksdb_vs_noop']:.3f}")
+    if rat["redis_vs_noop"] is not None:
+        print(f"redis/no-op        = {rat['redis_vs_noop']:.3f}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--events", type=int, default=None, help="records per topic (default 200000; 20000 with --quick)"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=None, help="measurements per case (default 3; 1 with --quick)"
+    )
+    p.add_argument("--quick", action="store_true", help="smoke size: 20000 events, 1 repeat")
+    p.add_argument(
+        "--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)} (default: all)"
+    )
+    p.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=1.0,
+        help="runtime checkpoint_interval in s (default 1.0)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="afterwards, cProfile one extra no-op runtime run (not counted) and write the top functions",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output path prefix (default bench/results/runtime, bench/results/runtime_quick with --quick)",
+    )
+    args = p.parse_args(argv)
+    args.events = args.events or (20000 if args.quick else 200000)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        p.error(f"unknown case(s) {', '.join(unknown)} (known: {', '.join(CASES)})")
+    if args.events < PARTITIONS or args.repeats < 1 or args.checkpoint_interval <= 0:
+        p.error("--events must be >= 4, --repeats >= 1 and --checkpoint-interval > 0")
+    args.out = Path(args.out) if args.out else RESULTS / ("runtime_quick" if args.quick else "runtime")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    run_id = uuid.uuid4().hex[:8]
+    progress(f"run {run_id}: {args.events} events x {args.repeats} repeat(s), cases {', '.join(args.cases)}")
+    records = make_records(args.events)
+    broker = BrokerProcess()
+    redis_server = RedisServer()
+    state_dir = tempfile.mkdtemp(prefix="ivmstream-bench-")
+    measurements: list[Measurement] = []
+    profile_text: str | None = None
+    try:
+        broker.start()
+        progress(f"embedded broker at {broker.bootstrap}")
+        if "runtime-redis" in args.cases:
+            redis_server.start()
+            progress(f"redis-server at {redis_server.url}")
+
+        def fresh_topic(case: str, repeat: int) -> tuple[str, str, dict[int, int]]:
+            topic = f"bench.{run_id}.{case}.{repeat}"
+            broker.create_topic(topic, PARTITIONS)
+            broker.create_topic(f"{topic}.out", PARTITIONS)
+            started = time.perf_counter()
+            produce(broker.bootstrap, topic, records)
+            ends = end_offsets(broker.bootstrap, topic)
+            if sum(ends.values()) != len(records):
+                raise RuntimeError(f"{topic} holds {sum(ends.values())} records, produced {len(records)}")
+            progress(f"  produced {len(records)} records to {topic} in {time.perf_counter() - started:.2f}s")
+            return topic, f"bench-{run_id}-{case}-{repeat}", ends
+
+        def run_case(case: str, repeat: int, profiler: cProfile.Profile | None = None) -> Measurement:
+            topic, group, ends = fresh_topic(case, repeat)
+            if case == "raw":
+                return measure_raw(broker.bootstrap, topic, group, ends, repeat)
+            namespace = f"bench.{run_id}.{case}.{repeat}"
+            runners: dict[str, Callable[[], Measurement]] = {
+                "runtime-noop": lambda: measure_worker(
+                    case,
+                    NOOP_SERVICE,
+                    broker.bootstrap,
+                    topic,
+                    group,
+                    ends,
+                    repeat,
+                    open_store("memory", namespace),
+                    checkpoint_interval=args.checkpoint_interval,
+                    profiler=profiler,
+                ),
+                "runtime-rocksdb": lambda: measure_worker(
+                    case,
+                    COUNT_SERVICE,
+                    broker.bootstrap,
+                    topic,
+                    group,
+                    ends,
+                    repeat,
+                    open_store("rocksdb", namespace, state_dir=state_dir),
+                    checkpoint_interval=args.checkpoint_interval,
+                ),
+                "runtime-redis": lambda: measure_worker(
+                    case,
+                    COUNT_SERVICE,
+                    broker.bootstrap,
+                    topic,
+                    group,
+                    ends,
+                    repeat,
+                    open_store("redis", namespace, redis_url=redis_server.url),
+                    redis_url=redis_server.url,
+                    checkpoint_interval=args.checkpoint_interval,
+                ),
+            }
+            return runners[case]()
+
+        for repeat in range(args.repeats):
+            for case in args.cases:  # interleaved, so drift hits every case alike
+                progress(f"{case} repeat {repeat + 1}/{args.repeats}")
+                m = run_case(case, repeat)
+                measurements.append(m)
+                detail = ""
+                if case != "raw":
+                    detail = (
+                        f", {m.extra['checkpoints']} checkpoints (mean {m.extra['checkpoint_mean_ms']} ms), "
+                        f"{m.extra['process_us_per_record']:.2f} us/record in _process"
+                    )
+                progress(f"  {case}: {m.rate:,.0f} records/s ({m.records} in {m.seconds:.3f}s{detail})")
+
+        if args.profile:
+            progress("profiling one extra runtime-noop run under cProfile (not counted)")
+            profiler = cProfile.Profile()
+            m = run_case("runtime-noop", args.repeats, profiler)
+            buf = io.StringIO()
+            stats = pstats.Stats(profiler, stream=buf)
+            buf.write(f"runtime-noop under cProfile: {m.rate:,.0f} records/s (profiler overhead included)\n")
+            stats.sort_stats("tottime").print_stats(35)
+            stats.sort_stats("cumulative").print_stats(35)
+            profile_text = buf.getvalue()
+    finally:
+        broker.stop()
+        redis_server.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+    cases = summarize(measurements)
+    report = {
+        "benchmark": "runtime",
+        "run_id": run_id,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(
+            [".venv/bin/python", "bench/runtime.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "config": {
+            "events": args.events,
+            "repeats": args.repeats,
+            "partitions": PARTITIONS,
+            "keys": KEYS,
+            "batch_size": BATCH,
+            "checkpoint_interval_s": args.checkpoint_interval,
+            "statistic": "median over repeats",
+            "timing": "group assignment -> last record consumed (raw) / final checkpoint written (runtime)",
+            "sample_event": orjson.loads(records[min(17, len(records) - 1)].value),
+        },
+        "machine": machine_info(),
+        "cases": cases,
+        "ratios": ratios(cases),
+        "goal": {"noop_vs_raw_at_least": 0.5},
+    }
+    report["goal"]["met"] = (
+        report["ratios"]["noop_vs_raw"] >= 0.5 if report["ratios"]["noop_vs_raw"] is not None else None
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = args.out.with_suffix(".json"), args.out.with_suffix(".png")
+    json_path.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, png_path)
+    if profile_text is not None:
+        prof_path = args.out.parent / f"{args.out.name}_profile.txt"
+        prof_path.write_text(profile_text)
+        progress(f"profile written to {prof_path}")
+    progress(f"wrote {json_path} and {png_path}")
+    print_summary(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
