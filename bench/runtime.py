@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import gc
 import importlib.metadata
 import io
 import json
@@ -435,6 +436,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _first(v: Any) -> Any:
+    """confluent_kafka.version() is a (str, int) tuple in older releases and a plain str in newer ones."""
+    return v[0] if isinstance(v, tuple) else v
+
+
 def machine_info() -> dict[str, Any]:
     cpu_model = None
     with contextlib.suppress(OSError):
@@ -456,8 +462,8 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
-        "confluent_kafka": confluent_kafka.version()[0],
-        "librdkafka": confluent_kafka.libversion()[0],
+        "confluent_kafka": _first(confluent_kafka.version()),
+        "librdkafka": _first(confluent_kafka.libversion()),
         "orjson": _version("orjson"),
         "rocksdict": _version("rocksdict"),
         "redis_py": _version("redis"),
@@ -541,10 +547,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         color=[colors[c] for c in names],
     )
     top = max(m + u for m, u in zip(medians, upper, strict=True))
-    for bar, c, m in zip(bars, names, medians, strict=True):
+    for bar, c, m, u in zip(bars, names, medians, upper, strict=True):
         ax.annotate(
             f"{m:,.0f}/s\n{notes[c]}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            (bar.get_x() + bar.get_width() / 2, m + u),  # above the error bar
             xytext=(0, 6),
             textcoords="offset points",
             ha="center",
@@ -553,8 +559,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         )
     if "raw" in cases:
         goal = 0.5 * cases["raw"]["records_per_s_median"]
-        ax.axhline(goal, color="black", linestyle="--", linewidth=1)
-        ax.text(len(names) - 0.5, goal, " goal: 50% of raw", va="bottom", ha="right", fontsize=8)
+        ax.axhline(
+            goal, color="black", linestyle="--", linewidth=1, label="goal: no-op runtime >= 50% of raw"
+        )
+        ax.legend(loc="upper right", fontsize=8)
     ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("records/s (median; bars: min-max)")
     cfg, mach = report["config"], report["machine"]
@@ -722,7 +730,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     checkpoint_interval=args.checkpoint_interval,
                 ),
             }
-            return runners[case]()
+            try:
+                return runners[case]()
+            finally:
+                gc.collect()  # the worker's consumer/producer sit in reference cycles: free them now
 
         for repeat in range(args.repeats):
             for case in args.cases:  # interleaved, so drift hits every case alike
@@ -748,6 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stats.sort_stats("cumulative").print_stats(35)
             profile_text = buf.getvalue()
     finally:
+        gc.collect()  # destroy any client still connected before its broker goes away
         broker.stop()
         redis_server.stop()
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -784,7 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     json_path.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, png_path)
     if profile_text is not None:
-        prof_path = args.out.parent / f"{args.out.name}_profile.txt"
+        prof_path = args.out.parent / f"{args.out.name}.prof.txt"
         prof_path.write_text(profile_text)
         progress(f"profile written to {prof_path}")
     progress(f"wrote {json_path} and {png_path}")

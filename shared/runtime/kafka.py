@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,10 @@ from confluent_kafka.admin import AdminClient
 
 class BrokerUnavailable(RuntimeError):
     pass
+
+
+# librdkafka's own log lines go through Python logging, not straight to stderr.
+KAFKA_LOG = logging.getLogger("ivmstream.kafka")
 
 
 def consumer_settings(
@@ -30,6 +35,7 @@ def consumer_settings(
         "partition.assignment.strategy": "range",
         "statistics.interval.ms": 2000,
         "fetch.wait.max.ms": 100,
+        "logger": KAFKA_LOG,
     }
     conf.update(overrides or {})
     return conf
@@ -42,16 +48,18 @@ def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None
         "linger.ms": 5,
         "batch.num.messages": 10000,
         "queue.buffering.max.messages": 1000000,
+        "logger": KAFKA_LOG,
     }
     conf.update(overrides or {})
     return conf
 
 
 def check_reachable(
-    bootstrap: str, timeout: float = 10.0, overrides: Mapping[str, Any] | None = None
+    bootstrap: str, timeout: float = 5.0, overrides: Mapping[str, Any] | None = None
 ) -> None:
     """Ask the cluster for metadata so an unreachable broker is an error now, not a silent retry loop."""
-    conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
+    # log_level 0: the probe's failure is reported once, below, not as a stream of librdkafka lines.
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
     conf.update(overrides or {})
     try:
         AdminClient(conf).list_topics(timeout=timeout)
