@@ -186,14 +186,25 @@ def make_records(n: int) -> list[Record]:
     return out
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
+def produce(bootstrap: str, topic: str, records: Sequence[Record], batch_messages: int = 10000) -> None:
+    """Idempotent producer; every MessageSet holds ``batch_messages`` records (the tail excepted).
+
+    The batch size is pinned (a long linger, so only the count closes a batch) because librdkafka's mock
+    broker answers a Fetch with at most ONE MessageSet per partition: with timing-dependent batches the
+    consumer-side ceiling would swing by 4x from run to run. 10000 records of ~75 bytes is ~750 KB,
+    close to what a real broker returns per partition fetch (max.partition.fetch.bytes = 1 MB).
+    """
     failures: list[str] = []
 
     def on_delivery(err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
             failures.append(err.str())
 
-    producer = Producer(producer_settings(bootstrap))  # enable.idempotence=True
+    producer = Producer(
+        producer_settings(  # enable.idempotence=True
+            bootstrap, {"linger.ms": 5000, "batch.num.messages": batch_messages, "batch.size": 16_000_000}
+        )
+    )
     for i, rec in enumerate(records):
         while True:
             try:

@@ -94,9 +94,8 @@ def _count_lines(path: str) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
-
-    from shared.runtime.kafka import check_reachable, producer_settings
+    from shared.runtime.kafka import check_reachable
+    from shared.runtime.produce import produce_records
 
     records = read_source(
         args.input,
@@ -108,41 +107,22 @@ def cmd_produce(args: argparse.Namespace) -> int:
         delimiter=args.delimiter,
     )
     check_reachable(args.bootstrap)
-    producer = Producer(producer_settings(args.bootstrap, {"partitioner": "murmur2_random"}))
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
     progress = Progress(f"producing to {args.topic}", _count_lines(args.input))
-    sent = skipped = 0
-    for rec in records:
-        if rec.error is not None:
-            skipped += 1
-            print(f"{args.input}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr)
-            continue
-        # Without a key the whole input is one ordered stream, so it goes to partition 0.
-        partition = -1 if rec.key is not None else 0
-        while True:
-            try:
-                producer.produce(args.topic, rec.value, rec.key, partition=partition, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        sent += 1
-        if sent % 1000 == 0:
-            producer.poll(0)
-            progress.update(rec.lineno)
-    remaining = producer.flush(60)
-    progress.done(progress.total or sent)
-    if remaining or failures:
+    report = produce_records(
+        args.bootstrap,
+        args.topic,
+        records,
+        on_progress=lambda rec, _n: progress.update(rec.lineno),
+        on_skip=lambda rec: print(f"{args.input}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr),
+    )
+    progress.done(progress.total or report.sent)
+    if report.failures:
         raise CliError(
-            f"{len(failures) + remaining} of {sent} records were not delivered"
-            + (f": {failures[0]}" if failures else "")
+            f"{len(report.failures)} of {report.sent} records were not delivered: {report.failures[0]}"
         )
+    skipped = len(report.skipped)
     print(
-        f"produced {sent} records to {args.topic}"
+        f"produced {report.sent} records to {args.topic}"
         + (f" ({skipped} unreadable lines skipped)" if skipped else "")
     )
     return 0

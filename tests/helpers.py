@@ -115,21 +115,16 @@ def loads(value: bytes) -> Any:
 
 def trickle(bootstrap: str, topic: str, path: Path, key_field: str | None, seconds: float) -> None:
     """Produce a file's events spread over ``seconds``, so a worker is mid-stream for a while."""
-    from confluent_kafka import Producer
-
     from shared.events import read_source
-    from shared.runtime.kafka import producer_settings
+    from shared.runtime.produce import produce_records
 
     records = list(read_source(path, key_field=key_field))
-    producer = Producer(producer_settings(bootstrap, {"partitioner": "murmur2_random"}))
     chunks = max(1, int(seconds / 0.05))
     step = max(1, len(records) // chunks)
     for i in range(0, len(records), step):
-        for rec in records[i : i + step]:
-            producer.produce(topic, rec.value, rec.key, partition=-1 if rec.key is not None else 0)
-        producer.poll(0)
-        time.sleep(0.05)
-    assert producer.flush(30) == 0
+        report = produce_records(bootstrap, topic, records[i : i + step])
+        assert report.sent == len(records[i : i + step]) and not report.failures
+        time.sleep(0.05 if seconds else 0)
 
 
 def offline_results(config_path: Path, input_path: Path, service: str = "reference") -> dict[str, Any]:

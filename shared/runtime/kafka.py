@@ -54,9 +54,7 @@ def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None
     return conf
 
 
-def check_reachable(
-    bootstrap: str, timeout: float = 5.0, overrides: Mapping[str, Any] | None = None
-) -> None:
+def check_reachable(bootstrap: str, timeout: float = 5.0, overrides: Mapping[str, Any] | None = None) -> None:
     """Ask the cluster for metadata so an unreachable broker is an error now, not a silent retry loop."""
     # log_level 0: the probe's failure is reported once, below, not as a stream of librdkafka lines.
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
