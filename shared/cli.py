@@ -85,7 +85,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     argv = ["--partitions", str(args.partitions)]
     for t in args.topic or []:
         argv += ["--topic", t]
-    return broker.main(argv)
+    return broker.main(argv, prog="ivmstream broker")
 
 
 def _count_lines(path: str) -> int:
