@@ -140,7 +140,12 @@ class Worker:
             cp = self.store.load(tp.topic, tp.partition)
             self.partitions[tp.partition] = PartitionState(tp.topic, tp.partition, self._new_engine, cp)
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
-            log.info("assigned %s:%d from offset %s", tp.topic, tp.partition, cp.offset if cp.offset is not None else "earliest")
+            log.info(
+                "assigned %s:%d from offset %s",
+                tp.topic,
+                tp.partition,
+                cp.offset if cp.offset is not None else "earliest",
+            )
         consumer.assign(tps)
         self._update_gauges()
 
