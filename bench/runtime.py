@@ -7,7 +7,12 @@ on identical pre-produced input (JSON update events over 64 keys and 4 partition
    touching every value (``len``): the ceiling any Python consumer loop on this machine can reach;
 2. ``runtime-noop``: the ``Worker`` with an engine that does nothing, memory state store, no Redis;
 3. ``runtime-rocksdb``: the ``Worker`` with a counting engine, RocksDB checkpoints;
-4. ``runtime-redis``: the ``Worker`` with a counting engine, Redis checkpoints and Redis results.
+4. ``runtime-redis``: the ``Worker`` with a counting engine, Redis checkpoints and Redis results;
+
+plus a diagnostic pair, ``raw-fastfetch`` and ``runtime-noop-fastfetch``, identical to 1 and 2 except
+``fetch.queue.backoff.ms`` (``--fastfetch-backoff-ms``, default 10 instead of librdkafka's 1000): with
+the runtime's settings librdkafka stops fetching for a whole second whenever its prefetch queue passes
+``queued.min.messages`` (100000), which throttles the raw consumer far below what it can read.
 
 Every measurement uses a fresh topic (produced with an idempotent producer before timing) and a fresh
 consumer group. The clock starts when the group assigns the partitions and stops when the last record
@@ -19,9 +24,10 @@ Usage (from the repo root)::
 
     .venv/bin/python bench/runtime.py                 # 200000 events, 3 repeats
     .venv/bin/python bench/runtime.py --quick         # smoke size: 20000 events, 1 repeat
-    .venv/bin/python bench/runtime.py --profile       # also cProfile one extra no-op runtime run
+    .venv/bin/python bench/runtime.py --profile       # + cProfile of one extra no-op worker run
 
-Writes ``bench/results/runtime.json`` and ``runtime.png`` (``runtime_quick.*`` with ``--quick``).
+Writes ``bench/results/runtime.json`` and ``runtime.png`` (``runtime_quick.*`` with ``--quick``, so a
+smoke run never overwrites the real figures), and ``runtime.prof.txt`` with ``--profile``.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,14 +90,28 @@ KEY_FIELD = "k"
 BATCH = 2000  # the runtime's default batch_size, and the raw consumer's num_messages
 POLL_TIMEOUT = 0.2  # what Worker.run passes to consume()
 SESSION_TIMEOUT_MS = 10000  # the runtime's default session_timeout_ms
+PRODUCE_BATCH = 10000  # records per produced MessageSet (see produce())
 MEASURE_TIMEOUT = 600.0  # seconds one measurement may take before the bench gives up
 
-CASES = ("raw", "runtime-noop", "runtime-rocksdb", "runtime-redis")
+# The four requested cases use exactly the runtime's consumer settings. The two "fastfetch" cases are a
+# diagnostic: librdkafka >= 2.3 stops fetching for fetch.queue.backoff.ms (default 1000 ms) whenever its
+# prefetch queue exceeds queued.min.messages (100000), which caps a fast consumer far below what it
+# could read; the diagnostic pair lowers that backoff for both sides to show the unthrottled ratio.
+CASES = (
+    "raw",
+    "runtime-noop",
+    "runtime-rocksdb",
+    "runtime-redis",
+    "raw-fastfetch",
+    "runtime-noop-fastfetch",
+)
 LABELS = {
     "raw": "raw confluent-kafka",
     "runtime-noop": "Worker, no-op engine, memory",
     "runtime-rocksdb": "Worker, counting, RocksDB",
     "runtime-redis": "Worker, counting, Redis",
+    "raw-fastfetch": "raw, fast fetch (diagnostic)",
+    "runtime-noop-fastfetch": "Worker no-op, fast fetch (diagnostic)",
 }
 
 
@@ -266,9 +286,17 @@ class Measurement:
         }
 
 
-def measure_raw(bootstrap: str, topic: str, group: str, ends: dict[int, int], repeat: int) -> Measurement:
+def measure_raw(
+    case: str,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    ends: dict[int, int],
+    repeat: int,
+    overrides: dict[str, Any] | None = None,
+) -> Measurement:
     total = sum(ends.values())
-    consumer = Consumer(consumer_settings(bootstrap, group, SESSION_TIMEOUT_MS))
+    consumer = Consumer(consumer_settings(bootstrap, group, SESSION_TIMEOUT_MS, overrides))
     marks: dict[str, float] = {}
 
     def on_assign(c: Consumer, tps: list[TopicPartition]) -> None:
@@ -305,7 +333,7 @@ def measure_raw(bootstrap: str, topic: str, group: str, ends: dict[int, int], re
     if positions != ends:
         raise RuntimeError(f"raw consumer ended at {positions}, expected {ends}")
     return Measurement(
-        "raw",
+        case,
         repeat,
         topic,
         group,
@@ -333,21 +361,22 @@ def measure_worker(
     *,
     redis_url: str | None = None,
     checkpoint_interval: float = 1.0,
+    consumer_overrides: dict[str, Any] | None = None,
     profiler: cProfile.Profile | None = None,
 ) -> Measurement:
     total = sum(ends.values())
-    config = build_config(
-        service,
-        {
-            "key_field": KEY_FIELD,
-            "input_topic": topic,
-            "output_topic": f"{topic}.out",
-            "dlq_topic": f"{topic}.dlq",
-            "batch_size": BATCH,
-            "checkpoint_interval": checkpoint_interval,
-            "session_timeout_ms": SESSION_TIMEOUT_MS,
-        },
-    )
+    raw_config: dict[str, Any] = {
+        "key_field": KEY_FIELD,
+        "input_topic": topic,
+        "output_topic": f"{topic}.out",
+        "dlq_topic": f"{topic}.dlq",
+        "batch_size": BATCH,
+        "checkpoint_interval": checkpoint_interval,
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+    }
+    if consumer_overrides:
+        raw_config["kafka"] = {"consumer": dict(consumer_overrides)}
+    config = build_config(service, raw_config)
     redis_client = connect(redis_url) if redis_url else None
     metrics = RuntimeMetrics(service.name)
     worker = Worker(
@@ -500,7 +529,7 @@ def summarize(measurements: list[Measurement]) -> dict[str, Any]:
             ),
             "runs": [m.as_json() for m in runs],
         }
-        if case != "raw":
+        if not case.startswith("raw"):
             for name in ("checkpoints", "checkpoint_mean_ms", "process_us_per_record", "process_share"):
                 values = [m.extra[name] for m in runs if m.extra.get(name) is not None]
                 entry[f"{name}_median"] = statistics.median(values) if values else None
@@ -520,6 +549,8 @@ def ratios(cases: dict[str, Any]) -> dict[str, float | None]:
         "redis_vs_noop": r("runtime-redis", "runtime-noop"),
         "rocksdb_vs_raw": r("runtime-rocksdb", "raw"),
         "redis_vs_raw": r("runtime-redis", "raw"),
+        "fastfetch_noop_vs_raw": r("runtime-noop-fastfetch", "raw-fastfetch"),
+        "fastfetch_raw_vs_raw": r("raw-fastfetch", "raw"),
     }
 
 
@@ -535,23 +566,29 @@ def plot(report: dict[str, Any], path: Path) -> None:
     lower = [cases[c]["records_per_s_median"] - cases[c]["records_per_s_min"] for c in names]
     upper = [cases[c]["records_per_s_max"] - cases[c]["records_per_s_median"] for c in names]
     rat = report["ratios"]
+
+    def note(key: str, what: str) -> str:
+        return f"{rat[key]:.2f}x {what}" if rat.get(key) is not None else ""
+
     notes = {
         "raw": "baseline",
-        "runtime-noop": f"{rat['noop_vs_raw']:.2f}x raw" if rat["noop_vs_raw"] is not None else "",
-        "runtime-rocksdb": (
-            f"{rat['rocksdb_vs_noop']:.2f}x no-op" if rat["rocksdb_vs_noop"] is not None else ""
-        ),
-        "runtime-redis": f"{rat['redis_vs_noop']:.2f}x no-op" if rat["redis_vs_noop"] is not None else "",
+        "runtime-noop": note("noop_vs_raw", "raw"),
+        "runtime-rocksdb": note("rocksdb_vs_noop", "no-op"),
+        "runtime-redis": note("redis_vs_noop", "no-op"),
+        "raw-fastfetch": note("fastfetch_raw_vs_raw", "raw"),
+        "runtime-noop-fastfetch": note("fastfetch_noop_vs_raw", "raw fast"),
     }
     colors = {
         "raw": "#7f7f7f",
         "runtime-noop": "#1f77b4",
         "runtime-rocksdb": "#2ca02c",
         "runtime-redis": "#d62728",
+        "raw-fastfetch": "#c7c7c7",
+        "runtime-noop-fastfetch": "#aec7e8",
     }
-    fig, ax = plt.subplots(figsize=(9, 5.2))
+    fig, ax = plt.subplots(figsize=(3 + 1.9 * len(names), 5.6))
     bars = ax.bar(
-        [LABELS[c].replace(", ", ",\n", 1) for c in names],
+        [LABELS[c].replace(", ", ",\n").replace(" (", "\n(") for c in names],
         medians,
         yerr=[lower, upper],
         capsize=5,
@@ -573,7 +610,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.axhline(
             goal, color="black", linestyle="--", linewidth=1, label="goal: no-op runtime >= 50% of raw"
         )
-        ax.legend(loc="upper right", fontsize=8)
+    if "raw-fastfetch" in cases:
+        goal_fast = 0.5 * cases["raw-fastfetch"]["records_per_s_median"]
+        ax.axhline(goal_fast, color="#888888", linestyle=":", linewidth=1, label="50% of raw, fast fetch")
+    if "raw" in cases or "raw-fastfetch" in cases:
+        ax.legend(loc="upper left", fontsize=8)
     ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("records/s (median; bars: min-max)")
     cfg, mach = report["config"], report["machine"]
@@ -595,7 +636,7 @@ def print_summary(report: dict[str, Any]) -> None:
     raw = cases.get("raw", {}).get("records_per_s_median")
     noop = cases.get("runtime-noop", {}).get("records_per_s_median")
     header = (
-        f"{'case':<30} {'records/s':>11} {'min':>10} {'max':>10} {'vs raw':>7} {'vs no-op':>8} "
+        f"{'case':<38} {'records/s':>11} {'min':>10} {'max':>10} {'vs raw':>7} {'vs no-op':>8} "
         f"{'ckpts':>6} {'ckpt ms':>8} {'us/rec in _process':>19}"
     )
     print(header)
@@ -607,15 +648,19 @@ def print_summary(report: dict[str, Any]) -> None:
         med = e["records_per_s_median"]
         vs_raw = f"{med / raw:.2f}" if raw else "-"
         vs_noop = f"{med / noop:.2f}" if noop and c.startswith("runtime") else "-"
+        if c == "runtime-noop-fastfetch" and "raw-fastfetch" in cases:
+            vs_raw = f"{med / cases['raw-fastfetch']['records_per_s_median']:.2f}*"  # vs the fast raw
         ck = e.get("checkpoints_median")
         ck_ms = e.get("checkpoint_mean_ms_median")
         us = e.get("process_us_per_record_median")
         print(
-            f"{e['label']:<30} {med:>11,.0f} "
+            f"{e['label']:<38} {med:>11,.0f} "
             f"{e['records_per_s_min']:>10,.0f} {e['records_per_s_max']:>10,.0f} "
             f"{vs_raw:>7} {vs_noop:>8} {'-' if ck is None else f'{ck:g}':>6} "
             f"{'-' if ck_ms is None else f'{ck_ms:.2f}':>8} {'-' if us is None else f'{us:.2f}':>19}"
         )
+    if "runtime-noop-fastfetch" in cases and "raw-fastfetch" in cases:
+        print("* compared with 'raw, fast fetch', not with 'raw'")
     if rat["noop_vs_raw"] is not None:
         verdict = "met" if rat["noop_vs_raw"] >= 0.5 else "NOT met"
         print(f"\nruntime(no-op)/raw = {rat['noop_vs_raw']:.3f} (goal >= 0.5: {verdict})")
@@ -623,6 +668,11 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"rocksdb/no-op      = {rat['rocksdb_vs_noop']:.3f}")
     if rat["redis_vs_noop"] is not None:
         print(f"redis/no-op        = {rat['redis_vs_noop']:.3f}")
+    if rat["fastfetch_noop_vs_raw"] is not None:
+        print(
+            f"diagnostic, fetch.queue.backoff.ms={report['config']['fastfetch_backoff_ms']} on both sides: "
+            f"runtime(no-op)/raw = {rat['fastfetch_noop_vs_raw']:.3f}"
+        )
 
 
 # --------------------------------------------------------------------------- main
@@ -645,6 +695,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=1.0,
         help="runtime checkpoint_interval in s (default 1.0)",
+    )
+    p.add_argument(
+        "--fastfetch-backoff-ms",
+        type=int,
+        default=10,
+        help="fetch.queue.backoff.ms of the diagnostic *-fastfetch cases (default 10; librdkafka: 1000)",
     )
     p.add_argument(
         "--profile",
@@ -692,57 +748,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             broker.create_topic(topic, PARTITIONS)
             broker.create_topic(f"{topic}.out", PARTITIONS)
             started = time.perf_counter()
-            produce(broker.bootstrap, topic, records)
+            produce(broker.bootstrap, topic, records, PRODUCE_BATCH)
             ends = end_offsets(broker.bootstrap, topic)
             if sum(ends.values()) != len(records):
                 raise RuntimeError(f"{topic} holds {sum(ends.values())} records, produced {len(records)}")
             progress(f"  produced {len(records)} records to {topic} in {time.perf_counter() - started:.2f}s")
             return topic, f"bench-{run_id}-{case}-{repeat}", ends
 
+        fastfetch = {"fetch.queue.backoff.ms": args.fastfetch_backoff_ms}
+
         def run_case(case: str, repeat: int, profiler: cProfile.Profile | None = None) -> Measurement:
             topic, group, ends = fresh_topic(case, repeat)
-            if case == "raw":
-                return measure_raw(broker.bootstrap, topic, group, ends, repeat)
-            namespace = f"bench.{run_id}.{case}.{repeat}"
-            runners: dict[str, Callable[[], Measurement]] = {
-                "runtime-noop": lambda: measure_worker(
-                    case,
-                    NOOP_SERVICE,
-                    broker.bootstrap,
-                    topic,
-                    group,
-                    ends,
-                    repeat,
-                    open_store("memory", namespace),
-                    checkpoint_interval=args.checkpoint_interval,
-                    profiler=profiler,
-                ),
-                "runtime-rocksdb": lambda: measure_worker(
-                    case,
-                    COUNT_SERVICE,
-                    broker.bootstrap,
-                    topic,
-                    group,
-                    ends,
-                    repeat,
-                    open_store("rocksdb", namespace, state_dir=state_dir),
-                    checkpoint_interval=args.checkpoint_interval,
-                ),
-                "runtime-redis": lambda: measure_worker(
-                    case,
-                    COUNT_SERVICE,
-                    broker.bootstrap,
-                    topic,
-                    group,
-                    ends,
-                    repeat,
-                    open_store("redis", namespace, redis_url=redis_server.url),
-                    redis_url=redis_server.url,
-                    checkpoint_interval=args.checkpoint_interval,
-                ),
-            }
+            overrides = fastfetch if case.endswith("-fastfetch") else None
             try:
-                return runners[case]()
+                if case.startswith("raw"):
+                    return measure_raw(case, broker.bootstrap, topic, group, ends, repeat, overrides)
+                namespace = f"bench.{run_id}.{case}.{repeat}"
+                service, redis_url = COUNT_SERVICE, None
+                if case == "runtime-rocksdb":
+                    store = open_store("rocksdb", namespace, state_dir=state_dir)
+                elif case == "runtime-redis":
+                    redis_url = redis_server.url
+                    store = open_store("redis", namespace, redis_url=redis_url)
+                else:  # runtime-noop, runtime-noop-fastfetch
+                    service, store = NOOP_SERVICE, open_store("memory", namespace)
+                return measure_worker(
+                    case,
+                    service,
+                    broker.bootstrap,
+                    topic,
+                    group,
+                    ends,
+                    repeat,
+                    store,
+                    redis_url=redis_url,
+                    checkpoint_interval=args.checkpoint_interval,
+                    consumer_overrides=overrides,
+                    profiler=profiler,
+                )
             finally:
                 gc.collect()  # the worker's consumer/producer sit in reference cycles: free them now
 
@@ -752,7 +795,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 m = run_case(case, repeat)
                 measurements.append(m)
                 detail = ""
-                if case != "raw":
+                if not case.startswith("raw"):
                     detail = (
                         f", {m.extra['checkpoints']} checkpoints (mean {m.extra['checkpoint_mean_ms']} ms), "
                         f"{m.extra['process_us_per_record']:.2f} us/record in _process"
@@ -760,12 +803,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress(f"  {case}: {m.rate:,.0f} records/s ({m.records} in {m.seconds:.3f}s{detail})")
 
         if args.profile:
-            progress("profiling one extra runtime-noop run under cProfile (not counted)")
+            # fast fetch, so the profile shows the worker's own costs rather than fetch-backoff stalls
+            progress("profiling one extra runtime-noop-fastfetch run under cProfile (not counted)")
             profiler = cProfile.Profile()
-            m = run_case("runtime-noop", args.repeats, profiler)
+            m = run_case("runtime-noop-fastfetch", args.repeats, profiler)
             buf = io.StringIO()
             stats = pstats.Stats(profiler, stream=buf)
-            buf.write(f"runtime-noop under cProfile: {m.rate:,.0f} records/s (profiler overhead included)\n")
+            buf.write(
+                f"runtime-noop-fastfetch under cProfile (Worker.run, main thread): {m.rate:,.0f} records/s "
+                f"(profiler overhead included), "
+                f"{m.extra['process_us_per_record']:.2f} us/record in _process\n"
+            )
             stats.sort_stats("tottime").print_stats(35)
             stats.sort_stats("cumulative").print_stats(35)
             profile_text = buf.getvalue()
@@ -790,6 +838,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "keys": KEYS,
             "batch_size": BATCH,
             "checkpoint_interval_s": args.checkpoint_interval,
+            "consumer_settings": {
+                k: v if isinstance(v, str | int | float | bool) else repr(v)
+                for k, v in consumer_settings("<bootstrap>", "<group>", SESSION_TIMEOUT_MS).items()
+            },
+            "fastfetch_backoff_ms": args.fastfetch_backoff_ms,
+            "producer_batch_messages": PRODUCE_BATCH,
             "statistic": "median over repeats",
             "timing": "group assignment -> last record consumed (raw) / final checkpoint written (runtime)",
             "sample_event": orjson.loads(records[min(17, len(records) - 1)].value),

@@ -7,9 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from shared.broker import BrokerProcess
 from shared.redis_server import RedisServer
+
+# Shared CI machines are slow and noisy: judge properties, not the speed of input generation.
+settings.register_profile(
+    "ivmstream",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile("ivmstream")
 
 REPO = Path(__file__).resolve().parents[1]
 DBTOASTER = REPO.parent / "shared" / "data" / "dbtoaster"  # public data beside the checkout, may be absent

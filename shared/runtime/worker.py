@@ -212,26 +212,27 @@ class Worker:
     def _apply_partition(self, state: PartitionState, msgs: list[Message]) -> list[str]:
         """Decode and apply one partition's records; each key's events keep their log order."""
         decoded = self.codec.decode_many([m.value() for m in msgs])
-        per_key: dict[str, tuple[list[UpdateEvent], list[int]]] = {}
-        keyed = self.codec.schema.key_field is not None
+        if self.codec.schema.key_field is None and state.partition != 0:
+            detail = (
+                "service has no key_field, so its input must be one ordered stream on partition 0, "
+                f"not partition {state.partition}"
+            )
+            decoded = [
+                EventError("keyless-partition", detail) if e.__class__ is UpdateEvent else e for e in decoded
+            ]
+        # Positions per key map an engine's rejection back to its record; events are rebuilt from them.
+        per_key: dict[str, list[int]] = {}
         for i, item in enumerate(decoded):
-            if isinstance(item, EventError):
+            if item.__class__ is not UpdateEvent:
                 self._reject(msgs[i], item.code, item.detail)
                 continue
-            if not keyed and state.partition != 0:
-                self._reject(
-                    msgs[i],
-                    "keyless-partition",
-                    f"service has no key_field, so its input must be one ordered stream on partition 0, "
-                    f"not partition {state.partition}",
-                )
-                continue
-            key = item.key if keyed else KEYLESS
-            events, positions = per_key.setdefault(key, ([], []))
-            events.append(item)
+            positions = per_key.get(item.key or KEYLESS)
+            if positions is None:
+                per_key[item.key or KEYLESS] = positions = []
             positions.append(i)
         applied = 0
-        for key, (events, positions) in per_key.items():
+        for key, positions in per_key.items():
+            events = [decoded[i] for i in positions]
             rejections = state.engine(key).apply(events)
             for r in rejections:
                 self._reject(msgs[positions[r.index]], r.code, r.detail)
