@@ -9,10 +9,11 @@ on identical pre-produced input (JSON update events over 64 keys and 4 partition
 3. ``runtime-rocksdb``: the ``Worker`` with a counting engine, RocksDB checkpoints;
 4. ``runtime-redis``: the ``Worker`` with a counting engine, Redis checkpoints and Redis results;
 
-plus a diagnostic pair, ``raw-fastfetch`` and ``runtime-noop-fastfetch``, identical to 1 and 2 except
-``fetch.queue.backoff.ms`` (``--fastfetch-backoff-ms``, default 10 instead of librdkafka's 1000): with
-the runtime's settings librdkafka stops fetching for a whole second whenever its prefetch queue passes
-``queued.min.messages`` (100000), which throttles the raw consumer far below what it can read.
+plus, on request (``--cases``), a diagnostic pair ``raw-fastfetch`` and ``runtime-noop-fastfetch`` with
+``fetch.queue.backoff.ms`` set by ``--fastfetch-backoff-ms``. librdkafka's default (1000 ms) stops
+fetching for a whole second whenever its prefetch queue passes ``queued.min.messages``, which throttled
+the raw consumer far below what it can read; the runtime's own settings now use 10 ms, so the default
+cases compare both sides unthrottled.
 
 Every measurement uses a fresh topic (produced with an idempotent producer before timing) and a fresh
 consumer group. The clock starts when the group assigns the partitions and stops when the last record
@@ -688,7 +689,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="smoke size: 20000 events, 1 repeat")
     p.add_argument(
-        "--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)} (default: all)"
+        "--cases",
+        default=",".join(CASES[:4]),
+        help=f"comma-separated subset of {','.join(CASES)} (default: the first four)",
     )
     p.add_argument(
         "--checkpoint-interval",

@@ -317,7 +317,7 @@ class _FastDecoder:
                 )
             )
             self._post[name] = tuple((col, COLUMN_TYPES[typ]) for col, typ in rel.columns if typ == "decimal")
-        self._tags = {s: s.__struct_config__.tag for s in structs}
+        self._info = {s: (s.__struct_config__.tag, self._post[s.__struct_config__.tag]) for s in structs}
         union = structs[0] if len(structs) == 1 else Union[tuple(structs)]  # noqa: UP007 - runtime union
         self._decoder = msgspec.json.Decoder(union)
 
@@ -335,8 +335,7 @@ class _FastDecoder:
         One tight loop with locals only: this runs once per consumed record."""
         decode = self._decoder.decode
         asdict = msgspec.structs.asdict
-        tags = self._tags
-        post = self._post
+        info = self._info
         key_field = self.key_field
         errors = (msgspec.DecodeError, TypeError)
         out: list[Any] = []
@@ -347,18 +346,17 @@ class _FastDecoder:
             except errors:
                 append(v)
                 continue
-            delta = ev.delta
-            if delta == 0 or delta.__class__ is not int:
+            delta = ev.delta  # msgspec already refused bools and floats
+            if not delta:
                 append(v)
                 continue
-            relation = tags[ev.__class__]
+            relation, checks = info[ev.__class__]
             row = asdict(ev.row)
             key = None
             if key_field is not None:
                 key = row.pop(key_field)
                 if key.__class__ is not str:
                     key = str(key)
-            checks = post[relation]
             if checks:
                 try:
                     for col, check in checks:

@@ -35,6 +35,8 @@ def consumer_settings(
         "partition.assignment.strategy": "range",
         "statistics.interval.ms": 2000,
         "fetch.wait.max.ms": 100,
+        # librdkafka pauses fetching for 1 s when its prefetch queue fills; a view should not idle.
+        "fetch.queue.backoff.ms": 10,
         "logger": KAFKA_LOG,
     }
     conf.update(overrides or {})
