@@ -10,7 +10,7 @@ from shared.service import DemoWorkload, ServiceDefinition
 
 SERVICE = ServiceDefinition(
     name="reference",
-    summary="bag counts, column sums and an order digest per key (the platform's reference engine)",
+    summary="bag counts, column sums and an bag fingerprint per key (the platform's reference engine)",
     options=OPTIONS,
     relations=relations,
     engine=lambda o: BagEngine(o["relations"], o["allow_negative"]),
