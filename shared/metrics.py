@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -87,5 +91,46 @@ class RuntimeMetrics:
         for stat, value in totals.items():
             self.engine_stat.labels(self.service, stat).set(value)
 
+    def export_reconcile(self, redis_client: Any, key: str) -> None:
+        """Serve the latest Spark reconciliation verdict (written to Redis by ``ivmstream reconcile``)."""
+        self.registry.register(_ReconcileCollector(self.service, redis_client, key))
+
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         start_http_server(port, addr=addr, registry=self.registry)
+
+
+class _ReconcileCollector(Collector):
+    """Read at scrape time, so a verdict recorded by a batch job shows up without a pushgateway."""
+
+    def __init__(self, service: str, redis_client: Any, key: str) -> None:
+        self.service, self.redis, self.key = service, redis_client, key
+
+    def collect(self):
+        try:
+            raw = self.redis.get(self.key)
+        except Exception:  # a scrape must not fail because Redis is briefly away
+            raw = None
+        if raw is None:
+            return
+        verdict = orjson.loads(raw)
+        for name, doc, value in (
+            (
+                "ivmstream_reconcile_ok",
+                "1 if the last reconciliation matched, 0 if not",
+                verdict["verdict"] == "match",
+            ),
+            (
+                "ivmstream_reconcile_timestamp_seconds",
+                "When the last reconciliation ran",
+                verdict["checked_at"],
+            ),
+            (
+                "ivmstream_reconcile_mismatched_keys",
+                "Keys that differed in the last reconciliation",
+                verdict["mismatched_keys"],
+            ),
+            ("ivmstream_reconcile_keys", "Keys checked by the last reconciliation", verdict["keys"]),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=["service"])
+            family.add_metric([self.service], float(value))
+            yield family

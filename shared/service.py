@@ -38,6 +38,7 @@ class ServiceDefinition:
     engine: Callable[[Mapping[str, Any]], Engine]
     validate: Callable[[Mapping[str, Any]], None] | None = None
     demo: DemoWorkload | None = None
+    batch: str | None = None  # "module:attribute" of its Spark BatchJobs (imported only when needed)
     platform_only: bool = False  # reference services used by the platform's own tests and demo
 
 

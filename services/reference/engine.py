@@ -29,6 +29,11 @@ def _canonical(value: Any) -> str:
     raise TypeError(f"cannot hash {type(value).__name__}")
 
 
+def decimal_text(value: Decimal) -> str:
+    """One text per value ("3.00" and "3.0" both read "3"), however the sum was accumulated."""
+    return format((value + 0).normalize(), "f")
+
+
 def tuple_hash(relation: str, values: tuple) -> int:
     """A 128-bit hash of one tuple of a relation."""
     encoded = orjson.dumps([relation, list(values)], default=_canonical)
@@ -47,6 +52,25 @@ class BagEngine:
         self.counts: dict[str, int] = {r: 0 for r in relations}
         self.fingerprint = 0
         self.applied = 0
+
+    @classmethod
+    def from_bags(
+        cls,
+        relations: Mapping[str, Mapping[str, str]],
+        allow_negative: bool,
+        bags: Mapping[str, Mapping[tuple, int]],
+    ) -> BagEngine:
+        """The state reached by inserting each tuple of ``bags`` with its multiplicity (Spark bootstrap)."""
+        engine = cls(relations, allow_negative)
+        for rel, bag in bags.items():
+            for tup, mult in bag.items():
+                refused = engine.apply([UpdateEvent(rel, dict(zip(relations[rel], tup, strict=True)), mult)])
+                if refused:
+                    raise ValueError(
+                        f"cannot bootstrap {rel}{tup!r} with multiplicity {mult}: {refused[0].detail}"
+                    )
+        engine.applied = 0
+        return engine
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
@@ -83,7 +107,9 @@ class BagEngine:
                 r: {
                     "count": self.counts[r],
                     "distinct": len(self.bags[r]),
-                    "sums": {c: (str(s) if isinstance(s, Decimal) else s) for c, s in self.sums[r].items()},
+                    "sums": {
+                        c: (decimal_text(s) if isinstance(s, Decimal) else s) for c, s in self.sums[r].items()
+                    },
                 }
                 for r in self.bags
             },

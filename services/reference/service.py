@@ -19,5 +19,6 @@ SERVICE = ServiceDefinition(
         config={"key_field": "store"},
         partitions=3,
     ),
+    batch="services.reference.batch:JOBS",
     platform_only=True,
 )

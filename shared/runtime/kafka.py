@@ -47,6 +47,8 @@ def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
+        # Java-compatible key hashing; the empty key is hashed too, so keyless results keep one order.
+        "partitioner": "murmur2_random",
         "linger.ms": 5,
         "batch.num.messages": 10000,
         "queue.buffering.max.messages": 1000000,

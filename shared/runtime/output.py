@@ -76,7 +76,7 @@ class Output:
         n = 0
         for key, record in records:
             value = orjson.dumps(record)
-            self._produce(self.output_topic, value, key.encode() if key else None)
+            self._produce(self.output_topic, value, key.encode())  # keyless: b"", one partition
             if pipe is not None:
                 pipe.set(result_key(self.output_topic, key), value)
                 pipe.sadd(result_index(self.output_topic), key)

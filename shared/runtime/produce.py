@@ -30,8 +30,7 @@ def produce_records(
 ) -> ProduceReport:
     """Keyed records are hashed like the Java client (murmur2); unkeyed ones form one ordered stream on
     partition 0, since a service without a partition key is a single query instance."""
-    # murmur2_random: same key -> same partition as Java/Kafka Streams producers would choose.
-    producer = Producer(producer_settings(bootstrap, {"partitioner": "murmur2_random"}))
+    producer = Producer(producer_settings(bootstrap))
     report = ProduceReport()
 
     def on_delivery(err: Any, _msg: Any) -> None:

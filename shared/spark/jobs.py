@@ -1,0 +1,302 @@
+"""The Spark bootstrap and reconcile frameworks every service plugs its batch side into.
+
+A service declares ``BatchJobs``: ``build_state`` turns net bags (snapshot DataFrames) into its
+engines' snapshots per partition key, and ``recompute`` evaluates its query with Spark SQL /
+DataFrames, independently of the engine. The framework does the rest:
+
+- bootstrap: read the snapshot, build the states, place each key in the partition its producers use,
+  and write every partition's states with the input offset to resume from, in the runtime's own
+  atomic checkpoint format, so ``ivmstream run`` continues from there;
+- reconcile: read the published results and the offsets they reflect, rebuild the bags from the
+  snapshot plus exactly the log records each key's result covers (minus what the stream dead-lettered),
+  recompute, compare, report, and record the verdict where the workers' metrics endpoints export it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from shared.compare import diff
+from shared.config import ConfigError, ServiceConfig, schema_of
+from shared.partitioner import partition_for
+from shared.runtime.dlq import latest_results, read_dead_letters
+from shared.runtime.output import result_index, result_key
+from shared.service import ServiceDefinition
+from shared.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
+from shared.spark.kafka_source import read_kafka
+from shared.spark.snapshot import read_snapshot
+from shared.state import StateStore
+from shared.verdict import reconcile_key
+
+
+@dataclass(frozen=True)
+class BatchJobs:
+    build_state: Callable[
+        [SparkSession, Mapping[str, DataFrame], Mapping[str, Any]], Iterable[tuple[str, bytes]]
+    ]
+    recompute: Callable[[SparkSession, Mapping[str, DataFrame], Mapping[str, Any]], Mapping[str, Any]]
+    # Projects a published result onto what ``recompute`` produces (e.g. drops engine diagnostics).
+    comparable: Callable[[Any], Any] = lambda result: result
+
+
+class BatchError(RuntimeError):
+    pass
+
+
+def load_jobs(service: ServiceDefinition) -> BatchJobs:
+    if service.batch is None:
+        raise ConfigError(f"service {service.name} has no Spark jobs")
+    module, attr = service.batch.split(":", 1)
+    return getattr(importlib.import_module(module), attr)
+
+
+# --- offsets ------------------------------------------------------------------------------------------
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ivmstream-batch",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+
+
+def topic_offsets(bootstrap: str, topic: str, spec: str) -> dict[int, int]:
+    """``earliest``, ``latest`` or ``P:O,P:O,...`` (unnamed partitions: earliest) per partition."""
+    consumer = _consumer(bootstrap)
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise BatchError(f"topic {topic} does not exist on {bootstrap}")
+        marks = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in meta.partitions
+        }
+    finally:
+        consumer.close()
+    if spec == "earliest":
+        return {p: lo for p, (lo, _hi) in marks.items()}
+    if spec == "latest":
+        return {p: hi for p, (_lo, hi) in marks.items()}
+    out = {p: lo for p, (lo, _hi) in marks.items()}
+    for part in spec.split(","):
+        try:
+            p_s, o_s = part.split(":")
+            p, o = int(p_s), int(o_s)
+        except ValueError:
+            raise BatchError(f"bad offsets {spec!r}: expected earliest, latest or P:O,P:O,...") from None
+        if p not in marks:
+            raise BatchError(f"topic {topic} has no partition {p}")
+        lo, hi = marks[p]
+        if not lo <= o <= hi:
+            raise BatchError(f"offset {o} is outside partition {p}'s range [{lo}, {hi}]")
+        out[p] = o
+    return out
+
+
+# --- bootstrap ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class BootstrapReport:
+    keys: int
+    partitions: dict[int, int]  # partition -> offset the service resumes from
+    bytes_written: int
+    seconds: float
+
+
+def run_bootstrap(
+    spark: SparkSession,
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    snapshot: str,
+    store: StateStore,
+    *,
+    bootstrap_servers: str | None = None,
+    from_offsets: str = "latest",
+    partitions: int = 1,
+) -> BootstrapReport:
+    """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition."""
+    started = time.monotonic()
+    jobs = load_jobs(service)
+    schema = schema_of(service, config)
+    topic = config.input_topic
+    if bootstrap_servers:
+        offsets = topic_offsets(bootstrap_servers, topic, from_offsets)
+    else:  # no broker to ask: a fresh topic, read from its beginning
+        offsets = dict.fromkeys(range(partitions), 0)
+    for p in offsets:
+        existing = store.load(topic, p)
+        if existing.offset is not None or existing.snapshots:
+            raise BatchError(
+                f"state for {topic}:{p} already exists (offset {existing.offset}); "
+                "bootstrap only into an empty state store"
+            )
+    bags = net_bags({n: [df] for n, df in read_snapshot(spark, snapshot, schema).items()}, schema)
+    per_partition: dict[int, dict[str, bytes]] = {p: {} for p in offsets}
+    keyed = schema.key_field is not None
+    n = len(offsets)
+    for key, state in jobs.build_state(spark, bags, config.options):
+        p = partition_for(key, n) if keyed else 0
+        per_partition[p][key] = state
+    size = 0
+    for p, states in per_partition.items():
+        size += store.commit(topic, p, offsets[p], states)
+    store.close()
+    return BootstrapReport(
+        sum(len(s) for s in per_partition.values()), offsets, size, time.monotonic() - started
+    )
+
+
+# --- reconcile ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReconcileReport:
+    service: str
+    output_topic: str
+    verdict: str  # "match" | "mismatch" | "nothing-published"
+    keys: int
+    mismatches: dict[str, list[str]] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> end offset checked
+    engine_refused: int = 0  # valid events the stream dead-lettered (its engine refused them)
+    undecodable: int = 0
+    checked_at: float = 0.0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def summary(self) -> str:
+        if self.verdict == "nothing-published":
+            return f"reconcile {self.service}: nothing published yet on {self.output_topic}"
+        head = (
+            f"reconcile {self.service}: {self.verdict.upper()} on {self.keys} key(s) at offsets "
+            + ", ".join(f"{tp}={o}" for tp, o in sorted(self.offsets.items()))
+        )
+        if self.mismatches:
+            first_key = sorted(self.mismatches)[0]
+            head += (
+                f"; {len(self.mismatches)} key(s) differ, e.g. [{first_key}] {self.mismatches[first_key][0]}"
+            )
+        return head + f" ({self.seconds:.1f}s)"
+
+
+def published_results(redis_client: Any, output_topic: str) -> dict[str, dict[str, Any]]:
+    keys = sorted(k.decode() for k in redis_client.smembers(result_index(output_topic)))
+    raw = redis_client.mget([result_key(output_topic, k) for k in keys]) if keys else []
+    return {k: orjson.loads(v) for k, v in zip(keys, raw, strict=True) if v is not None}
+
+
+def _engine_refused(
+    spark: SparkSession, bootstrap: str, dlq_topic: str, input_topic: str
+) -> DataFrame | None:
+    """(partition, offset) of input records the stream refused; they are not part of its view."""
+    refused = {
+        (d.partition, d.offset) for d in read_dead_letters(bootstrap, dlq_topic) if d.topic == input_topic
+    }
+    if not refused:
+        return None
+    return spark.createDataFrame(sorted(refused), "partition int, offset long")
+
+
+def run_reconcile(
+    spark: SparkSession,
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    bootstrap_servers: str,
+    redis_client: Any,
+    *,
+    snapshot: str | None = None,
+    from_offsets: str = "earliest",
+) -> ReconcileReport:
+    """Recompute every published key's result at exactly the offsets it reflects, and compare."""
+    started = time.monotonic()
+    jobs = load_jobs(service)
+    schema = schema_of(service, config)
+    topic = config.input_topic
+    published = (
+        published_results(redis_client, config.output_topic)
+        if redis_client is not None
+        else latest_results(bootstrap_servers, config.output_topic)
+    )
+    report = ReconcileReport(
+        service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
+    )
+    if not published:
+        return report
+    # Each key's result covers its partition's records before its offset; read up to the largest.
+    key_ends: list[tuple[str, int, int]] = []
+    for key, rec in published.items():
+        [(tp, end)] = rec["offsets"].items()
+        t, p = tp.rsplit(":", 1)
+        if t != topic:
+            raise BatchError(f"result for key {key!r} reflects topic {t}, but the config reads {topic}")
+        key_ends.append((key, int(p), int(end)))
+    starts = topic_offsets(bootstrap_servers, topic, from_offsets)
+    ends = {p: max((e for _k, pp, e in key_ends if pp == p), default=starts[p]) for p in starts}
+    report.offsets = {f"{topic}:{p}": e for p, e in sorted(ends.items())}
+    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    if snapshot is not None:
+        for name, df in read_snapshot(spark, snapshot, schema).items():
+            parts[name].append(df)
+    log = read_kafka(
+        spark,
+        bootstrap_servers,
+        topic,
+        starting=orjson.dumps({str(p): o for p, o in starts.items()}).decode(),
+        ending=orjson.dumps({str(p): o for p, o in ends.items()}).decode(),
+    )
+    decoded = decode_log(log, schema).cache()
+    report.undecodable = decoded.where(F.col("error").isNotNull()).count()
+    dead = _engine_refused(spark, bootstrap_servers, config.dlq_topic, topic)
+    covered = spark.createDataFrame(key_ends, f"{KEY} string, _p int, _end long")
+    for name, events in events_by_relation(decoded, schema).items():
+        if dead is not None:
+            report.engine_refused += events.join(dead, ["partition", "offset"], "inner").count()
+            events = events.join(dead, ["partition", "offset"], "left_anti")
+        events = events.join(covered, KEY).where(
+            (F.col("partition") == F.col("_p")) & (F.col("offset") < F.col("_end"))
+        )
+        parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
+    expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
+    decoded.unpersist()
+    report.keys = len(published)
+    for key, rec in published.items():
+        differences = diff(expected.get(key, _EMPTY), jobs.comparable(rec["result"]))
+        if key not in expected:
+            differences = ["no rows in the recomputation for this key", *differences]
+        if differences:
+            report.mismatches[key] = differences
+    report.verdict = "mismatch" if report.mismatches else "match"
+    report.seconds = time.monotonic() - started
+    return report
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def record_verdict(redis_client: Any, report: ReconcileReport) -> None:
+    """Where workers' /metrics endpoints pick the outcome up (no pushgateway needed)."""
+    redis_client.set(
+        reconcile_key(report.output_topic),
+        orjson.dumps(
+            {
+                "verdict": report.verdict,
+                "checked_at": report.checked_at,
+                "keys": report.keys,
+                "mismatched_keys": len(report.mismatches),
+            }
+        ),
+    )
