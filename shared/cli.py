@@ -435,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # Spark's bridge chatters at INFO
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ def test_demo_passes_and_cleans_up():
     before = _children_named("ivmstream-demo-") | _children_named("demo.reference")
     proc = ivm("demo", timeout=300)
     assert "reference: stream vs offline replay: MATCH" in proc.stdout
+    assert "reconcile reference: MATCH on 5 key(s)" in proc.stdout
     assert proc.stdout.rstrip().endswith("demo passed: every view matches its independent recomputation")
     assert "Traceback" not in proc.stderr
     after = _children_named("ivmstream-demo-") | _children_named("demo.reference")

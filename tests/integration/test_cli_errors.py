@@ -122,3 +122,37 @@ def test_bad_replay_every(tmp_path):
         ivm("replay", "reference", "--config", str(cfg), "--input", str(SAMPLE), "--every", "0", check=False)
     )
     assert "--every" in line
+
+
+def test_bootstrap_argument_errors(tmp_path):
+    cfg = write_config(tmp_path / "c.json")
+    line = one_line_error(
+        ivm(
+            "bootstrap",
+            "reference",
+            "--config",
+            str(cfg),
+            "--snapshot",
+            str(SAMPLE),
+            "--from-offsets",
+            "0:5",
+            check=False,
+        )
+    )
+    assert "--from-offsets needs --bootstrap" in line
+    line = one_line_error(
+        ivm(
+            "bootstrap",
+            "reference",
+            "--config",
+            str(cfg),
+            "--snapshot",
+            str(SAMPLE),
+            "--state-dir",
+            str(tmp_path),
+            "--redis",
+            "redis://127.0.0.1:1/0",
+            check=False,
+        )
+    )
+    assert "not both" in line
