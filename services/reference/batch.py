@@ -51,19 +51,20 @@ def recompute(
             }
     results = {}
     for key, per_rel in out.items():
-        full = {
-            name: per_rel.get(
-                name,
-                {
-                    "count": 0,
-                    "distinct": 0,
-                    "sums": dict.fromkeys((c for c, t in relations[name].items() if t in _NUMERIC), 0),
-                },
-            )
-            for name in relations
-        }
+        full = {**empty(options)["relations"], **per_rel}
         results[key] = {"count": sum(r["count"] for r in full.values()), "relations": full}
     return results
+
+
+def empty(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A key whose tuples were all deleted."""
+    return {
+        "count": 0,
+        "relations": {
+            name: {"count": 0, "distinct": 0, "sums": {c: 0 for c, t in cols.items() if t in _NUMERIC}}
+            for name, cols in options["relations"].items()
+        },
+    }
 
 
 def comparable(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,4 +72,4 @@ def comparable(result: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "fingerprint"}
 
 
-JOBS = BatchJobs(build_state=build_state, recompute=recompute, comparable=comparable)
+JOBS = BatchJobs(build_state=build_state, recompute=recompute, comparable=comparable, empty=empty)

@@ -46,6 +46,8 @@ class BatchJobs:
     recompute: Callable[[SparkSession, Mapping[str, DataFrame], Mapping[str, Any]], Mapping[str, Any]]
     # Projects a published result onto what ``recompute`` produces (e.g. drops engine diagnostics).
     comparable: Callable[[Any], Any] = lambda result: result
+    # The result of a key whose bags are empty (all its tuples deleted); None: such a key is a mismatch.
+    empty: Callable[[Mapping[str, Any]], Any] | None = None
 
 
 class BatchError(RuntimeError):
@@ -274,17 +276,17 @@ def run_reconcile(
     decoded.unpersist()
     report.keys = len(published)
     for key, rec in published.items():
-        differences = diff(expected.get(key, _EMPTY), jobs.comparable(rec["result"]))
-        if key not in expected:
-            differences = ["no rows in the recomputation for this key", *differences]
+        if key in expected:
+            differences = diff(expected[key], jobs.comparable(rec["result"]))
+        elif jobs.empty is not None:
+            differences = diff(jobs.empty(config.options), jobs.comparable(rec["result"]))
+        else:
+            differences = ["no rows in the recomputation for this key"]
         if differences:
             report.mismatches[key] = differences
     report.verdict = "mismatch" if report.mismatches else "match"
     report.seconds = time.monotonic() - started
     return report
-
-
-_EMPTY: dict[str, Any] = {}
 
 
 def record_verdict(redis_client: Any, report: ReconcileReport) -> None:
