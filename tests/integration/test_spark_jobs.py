@@ -202,3 +202,134 @@ def test_reconcile_cli_reports_and_records_the_verdict(broker, redis_server, uni
     assert proc.stdout.strip().startswith("reconcile reference: MATCH on 5 key(s)")
     assert json.loads(report.read_text())["verdict"] == "match"
     assert orjson.loads(client.get(f"ivmstream:reconcile:{out}"))["verdict"] == "match"
+
+
+def test_snapshot_readers_parquet_tbl_csv_and_jsonl_agree(spark, tmp_path):
+    """One bag written in every snapshot format reads back as the same typed rows."""
+    from decimal import Decimal
+
+    from shared.events import Relation, Schema
+    from shared.spark.decode import KEY, MULT
+    from shared.spark.snapshot import SnapshotError, read_snapshot
+
+    schema = Schema.of(Relation.of("lineitem", orderkey="int", price="decimal", flag="str"))
+    rows = [(1, "10.50", "A"), (2, "0.25", "N"), (2, "0.25", "N")]
+    expected = sorted(
+        [("", 1, Decimal("10.5"), "A", 1), ("", 2, Decimal("0.25"), "N", 1), ("", 2, Decimal("0.25"), "N", 1)]
+    )
+    forms = {}
+    d = tmp_path / "csv"
+    d.mkdir()
+    (d / "lineitem.csv").write_text("orderkey,price,flag\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows))
+    forms["csv"] = d
+    d = tmp_path / "tbl"
+    d.mkdir()
+    (d / "lineitem.tbl").write_text("".join(f"{a}|{b}|{c}|\n" for a, b, c in rows))  # TPC-H: trailing '|'
+    forms["tbl"] = d
+    d = tmp_path / "parquet"
+    d.mkdir()
+    spark.createDataFrame(rows, "orderkey long, price string, flag string").write.parquet(str(d / "lineitem"))
+    forms["parquet"] = d
+    d = tmp_path / "jsonl"
+    d.mkdir()
+    (d / "lineitem.jsonl").write_text(
+        "".join(f'{{"orderkey": {a}, "price": "{b}", "flag": "{c}"}}\n' for a, b, c in rows)
+    )
+    forms["jsonl"] = d
+    for form, path in forms.items():
+        df = read_snapshot(spark, path, schema)["lineitem"]
+        got = sorted(
+            (r[KEY], r["orderkey"], r["price"].normalize(), r["flag"], r[MULT]) for r in df.collect()
+        )
+        assert got == [(k, o, p.normalize(), f, m) for k, o, p, f, m in expected], form
+    with pytest.raises(SnapshotError, match="no table for relation 'lineitem'"):
+        read_snapshot(spark, tmp_path, schema)
+
+
+def test_verdict_is_exported_on_the_workers_metrics(redis_server, unique):
+    from prometheus_client import generate_latest
+
+    from shared.metrics import RuntimeMetrics
+    from shared.spark.jobs import ReconcileReport, record_verdict
+    from shared.verdict import reconcile_key
+
+    client = connect(redis_server.url)
+    metrics = RuntimeMetrics("reference")
+    metrics.export_reconcile(client, reconcile_key(f"{unique}.results"))
+    assert b"ivmstream_reconcile_ok" not in generate_latest(metrics.registry)  # nothing recorded yet
+    record_verdict(client, ReconcileReport("reference", f"{unique}.results", "mismatch", 5, {"north": ["x"]}))
+    text = generate_latest(metrics.registry).decode()
+    assert 'ivmstream_reconcile_ok{service="reference"} 0.0' in text
+    assert 'ivmstream_reconcile_mismatched_keys{service="reference"} 1.0' in text
+    assert 'ivmstream_reconcile_keys{service="reference"} 5.0' in text
+
+
+def test_bootstrap_cli_then_run_cli_continues(broker, redis_server, unique, tmp_path, split_sample):
+    """The user path: `ivmstream bootstrap` writes RocksDB state, `ivmstream run` resumes from it."""
+    from helpers import published_results, start_worker, stop_worker
+
+    from shared.runtime.progress import wait_caught_up
+
+    head, tail = split_sample
+    topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"
+    broker.create_topic(topic, 2)
+    cfg = write_config(
+        tmp_path / "c.json",
+        key_field="store",
+        input_topic=topic,
+        output_topic=out,
+        dlq_topic=f"{unique}.dlq",
+        checkpoint_interval=0.2,
+    )
+    state = tmp_path / "state"
+    proc = ivm(
+        "bootstrap",
+        "reference",
+        "--config",
+        str(cfg),
+        "--snapshot",
+        str(head),
+        "--bootstrap",
+        broker.bootstrap,
+        "--from-offsets",
+        "latest",
+        "--state-dir",
+        str(state),
+        "--group",
+        group,
+        "--master",
+        "local[1]",
+        timeout=300,
+    )
+    assert proc.stdout.startswith("bootstrapped 5 key(s) of reference into rocksdb state")
+    ivm(
+        "produce",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        topic,
+        "--input",
+        str(tail),
+        "--key-field",
+        "store",
+    )
+    worker = start_worker(
+        "reference",
+        "--bootstrap",
+        broker.bootstrap,
+        "--config",
+        str(cfg),
+        "--state-dir",
+        str(state),
+        "--group",
+        group,
+        "--redis",
+        redis_server.url,
+        log=tmp_path / "w.log",
+    )
+    try:
+        wait_caught_up(broker.bootstrap, group, topic)
+    finally:
+        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
+    published = published_results(redis_server.url, out)
+    assert published == offline_results(cfg, SAMPLE)
