@@ -19,7 +19,8 @@ class PartitionState:
             engine.restore(snap)
             self.engines[key] = engine
         self.next_offset: int | None = cp.offset  # None until the first record is consumed
-        self.committed_offset: int | None = cp.offset
+        self.committed_offset: int | None = cp.offset  # what the state store holds
+        self.group_offset: int | None = None  # what the consumer group holds, once we committed it
         self.dirty: set[str] = set()
 
     def engine(self, key: str) -> Engine:

@@ -251,30 +251,45 @@ class Worker:
     def checkpoint(self, partitions: list[PartitionState] | None = None) -> None:
         """Flush outputs, then commit each changed partition's snapshots and offset atomically."""
         self._last_checkpoint = time.monotonic()
-        todo = [
+        owned = [
             p
             for p in (partitions if partitions is not None else self.partitions.values())
-            if p.needs_checkpoint and p.next_offset is not None
+            if p.next_offset is not None
         ]
-        if not todo:
+        todo = [p for p in owned if p.needs_checkpoint]
+        if todo:
+            started = time.perf_counter()
+            self.output.flush()
+            size = 0
+            for state in todo:
+                size += self.store.commit(
+                    state.topic, state.partition, state.next_offset, state.take_changes()
+                )
+                state.committed_offset = state.next_offset
+            self._fault("after-state-commit")
+            self.metrics.checkpoints.inc()
+            self.metrics.checkpoint_bytes.observe(size)
+            self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
+            self._update_gauges()
+        self._commit_group_offsets([p for p in owned if p.group_offset != p.committed_offset])
+
+    def _commit_group_offsets(self, states: list[PartitionState]) -> None:
+        """Mirror the stored offsets into the consumer group, for lag tooling only (restarts use the
+        store). A commit lost in a rebalance is retried by the next owner, whose group offset is unknown."""
+        if not states:
             return
-        started = time.perf_counter()
-        self.output.flush()
-        size = 0
-        for state in todo:
-            size += self.store.commit(state.topic, state.partition, state.next_offset, state.take_changes())
-            state.committed_offset = state.next_offset
-        self._fault("after-state-commit")
-        try:  # informational only (lag tooling); the store's offsets are what restarts use
-            self.consumer.commit(
-                offsets=[TopicPartition(s.topic, s.partition, s.next_offset) for s in todo], asynchronous=True
+        try:
+            done = self.consumer.commit(
+                offsets=[TopicPartition(s.topic, s.partition, s.committed_offset) for s in states],
+                asynchronous=False,
             )
         except KafkaException as exc:
-            log.warning("group offset commit failed (state is safe): %s", exc)
-        self.metrics.checkpoints.inc()
-        self.metrics.checkpoint_bytes.observe(size)
-        self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
-        self._update_gauges()
+            log.info("group offset commit deferred (state is safe): %s", exc.args[0].str())
+            return
+        by_partition = {s.partition: s for s in states}
+        for tp in done or []:
+            if tp.error is None and tp.partition in by_partition:
+                by_partition[tp.partition].group_offset = tp.offset
 
     # --- metrics -----------------------------------------------------------------------------------
 
