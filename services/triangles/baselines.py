@@ -1,0 +1,294 @@
+"""The baselines of spec §2.9 over unpartitioned relations, behind the same Engine protocol.
+
+- ``first-order`` (c): classical IVM, Q += m·Σ_c S(b,c)·T(c,a) over the smaller row; the paper-faithful
+  flag ``always_iterate_s`` always walks the S row (the worst-case O(N) baseline the paper compares to).
+- ``factorized`` (b): F-IVM with only V_ST = Σ_c S(b,c)·T(c,a) materialized: R updates are one lookup.
+- ``recursive`` (d): DBToaster-style, all three full views W_RS, W_ST, W_TR.
+- ``recompute`` (e): relations only; Q recomputed by the O(N^{3/2}) plan once per ``apply`` call.
+
+Graph mode: E plays all three roles, so every view above is the same wedge view W(x, z) = Σ_y E(x,y)E(y,z)
+and ``factorized`` and ``recursive`` coincide (one view, maintained for every update). An update δ at
+(x, y) adds 3·m·Σ_c E(y,c)E(c,x), plus 3m²E(x,x) + m³ when x = y (§2.9(g)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.triangles.base import (
+    TriangleEngine,
+    bump,
+    count_triangles,
+    dump_index,
+    load_index,
+    support,
+    transpose,
+)
+
+View = dict[tuple[Any, Any], int]
+_EMPTY: dict[Any, int] = {}
+
+
+class _FullRelations(TriangleEngine):
+    """Relations with an index on each variable: fwd[k][x][y] and bwd[k][y][x]."""
+
+    def __init__(self, mode: str = "graph") -> None:
+        super().__init__(mode)
+        self.fwd = [{} for _ in range(self.nrel)]
+        self.bwd = [{} for _ in range(self.nrel)]
+        self.rsize = [0] * self.nrel
+
+    def _base(self, k: int, x: Any, y: Any, m: int) -> None:
+        ds = bump(self.fwd[k], x, y, m)
+        bump(self.bwd[k], y, x, m)
+        self.rsize[k] += ds
+        self.size += ds
+
+    def _self_loop_terms(self, x: Any, m: int) -> int:
+        """3m²E(x,x) + m³ for a self-join update at (x, x), with the pre-update E(x,x)."""
+        e = self.fwd[0].get(x, {}).get(x, 0)
+        return 3 * m * m * e + m * m * m
+
+    def _mult(self, k: int, x: Any, y: Any) -> int:
+        row = self.fwd[k].get(x)
+        return 0 if row is None else row.get(y, 0)
+
+    def _relation_sizes(self) -> list[int]:
+        return list(self.rsize)
+
+    def _all_fwd(self) -> list[dict]:
+        return self.fwd * 3 if self.graph else self.fwd
+
+    def _all_bwd(self) -> list[dict]:
+        return self.bwd * 3 if self.graph else self.bwd
+
+    def _build(self, fwd: list[dict]) -> None:
+        self.fwd = fwd
+        self.bwd = [transpose(f) for f in fwd]
+        self.rsize = [support(f) for f in fwd]
+        self.size = sum(self.rsize)
+        self.q, _ = count_triangles(self._all_fwd(), self._all_bwd())
+        self._rebuild_derived()
+
+    def _rebuild_derived(self) -> None:
+        """Views (if any) are functions of the relations: rebuilt after BUILD and restore."""
+
+    def _dump_relations(self) -> dict[str, Any]:
+        return {self._rel_name(k): dump_index(self.fwd[k]) for k in range(self.nrel)}
+
+    def _load_relations(self, data: Mapping[str, Any]) -> None:
+        self.fwd = [load_index(data[self._rel_name(k)]) for k in range(self.nrel)]
+        self.bwd = [transpose(f) for f in self.fwd]
+        self.rsize = [support(f) for f in self.fwd]
+        self.size = sum(self.rsize)
+        self._rebuild_derived()
+
+    def check_invariants(self) -> None:
+        """Indexes mirror each other, sizes are exact, no zeros, Q equals the recomputation."""
+        for k in range(self.nrel):
+            name = self._rel_name(k)
+            if transpose(self.fwd[k]) != self.bwd[k]:
+                raise AssertionError(f"{name}: the second-variable index does not mirror the relation")
+            if support(self.fwd[k]) != self.rsize[k]:
+                raise AssertionError(f"{name}: size counter {self.rsize[k]} is wrong")
+            if any(not row or 0 in row.values() for row in self.fwd[k].values()):
+                raise AssertionError(f"{name}: empty row or zero multiplicity stored")
+        if sum(self.rsize) != self.size:
+            raise AssertionError("|D| counter differs from the relation sizes")
+        q, _ = count_triangles(self._all_fwd(), self._all_bwd())
+        if q != self.q:
+            raise AssertionError(f"Q = {self.q} but recomputation gives {q}")
+
+
+class FirstOrderEngine(_FullRelations):
+    """Classical first-order IVM (§2.9(c)): one intersection per update, no views."""
+
+    strategy = "first-order"
+
+    def __init__(self, mode: str = "graph", always_iterate_s: bool = False) -> None:
+        super().__init__(mode)
+        self.always_iterate_s = always_iterate_s
+
+    def _update(self, k: int, x: Any, y: Any, m: int) -> None:
+        row = self.fwd[self._nxt[k]].get(y)  # S(y, ·) for an update to R(x, y)
+        col = self.bwd[self._prv[k]].get(x)  # T(·, x)
+        d = 0
+        if self.always_iterate_s:
+            if row is not None:
+                self.work += len(row)
+                probe = _EMPTY if col is None else col
+                for c, a in row.items():
+                    b = probe.get(c)
+                    if b is not None:
+                        d += a * b
+        elif row is not None and col is not None:
+            if len(row) <= len(col):
+                self.work += len(row)
+                for c, a in row.items():
+                    b = col.get(c)
+                    if b is not None:
+                        d += a * b
+            else:
+                self.work += len(col)
+                for c, b in col.items():
+                    a = row.get(c)
+                    if a is not None:
+                        d += a * b
+        if self.graph:
+            self.q += 3 * m * d + (self._self_loop_terms(x, m) if x == y else 0)
+        else:
+            self.q += m * d
+        self._base(k, x, y, m)
+        self.tuple_updates += 1
+
+    def _config(self) -> dict[str, Any]:
+        return {**super()._config(), "always_iterate_s": self.always_iterate_s}
+
+
+class ViewEngine(_FullRelations):
+    """Full-relation views W_k(x, z) = Σ_y K_k(x, y)·K_{k+1}(y, z) for k in ``views`` (§2.9(b), (d)).
+
+    An update to relation k reads W_{k+1}(y, x) when materialized (else intersects, like first-order)
+    and maintains W_k(x, ·) from row y of relation k+1 and W_{k+2}(·, y) from column x of relation k+2.
+    """
+
+    strategy = "recursive"
+
+    def __init__(self, mode: str = "graph", views: tuple[int, ...] = (0, 1, 2)) -> None:
+        super().__init__(mode)
+        self.materialized = (True,) if self.graph else tuple(k in views for k in range(3))
+        self.views: list[View] = [{} for _ in range(self.nrel)]
+
+    def _update(self, k: int, x: Any, y: Any, m: int) -> None:
+        nxt, prv = self._nxt[k], self._prv[k]
+        row = self.fwd[nxt].get(y)
+        col = self.bwd[prv].get(x)
+        work = 0
+        if self.materialized[nxt]:
+            d = self.views[nxt].get((y, x), 0)
+            work += 1
+        else:
+            d = 0
+            if row is not None and col is not None:
+                if len(row) <= len(col):
+                    work += len(row)
+                    for c, a in row.items():
+                        b = col.get(c)
+                        if b is not None:
+                            d += a * b
+                else:
+                    work += len(col)
+                    for c, b in col.items():
+                        a = row.get(c)
+                        if a is not None:
+                            d += a * b
+        if self.graph:
+            self.q += 3 * m * d + (self._self_loop_terms(x, m) if x == y else 0)
+        else:
+            self.q += m * d
+        if self.materialized[k] and row is not None:
+            view = self.views[k]
+            work += len(row)
+            for c, a in row.items():
+                key = (x, c)
+                nv = view.get(key, 0) + m * a
+                if nv:
+                    view[key] = nv
+                else:
+                    del view[key]
+        if self.materialized[prv] and col is not None:
+            view = self.views[prv]
+            work += len(col)
+            for c, b in col.items():
+                key = (c, y)
+                nv = view.get(key, 0) + b * m
+                if nv:
+                    view[key] = nv
+                else:
+                    del view[key]
+        if self.graph and x == y:  # δ(x,y)·δ(y,z) term of the wedge view
+            view = self.views[0]
+            key = (x, x)
+            nv = view.get(key, 0) + m * m
+            if nv:
+                view[key] = nv
+            else:
+                del view[key]
+        self.work += work
+        self._base(k, x, y, m)
+        self.tuple_updates += 1
+
+    def _rebuild_derived(self) -> None:
+        for k in range(self.nrel):
+            self.views[k] = _full_view(self.fwd[k], self.fwd[self._nxt[k]]) if self.materialized[k] else {}
+
+    def _stats_extra(self) -> dict[str, int]:
+        if self.graph:
+            out = {"view_W": len(self.views[0])}
+        else:
+            out = {f"view_{n}": len(v) for n, v in zip(("RS", "ST", "TR"), self.views, strict=True)}
+        out["view_entries"] = sum(len(v) for v in self.views)
+        return out
+
+    def check_invariants(self) -> None:
+        super().check_invariants()
+        for k in range(self.nrel):
+            expect = _full_view(self.fwd[k], self.fwd[self._nxt[k]]) if self.materialized[k] else {}
+            if self.views[k] != expect:
+                raise AssertionError(f"view {k} differs from its recomputation")
+
+
+class FactorizedEngine(ViewEngine):
+    """F-IVM with only V_ST (§2.9(b)): R updates are a lookup, S and T updates intersect and maintain V_ST."""
+
+    strategy = "factorized"
+
+    def __init__(self, mode: str = "graph") -> None:
+        super().__init__(mode, views=(1,))
+
+
+class RecursiveEngine(ViewEngine):
+    """DBToaster-style recursive IVM (§2.9(d)): all three full views, O(1) Q delta, O(N) maintenance."""
+
+    strategy = "recursive"
+
+    def __init__(self, mode: str = "graph") -> None:
+        super().__init__(mode, views=(0, 1, 2))
+
+
+class RecomputeEngine(_FullRelations):
+    """Naive recomputation (§2.9(e)): keep the relations, recount Q once per ``apply`` call that changed them.
+
+    Its work counter adds the recount's loop iterations; ``work_last`` is the last recount's work."""
+
+    strategy = "recompute"
+
+    def __init__(self, mode: str = "graph") -> None:
+        super().__init__(mode)
+        self._dirty = False
+
+    def _update(self, k: int, x: Any, y: Any, m: int) -> None:
+        self._base(k, x, y, m)
+        self.tuple_updates += 1
+        self._dirty = True
+
+    def _finish_batch(self) -> None:
+        if self._dirty:
+            self.q, work = count_triangles(self._all_fwd(), self._all_bwd())
+            self.work += work
+            self.work_last = work
+            self._dirty = False
+
+
+def _full_view(left: dict, right: dict) -> View:
+    view: View = {}
+    for x, row in left.items():
+        for y, a in row.items():
+            r2 = right.get(y)
+            if r2 is None:
+                continue
+            for z, b in r2.items():
+                key = (x, z)
+                view[key] = view.get(key, 0) + a * b
+    return {key: v for key, v in view.items() if v}

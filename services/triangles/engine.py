@@ -1,0 +1,77 @@
+"""Triangle-count engines, selectable by strategy name (spec §2 and every baseline of §2.9).
+
+Pure and deterministic: no I/O. ``create_engine(mode, strategy, ...)`` is the one constructor the
+service, Spark bootstrap, benchmarks and tests use; the classes live in ``ivm_eps.py`` and
+``baselines.py``, the exact threshold arithmetic in ``thresholds.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.triangles.base import (
+    EDGE_COLUMNS,
+    EDGE_RELATION,
+    MODES,
+    REL_COLUMNS,
+    REL_NAMES,
+    TriangleEngine,
+)
+from services.triangles.baselines import (
+    FactorizedEngine,
+    FirstOrderEngine,
+    RecomputeEngine,
+    RecursiveEngine,
+)
+from services.triangles.ivm_eps import IvmEpsEngine
+from shared.engine import EngineError
+
+STRATEGIES: dict[str, type[TriangleEngine]] = {
+    "ivm-eps": IvmEpsEngine,
+    "first-order": FirstOrderEngine,
+    "factorized": FactorizedEngine,
+    "recursive": RecursiveEngine,
+    "recompute": RecomputeEngine,
+}
+
+DEFAULT_EPSILON = "1/2"
+
+
+def create_engine(
+    mode: str = "graph",
+    strategy: str = "ivm-eps",
+    epsilon: Any = None,
+    always_iterate_s: bool = False,
+) -> TriangleEngine:
+    """An empty engine. ``epsilon``: ivm-eps only (default 1/2); ``always_iterate_s``: first-order only."""
+    if mode not in MODES:
+        raise EngineError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if strategy not in STRATEGIES:
+        raise EngineError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    if epsilon is not None and strategy != "ivm-eps":
+        raise EngineError(f"epsilon applies only to strategy 'ivm-eps', not {strategy!r}")
+    if always_iterate_s and strategy != "first-order":
+        raise EngineError(f"always_iterate_s applies only to strategy 'first-order', not {strategy!r}")
+    if strategy == "ivm-eps":
+        return IvmEpsEngine(mode, DEFAULT_EPSILON if epsilon is None else epsilon)
+    if strategy == "first-order":
+        return FirstOrderEngine(mode, always_iterate_s)
+    return STRATEGIES[strategy](mode)
+
+
+__all__ = [
+    "DEFAULT_EPSILON",
+    "EDGE_COLUMNS",
+    "EDGE_RELATION",
+    "MODES",
+    "REL_COLUMNS",
+    "REL_NAMES",
+    "STRATEGIES",
+    "FactorizedEngine",
+    "FirstOrderEngine",
+    "IvmEpsEngine",
+    "RecomputeEngine",
+    "RecursiveEngine",
+    "TriangleEngine",
+    "create_engine",
+]

@@ -1,0 +1,23 @@
+"""Declaration of the triangles service: exact triangle counts under edge inserts and deletes (IVM^ε)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.triangles.query import OPTIONS, make_engine, relations, validate
+from shared.service import DemoWorkload, ServiceDefinition
+
+SERVICE = ServiceDefinition(
+    name="triangles",
+    summary="exact triangle counts under inserts and deletes, IVM^eps heavy/light partitioning",
+    options=OPTIONS,
+    relations=relations,
+    engine=make_engine,
+    validate=validate,
+    demo=DemoWorkload(
+        input=Path(__file__).with_name("sample.jsonl"),
+        config={"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2", "key_field": "graph"},
+        partitions=2,
+    ),
+    batch="services.triangles.batch:JOBS",
+)
