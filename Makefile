@@ -34,6 +34,7 @@ test: setup
 
 bench: setup
 	$(PY) bench/runtime.py
+	$(PY) bench/triangles.py
 
 lint: setup
 	$(VENV)/bin/ruff check shared services tests bench
