@@ -1,0 +1,1260 @@
+"""Triangle-count benchmark: IVM^ε against first-order IVM and the other baselines, plus one end-to-end run.
+
+One run measures (spec §4, workloads in ``bench/triangles_workloads.py``):
+
+1. engine level, relations mode R(a,b)·S(b,c)·T(c,a), |D| in ``--sizes`` (default 2^12, 2^14, 2^16, 2^18):
+   - ``W-mix`` (the spec's W-sqrt) and ``W-hub``: D₀ through BUILD (``load``), then toggles of R(a*, b*);
+   - ``W-grow``: n R-MAT tuples inserted from empty, then all deleted (every doubling and halving of N);
+   - an ε sweep at one size (``--eps-size``), ε in {0, 1/4, 1/3, 1/2, 2/3, 3/4, 1}, on the fixed W-mix
+     instance and on the worst case for each ε (``W-adv``: W-mix built at that ε's threshold for ε ≤ ½,
+     its mirror with one long light row for ε > ½);
+   strategies ivm-eps (ε = 1/2) and first-order (smaller row) everywhere; factorized, recursive and
+   recompute up to ``--baseline-max-size`` and only when their estimated cost fits (else a ``skipped``
+   case with the estimate and the reason). Per case: updates/s (wall), p50/p99/max latency, work units
+   per update (the engine's counters), memory (tracemalloc around BUILD and exact state-entry counts),
+   and the final count against an independent brute-force recount.
+2. plots: work/update against |D| on W-mix (log-log, fitted slopes), the IVM^½ / first-order speed-up
+   against |D|, and the ε sweep.
+3. end to end on the embedded broker: graph mode, ivm-eps ε = 1/2, one key on a 1-partition topic, a
+   ``Worker`` with RocksDB state and the default checkpoint interval; a W-mix-like edge stream and an
+   R-MAT churn stream. Timed from group assignment to the final checkpoint; the published count, the
+   checkpointed state, an offline ``create_engine`` replay and a brute-force count must all agree.
+
+Toggle counts: up to ``--toggles`` per case, fewer when a 10-toggle warm-up predicts more than
+``--budget`` seconds (never fewer than ``--min-toggles``); figures are per update, never totals. The
+toggles of a case run in 5 blocks, interleaved with the blocks of the other strategies at the same size,
+and updates/s is the median block rate: the machine may be shared, and a paired, interleaved measurement
+keeps contention from favouring one side of a ratio.
+
+Usage (from the repo root)::
+
+    .venv/bin/python bench/triangles.py            # the full run (~3 minutes on 2 cores)
+    .venv/bin/python bench/triangles.py --quick    # smoke size, well under a minute
+
+Writes ``bench/results/triangles.json`` and ``triangles_{scaling,speedup,eps}.png``
+(``triangles_quick*`` with ``--quick``). Exits 1 if any count check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for _p in (str(REPO), str(REPO / "bench")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import confluent_kafka  # noqa: E402
+import orjson  # noqa: E402
+import triangles_workloads as wl  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+
+from services.triangles.engine import create_engine  # noqa: E402
+from shared.broker import BrokerProcess  # noqa: E402
+from shared.config import build_config  # noqa: E402
+from shared.events import UpdateEvent, encode_event  # noqa: E402
+from shared.metrics import RuntimeMetrics  # noqa: E402
+from shared.runtime import Worker  # noqa: E402
+from shared.runtime.kafka import producer_settings  # noqa: E402
+from shared.service import load_service  # noqa: E402
+from shared.state import open_store  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+HALF = Fraction(1, 2)
+EPS_SWEEP = (Fraction(0), Fraction(1, 4), Fraction(1, 3), HALF, Fraction(2, 3), Fraction(3, 4), Fraction(1))
+BASELINES = ("factorized", "recursive", "recompute")
+SEC_PER_WORK = 0.2e-6  # conservative wall cost of one work unit, for skip decisions only
+SEC_PER_UPDATE = 5e-6  # fixed per-update cost, same use
+MAX_VIEW_ENTRIES = 20_000_000  # skip a view-keeping baseline whose views would exceed this
+WARMUP_TOGGLES = 10
+BLOCKS = 5  # toggle cases: timed in this many blocks, interleaved across the strategies of one size
+KEY_FIELD = "graph"
+KEY = "bench"
+E2E_TIMEOUT = 900.0
+MEMORY_METHOD = (
+    "build_traced_*: tracemalloc around BUILD only (current = bytes the engine retains after BUILD, "
+    "peak = high-water mark during BUILD); state_entries: exact count of stored dict entries "
+    "(relation indexes + heavy second-variable indexes + view entries), taken after the run "
+    "(W-grow: maximum over samples every 1024 updates). Timed phases run without tracemalloc."
+)
+
+
+def progress(msg: str) -> None:
+    print(f"[bench.triangles {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def eps_label(strategy: str, eps: Fraction | None) -> str:
+    return f"{strategy}({eps})" if strategy == "ivm-eps" else strategy
+
+
+def make_engine(strategy: str, eps: Fraction | None, mode: str = "relations"):
+    return create_engine(mode, strategy, str(eps) if strategy == "ivm-eps" else None)
+
+
+def state_entries(strategy: str, stats: dict[str, int]) -> int:
+    """Stored dict entries: relation indexes, heavy-part second-variable indexes, views."""
+    views = stats.get("view_entries", 0)
+    if strategy == "ivm-eps":
+        heavy = sum(v for k, v in stats.items() if k.startswith("part_") and k.endswith("_h"))
+        return stats["size"] + heavy + views
+    return 2 * stats["size"] + views  # by first and by second variable, plus any full views
+
+
+def percentiles(ns: Sequence[int]) -> dict[str, float]:
+    if not ns:
+        return {"p50_us": None, "p99_us": None, "max_us": None}
+    s = sorted(ns)
+
+    def at(q: float) -> float:
+        return round(s[min(len(s) - 1, int(q * len(s)))] / 1000, 3)
+
+    return {"p50_us": at(0.5), "p99_us": at(0.99), "max_us": round(s[-1] / 1000, 3)}
+
+
+def block_rates(lat_ns: Sequence[int], blocks: int = BLOCKS) -> list[float]:
+    """Updates/s of each of ``blocks`` consecutive equal blocks; their median is the reported rate, so a
+    burst of CPU contention from another process moves one block, not the figure."""
+    size = max(1, len(lat_ns) // blocks)
+    return [size / (sum(lat_ns[i : i + size]) / 1e9) for i in range(0, size * blocks, size)]
+
+
+def rebalancing(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    keys = ("major_up", "major_down", "major_work_total", "minor_up", "minor_down", "minor_tuples_moved")
+    out = {k: after.get(k, 0) - before.get(k, 0) for k in (*keys, "minor_work_total")}
+    out["N_final"] = after.get("N")
+    return out
+
+
+# --------------------------------------------------------------------------- engine-level cases
+
+
+def skip_case(case: dict[str, Any], reason: str) -> dict[str, Any]:
+    case.update(status="skipped", reason=reason)
+    progress(f"  skip {case['id']}: {reason}")
+    return case
+
+
+def estimate_toggle(wk: wl.Toggle, strategy: str, min_toggles: int) -> dict[str, Any]:
+    work = wk.expected_work(strategy)
+    est: dict[str, Any] = {
+        "work_per_update": work,
+        "seconds_for_min_toggles": round(min_toggles * (work * SEC_PER_WORK + SEC_PER_UPDATE), 3),
+    }
+    if strategy in ("factorized", "recursive"):
+        costs = wl.join_costs(wk.data)
+        names = ("wedges_ST",) if strategy == "factorized" else ("wedges_RS", "wedges_ST", "wedges_TR")
+        est["view_entries_upper_bound"] = sum(costs[n] for n in names)
+    return est
+
+
+class ToggleRun:
+    """One toggle case: BUILD(D₀), a warm-up, then an even number of toggles (D ends as D₀) timed in
+    ``BLOCKS`` blocks. The blocks of the cases of one size are interleaved (``run_interleaved``), so
+    IVM^ε and its baselines share whatever CPU contention the machine has while they run."""
+
+    def __init__(
+        self,
+        wk: wl.Toggle,
+        strategy: str,
+        eps: Fraction | None,
+        args: argparse.Namespace,
+        truth: int,
+        case_id: str,
+        skip_reason: str | None = None,
+    ) -> None:
+        self.truth = truth
+        self.engine: Any = None
+        self.case: dict[str, Any] = {
+            "id": case_id,
+            "workload": wk.name,
+            "size": wk.n,
+            "strategy": strategy,
+            "epsilon": str(eps) if eps is not None else None,
+            "label": eps_label(strategy, eps),
+            "workload_meta": wk.meta,
+        }
+        est = estimate_toggle(wk, strategy, args.min_toggles)
+        self.case["estimate"] = est
+        if skip_reason is None and est["seconds_for_min_toggles"] > args.max_case_seconds:
+            skip_reason = (
+                f"estimated {est['seconds_for_min_toggles']:.0f}s for {args.min_toggles} toggles "
+                f"> --max-case-seconds {args.max_case_seconds:g}"
+            )
+        if skip_reason is None and est.get("view_entries_upper_bound", 0) > MAX_VIEW_ENTRIES:
+            skip_reason = f"views would hold up to {est['view_entries_upper_bound']:,} entries"
+        if skip_reason is not None:
+            skip_case(self.case, skip_reason)
+            return
+        self.strategy = strategy
+        engine = make_engine(strategy, eps)
+        gc.collect()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        engine.load(wk.data)
+        build_s = time.perf_counter() - t0
+        traced_current, traced_peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        s0 = engine.result()["stats"]
+        self.case["build"] = {
+            "seconds_under_tracemalloc": round(build_s, 4),
+            "work": s0.get("build_work"),
+            "traced_current_bytes": traced_current,
+            "traced_peak_bytes": traced_peak,
+            "state_entries": state_entries(strategy, s0),
+        }
+        if strategy == "ivm-eps":
+            self.case["partition_after_build"] = {
+                k: s0[k]
+                for k in ("N", "theta_strict_R", "heavy_values_R", "heavy_values_S", "heavy_values_T")
+                if k in s0
+            }
+        self.toggle = wk.toggle
+        self.m = -1
+        self.engine = engine
+        t0 = time.perf_counter_ns()
+        self._toggles(WARMUP_TOGGLES, [0] * WARMUP_TOGGLES, 0)
+        per_toggle = (time.perf_counter_ns() - t0) / 1e9 / WARMUP_TOGGLES
+        count = int(min(args.toggles, max(args.min_toggles, args.budget / max(per_toggle, 1e-9))))
+        self.block = max(2, count // BLOCKS)
+        self.block -= self.block % 2
+        self.lat = [0] * (self.block * BLOCKS)
+        self.s1 = engine.result()["stats"]
+
+    def _toggles(self, n: int, lat: list[int], at: int) -> None:
+        rel, x, y = self.toggle
+        apply = self.engine.apply_tuple
+        pc = time.perf_counter_ns
+        m = self.m
+        prev = pc()
+        for i in range(at, at + n):
+            apply(rel, x, y, m)
+            m = -m
+            now = pc()
+            lat[i] = now - prev
+            prev = now
+        self.m = m
+
+    def run_block(self, b: int) -> None:
+        if self.engine is not None:
+            self._toggles(self.block, self.lat, b * self.block)
+
+    def finish(self) -> dict[str, Any]:
+        if self.engine is None:
+            return self.case
+        engine, lat, count = self.engine, self.lat, len(self.lat)
+        s2 = engine.result()["stats"]
+        work = s2["work_total"] - self.s1["work_total"]
+        reb = rebalancing(self.s1, s2)
+        rebalance_work = reb["major_work_total"] + reb["minor_work_total"]
+        seconds = sum(lat) / 1e9
+        rates = block_rates(lat)
+        rate = statistics.median(rates)
+        self.case.update(
+            status="ok",
+            updates=count,
+            warmup_updates=WARMUP_TOGGLES,
+            seconds=round(seconds, 6),
+            updates_per_s=round(rate, 2),
+            updates_per_s_mean=round(count / seconds, 2),
+            updates_per_s_blocks=[round(r, 2) for r in rates],
+            us_per_update=round(1e6 / rate, 3),
+            latency=percentiles(lat),
+            work_per_update=round(work / count, 3),
+            work_per_update_incl_rebalancing=round((work + rebalance_work) / count, 3),
+            rebalancing=reb,
+            state_entries=state_entries(self.strategy, s2),
+            count=engine.q,
+            brute_force=self.truth,
+            count_ok=engine.q == self.truth,
+        )
+        self.engine = None
+        c = self.case
+        progress(
+            f"  {c['id']}: {c['updates_per_s']:>12,.1f} upd/s  {c['work_per_update']:>10,.1f} work/upd  "
+            f"({count} toggles, count {'ok' if c['count_ok'] else 'MISMATCH'})"
+        )
+        return c
+
+
+def run_interleaved(runs: Sequence[ToggleRun]) -> dict[str, dict[str, Any]]:
+    gc.collect()
+    for b in range(BLOCKS):
+        for r in runs:
+            r.run_block(b)
+    return {r.case["id"]: r.finish() for r in runs}
+
+
+def toggle_suite(
+    name: str, gen: Callable[[int], wl.Toggle], sizes: Sequence[int], args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    cases: dict[str, dict[str, Any]] = {}
+    for n in sizes:
+        progress(f"{name} |D|={n}")
+        wk = gen(n)
+        truth = wl.brute_force_count(wk.data)  # D ends as D₀: an even number of toggles
+        runs = []
+        for strategy in ("ivm-eps", "first-order", *BASELINES):
+            eps = HALF if strategy == "ivm-eps" else None
+            cid = f"{name}|{n}|{eps_label(strategy, eps)}"
+            skip = None
+            if strategy in BASELINES and n > args.baseline_max_size:
+                skip = f"baselines run only at |D| <= --baseline-max-size {args.baseline_max_size}"
+            runs.append(ToggleRun(wk, strategy, eps, args, truth, cid, skip))
+        cases.update(run_interleaved(runs))
+        del wk, runs
+        gc.collect()
+    return cases
+
+
+def eps_suite(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """One case at a time (no interleaving): the sweep compares shapes, not a paired ratio."""
+    n = args.eps_size
+    cases: dict[str, dict[str, Any]] = {}
+    progress(f"epsilon sweep at |D|={n}: fixed W-mix (built for eps=1/2), then the worst case per eps")
+    fixed = wl.w_mix(n, HALF)
+    truth = wl.brute_force_count(fixed.data)
+    for eps in EPS_SWEEP:
+        cid = f"W-mix-eps|{n}|{eps_label('ivm-eps', eps)}"
+        cases.update(run_interleaved([ToggleRun(fixed, "ivm-eps", eps, args, truth, cid)]))
+    cid = f"W-mix-eps|{n}|first-order"
+    cases.update(run_interleaved([ToggleRun(fixed, "first-order", None, args, truth, cid)]))
+    for eps in EPS_SWEEP:
+        wk = wl.w_adversarial(n, eps)
+        cid = f"W-adv-eps|{n}|{eps_label('ivm-eps', eps)}"
+        cases.update(
+            run_interleaved([ToggleRun(wk, "ivm-eps", eps, args, wl.brute_force_count(wk.data), cid)])
+        )
+        cases[cid]["workload"] = f"W-adv ({wk.name})"
+    return cases
+
+
+def estimate_grow(costs: dict[str, int], n: int, strategy: str) -> dict[str, Any]:
+    updates = 2 * n
+    if strategy == "recompute":
+        work = updates * costs["recount"] / 2  # every update recounts the current database
+    elif strategy in ("recursive", "factorized"):
+        work = costs["maint_sum"]  # each tuple walks its two full rows once in, once out (≈ half size)
+    elif strategy == "first-order":
+        work = costs["fo_sum"]
+    else:
+        work = 0
+    views = 0
+    if strategy == "recursive":
+        views = costs["wedges_RS"] + costs["wedges_ST"] + costs["wedges_TR"]
+    elif strategy == "factorized":
+        views = costs["wedges_ST"]
+    return {
+        "work_total": int(work),
+        "seconds": round(work * SEC_PER_WORK + updates * SEC_PER_UPDATE, 2),
+        "view_entries_upper_bound": views,
+    }
+
+
+def grow_suite(sizes: Sequence[int], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    cases: dict[str, dict[str, Any]] = {}
+    for n in sizes:
+        progress(f"W-grow |D|={n}")
+        stream = wl.w_grow(n, args.seed)
+        mid = wl.relations_of(stream.updates[:n])
+        truth_mid = wl.brute_force_count(mid)
+        costs = wl.join_costs(mid)
+        for strategy in ("ivm-eps", "first-order", *BASELINES):
+            eps = HALF if strategy == "ivm-eps" else None
+            cid = f"W-grow|{n}|{eps_label(strategy, eps)}"
+            case: dict[str, Any] = {
+                "id": cid,
+                "workload": stream.name,
+                "size": n,
+                "strategy": strategy,
+                "epsilon": str(eps) if eps is not None else None,
+                "label": eps_label(strategy, eps),
+                "workload_meta": {**stream.meta, "join_costs_at_full_size": costs},
+            }
+            est = estimate_grow(costs, n, strategy)
+            case["estimate"] = est
+            if strategy in BASELINES and n > args.baseline_max_size:
+                cases[cid] = skip_case(
+                    case, f"baselines run only at |D| <= --baseline-max-size {args.baseline_max_size}"
+                )
+                continue
+            if est["seconds"] > args.max_case_seconds:
+                cases[cid] = skip_case(
+                    case, f"estimated {est['seconds']:.0f}s > --max-case-seconds {args.max_case_seconds:g}"
+                )
+                continue
+            if est["view_entries_upper_bound"] > MAX_VIEW_ENTRIES:
+                cases[cid] = skip_case(case, f"views up to {est['view_entries_upper_bound']:,} entries")
+                continue
+            cases[cid] = run_grow(stream, strategy, eps, truth_mid, case)
+        del stream, mid
+        gc.collect()
+    return cases
+
+
+def run_grow(
+    stream: wl.Stream, strategy: str, eps: Fraction | None, truth_mid: int, case: dict[str, Any]
+) -> dict[str, Any]:
+    engine = make_engine(strategy, eps)
+    apply = engine.apply_tuple
+    pc = time.perf_counter_ns
+    peak_entries = 0
+    phases: dict[str, Any] = {}
+    total_s = 0.0
+    total_work = 0
+    total_reb = 0
+    gc.collect()
+    for phase, (lo, hi) in stream.phases.items():
+        s_before = engine.result()["stats"]
+        lat = [0] * (hi - lo)
+        seconds = 0.0
+        for c0 in range(lo, hi, 1024):
+            chunk = stream.updates[c0 : min(hi, c0 + 1024)]
+            j = c0 - lo
+            start = prev = pc()
+            for rel, x, y, m in chunk:
+                apply(rel, x, y, m)
+                now = pc()
+                lat[j] = now - prev
+                prev = now
+                j += 1
+            seconds += (prev - start) / 1e9
+            peak_entries = max(peak_entries, state_entries(strategy, engine.result()["stats"]))
+        s_after = engine.result()["stats"]
+        work = s_after["work_total"] - s_before["work_total"]
+        reb = rebalancing(s_before, s_after)
+        reb_work = reb["major_work_total"] + reb["minor_work_total"]
+        updates = hi - lo
+        phases[phase] = {
+            "updates": updates,
+            "seconds": round(seconds, 6),
+            "updates_per_s": round(updates / seconds, 1),
+            "latency": percentiles(lat),
+            "work_per_update": round(work / updates, 3),
+            "work_per_update_incl_rebalancing": round((work + reb_work) / updates, 3),
+            "rebalancing": reb,
+            "count_at_end": engine.q,
+            "size_at_end": s_after["size"],
+        }
+        total_s += seconds
+        total_work += work
+        total_reb += reb_work
+    updates = len(stream.updates)
+    mid_ok = phases["grow"]["count_at_end"] == truth_mid
+    end_ok = engine.q == 0 and engine.size == 0
+    stats = engine.result()["stats"]
+    case.update(
+        status="ok",
+        updates=updates,
+        seconds=round(total_s, 6),
+        updates_per_s=round(updates / total_s, 1),
+        us_per_update=round(1e6 * total_s / updates, 3),
+        work_per_update=round(total_work / updates, 3),
+        work_per_update_incl_rebalancing=round((total_work + total_reb) / updates, 3),
+        rebalancing_work_total=total_reb,
+        phases=phases,
+        peak_state_entries=peak_entries,
+        count=phases["grow"]["count_at_end"],
+        brute_force=truth_mid,
+        count_checked_at="end of the insert phase (and 0 with |D| = 0 after the deletes)",
+        final_N=stats.get("N"),
+        count_ok=mid_ok and end_ok,
+    )
+    progress(
+        f"  {case['id']}: {case['updates_per_s']:>10,.1f} upd/s  {case['work_per_update']:>8,.1f} work/upd "
+        f"(+rebalancing {case['work_per_update_incl_rebalancing']:,.1f}), "
+        f"count {'ok' if case['count_ok'] else 'MISMATCH'}"
+    )
+    return case
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe", "enable.auto.commit": False})
+    try:
+        return probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        probe.close()
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    return watermarks(bootstrap, topic)[1]
+
+
+def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
+    """The runtime's producer settings (idempotent) plus lz4, all records on partition 0 under one key.
+
+    Compression matters here: librdkafka's mock broker keeps at most 5 MiB of message sets per
+    partition and silently drops the oldest beyond that (rdkafka_mock.c, ``mpart->max_size``), which
+    ~55K uncompressed JSON events already exceed. The caller checks that the log still starts at 0."""
+    failures: list[str] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    producer = Producer(producer_settings(bootstrap, {"compression.type": "lz4"}))
+    key = KEY.encode()
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or failures:
+        raise RuntimeError(f"producing to {topic}: {remaining} unacknowledged, {len(failures)} failed")
+
+
+def last_published(bootstrap: str, topic: str) -> dict[str, Any] | None:
+    """The last result record on a 1-partition output topic."""
+    end = end_offset(bootstrap, topic)
+    if end == 0:
+        return None
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-read-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+        }
+    )
+    last = None
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 60
+        pos = 0
+        while pos < end and time.monotonic() < deadline:
+            for msg in c.consume(1000, 0.5):
+                if msg.error() is None:
+                    last = orjson.loads(msg.value())
+                    pos = msg.offset() + 1
+    finally:
+        c.close()
+    return last
+
+
+def run_e2e(
+    name: str,
+    triples: list[tuple[int, int, int]],
+    meta: dict[str, Any],
+    broker: BrokerProcess,
+    run_id: str,
+    state_dir: str,
+) -> dict[str, Any]:
+    service = load_service("triangles")
+    topic = f"tri.bench.{run_id}.{name}"
+    out_topic, dlq_topic = f"{topic}.out", f"{topic}.dlq"
+    for t in (topic, out_topic, dlq_topic):
+        broker.create_topic(t, 1)
+    events = [UpdateEvent("edges", {"src": u, "dst": v}, m, KEY) for u, v, m in triples]
+    values = [encode_event(ev, KEY_FIELD) for ev in events]
+    t0 = time.perf_counter()
+    produce(broker.bootstrap, topic, values)
+    produce_s = time.perf_counter() - t0
+    start, end = watermarks(broker.bootstrap, topic)
+    if (start, end) != (0, len(values)):
+        raise RuntimeError(f"{topic} holds offsets [{start}, {end}), produced {len(values)}")
+    progress(f"  produced {end} events to {topic} in {produce_s:.2f}s (lz4, {sum(map(len, values)):,} bytes)")
+
+    raw_config = {
+        "mode": "graph",
+        "strategy": "ivm-eps",
+        "epsilon": "1/2",
+        "key_field": KEY_FIELD,
+        "input_topic": topic,
+        "output_topic": out_topic,
+        "dlq_topic": dlq_topic,
+    }  # batch_size and checkpoint_interval: the runtime defaults
+    config = build_config(service, raw_config)
+    namespace = f"tri.{run_id}.{name}"
+    store = open_store("rocksdb", namespace, state_dir=state_dir)
+    metrics = RuntimeMetrics(service.name)
+    worker = Worker(service, config, broker.bootstrap, store, group=f"bench-{run_id}-{name}", metrics=metrics)
+    marks: dict[str, float] = {}
+    in_memory: dict[str, Any] = {}
+    on_assign, close = worker._on_assign, worker.close
+
+    def timed_assign(c: Consumer, tps: list[TopicPartition]) -> None:
+        marks.setdefault("assigned", time.perf_counter())
+        on_assign(c, tps)
+
+    def timed_close() -> None:
+        marks["checkpointed"] = time.perf_counter()  # run() has just written the final checkpoint
+        close()
+
+    worker._on_assign = timed_assign  # type: ignore[method-assign]
+    worker.close = timed_close  # type: ignore[method-assign]
+    deadline = time.monotonic() + E2E_TIMEOUT
+    timed_out = False
+
+    def caught_up(w: Worker) -> bool:
+        nonlocal timed_out
+        if w.positions().get(0) == end:
+            in_memory.update(w.results())
+            return True
+        if time.monotonic() > deadline:
+            timed_out = True
+            return True
+        return False
+
+    worker.run(until=caught_up)
+    if timed_out:
+        raise TimeoutError(f"e2e {name}: worker did not reach offset {end} in {E2E_TIMEOUT:g}s")
+    seconds = marks["checkpointed"] - marks["assigned"]
+
+    def sample(metric: str) -> float:
+        v = metrics.registry.get_sample_value(metric, {"service": metrics.service})
+        return float(v) if v is not None else 0.0
+
+    applied = int(sample("ivmstream_events_applied_total"))
+    cp_n, cp_s = sample("ivmstream_checkpoint_seconds_count"), sample("ivmstream_checkpoint_seconds_sum")
+
+    # Verification: published record, checkpointed state, offline replay, brute force.
+    published = last_published(broker.bootstrap, out_topic)
+    check_store = open_store("rocksdb", namespace, state_dir=state_dir)
+    try:
+        cp = check_store.load(topic, 0)
+    finally:
+        check_store.close()
+    restored = service.engine(config.options)
+    restored.restore(cp.snapshots[KEY])
+    offline = create_engine("graph", "ivm-eps", "1/2")
+    t0 = time.perf_counter()
+    rejected = offline.apply(events)
+    offline_s = time.perf_counter() - t0
+    oracle = wl.graph_brute_force(wl.final_edges(triples))
+    counts = {
+        "published": published["result"]["count"] if published else None,
+        "checkpointed": restored.result()["count"],
+        "in_memory_at_end": in_memory.get(KEY, {}).get("count"),
+        "offline_replay": offline.result()["count"],
+        "brute_force": oracle,
+    }
+    ok = (
+        len(set(counts.values())) == 1
+        and not rejected
+        and applied == len(events)
+        and cp.offset == end
+        and published is not None
+        and published["offsets"].get(f"{topic}:0") == end
+    )
+    stats = offline.result()["stats"]
+    case = {
+        "id": f"e2e|{name}",
+        "workload": name,
+        "workload_meta": meta,
+        "mode": "graph",
+        "strategy": "ivm-eps",
+        "epsilon": "1/2",
+        "partitions": 1,
+        "keys": 1,
+        "input_value_bytes": sum(map(len, values)),
+        "input_compression": "lz4",
+        "input_log_start_offset": start,
+        "state": "rocksdb",
+        "batch_size": config.batch_size,
+        "checkpoint_interval_s": config.checkpoint_interval,
+        "events": len(events),
+        "directed_tuple_updates": stats["tuple_updates"],
+        "seconds": round(seconds, 4),
+        "updates_per_s": round(len(events) / seconds, 1),
+        "produce_seconds": round(produce_s, 3),
+        "checkpoints": int(sample("ivmstream_checkpoints_total")),
+        "checkpoint_mean_ms": round(1000 * cp_s / cp_n, 3) if cp_n else None,
+        "checkpoint_bytes_total": int(sample("ivmstream_checkpoint_bytes_sum")),
+        "process_seconds": round(sample("ivmstream_batch_seconds_sum"), 4),
+        "engine_only_updates_per_s": round(len(events) / offline_s, 1),
+        "engine_work_per_event": round(stats["work_total"] / len(events), 3),
+        "engine_final_stats": {
+            k: stats[k]
+            for k in (
+                "size",
+                "N",
+                "major_rebalances",
+                "minor_rebalances",
+                "view_entries",
+                "heavy_values_edges",
+            )
+            if k in stats
+        },
+        "applied": applied,
+        "rejected_offline": len(rejected),
+        "counts": counts,
+        "triangles": counts["offline_replay"] // 6,
+        "count_ok": ok,
+        "goal_updates_per_s": 3000,
+    }
+    case["goal_met"] = case["updates_per_s"] >= 3000
+    progress(
+        f"  e2e {name}: {case['updates_per_s']:,.0f} events/s end to end ({len(events)} events in "
+        f"{seconds:.2f}s; engine alone {case['engine_only_updates_per_s']:,.0f}/s), "
+        f"counts {'agree' if ok else 'DISAGREE: ' + str(counts)}"
+    )
+    return case
+
+
+def e2e_suite(args: argparse.Namespace, run_id: str) -> dict[str, dict[str, Any]]:
+    half = args.e2e_events // 2
+    n_edges = args.e2e_events // 3  # built by inserts from empty, then the rest toggles edge (a*, b*)
+    toggles = args.e2e_events - n_edges
+    toggles -= 1 - toggles % 2  # odd: the stream ends with (a*, b*) present, so the count is not 0
+    mix, mix_meta = wl.graph_mix_events(n_edges=n_edges, toggles=toggles)
+    churn, churn_meta = wl.graph_churn_events(warm=half, churn=args.e2e_events - half, seed=args.seed)
+    broker = BrokerProcess()
+    state_dir = tempfile.mkdtemp(prefix="ivmstream-tri-bench-")
+    cases: dict[str, dict[str, Any]] = {}
+    try:
+        broker.start()
+        progress(f"end to end: embedded broker at {broker.bootstrap}")
+        for name, triples, meta in (("graph-mix", mix, mix_meta), ("graph-churn", churn, churn_meta)):
+            case = run_e2e(name, triples, meta, broker, run_id, state_dir)
+            cases[case["id"]] = case
+            gc.collect()  # the worker's clients sit in reference cycles: free them before the broker goes
+    finally:
+        gc.collect()
+        broker.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return cases
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(p[0] for p in pts)
+    my = statistics.fmean(p[1] for p in pts)
+    den = sum((p[0] - mx) ** 2 for p in pts)
+    return round(sum((p[0] - mx) * (p[1] - my) for p in pts) / den, 4) if den else None
+
+
+def series(cases: dict[str, dict[str, Any]], workload: str, label: str) -> list[dict[str, Any]]:
+    return sorted(
+        (
+            c
+            for c in cases.values()
+            if c["id"].startswith(f"{workload}|") and c["label"] == label and c["status"] == "ok"
+        ),
+        key=lambda c: c["size"],
+    )
+
+
+def analyse(cases: dict[str, dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
+    ivm, fo = eps_label("ivm-eps", HALF), "first-order"
+    speedups: dict[str, list[dict[str, Any]]] = {}
+    slopes: dict[str, dict[str, Any]] = {}
+    for workload in ("W-mix", "W-hub", "W-grow"):
+        rows = []
+        for n in sizes:
+            a, b = cases.get(f"{workload}|{n}|{ivm}"), cases.get(f"{workload}|{n}|{fo}")
+            if a and b and a["status"] == b["status"] == "ok":
+                rows.append(
+                    {
+                        "size": n,
+                        "ivm_updates_per_s": a["updates_per_s"],
+                        "first_order_updates_per_s": b["updates_per_s"],
+                        "speedup": round(a["updates_per_s"] / b["updates_per_s"], 3),
+                        "speedup_blockwise_median": round(
+                            statistics.median(
+                                x / y
+                                for x, y in zip(
+                                    a.get("updates_per_s_blocks") or [a["updates_per_s"]],
+                                    b.get("updates_per_s_blocks") or [b["updates_per_s"]],
+                                    strict=True,
+                                )
+                            ),
+                            3,
+                        ),
+                        "ivm_work_per_update": a["work_per_update"],
+                        "first_order_work_per_update": b["work_per_update"],
+                        "work_ratio": round(b["work_per_update"] / a["work_per_update"], 3)
+                        if a["work_per_update"]
+                        else None,
+                    }
+                )
+        speedups[workload] = rows
+        slopes[workload] = {}
+        for label in (ivm, fo):
+            s = series(cases, workload, label)
+            slopes[workload][label] = {
+                "work_per_update_vs_size": fit_slope(
+                    [c["size"] for c in s], [c["work_per_update"] for c in s]
+                ),
+                "seconds_per_update_vs_size": fit_slope(
+                    [c["size"] for c in s], [1 / c["updates_per_s"] for c in s]
+                ),
+                "sizes": [c["size"] for c in s],
+            }
+        slopes[workload]["speedup_vs_size"] = fit_slope(
+            [r["size"] for r in rows], [r["speedup"] for r in rows]
+        )
+    return {"speedups": speedups, "slopes": slopes}
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_scaling(report: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    cases, slopes = report["cases"], report["analysis"]["slopes"]
+    ivm, fo = eps_label("ivm-eps", HALF), "first-order"
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    styles = {ivm: ("#1f77b4", "o"), fo: ("#d62728", "s")}
+    for ax, key, ylabel in (
+        (axes[0], "work_per_update", "work units per update"),
+        (axes[1], "us_per_update", "wall time per update (us)"),
+    ):
+        for workload, ls in (("W-mix", "-"), ("W-hub", ":")):
+            for label in (ivm, fo):
+                s = series(cases, workload, label)
+                if not s:
+                    continue
+                xs = [c["size"] for c in s]
+                ys = [c[key] for c in s]
+                slope_key = (
+                    "work_per_update_vs_size" if key == "work_per_update" else "seconds_per_update_vs_size"
+                )
+                sl = slopes[workload][label][slope_key]
+                color, marker = styles[label]
+                ax.plot(
+                    xs,
+                    ys,
+                    ls,
+                    color=color,
+                    marker=marker,
+                    alpha=1.0 if workload == "W-mix" else 0.55,
+                    label=f"{workload} {label}: slope {sl:.2f}" if sl is not None else f"{workload} {label}",
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("|D| (tuples)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        "Triangle count, toggles of R(a*,b*) after BUILD: IVM^eps(1/2) vs first-order (smaller row)\n"
+        "expected slopes: W-mix 0.5 vs 1, W-hub 0 vs 1 (log-log least squares)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_speedup(report: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    sp = report["analysis"]["speedups"]
+    fig, ax = plt.subplots(figsize=(10.5, 5))
+    for workload, color in (("W-mix", "#1f77b4"), ("W-hub", "#ff7f0e"), ("W-grow", "#2ca02c")):
+        rows = sp.get(workload) or []
+        if not rows:
+            continue
+        xs = [r["size"] for r in rows]
+        ax.plot(xs, [r["speedup"] for r in rows], "-o", color=color, label=f"{workload}: wall-clock speed-up")
+        ax.plot(
+            xs,
+            [r["work_ratio"] for r in rows],
+            "--",
+            color=color,
+            alpha=0.6,
+            label=f"{workload}: work-unit ratio",
+        )
+        for r in rows:
+            ax.annotate(
+                f"{r['speedup']:.0f}x" if r["speedup"] >= 10 else f"{r['speedup']:.2f}x",
+                (r["size"], r["speedup"]),
+                xytext=(4, -12),
+                textcoords="offset points",
+                fontsize=8,
+            )
+    ax.axhline(100, color="black", linestyle=":", linewidth=1, label="goal: 100x on W-mix at |D| = 256K")
+    ax.axhline(1, color="grey", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("|D| (tuples)")
+    ax.set_ylabel("IVM^eps(1/2) / first-order")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Speed-up of IVM^eps(1/2) over first-order IVM (same run)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_eps(report: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    cases = report["cases"]
+    n = report["config"]["eps_size"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    for ax, key, ylabel in (
+        (axes[0], "work_per_update", "work units per update"),
+        (axes[1], "us_per_update", "wall time per update (us)"),
+    ):
+        adv_half = cases.get(f"W-adv-eps|{n}|{eps_label('ivm-eps', HALF)}")
+        if adv_half and adv_half["status"] == "ok":
+            xs = [i / 40 for i in range(41)]
+            ax.plot(
+                xs,
+                [adv_half[key] * (2 * n + 1) ** (max(x, 1 - x) - 0.5) for x in xs],
+                ":",
+                color="grey",
+                label="shape N^max(eps, 1-eps), scaled to the worst case at 1/2",
+            )
+        for prefix, color, label in (
+            ("W-mix-eps", "#1f77b4", "fixed W-mix instance (built for eps = 1/2)"),
+            ("W-adv-eps", "#d62728", "worst case per eps (W-mix at eps <= 1/2, long light row above)"),
+        ):
+            pts = sorted(
+                (Fraction(c["epsilon"]), c[key])
+                for c in cases.values()
+                if c["id"].startswith(prefix + "|") and c["strategy"] == "ivm-eps" and c["status"] == "ok"
+            )
+            if pts:
+                ax.plot([float(e) for e, _ in pts], [v for _, v in pts], "-o", color=color, label=label)
+        fo = [
+            c for c in cases.values() if c["id"].startswith("W-mix-eps|") and c["strategy"] == "first-order"
+        ]
+        if fo and fo[0]["status"] == "ok":
+            ax.axhline(fo[0][key], color="grey", linestyle="--", label="first-order on the fixed W-mix")
+        ax.set_yscale("log")
+        ax.set_xticks([float(e) for e in EPS_SWEEP], [str(e) for e in EPS_SWEEP])
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center")
+    fig.suptitle(f"IVM^eps epsilon sweep at |D| = {report['config']['eps_size']:,}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    lib = confluent_kafka.libversion()
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "pythonhashseed": os.environ.get("PYTHONHASHSEED"),
+        "loadavg_1_5_15": [round(v, 2) for v in os.getloadavg()],
+        "confluent_kafka": _version("confluent-kafka"),
+        "librdkafka": lib[0] if isinstance(lib, tuple) else lib,
+        "rocksdict": _version("rocksdict"),
+        "orjson": _version("orjson"),
+    }
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    cases, an = report["cases"], report["analysis"]
+
+    def fmt(v: Any, spec: str = ",.1f") -> str:
+        return "-" if v is None else format(v, spec)
+
+    for workload in ("W-mix", "W-hub", "W-grow"):
+        print(f"\n{workload}")
+        header = (
+            f"{'|D|':>8} {'strategy':<18} {'upd/s':>12} {'us/upd':>10} {'p99 us':>9} {'max us':>10} "
+            f"{'work/upd':>10} {'+rebal':>10} {'entries':>10} {'count ok':>8}"
+        )
+        print(header)
+        print("-" * len(header))
+        for c in sorted(
+            (c for c in cases.values() if c["id"].startswith(f"{workload}|")),
+            key=lambda c: (c["size"], c["id"]),
+        ):
+            if c["status"] != "ok":
+                print(f"{c['size']:>8} {c['label']:<18} skipped: {c['reason']}")
+                continue
+            lat = c.get("latency") or {
+                "p99_us": max(p["latency"]["p99_us"] for p in c["phases"].values()),
+                "max_us": max(p["latency"]["max_us"] for p in c["phases"].values()),
+            }
+            entries = c.get("state_entries", c.get("peak_state_entries"))
+            print(
+                f"{c['size']:>8} {c['label']:<18} {fmt(c['updates_per_s']):>12} "
+                f"{fmt(c['us_per_update']):>10} "
+                f"{fmt(lat['p99_us']):>9} {fmt(lat['max_us']):>10} {fmt(c['work_per_update']):>10} "
+                f"{fmt(c['work_per_update_incl_rebalancing']):>10} {fmt(entries, ','):>10} "
+                f"{'yes' if c['count_ok'] else 'NO':>8}"
+            )
+        rows = an["speedups"].get(workload) or []
+        if rows:
+            print(
+                "  speed-up IVM^eps(1/2) / first-order: "
+                + ", ".join(
+                    f"|D|={r['size']}: {r['speedup']:,.2f}x (work {fmt(r['work_ratio'], ',.1f')}x)"
+                    for r in rows
+                )
+            )
+        sl = an["slopes"][workload]
+        print(
+            "  log-log slopes of work/update: "
+            + ", ".join(
+                f"{k} {fmt(v['work_per_update_vs_size'], '.3f')}"
+                for k, v in sl.items()
+                if isinstance(v, dict)
+            )
+            + "; of time/update: "
+            + ", ".join(
+                f"{k} {fmt(v['seconds_per_update_vs_size'], '.3f')}"
+                for k, v in sl.items()
+                if isinstance(v, dict)
+            )
+        )
+    eps_cases = [c for c in cases.values() if c["id"].startswith(("W-mix-eps|", "W-adv-eps|"))]
+    if eps_cases:
+        print(f"\nepsilon sweep at |D| = {report['config']['eps_size']:,} (ivm-eps)")
+        print(
+            f"{'eps':>5} {'fixed W-mix work/upd':>21} {'upd/s':>12} {'worst case work/upd':>20} {'upd/s':>12}"
+        )
+        for eps in EPS_SWEEP:
+            a = cases.get(f"W-mix-eps|{report['config']['eps_size']}|{eps_label('ivm-eps', eps)}", {})
+            b = cases.get(f"W-adv-eps|{report['config']['eps_size']}|{eps_label('ivm-eps', eps)}", {})
+            print(
+                f"{eps!s:>5} {fmt(a.get('work_per_update')):>21} {fmt(a.get('updates_per_s')):>12} "
+                f"{fmt(b.get('work_per_update')):>20} {fmt(b.get('updates_per_s')):>12}"
+            )
+        fo = cases.get(f"W-mix-eps|{report['config']['eps_size']}|first-order")
+        if fo and fo["status"] == "ok":
+            print(
+                f"first-order on the fixed W-mix: {fo['work_per_update']:,.1f} work/upd, "
+                f"{fo['updates_per_s']:,.1f} upd/s"
+            )
+    e2e = [c for c in cases.values() if c["id"].startswith("e2e|")]
+    if e2e:
+        print("\nend to end (graph mode, ivm-eps 1/2, 1 partition, 1 key, RocksDB, default checkpoints)")
+        for c in e2e:
+            print(
+                f"{c['workload']:<12} {c['events']:>7} events  {c['updates_per_s']:>9,.0f} events/s "
+                f"(goal >= 3,000: {'met' if c['goal_met'] else 'NOT met'}), engine alone "
+                f"{c['engine_only_updates_per_s']:,.0f}/s, {c['checkpoints']} checkpoints, "
+                f"counts {'agree' if c['count_ok'] else 'DISAGREE'} (triangles {c['triangles']:,})"
+            )
+    print(f"\nall count checks passed: {report['checks']['all_counts_ok']}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _sizes(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part:
+            out.append(2 ** int(part[2:]) if part.startswith("2^") else int(part))
+    return out
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke size: |D| in 2^10, 2^12, small budgets")
+    p.add_argument(
+        "--sizes", default=None, help="comma-separated |D| (ints or 2^k); default 2^12,2^14,2^16,2^18"
+    )
+    p.add_argument("--grow-sizes", default=None, help="W-grow sizes (default: --sizes)")
+    p.add_argument(
+        "--eps-size", default=None, help="|D| of the epsilon sweep (default 2^16; 2^12 with --quick)"
+    )
+    p.add_argument("--toggles", type=int, default=None, help="max toggles per case (default 2000; 200 quick)")
+    p.add_argument(
+        "--min-toggles", type=int, default=None, help="min toggles per case (default 50; 20 quick)"
+    )
+    p.add_argument(
+        "--budget", type=float, default=None, help="target seconds of toggles per case (default 8; 0.3 quick)"
+    )
+    p.add_argument(
+        "--max-case-seconds",
+        type=float,
+        default=None,
+        help="skip a case whose estimated minimum cost exceeds this (default 60; 5 quick)",
+    )
+    p.add_argument(
+        "--baseline-max-size",
+        default=None,
+        help="largest |D| for factorized/recursive/recompute (default 2^14; 2^12 quick)",
+    )
+    p.add_argument(
+        "--e2e-events",
+        type=int,
+        default=None,
+        help="events per end-to-end stream (default 60000; 3000 quick)",
+    )
+    p.add_argument("--no-e2e", action="store_true", help="skip the end-to-end part")
+    p.add_argument("--seed", type=int, default=7, help="seed of the R-MAT streams (default 7)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output prefix, or an existing directory (default bench/results/triangles, "
+        "bench/results/triangles_quick with --quick)",
+    )
+    args = p.parse_args(argv)
+    q = args.quick
+    args.sizes = _sizes(args.sizes) if args.sizes else ([2**10, 2**12] if q else [2**12, 2**14, 2**16, 2**18])
+    args.grow_sizes = _sizes(args.grow_sizes) if args.grow_sizes else list(args.sizes)
+    args.eps_size = _sizes(args.eps_size)[0] if args.eps_size else (2**12 if q else 2**16)
+    args.toggles = args.toggles or (200 if q else 2000)
+    args.min_toggles = args.min_toggles or (20 if q else 50)
+    args.budget = args.budget or (0.3 if q else 8.0)
+    args.max_case_seconds = args.max_case_seconds or (5.0 if q else 60.0)
+    args.baseline_max_size = (
+        _sizes(args.baseline_max_size)[0] if args.baseline_max_size else (2**12 if q else 2**14)
+    )
+    args.e2e_events = args.e2e_events or (3000 if q else 60000)
+    if min(args.sizes + args.grow_sizes + [args.eps_size]) < 2**8:
+        p.error("sizes must be at least 256")
+    if args.min_toggles < 2 or args.toggles < args.min_toggles or args.e2e_events < 100:
+        p.error("need --toggles >= --min-toggles >= 2 and --e2e-events >= 100")
+    default_out = RESULTS / ("triangles_quick" if q else "triangles")
+    out = Path(args.out) if args.out else default_out
+    args.out = out / default_out.name if out.is_dir() else out
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    run_id = uuid.uuid4().hex[:8]
+    started = time.perf_counter()
+    progress(
+        f"run {run_id}: sizes {args.sizes}, W-grow {args.grow_sizes}, eps sweep at {args.eps_size}, "
+        f"toggles <= {args.toggles} (budget {args.budget:g}s/case), "
+        f"e2e {0 if args.no_e2e else args.e2e_events} events"
+    )
+    machine = machine_info()  # load average at the start: other processes share the cores
+    cases: dict[str, dict[str, Any]] = {}
+    cases.update(toggle_suite("W-mix", wl.w_mix, args.sizes, args))
+    cases.update(toggle_suite("W-hub", wl.w_hub, args.sizes, args))
+    cases.update(eps_suite(args))
+    cases.update(grow_suite(args.grow_sizes, args))
+    if not args.no_e2e:
+        cases.update(e2e_suite(args, run_id))
+
+    ran = [c for c in cases.values() if c.get("status", "ok") == "ok"]
+    failed = sorted(c["id"] for c in ran if not c["count_ok"])
+    analysis = analyse(cases, args.sizes)
+    wmix = {r["size"]: r for r in analysis["speedups"]["W-mix"]}
+    largest = max(args.sizes)
+    goal_row = wmix.get(largest)
+    report = {
+        "benchmark": "triangles",
+        "run_id": run_id,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(
+            [".venv/bin/python", "bench/triangles.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "wall_seconds": None,
+        "config": {
+            "sizes": args.sizes,
+            "grow_sizes": args.grow_sizes,
+            "eps_size": args.eps_size,
+            "eps_sweep": [str(e) for e in EPS_SWEEP],
+            "toggles_max": args.toggles,
+            "toggles_min": args.min_toggles,
+            "warmup_toggles": WARMUP_TOGGLES,
+            "budget_s_per_case": args.budget,
+            "max_case_seconds": args.max_case_seconds,
+            "baseline_max_size": args.baseline_max_size,
+            "e2e_events": 0 if args.no_e2e else args.e2e_events,
+            "seed": args.seed,
+            "mode": "relations (engine level), graph (end to end)",
+            "api": "engine.apply_tuple per update (engine level); Worker over Kafka (end to end)",
+            "timing": "perf_counter_ns around each update. Toggle cases: timed in "
+            f"{BLOCKS} equal blocks, the blocks of all strategies of one size interleaved; updates_per_s "
+            "= median block rate (updates_per_s_mean = all updates / all time; speedup = ratio of the "
+            "medians, speedup_blockwise_median = median of the per-block ratios). W-grow and end to end: "
+            "updates / total time",
+            "work_units": "the engine's work counter: delta/view loop iterations and view probes; "
+            "rebalancing work is reported separately (work_per_update_incl_rebalancing adds it)",
+            "memory_method": MEMORY_METHOD,
+        },
+        "machine": {**machine, "loadavg_at_end": machine_info()["loadavg_1_5_15"]},
+        "cases": cases,
+        "analysis": analysis,
+        "goals": {
+            "w_mix_speedup_at_largest_size": goal_row["speedup"] if goal_row else None,
+            "w_mix_largest_size": largest,
+            "w_mix_speedup_goal": 100,
+            "w_mix_speedup_goal_met": (goal_row["speedup"] >= 100) if goal_row and largest >= 2**18 else None,
+            "w_mix_speedup_growing": all(
+                a["speedup"] < b["speedup"]
+                for a, b in zip(
+                    analysis["speedups"]["W-mix"], analysis["speedups"]["W-mix"][1:], strict=False
+                )
+            ),
+            "e2e_goal_updates_per_s": 3000,
+            "e2e_goal_met": {
+                c["workload"]: c["goal_met"] for c in cases.values() if c["id"].startswith("e2e|")
+            },
+        },
+        "checks": {"all_counts_ok": not failed, "failed": failed, "cases_checked": len(ran)},
+    }
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    json_path = args.out.with_suffix(".json")
+    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    pngs = []
+    for suffix, fn in (("scaling", plot_scaling), ("speedup", plot_speedup), ("eps", plot_eps)):
+        png = args.out.parent / f"{args.out.name}_{suffix}.png"
+        fn(report, png)
+        pngs.append(png)
+    progress(f"wrote {json_path} and {', '.join(str(p) for p in pngs)} in {report['wall_seconds']:.0f}s")
+    print_summary(report)
+    if failed:
+        progress(f"COUNT MISMATCH in {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
