@@ -28,9 +28,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from shared.redis_client import RedisUnavailable
     from shared.runtime.kafka import BrokerUnavailable
     from shared.runtime.output import DeliveryFailed
+    from shared.runtime.worker import HistoryTruncated
     from shared.state import StateError
 
-    return (
+    known: tuple[type[BaseException], ...] = (
         CliError,
         ConfigError,
         SourceError,
@@ -38,8 +39,17 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         RedisUnavailable,
         StateError,
         DeliveryFailed,
+        HistoryTruncated,
         OSError,
     )
+    if "shared.spark.jobs" in sys.modules:  # Spark's errors only matter when its commands ran
+        from shared.spark.jobs import BatchError
+        from shared.spark.kafka_source import KafkaSourceError
+        from shared.spark.session import SparkUnavailable
+        from shared.spark.snapshot import SnapshotError
+
+        known += (BatchError, KafkaSourceError, SparkUnavailable, SnapshotError)
+    return known
 
 
 def _print_json(obj: Any) -> None:

@@ -21,14 +21,16 @@ KAFKA_LOG = logging.getLogger("ivmstream.kafka")
 def consumer_settings(
     bootstrap: str, group: str, session_timeout_ms: int, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Offsets come from the state store, so auto-commit is off; a new group reads from the start
-    because a view needs the whole history."""
+    """Offsets come from the state store, so auto-commit is off; a new view reads from the start of
+    the log (positioned explicitly on assignment) because it needs the whole history."""
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        # Positions always come from the state store (or the start of the log for a new view); an
+        # out-of-range position means history was deleted under us, which must stop the worker, not skip.
+        "auto.offset.reset": "error",
         "isolation.level": "read_committed",
         "session.timeout.ms": session_timeout_ms,
         "heartbeat.interval.ms": max(100, session_timeout_ms // 5),

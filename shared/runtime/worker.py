@@ -42,6 +42,12 @@ from shared.state import StateStore
 log = logging.getLogger("ivmstream.runtime")
 
 FaultHook = Callable[[str], None]
+
+
+class HistoryTruncated(RuntimeError):
+    """The input log no longer holds updates the state has not seen: the view would be silently wrong."""
+
+
 KEYLESS = ""
 
 
@@ -138,6 +144,7 @@ class Worker:
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
         for tp in tps:
             cp = self.store.load(tp.topic, tp.partition)
+            self._check_history(consumer, tp, cp.offset)
             self.partitions[tp.partition] = PartitionState(tp.topic, tp.partition, self._new_engine, cp)
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
             log.info(
@@ -148,6 +155,18 @@ class Worker:
             )
         consumer.assign(tps)
         self._update_gauges()
+
+    @staticmethod
+    def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
+        """A view needs every update after its state: refuse to start past deleted records."""
+        low, _high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
+        needed = stored if stored is not None else 0
+        if needed < low:
+            raise HistoryTruncated(
+                f"{tp.topic}:{tp.partition} starts at offset {low}, but the state needs offset {needed} "
+                f"({'no checkpoint' if stored is None else 'last checkpoint'}): records were deleted by "
+                "retention; bootstrap the state from a snapshot (ivmstream bootstrap) or raise the retention"
+            )
 
     def _on_revoke(self, _consumer: Consumer, tps: list[TopicPartition]) -> None:
         owned = [self.partitions[tp.partition] for tp in tps if tp.partition in self.partitions]

@@ -156,3 +156,40 @@ def test_bootstrap_argument_errors(tmp_path):
         )
     )
     assert "not both" in line
+
+
+def test_truncated_history_stops_the_worker_instead_of_skipping(broker, unique, tmp_path):
+    """The embedded broker keeps ~5 MiB per partition and drops older records, like Kafka retention:
+    a view started past deleted records would be silently wrong, so the worker refuses to start."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from shared.events import SourceRecord
+    from shared.runtime.produce import produce_records
+
+    topic = f"{unique}.updates"
+    broker.create_topic(topic, 1)
+    filler = b'{"relation":"items","row":{"item":"' + b"x" * 2000 + b'","qty":1,"price":"1"},"delta":1}'
+    produce_records(broker.bootstrap, topic, [SourceRecord(i, filler) for i in range(4000)])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique})
+    low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.close()
+    assert low > 0 and high == 4000  # the broker really dropped the oldest records
+    cfg = write_config(
+        tmp_path / "c.json", input_topic=topic, output_topic=f"{unique}.results", dlq_topic=f"{unique}.dlq"
+    )
+    line = one_line_error(
+        ivm(
+            "run",
+            "reference",
+            "--bootstrap",
+            broker.bootstrap,
+            "--config",
+            str(cfg),
+            "--state-dir",
+            str(tmp_path / "s"),
+            "--group",
+            f"{unique}-g",
+            check=False,
+        )
+    )
+    assert f"{topic}:0 starts at offset {low}, but the state needs offset 0" in line
