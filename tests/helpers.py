@@ -137,3 +137,24 @@ def offline_results(config_path: Path, input_path: Path, service: str = "referen
     svc = load_service(service)
     cfg = load_config(svc, config_path)
     return replay_all(svc, cfg, read_source(input_path, key_field=cfg.key_field)).result()
+
+
+def run_worker_to_end(
+    service, config, bootstrap: str, store, group: str, redis_client=None
+) -> dict[str, Any]:
+    """Run an in-process Worker until it has consumed everything in its topic now; its engines' results."""
+    from shared.runtime import Worker
+    from shared.runtime.progress import group_progress
+
+    ends = {p.partition: p.high for p in group_progress(bootstrap, group, config.input_topic)}
+    worker = Worker(service, config, bootstrap, store, group=group, redis_client=redis_client)
+    results: dict[str, Any] = {}
+
+    def done(w: Worker) -> bool:
+        if all((w.positions().get(p) or 0) == hi for p, hi in ends.items()):
+            results.update(w.results())
+            return True
+        return False
+
+    worker.run(until=done)
+    return results

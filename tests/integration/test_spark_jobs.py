@@ -6,36 +6,19 @@ import json
 
 import orjson
 import pytest
-from helpers import SAMPLE, ivm, offline_results, write_config
+from helpers import SAMPLE, ivm, offline_results, run_worker_to_end, write_config
 
 from shared.config import load_config
 from shared.events import read_source
 from shared.redis_client import connect
 from shared.replay import replay_all
-from shared.runtime import Worker
 from shared.runtime.output import result_key
 from shared.runtime.produce import produce_records
-from shared.runtime.progress import group_progress
 from shared.service import load_service
 from shared.spark.jobs import BatchError, run_bootstrap, run_reconcile
 from shared.state import open_store
 
 SPLIT = 2000  # the snapshot holds the sample's first 2000 events, the topic the rest
-
-
-def _run_to_end(service, config, bootstrap, store, group, redis_client=None):
-    ends = {p.partition: p.high for p in group_progress(bootstrap, group, config.input_topic)}
-    worker = Worker(service, config, bootstrap, store, group=group, redis_client=redis_client)
-    results = {}
-
-    def done(w: Worker) -> bool:
-        if all((w.positions().get(p) or 0) == hi for p, hi in ends.items()):
-            results.update(w.results())
-            return True
-        return False
-
-    worker.run(until=done)
-    return results
 
 
 @pytest.fixture
@@ -103,7 +86,7 @@ def test_bootstrap_then_stream_equals_streaming_everything(
 
     # Streaming the rest on top of it gives the result of streaming everything.
     produce_records(broker.bootstrap, topic, read_source(tail, key_field="store"))
-    results = _run_to_end(
+    results = run_worker_to_end(
         service, config, broker.bootstrap, open_store("rocksdb", group, state_dir=state_dir), group
     )
     assert results == offline_results(cfg_path, SAMPLE)
@@ -145,7 +128,7 @@ def test_reconcile_passes_on_correct_results_and_catches_a_corrupted_one(
     produce_records(broker.bootstrap, topic, read_source(bad, key_field="store"))
     produce_records(broker.bootstrap, topic, read_source(SAMPLE, key_field="store"))
     client = connect(redis_server.url)
-    _run_to_end(service, config, broker.bootstrap, open_store("memory", group), group, client)
+    run_worker_to_end(service, config, broker.bootstrap, open_store("memory", group), group, client)
 
     good = run_reconcile(spark, service, config, broker.bootstrap, client)
     assert good.verdict == "match", good.mismatches
@@ -184,7 +167,9 @@ def test_reconcile_cli_reports_and_records_the_verdict(broker, redis_server, uni
     service = load_service("reference")
     config = load_config(service, cfg_path)
     client = connect(redis_server.url)
-    _run_to_end(service, config, broker.bootstrap, open_store("memory", f"{unique}-g"), f"{unique}-g", client)
+    run_worker_to_end(
+        service, config, broker.bootstrap, open_store("memory", f"{unique}-g"), f"{unique}-g", client
+    )
     report = tmp_path / "report.json"
     proc = ivm(
         "reconcile",

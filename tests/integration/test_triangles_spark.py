@@ -67,12 +67,10 @@ def test_spark_build_equals_engine_build_relations(spark, eps):
 
 
 def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique, tmp_path):
-    from helpers import offline_results
+    from helpers import offline_results, run_worker_to_end
 
     from shared.events import read_source
-    from shared.runtime import Worker
     from shared.runtime.produce import produce_records
-    from shared.runtime.progress import group_progress
     from shared.spark.jobs import run_bootstrap
     from shared.state import open_store
 
@@ -121,19 +119,9 @@ def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique
         engine.check_invariants()
         assert engine.result()["count"] == head_results[key]["count"]
     produce_records(broker.bootstrap, topic, read_source(tail, key_field="graph"))
-    ends = {p.partition: p.high for p in group_progress(broker.bootstrap, group, topic)}
-    worker = Worker(
-        service, config, broker.bootstrap, open_store("rocksdb", group, state_dir=state), group=group
+    results = run_worker_to_end(
+        service, config, broker.bootstrap, open_store("rocksdb", group, state_dir=state), group
     )
-    results = {}
-
-    def done(w):
-        if all((w.positions().get(p) or 0) == hi for p, hi in ends.items()):
-            results.update(w.results())
-            return True
-        return False
-
-    worker.run(until=done)
     full = offline_results(cfg, sample, service="triangles")
     assert {k: (r["count"], r["triangles"]) for k, r in results.items()} == {
         k: (r["count"], r["triangles"]) for k, r in full.items()
