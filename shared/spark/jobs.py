@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -32,7 +31,7 @@ from shared.runtime.dlq import latest_results, read_dead_letters
 from shared.runtime.output import result_index, result_key
 from shared.service import ServiceDefinition
 from shared.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
-from shared.spark.kafka_source import read_kafka
+from shared.spark.kafka_source import read_kafka, resolve_offsets
 from shared.spark.snapshot import read_snapshot
 from shared.state import StateStore
 from shared.verdict import reconcile_key
@@ -64,29 +63,12 @@ def load_jobs(service: ServiceDefinition) -> BatchJobs:
 # --- offsets ------------------------------------------------------------------------------------------
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "ivmstream-batch",
-            "enable.auto.commit": False,
-            "log_level": 0,
-        }
-    )
-
-
 def topic_offsets(bootstrap: str, topic: str, spec: str) -> dict[int, int]:
-    """``earliest``, ``latest`` or ``P:O,P:O,...`` (unnamed partitions: earliest) per partition."""
-    consumer = _consumer(bootstrap)
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise BatchError(f"topic {topic} does not exist on {bootstrap}")
-        marks = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in meta.partitions
-        }
-    finally:
-        consumer.close()
+    """``earliest``, ``latest`` or ``P:O,P:O,...`` (unnamed partitions: earliest) per partition.
+
+    Unlike the Spark source, which clamps, an explicit offset outside a partition's range is an error:
+    resuming or reconciling from the wrong place must not pass silently."""
+    marks = resolve_offsets(bootstrap, topic, "earliest", "latest")
     if spec == "earliest":
         return {p: lo for p, (lo, _hi) in marks.items()}
     if spec == "latest":
