@@ -114,6 +114,13 @@ def _check_decimal(v: Any) -> Decimal:
     raise TypeError("a decimal number or decimal string")
 
 
+def _check_exact(v: Any) -> int | Decimal:
+    """Exact number: integers stay Python ints (the fast path), anything else is an exact Decimal."""
+    if type(v) is int:
+        return v
+    return _check_decimal(v)
+
+
 COLUMN_TYPES: dict[str, Callable[[Any], Any]] = {
     "int": _check_int,
     "float": _check_float,
@@ -121,6 +128,7 @@ COLUMN_TYPES: dict[str, Callable[[Any], Any]] = {
     "str": _check_str,
     "bool": _check_bool,
     "decimal": _check_decimal,
+    "exact": _check_exact,
 }
 
 
@@ -289,6 +297,7 @@ _FAST_TYPES: dict[str, Any] = {
     "str": str,
     "bool": bool,
     "decimal": int | float | str,
+    "exact": int | float | str,
 }
 
 
@@ -316,7 +325,9 @@ class _FastDecoder:
                     forbid_unknown_fields=True,
                 )
             )
-            self._post[name] = tuple((col, COLUMN_TYPES[typ]) for col, typ in rel.columns if typ == "decimal")
+            self._post[name] = tuple(
+                (col, COLUMN_TYPES[typ]) for col, typ in rel.columns if typ in ("decimal", "exact")
+            )
         self._info = {s: (s.__struct_config__.tag, self._post[s.__struct_config__.tag]) for s in structs}
         union = structs[0] if len(structs) == 1 else Union[tuple(structs)]  # noqa: UP007 - runtime union
         self._decoder = msgspec.json.Decoder(union)

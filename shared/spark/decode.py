@@ -40,6 +40,7 @@ SPARK_TYPES: dict[str, DataType] = {
     "str": StringType(),
     "bool": BooleanType(),
     "decimal": DECIMAL,
+    "exact": DECIMAL,  # ints and decimals; Spark reads both as exact decimals
 }
 
 DECODED_SCHEMA = StructType(
@@ -108,13 +109,20 @@ def decode_log(records: DataFrame, schema: Schema) -> DataFrame:
 def row_struct(relation: Relation) -> StructType:
     """How a validated row's JSON is read back: decimals as strings first, then cast exactly."""
     return StructType(
-        [StructField(c, StringType() if t == "decimal" else SPARK_TYPES[t]) for c, t in relation.columns]
+        [
+            StructField(c, StringType() if t in ("decimal", "exact") else SPARK_TYPES[t])
+            for c, t in relation.columns
+        ]
     )
 
 
 def typed_columns(relation: Relation, struct_col: str) -> list[Any]:
     return [
-        (F.col(f"{struct_col}.{c}").cast(DECIMAL) if t == "decimal" else F.col(f"{struct_col}.{c}")).alias(c)
+        (
+            F.col(f"{struct_col}.{c}").cast(DECIMAL)
+            if t in ("decimal", "exact")
+            else F.col(f"{struct_col}.{c}")
+        ).alias(c)
         for c, t in relation.columns
     ]
 

@@ -34,7 +34,10 @@ def _typed(df: DataFrame, rel: Relation, key_field: str | None, source: str) -> 
         raise SnapshotError(f"{source}: lacks the partition key column {key_field!r}")
     key = F.col(key_field).cast("string") if key_field else F.lit("")
     mult = F.col("delta").cast("long") if "delta" in present else F.lit(1).cast("long")
-    cols = [F.col(c).cast(DECIMAL if t == "decimal" else SPARK_TYPES[t]).alias(c) for c, t in rel.columns]
+    cols = [
+        F.col(c).cast(DECIMAL if t in ("decimal", "exact") else SPARK_TYPES[t]).alias(c)
+        for c, t in rel.columns
+    ]
     return df.select(key.alias(KEY), *cols, mult.alias(MULT))
 
 

@@ -1,0 +1,177 @@
+"""The vwap engine: a validating bag ledger in front of one query plan (RPAI or a baseline).
+
+The ledger is what makes every strategy see the same, valid stream: deletes of tuples that are not
+live and order-book tuples with non-positive volume (they break the monotonicity the RPAI shifts rely
+on, spec §7.5) are refused with a reason and change nothing. The plan is derived state: a snapshot is
+the ledger (plus per-price levels of the book sides), and a restore rebuilds the plan from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from services.vwap import snapshot as snap
+from services.vwap.catalog import QUERIES, STRATEGIES, QueryInfo
+from services.vwap.numbers import exact_context
+from shared.engine import EngineError, Rejection
+from shared.events import UpdateEvent
+
+
+def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
+    """The plan object for a query and strategy (imports are lazy: baselines load only when asked)."""
+    if query in ("q17", "q18"):
+        if strategy == "crosscheck":
+            raise EngineError(f"strategy 'crosscheck' is not defined for {query}")
+        from services.vwap.tpch_plans import make_tpch_plan
+
+        return make_tpch_plan(query, strategy, params)
+    if strategy == "rpai":
+        from services.vwap.finance_rpai import make_rpai_plan
+
+        return make_rpai_plan(query, params)
+    if strategy == "crosscheck":
+        from services.vwap.finance_rpai import make_crosscheck_plan
+
+        return make_crosscheck_plan(query, params)
+    if strategy == "dbtoaster":
+        from services.vwap.finance_dbtoaster import make_plan as make_dbt
+
+        return make_dbt(query, params)
+    if strategy == "recompute":
+        from services.vwap.finance_recompute import make_plan as make_rec
+
+        return make_rec(query, params)
+    raise EngineError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+
+
+class VwapEngine:
+    def __init__(self, query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> None:
+        if query not in QUERIES:
+            raise EngineError(f"unknown query {query!r} (known: {', '.join(QUERIES)})")
+        info: QueryInfo = QUERIES[query]
+        if strategy not in info.strategies:
+            raise EngineError(
+                f"query {query} runs on strategies {', '.join(info.strategies)}, not {strategy!r}"
+            )
+        self.info = info
+        self.query = query
+        self.strategy = strategy
+        self.params = dict(info.defaults) | dict(params or {})
+        self.relations = {r.name: r for r in info.relations}
+        self._columns = {r.name: r.column_names for r in info.relations}
+        self._reads = frozenset(info.reads)
+        self.brokers: int | None = self.params.get("brokers") if query == "mst" else None
+        self.bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
+        self.plan = make_plan(query, strategy, self.params)
+        self.events = 0
+        self.rejected = 0
+
+    # --- Engine protocol -------------------------------------------------------------------------------
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        rejections: list[Rejection] = []
+        bag = self.bag
+        columns = self._columns
+        reads = self._reads
+        update = self.plan.update
+        book = self.info.book
+        with exact_context():
+            for i, ev in enumerate(events):
+                rel = ev.relation
+                ledger = bag.get(rel)
+                if ledger is None:
+                    rejections.append(Rejection(i, "unknown-relation", f"query {self.query} has no {rel!r}"))
+                    continue
+                row = ev.row
+                delta = ev.delta
+                if book:
+                    reason = self._check_book_row(row)
+                    if reason is not None:
+                        rejections.append(Rejection(i, reason[0], reason[1]))
+                        continue
+                vals = tuple([row[c] for c in columns[rel]])
+                have = ledger.get(vals, 0)
+                new = have + delta
+                if new < 0:
+                    rejections.append(
+                        Rejection(
+                            i,
+                            "absent-tuple",
+                            f"delete of {-delta} {rel} tuple(s) {dict(row)} but {have} live",
+                        )
+                    )
+                    continue
+                if new:
+                    ledger[vals] = new
+                else:
+                    del ledger[vals]
+                if rel in reads:
+                    update(rel, row, delta)
+        self.events += len(events) - len(rejections)
+        self.rejected += len(rejections)
+        return rejections
+
+    def _check_book_row(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
+        vol = row["volume"]
+        if not vol > 0:
+            return "non-positive-volume", f"volume must be > 0 (order-book volumes are positive), got {vol}"
+        if self.brokers is not None:
+            g = row["broker_id"]
+            if not 0 <= g < self.brokers:
+                return "broker-out-of-range", f"broker_id {g} outside [0, {self.brokers}) (option brokers)"
+        return None
+
+    def result(self) -> Any:
+        with exact_context():
+            out = dict(self.plan.result())
+        out["stats"] = {"events": self.events, "rejected": self.rejected} | {
+            k: v for k, v in self.plan.stats().items()
+        }
+        return out
+
+    def stats(self) -> dict[str, float]:
+        out = {f"plan_{k}": float(v) for k, v in self.plan.stats().items()}
+        trees = getattr(self.plan, "trees", None)
+        if trees is not None:
+            ts = trees()
+            out["tree_height"] = float(max((t.height() for t in ts), default=0))
+            out["tree_nodes"] = float(sum(len(t) for t in ts))
+        out["live_tuples"] = float(sum(sum(b.values()) for b in self.bag.values()))
+        return out
+
+    def snapshot(self) -> bytes:
+        levels = None
+        if self.info.book:
+            levels = {rel: snap.book_levels(self.bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
+        return snap.encode(self.query, self.strategy, self.bag, levels)
+
+    def restore(self, data: bytes) -> None:
+        try:
+            state = snap.decode(data, self.relations)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EngineError(f"cannot restore vwap snapshot: {exc}") from None
+        if state["query"] != self.query:
+            raise EngineError(f"snapshot is of query {state['query']!r}, this engine runs {self.query!r}")
+        bag = {name: state["bag"].get(name, {}) for name in self.relations}
+        if state["levels"] is not None and self.info.book:
+            for rel in ("bids", "asks"):
+                mine = snap.book_levels(bag[rel], self._columns[rel])
+                theirs = state["levels"].get(rel, [])
+                if mine != theirs:
+                    raise EngineError(
+                        f"snapshot's {rel} price levels disagree with its tuples "
+                        f"({len(theirs)} levels given, {len(mine)} derived): refusing a corrupt snapshot"
+                    )
+        plan = make_plan(self.query, self.strategy, self.params)
+        with exact_context():
+            for rel in self.info.reads:
+                cols = self._columns[rel]
+                for vals, m in bag[rel].items():
+                    plan.update(rel, dict(zip(cols, vals, strict=True)), m)
+        self.plan = plan
+        self.bag = bag
+
+
+def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:
+    return VwapEngine(query, strategy, params)

@@ -1,0 +1,427 @@
+"""The RPAI system's plans for the order-book queries and Ex. 2.1 (spec §2.3, §2.6, §2.7, §2.9, §2.10).
+
+- vwap / vwap-paper / mst / nq1: the §2.6 inequality index (one RPAI tree keyed by each price level's
+  inner aggregate), O(log D) per update;
+- psp: a non-shifting ordered index volume -> (count, Σ price) per side, O(log D);
+- ex21: the PAI hash map of the equality case, O(1);
+- sq1 / sq2 / nq2: the General Algorithm (§2.7) over ordered per-price state, O(D) or O(D log D);
+- crosscheck (vwap, vwap-paper): the independent price-keyed descent of §2.10, no key shifting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from services.vwap.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
+from services.vwap.numbers import to_json
+from services.vwap.plan import Row
+from services.vwap.rpai import RPAITree
+from services.vwap.vec import Vec
+
+
+def _index_stats(prefix: str, ix: InequalityIndex) -> dict[str, float]:
+    return {f"{prefix}{k}": v for k, v in ix.stats().items()} | {f"{prefix}tree_nodes": len(ix.idx)}
+
+
+class VwapPlan:
+    """DBToaster form (θ '>': key S>(q), qualifying key < f·T) or paper form (θ '<=': key > f·T)."""
+
+    def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
+        self.f: Fraction = params["fraction"]
+        self.paper = paper
+        self.index = InequalityIndex("<=" if paper else ">")
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel == "bids":
+            p = row["price"]
+            w = row["volume"]
+            self.index.update(p, mult, w, p * w)
+
+    def value(self) -> Any:
+        ix = self.index
+        if self.paper:
+            return sum_key_gt(ix.idx, self.f, ix.total)
+        return sum_key_lt(ix.idx, self.f, ix.total)
+
+    def result(self) -> Any:
+        return {"vwap": to_json(self.value())}
+
+    def stats(self) -> dict[str, float]:
+        return _index_stats("", self.index)
+
+    def trees(self) -> list[RPAITree]:
+        return [self.index.idx, self.index.bound]
+
+
+class MstPlan:
+    """Missed trades: one θ '>' index per side; bids carry (count, Σpv) per broker, asks (count, Σpv)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.brokers: int = params["brokers"]
+        self.bids = InequalityIndex(">", Vec.zero(2 * self.brokers))
+        self.asks = InequalityIndex(">", Vec.zero(2))
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        p = row["price"]
+        w = row["volume"]
+        if rel == "bids":
+            pay = [0] * (2 * self.brokers)
+            g = row["broker_id"]
+            pay[2 * g] = 1
+            pay[2 * g + 1] = p * w
+            self.bids.update(p, mult, w, Vec(pay))
+        elif rel == "asks":
+            self.asks.update(p, mult, w, Vec((1, p * w)))
+
+    def result(self) -> Any:
+        qa = sum_key_lt(self.asks.idx, self.f, self.asks.total)
+        out: dict[str, Any] = {}
+        if qa[0] > 0:
+            qb = sum_key_lt(self.bids.idx, self.f, self.bids.total)
+            for g in range(self.brokers):
+                cg = qb[2 * g]
+                if cg > 0:
+                    out[str(g)] = to_json(cg * qa[1] - qa[0] * qb[2 * g + 1])
+        return {"mst": dict(sorted(out.items()))}
+
+    def stats(self) -> dict[str, float]:
+        return _index_stats("bids_", self.bids) | _index_stats("asks_", self.asks)
+
+    def trees(self) -> list[RPAITree]:
+        return [self.bids.idx, self.bids.bound, self.asks.idx, self.asks.bound]
+
+
+class _VolumeSide:
+    """PSP's per-side non-shifting index: volume -> Vec(count, Σ price), plus T = Σ volume."""
+
+    __slots__ = ("total", "tree")
+
+    def __init__(self) -> None:
+        self.tree = RPAITree(Vec.zero(2))
+        self.total: Any = 0
+
+    def update(self, row: Row, mult: int) -> None:
+        w = row["volume"]
+        tree = self.tree
+        tree.add(w, Vec((mult, mult * row["price"])))
+        if tree.get(w)[0] == 0:
+            tree.delete(w)
+        self.total += mult * w
+
+
+class PspPlan:
+    """Price spread: qualifying tuples have volume > f·T of their side; result cnt_b·Σp_a - cnt_a·Σp_b."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.sides = {"bids": _VolumeSide(), "asks": _VolumeSide()}
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        side = self.sides.get(rel)
+        if side is not None:
+            side.update(row, mult)
+
+    def result(self) -> Any:
+        b, a = self.sides["bids"], self.sides["asks"]
+        qb = sum_key_gt(b.tree, self.f, b.total)
+        qa = sum_key_gt(a.tree, self.f, a.total)
+        return {"psp": to_json(qb[0] * qa[1] - qa[0] * qb[1])}
+
+    def stats(self) -> dict[str, float]:
+        return {"bids_volumes": len(self.sides["bids"].tree), "asks_volumes": len(self.sides["asks"].tree)}
+
+    def trees(self) -> list[RPAITree]:
+        return [s.tree for s in self.sides.values()]
+
+
+class Nq1Plan:
+    """Two nesting levels on one θ '<=' index with payload (volume, price·volume) (spec §2.9)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.index = InequalityIndex("<=", Vec.zero(2))
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel == "bids":
+            p = row["price"]
+            w = row["volume"]
+            self.index.update(p, mult, w, Vec((w, p * w)))
+
+    def result(self) -> Any:
+        ix = self.index
+        t = ix.total
+        v = sum_key_gt(ix.idx, self.f, t)[0]  # middle level: Σ volume of the tuples VWAP selects
+        return {"nq1": to_json(sum_key_gt(ix.idx, self.f, v, int_keys=type(t) is int)[1])}
+
+    def stats(self) -> dict[str, float]:
+        return _index_stats("", self.index)
+
+    def trees(self) -> list[RPAITree]:
+        return [self.index.idx, self.index.bound]
+
+
+class Nq2Plan:
+    """GA at the top level (spec §2.9): per outer price q, the middle aggregate
+    M(q) = Σ vol over keys in (f·T, S≤(q)] + [S≤(q) > f·T]·Σ vol over prices > q, each O(log D)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.index = InequalityIndex("<=", Vec.zero(2))
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel == "bids":
+            p = row["price"]
+            w = row["volume"]
+            self.index.update(p, mult, w, Vec((w, p * w)))
+
+    def result(self) -> Any:
+        ix = self.index
+        idx = ix.idx
+        t = ix.total
+        f = self.f
+        cut = scaled_floor(f, t)  # key > cut ⇔ key > f·T
+        low = idx.prefix_le(cut)[0]  # Σ vol over keys <= f·T
+        num, den = f.numerator, f.denominator
+        res: Any = 0
+        for key, (_vol, pv) in idx.items():  # key = S≤(q) of outer group q
+            m = idx.prefix_le(key)[0] - low + (t - key) if key > cut else 0
+            if num * m < den * key:  # f·M(q) < S≤(q)
+                res += pv
+        return {"nq2": to_json(res)}
+
+    def stats(self) -> dict[str, float]:
+        return _index_stats("", self.index)
+
+    def trees(self) -> list[RPAITree]:
+        return [self.index.idx, self.index.bound]
+
+
+class _Levels:
+    """Ordered per-price state for the GA plans: price -> Vec(count, W, PV), with ascending iteration."""
+
+    __slots__ = ("total", "tree")
+
+    def __init__(self) -> None:
+        self.tree = RPAITree(Vec.zero(3))
+        self.total: Any = 0
+
+    def update(self, p: Any, mult: int, w: Any) -> None:
+        tree = self.tree
+        tree.add(p, Vec((mult, mult * w, mult * p * w)))
+        if tree.get(p)[0] == 0:
+            tree.delete(p)
+        self.total += mult * w
+
+
+class Sq1Plan:
+    """GA: both sides of the predicate vary per outer tuple (spec §1.2 reconstruction SQ1a / SQ1b).
+
+    a: f·Σ vol of the outer tuple's broker < S≤(price); b: f·Σ vol at prices >= price < S≤(price)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.variant: str = params["variant"]
+        self.levels = _Levels()
+        self.broker_vol: dict[Any, Any] = {}
+        self.groups: dict[Any, dict[Any, list[Any]]] = {}  # price -> broker -> [count, Σpv]
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel != "bids":
+            return
+        p = row["price"]
+        w = row["volume"]
+        g = row["broker_id"]
+        self.levels.update(p, mult, w)
+        bv = self.broker_vol.get(g, 0) + mult * w
+        if bv:
+            self.broker_vol[g] = bv
+        else:
+            self.broker_vol.pop(g, None)
+        by_broker = self.groups.setdefault(p, {})
+        acc = by_broker.setdefault(g, [0, 0])
+        acc[0] += mult
+        acc[1] += mult * p * w
+        if acc[0] == 0:
+            del by_broker[g]
+            if not by_broker:
+                del self.groups[p]
+
+    def result(self) -> Any:
+        num, den = self.f.numerator, self.f.denominator
+        t = self.levels.total
+        res: Any = 0
+        run: Any = 0  # Σ vol at prices < current
+        for p, (_c, w, pv) in self.levels.tree.items():
+            le = run + w
+            if self.variant == "a":
+                for g, (_n, gpv) in self.groups[p].items():
+                    if num * self.broker_vol[g] < den * le:
+                        res += gpv
+            elif num * (t - run) < den * le:
+                res += pv
+            run = le
+        return {"sq1": to_json(res)}
+
+    def stats(self) -> dict[str, float]:
+        return {"levels": len(self.levels.tree), "brokers": len(self.broker_vol)}
+
+    def trees(self) -> list[RPAITree]:
+        return [self.levels.tree]
+
+
+class Sq2Plan:
+    """GA: the inner predicate compares price + volume with the outer price (spec §1.2 reconstruction)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.levels = _Levels()
+        self.reach = RPAITree()  # price + volume -> Σ volume (the bound side)
+        self.reach_cnt: dict[Any, int] = {}
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel != "bids":
+            return
+        p = row["price"]
+        w = row["volume"]
+        self.levels.update(p, mult, w)
+        r = p + w
+        c = self.reach_cnt.get(r, 0) + mult
+        if c:
+            self.reach_cnt[r] = c
+            self.reach.add(r, mult * w)
+        else:
+            del self.reach_cnt[r]
+            self.reach.delete(r)
+
+    def result(self) -> Any:
+        num, den = self.f.numerator, self.f.denominator
+        t = self.levels.total
+        res: Any = 0
+        inner = iter(self.reach.items())
+        nxt = next(inner, None)
+        s: Any = 0  # Σ vol of tuples with price + volume <= current outer price
+        for p, (_c, _w, pv) in self.levels.tree.items():
+            while nxt is not None and nxt[0] <= p:
+                s += nxt[1]
+                nxt = next(inner, None)
+            if num * t < den * s:
+                res += pv
+        return {"sq2": to_json(res)}
+
+    def stats(self) -> dict[str, float]:
+        return {"levels": len(self.levels.tree), "reach_keys": len(self.reach)}
+
+    def trees(self) -> list[RPAITree]:
+        return [self.levels.tree, self.reach]
+
+
+class Ex21Plan:
+    """PAI hash map, equality correlation (spec §2.3): aggrMap groups' Σ b -> Σ their a·b."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.f: Fraction = params["fraction"]
+        self.m1: dict[Any, Any] = {}  # a -> Σ a·b
+        self.m3: dict[Any, Any] = {}  # a -> Σ b
+        self.cnt: dict[Any, int] = {}  # a -> live tuples
+        self.m2: Any = 0  # Σ b
+        self.aggr: dict[Any, Any] = {}  # Σ b of a group -> Σ a·b over the groups with that Σ b
+
+    def _move(self, key: Any, dv: Any) -> None:
+        v = self.aggr.get(key, 0) + dv
+        if v:
+            self.aggr[key] = v
+        else:
+            self.aggr.pop(key, None)
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel != "R":
+            return
+        a = row["a"]
+        b = row["b"]
+        c = self.cnt.get(a, 0)
+        old = self.m3.get(a, 0)
+        oldv = self.m1.get(a, 0)
+        if c:
+            self._move(old, -oldv)  # only group a's share leaves the shared bucket (pitfall 8)
+        c += mult
+        self.m2 += mult * b
+        if c:
+            new = old + mult * b
+            newv = oldv + mult * a * b
+            self.cnt[a], self.m3[a], self.m1[a] = c, new, newv
+            self._move(new, newv)
+        else:
+            del self.cnt[a], self.m3[a], self.m1[a]
+
+    def result(self) -> Any:
+        return {"ex21": to_json(self.aggr.get(self.f * Fraction(self.m2), 0))}
+
+    def stats(self) -> dict[str, float]:
+        return {"groups": len(self.cnt), "buckets": len(self.aggr)}
+
+    def trees(self) -> list[RPAITree]:
+        return []
+
+
+class CrossCheckPlan:
+    """§2.10: price-keyed trees of W and Σpv; descend by cumulative weight to the first qualifying
+    price p* (S≤(p*) > g·T, g = f in the paper form, 1 - f in DBToaster's) and sum pv above it."""
+
+    def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
+        f: Fraction = params["fraction"]
+        self.g = f if paper else 1 - f
+        self.w = RPAITree()
+        self.pv = RPAITree()
+        self.cnt: dict[Any, int] = {}
+        self.total: Any = 0
+
+    def update(self, rel: str, row: Row, mult: int) -> None:
+        if rel != "bids":
+            return
+        p = row["price"]
+        w = row["volume"]
+        c = self.cnt.get(p, 0) + mult
+        self.total += mult * w
+        if c:
+            self.cnt[p] = c
+            self.w.add(p, mult * w)
+            self.pv.add(p, mult * p * w)
+        else:
+            del self.cnt[p]
+            self.w.delete(p)
+            self.pv.delete(p)
+
+    def result(self) -> Any:
+        if not self.cnt:
+            return {"vwap": 0}
+        star = self.w.min_key_prefix_gt(scaled_floor(self.g, self.total))
+        return {"vwap": to_json(0 if star is None else self.pv.suffix_ge(star))}
+
+    def stats(self) -> dict[str, float]:
+        return {"levels": len(self.cnt)}
+
+    def trees(self) -> list[RPAITree]:
+        return [self.w, self.pv]
+
+
+RPAI_QUERIES = ("vwap", "vwap-paper", "ex21", "mst", "psp", "sq1", "sq2", "nq1", "nq2")
+CROSSCHECK_QUERIES = ("vwap", "vwap-paper")
+
+
+def make_rpai_plan(query: str, params: Mapping[str, Any]) -> Any:
+    if query in ("vwap", "vwap-paper"):
+        return VwapPlan(params, paper=query == "vwap-paper")
+    plans = {"mst": MstPlan, "psp": PspPlan, "nq1": Nq1Plan, "nq2": Nq2Plan, "sq1": Sq1Plan}
+    plans |= {"sq2": Sq2Plan, "ex21": Ex21Plan}
+    if query not in plans:
+        raise ValueError(f"no rpai plan for query {query!r}")
+    return plans[query](params)
+
+
+def make_crosscheck_plan(query: str, params: Mapping[str, Any]) -> Any:
+    if query not in CROSSCHECK_QUERIES:
+        raise ValueError(f"strategy 'crosscheck' supports {', '.join(CROSSCHECK_QUERIES)}, not {query!r}")
+    return CrossCheckPlan(params, paper=query == "vwap-paper")

@@ -1,0 +1,140 @@
+"""The inequality aggregate index of spec §2.6: one RPAI node per live group (price level), keyed by
+the group's current inner aggregate, so a single update moves a whole range of keys in O(log D).
+
+For an inner predicate ``inner.c θ outer.c`` the key of group q is Σ w over the tuples whose c stands
+in relation θ to q. All sums are taken over the state *before* the update (pitfall 3):
+
+    θ     key(q)        shift by X·w        new key of p
+    <=    Σ_{c<=q} w    keys >  Σ_{c<p}     old Σ_{c<=p} + X·w
+    <     Σ_{c<q} w     keys >= Σ_{c<=p}    old Σ_{c<p}
+    >=    Σ_{c>=q} w    keys >  Σ_{c>p}     old Σ_{c>=p} + X·w
+    >     Σ_{c>q} w     keys >= Σ_{c>=p}    old Σ_{c>p}
+
+A group that an update empties is deleted *before* the shift, so two keys never collide while all
+weights are positive (the engine refuses non-positive volumes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any
+
+from services.vwap.rpai import RPAITree
+
+THETAS = ("<=", "<", ">=", ">")
+
+
+class InequalityIndex:
+    """bound (price -> W, never shifted) + cnt + T + idx (key -> Σ payload) for one relation and θ."""
+
+    __slots__ = ("bound", "cnt", "idx", "shifts", "theta", "total", "zero")
+
+    def __init__(self, theta: str, zero: Any = 0) -> None:
+        if theta not in THETAS:
+            raise ValueError(f"theta must be one of {THETAS}, got {theta!r}")
+        self.theta = theta
+        self.zero = zero
+        self.bound = RPAITree()  # price -> Σ w: O(log D) prefix sums (pitfall 7)
+        self.cnt: dict[Any, int] = {}  # price -> number of live tuples (with multiplicity)
+        self.total: Any = 0  # T = Σ w
+        self.idx = RPAITree(zero)
+        self.shifts = 0
+
+    def __len__(self) -> int:
+        return len(self.cnt)
+
+    def update(self, p: Any, x: int, w: Any, pay: Any) -> None:
+        """Apply x copies (x < 0: delete) of a tuple with correlated value p, weight w > 0, payload pay."""
+        bound = self.bound
+        le = bound.prefix_le(p)
+        wp = bound.get(p, 0)
+        lt = le - wp
+        t = self.total
+        theta = self.theta
+        dw = x * w
+        c = self.cnt.get(p, 0) + x
+        emptied = c == 0
+        if theta == "<=":
+            old_key, thr, incl, new_key = le, lt, False, le + dw
+        elif theta == ">":
+            old_key = new_key = t - le
+            thr, incl = t - lt, True
+        elif theta == "<":
+            old_key = new_key = lt
+            thr, incl = le, True
+        else:  # ">="
+            old_key, thr, incl, new_key = t - lt, t - le, False, t - lt + dw
+        idx = self.idx
+        if emptied:
+            idx.delete(old_key)
+        idx.shift(thr, dw, incl)
+        self.shifts += 1
+        self.total = t + dw
+        if emptied:
+            bound.delete(p)
+            del self.cnt[p]
+        else:
+            bound.add(p, dw)
+            self.cnt[p] = c
+            idx.add(new_key, x * pay)
+
+    def group_key(self, p: Any) -> Any:
+        """Key of group p computed from ``bound`` by the θ formula (for invariant checks and tests)."""
+        le = self.bound.prefix_le(p)
+        lt = le - self.bound.get(p, 0)
+        t = self.total
+        return {"<=": le, "<": lt, ">=": t - lt, ">": t - le}[self.theta]
+
+    def build(self, levels: Iterable[tuple[Any, Any, int, Any]]) -> None:
+        """Bulk load from per-price (price, W, cnt, payload), prices ascending: one pass, no shifts."""
+        levels = list(levels)
+        total = sum((lv[1] for lv in levels), 0)
+        keys = []
+        run = 0
+        for price, w, c, pay in levels:
+            lt, run = run, run + w
+            key = {"<=": run, "<": lt, ">=": total - lt, ">": total - run}[self.theta]
+            keys.append((key, pay))
+            self.cnt[price] = c
+        self.bound = RPAITree.from_sorted([(lv[0], lv[1]) for lv in levels])
+        if self.theta in (">=", ">"):
+            keys.reverse()
+        self.idx = RPAITree.from_sorted(keys, self.zero)
+        self.total = total
+
+    def stats(self) -> dict[str, float]:
+        return {
+            "levels": len(self.cnt),
+            "shifts": self.shifts,
+            "shift_merges": self.idx.shift_merges,
+            "shift_fallbacks": self.idx.shift_fallbacks,
+        }
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def sum_key_lt(idx: RPAITree, f: Fraction, t: Any, int_keys: bool | None = None) -> Any:
+    """Σ payload over keys k < f·T, exactly. Int T means every weight so far was an int, so every key
+    is an int and k < f·T ⇔ k < ⌈f·T⌉; otherwise compare against the exact Fraction."""
+    if _is_int(t) if int_keys is None else int_keys and _is_int(t):
+        return idx.prefix_lt(-(-f.numerator * t // f.denominator))
+    return idx.prefix_lt(f * Fraction(t))
+
+
+def sum_key_gt(idx: RPAITree, f: Fraction, t: Any, int_keys: bool | None = None) -> Any:
+    """Σ payload over keys k > f·T, exactly (k > f·T ⇔ k > ⌊f·T⌋ for int keys).
+
+    ``int_keys`` says whether the keys are ints when ``t`` is not the sum they are drawn from."""
+    if _is_int(t) if int_keys is None else int_keys and _is_int(t):
+        return idx.suffix_gt(f.numerator * t // f.denominator)
+    return idx.suffix_gt(f * Fraction(t))
+
+
+def scaled_floor(f: Fraction, t: Any) -> Any:
+    """⌊f·T⌋ for int T, else the exact Fraction: a bound with ``x > bound ⇔ x > f·T`` for keys of T's kind."""
+    if _is_int(t):
+        return f.numerator * t // f.denominator
+    return f * Fraction(t)

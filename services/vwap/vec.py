@@ -1,0 +1,40 @@
+"""Fixed-length vectors that add elementwise: the abelian-group payloads of multi-sum indexes.
+
+MST keys one tree node per price level but carries (count, Σ price·volume) per broker, NQ1 carries
+(volume, price·volume). Trees only ever use ``+``, ``-`` and ``==`` on payloads, so ints and Vecs
+are interchangeable there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Vec(tuple):
+    __slots__ = ()
+
+    def __add__(self, other: Any) -> Vec:  # type: ignore[override]
+        return Vec([a + b for a, b in zip(self, other, strict=True)])
+
+    def __radd__(self, other: Any) -> Vec:
+        if other == 0:
+            return self
+        return Vec([a + b for a, b in zip(other, self, strict=True)])
+
+    def __sub__(self, other: Any) -> Vec:
+        return Vec([a - b for a, b in zip(self, other, strict=True)])
+
+    def __neg__(self) -> Vec:
+        return Vec([-a for a in self])
+
+    def __mul__(self, k: Any) -> Vec:  # type: ignore[override]
+        return Vec([a * k for a in self])
+
+    __rmul__ = __mul__
+
+    def is_zero(self) -> bool:
+        return not any(self)
+
+    @classmethod
+    def zero(cls, n: int) -> Vec:
+        return cls([0] * n)
