@@ -34,14 +34,16 @@ def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
         from services.vwap.finance_rpai import make_crosscheck_plan
 
         return make_crosscheck_plan(query, params)
+    # ``brokers`` only bounds the RPAI payload vector; the baselines group by whatever ids they see.
+    sql_params = {k: v for k, v in params.items() if k != "brokers"}
     if strategy == "dbtoaster":
         from services.vwap.finance_dbtoaster import make_plan as make_dbt
 
-        return make_dbt(query, params)
+        return make_dbt(query, sql_params)
     if strategy == "recompute":
         from services.vwap.finance_recompute import make_plan as make_rec
 
-        return make_rec(query, params)
+        return make_rec(query, sql_params)
     raise EngineError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
 
 
@@ -144,7 +146,8 @@ class VwapEngine:
         levels = None
         if self.info.book:
             levels = {rel: snap.book_levels(self.bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
-        return snap.encode(self.query, self.strategy, self.bag, levels)
+        counters = {"events": self.events, "rejected": self.rejected}
+        return snap.encode(self.query, self.strategy, self.bag, levels, counters)
 
     def restore(self, data: bytes) -> None:
         try:
@@ -171,6 +174,8 @@ class VwapEngine:
                     plan.update(rel, dict(zip(cols, vals, strict=True)), m)
         self.plan = plan
         self.bag = bag
+        self.events = int(state["counters"].get("events", 0))
+        self.rejected = int(state["counters"].get("rejected", 0))
 
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:

@@ -154,7 +154,7 @@ class Nq1Plan:
         ix = self.index
         t = ix.total
         v = sum_key_gt(ix.idx, self.f, t)[0]  # middle level: Σ volume of the tuples VWAP selects
-        return {"nq1": to_json(sum_key_gt(ix.idx, self.f, v, int_keys=type(t) is int)[1])}
+        return {"nq1": to_json(sum_key_gt(ix.idx, self.f, v, grid=t)[1])}
 
     def stats(self) -> dict[str, float]:
         return _index_stats("", self.index)

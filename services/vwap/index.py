@@ -17,6 +17,7 @@ weights are positive (the engine refuses non-positive volumes).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -112,29 +113,38 @@ class InequalityIndex:
         }
 
 
-def _is_int(x: Any) -> bool:
-    return type(x) is int
+def grid_floor(x: Fraction, grid: Any) -> Any:
+    """The greatest value on ``grid``'s lattice that is <= x: an int for int grids, else a Decimal.
+
+    Keys are sums of weights, and a sum of ints is an int while a sum of decimals is a multiple of
+    10^e, e the smallest exponent ever added (exact Decimal addition keeps it; it is the exponent of
+    the running total). For keys k on that lattice, k > x ⇔ k > grid_floor(x) and k < x ⇔
+    k < grid_ceil(x), so the trees compare keys with a value of their own kind, never a Fraction."""
+    if type(grid) is int:
+        return x.numerator // x.denominator
+    e = grid.as_tuple().exponent
+    step = Fraction(10) ** e
+    return Decimal((x / step).__floor__()).scaleb(e)
 
 
-def sum_key_lt(idx: RPAITree, f: Fraction, t: Any, int_keys: bool | None = None) -> Any:
-    """Σ payload over keys k < f·T, exactly. Int T means every weight so far was an int, so every key
-    is an int and k < f·T ⇔ k < ⌈f·T⌉; otherwise compare against the exact Fraction."""
-    if _is_int(t) if int_keys is None else int_keys and _is_int(t):
-        return idx.prefix_lt(-(-f.numerator * t // f.denominator))
-    return idx.prefix_lt(f * Fraction(t))
+def grid_ceil(x: Fraction, grid: Any) -> Any:
+    if type(grid) is int:
+        return -(-x.numerator // x.denominator)
+    e = grid.as_tuple().exponent
+    step = Fraction(10) ** e
+    return Decimal((x / step).__ceil__()).scaleb(e)
 
 
-def sum_key_gt(idx: RPAITree, f: Fraction, t: Any, int_keys: bool | None = None) -> Any:
-    """Σ payload over keys k > f·T, exactly (k > f·T ⇔ k > ⌊f·T⌋ for int keys).
+def sum_key_lt(idx: RPAITree, f: Fraction, t: Any, grid: Any = None) -> Any:
+    """Σ payload over keys k < f·t, exactly; ``grid`` is the total the keys are sums of (default t)."""
+    return idx.prefix_lt(grid_ceil(f * Fraction(t), t if grid is None else grid))
 
-    ``int_keys`` says whether the keys are ints when ``t`` is not the sum they are drawn from."""
-    if _is_int(t) if int_keys is None else int_keys and _is_int(t):
-        return idx.suffix_gt(f.numerator * t // f.denominator)
-    return idx.suffix_gt(f * Fraction(t))
+
+def sum_key_gt(idx: RPAITree, f: Fraction, t: Any, grid: Any = None) -> Any:
+    """Σ payload over keys k > f·t, exactly."""
+    return idx.suffix_gt(grid_floor(f * Fraction(t), t if grid is None else grid))
 
 
 def scaled_floor(f: Fraction, t: Any) -> Any:
-    """⌊f·T⌋ for int T, else the exact Fraction: a bound with ``x > bound ⇔ x > f·T`` for keys of T's kind."""
-    if _is_int(t):
-        return f.numerator * t // f.denominator
-    return f * Fraction(t)
+    """A bound with ``k > bound ⇔ k > f·t`` for keys on t's lattice."""
+    return grid_floor(f * Fraction(t), t)

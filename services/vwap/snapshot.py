@@ -8,7 +8,8 @@ two halves disagree (a corrupt or mis-built bootstrap must not start a service).
 
     {"v": 1, "query": str, "strategy": str,
      "bag":    {relation: [[col1, ..., colN, multiplicity], ...]},      # rows sorted, multiplicity > 0
-     "levels": {"bids"|"asks": [[price, W, cnt, PV], ...]}}            # prices ascending; optional
+     "levels": {"bids"|"asks": [[price, W, cnt, PV], ...]},           # prices ascending; optional
+     "counters": {"events": int, "rejected": int}}                    # optional
 
 Exact numbers are ints or exact decimal strings (``numbers.to_json``); text columns stay strings.
 """
@@ -42,6 +43,7 @@ def encode(
     strategy: str,
     bag: Mapping[str, Mapping[tuple[Any, ...], int]],
     levels: Mapping[str, Iterable[Level]] | None = None,
+    counters: Mapping[str, int] | None = None,
 ) -> bytes:
     out: dict[str, Any] = {"v": VERSION, "query": query, "strategy": strategy, "bag": {}}
     for rel in sorted(bag):
@@ -50,6 +52,8 @@ def encode(
         out["bag"][rel] = [[*_encode_row(r[:-1]), r[-1]] for r in rows]
     if levels is not None:
         out["levels"] = {rel: [[to_json(x) for x in lv] for lv in levels[rel]] for rel in sorted(levels)}
+    if counters is not None:
+        out["counters"] = dict(counters)
     return orjson.dumps(out)
 
 
@@ -81,7 +85,14 @@ def decode(data: bytes, relations: Mapping[str, Relation]) -> dict[str, Any]:
             rel: [(from_json(p), from_json(w), c, from_json(pv)) for p, w, c, pv in rows]
             for rel, rows in obj["levels"].items()
         }
-    return {"query": obj["query"], "strategy": obj["strategy"], "bag": bag, "levels": levels}
+    counters = obj.get("counters") or {}
+    return {
+        "query": obj["query"],
+        "strategy": obj["strategy"],
+        "bag": bag,
+        "levels": levels,
+        "counters": counters,
+    }
 
 
 def book_levels(rows: Mapping[tuple[Any, ...], int], columns: Sequence[str]) -> list[Level]:

@@ -1,0 +1,161 @@
+"""Every strategy of every order-book query agrees with the literal nested-loop oracle after every
+event, on random books with tiny price domains (ties), duplicates, deletes and refused events."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.vwap.catalog import QUERIES
+from services.vwap.engine import create_engine
+from shared.engine import EngineError
+from shared.events import UpdateEvent
+
+BOOK_QUERIES = [q for q, info in QUERIES.items() if info.book]
+
+op = st.tuples(
+    st.sampled_from(["insert", "insert", "insert", "delete", "delete", "bad"]),
+    st.sampled_from(["bids", "asks"]),
+    st.integers(1, 12),  # price: a tiny domain forces ties
+    st.integers(1, 5),  # volume
+    st.integers(0, 5),  # order id: identical tuples recur
+    st.integers(0, 999),  # which live tuple a delete picks
+)
+
+
+def book_events(ops, decimals: bool = False) -> list[UpdateEvent]:
+    """Valid inserts and deletes of live tuples, plus refused events (absent deletes, zero volumes)."""
+    live: list[tuple[str, dict]] = []
+    out = []
+    for kind, rel, price, vol, oid, pick in ops:
+        if decimals:
+            price, vol = Decimal(price) / 4, Decimal(vol) / 2
+        row = {"t": 1, "id": oid, "broker_id": oid % 10, "volume": vol, "price": price}
+        if kind == "delete" and live:
+            rel, row = live.pop(pick % len(live))
+            out.append(UpdateEvent(rel, dict(row), -1, None))
+        elif kind == "bad":
+            if pick % 2:
+                out.append(UpdateEvent(rel, dict(row, volume=0), 1, None))
+            else:
+                out.append(UpdateEvent(rel, dict(row, price=price + 100), -1, None))
+        else:
+            live.append((rel, row))
+            out.append(UpdateEvent(rel, dict(row), 1, None))
+    return out
+
+
+def comparable(result):
+    return {k: v for k, v in result.items() if k != "stats"}
+
+
+def run_all(query: str, events: list[UpdateEvent]) -> None:
+    oracle = create_engine(query, "recompute")
+    others = {s: create_engine(query, s) for s in QUERIES[query].strategies if s != "recompute"}
+    for i, ev in enumerate(events):
+        want_rej = [r.code for r in oracle.apply([ev])]
+        want = comparable(oracle.result())
+        for name, engine in others.items():
+            assert [r.code for r in engine.apply([ev])] == want_rej, (name, i)
+            assert comparable(engine.result()) == want, (query, name, i, ev)
+
+
+@pytest.mark.parametrize("query", BOOK_QUERIES)
+@given(ops=st.lists(op, max_size=70))
+def test_every_strategy_equals_the_oracle_after_every_event(query, ops):
+    run_all(query, book_events(ops))
+
+
+@pytest.mark.parametrize("query", ["vwap", "vwap-paper", "mst", "psp", "nq1", "sq1"])
+@given(ops=st.lists(op, max_size=40))
+def test_exact_decimals(query, ops):
+    run_all(query, book_events(ops, decimals=True))
+
+
+@given(
+    ops=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(-3, 3), st.booleans(), st.integers(0, 99)), max_size=60
+    )
+)
+def test_ex21_pai_map_equals_the_oracle(ops):
+    live: list[dict] = []
+    events = []
+    for a, b, delete, pick in ops:
+        if delete and live:
+            events.append(UpdateEvent("R", live.pop(pick % len(live)), -1, None))
+        else:
+            live.append({"a": a, "b": b})
+            events.append(UpdateEvent("R", {"a": a, "b": b}, 1, None))
+    run_all("ex21", events)
+
+
+def test_sq1_variant_b_and_parameters_reach_the_plans():
+    events = book_events([("insert", "bids", p % 7 + 1, p % 4 + 1, p % 6, 0) for p in range(40)])
+    for params in ({"variant": "b"}, {"fraction": Decimal("0.5")}):
+        from fractions import Fraction
+
+        params = {k: Fraction(v) if k == "fraction" else v for k, v in params.items()}
+        a = create_engine("sq1", "rpai", params)
+        b = create_engine("sq1", "recompute", params)
+        a.apply(events)
+        b.apply(events)
+        assert comparable(a.result()) == comparable(b.result())
+
+
+@pytest.mark.parametrize("query", BOOK_QUERIES)
+@given(ops=st.lists(op, min_size=2, max_size=50), cut=st.integers(0, 50))
+def test_snapshot_restore_mid_stream_equals_uninterrupted(query, ops, cut):
+    events = book_events(ops)
+    cut = min(cut, len(events))
+    whole = create_engine(query, "rpai")
+    whole.apply(events)
+    first = create_engine(query, "rpai")
+    first.apply(events[:cut])
+    second = create_engine(query, "rpai")
+    second.restore(first.snapshot())
+    second.apply(events[cut:])
+    assert comparable(second.result()) == comparable(whole.result())
+    assert second.snapshot() == whole.snapshot()
+
+
+def test_refusals_have_reasons_and_change_nothing():
+    e = create_engine("mst", "rpai")
+    ok = {"t": 1, "id": 3, "broker_id": 3, "volume": 2, "price": 10}
+    rej = e.apply(
+        [
+            UpdateEvent("bids", dict(ok, volume=0), 1, None),
+            UpdateEvent("bids", dict(ok, volume=-2), 1, None),
+            UpdateEvent("bids", dict(ok), -1, None),
+            UpdateEvent("bids", dict(ok, broker_id=12), 1, None),
+            UpdateEvent("asks", dict(ok), 1, None),
+        ]
+    )
+    assert [(r.index, r.code) for r in rej] == [
+        (0, "non-positive-volume"),
+        (1, "non-positive-volume"),
+        (2, "absent-tuple"),
+        (3, "broker-out-of-range"),
+    ]
+    assert e.result()["stats"]["rejected"] == 4 and e.result()["stats"]["events"] == 1
+    assert comparable(e.result()) == {"mst": {}}
+
+
+def test_corrupt_snapshot_levels_are_refused():
+    e = create_engine("vwap")
+    e.apply([UpdateEvent("bids", {"t": 1, "id": 1, "broker_id": 1, "volume": 5, "price": 7}, 1, None)])
+    data = e.snapshot().replace(
+        b'"levels":{"asks":[],"bids":[[7,5,1,35]]}', b'"levels":{"asks":[],"bids":[[7,6,1,42]]}'
+    )
+    assert data != e.snapshot()
+    with pytest.raises(EngineError, match="levels disagree"):
+        create_engine("vwap").restore(data)
+
+
+def test_unknown_query_and_strategy_are_engine_errors():
+    with pytest.raises(EngineError, match="unknown query"):
+        create_engine("nope")
+    with pytest.raises(EngineError, match="crosscheck"):
+        create_engine("mst", "crosscheck")
