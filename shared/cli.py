@@ -347,8 +347,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="input file")
-    p.add_argument("--format", choices=FORMATS, help="input format (default: from the file suffix)")
-    p.add_argument("--relation", help="relation of a CSV file's rows")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="input format (default: from the file suffix); tpch: a headerless |-separated TPC-H table",
+    )
+    p.add_argument(
+        "--relation", help="relation of a CSV file's rows; tpch: the table (default: from the file name)"
+    )
     p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
     p.add_argument("--book", choices=BOOKS, default="bids", help="order book side(s) to emit (default bids)")
     p.add_argument("--brokers", type=int, default=10, help="order book: broker_id = id mod BROKERS")

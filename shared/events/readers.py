@@ -1,4 +1,4 @@
-"""Input-file readers that turn jsonl, CSV and DBToaster order-book files into wire records.
+"""Input-file readers that turn jsonl, CSV, DBToaster order-book and TPC-H table files into wire records.
 
 Every reader yields ``SourceRecord``s: the exact bytes that go on the topic (so ``produce`` and
 ``replay`` feed services identical input), the partition key, and the source line number for error
@@ -19,7 +19,7 @@ import orjson
 
 from shared.events.orderbook import OrderBookAdaptor
 
-FORMATS = ("jsonl", "csv", "orderbook")
+FORMATS = ("jsonl", "csv", "orderbook", "tpch")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # the integers orjson can encode
 
 
@@ -185,4 +185,8 @@ def read_source(
         return read_csv(p, relation or "", key_field=key_field, delimiter=delimiter)
     if fmt == "orderbook":
         return read_orderbook(p, book=book, brokers=brokers)
+    if fmt == "tpch":  # headerless TPC-H .tbl/.csv; the table comes from --relation or the file name
+        from shared.events.tpch import read_tpch  # tpch imports this module
+
+        return read_tpch(p, relation, key_field)
     raise SourceError(f"unknown input format {fmt!r} (known: {', '.join(FORMATS)})")

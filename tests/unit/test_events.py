@@ -67,6 +67,13 @@ RAW_VALUES = {
         .map(lambda d: (d, Decimal(d))),
         FINITE.map(lambda v: (v, Decimal(repr(v)))),
     ),
+    "exact": st.one_of(
+        INT64.map(lambda v: (v, v)),  # ints stay ints
+        st.tuples(st.integers(-(10**30), 10**30), st.integers(-30, 30))
+        .map(lambda t: str(Decimal(t[0]).scaleb(t[1])))
+        .map(lambda d: (d, Decimal(d))),
+        FINITE.map(lambda v: (v, Decimal(repr(v)))),
+    ),
 }
 
 

@@ -1,0 +1,838 @@
+"""RPAI tree: an ordered map with parent-relative keys (Abeysinghe, He, Rompf, SIGMOD 2022).
+
+Keys are exact numbers (int, Decimal or Fraction); values are abelian-group payloads (int, Decimal,
+Fraction or :class:`~services.vwap.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every node stores its
+key relative to its parent (the root's key is absolute), so adding ``d`` to all keys above a threshold
+touches one root-to-leaf path: ``shift`` is O(log n) for positive offsets and for the negative offsets
+that the aggregate-index driver produces. Balancing is a left-leaning red-black tree (Sedgewick 2008);
+every rotation re-bases the relative keys (design spec §2.5).
+
+Node fields: ``rk`` (key relative to the parent), ``val``, ``sm`` (subtree sum), ``mn``/``mx`` (minimum and
+maximum absolute key of the subtree, expressed in the same frame as ``rk``), ``red``, ``left``, ``right``.
+
+Decimal keys and values follow the current decimal context; callers run inside
+``services.vwap.numbers.exact_context()`` so relative-key arithmetic never rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+__all__ = ["Node", "RPAITree"]
+
+
+class Node:
+    __slots__ = ("left", "mn", "mx", "red", "right", "rk", "sm", "val")
+
+    def __init__(self, rk: Any, val: Any) -> None:
+        self.rk = rk
+        self.val = val
+        self.sm = val
+        self.mn = rk
+        self.mx = rk
+        self.red = True
+        self.left: Node | None = None
+        self.right: Node | None = None
+
+    def __repr__(self) -> str:
+        return f"Node(rk={self.rk!r}, val={self.val!r}, {'red' if self.red else 'black'})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Structural helpers (module level: no attribute lookups on self in the recursions).
+
+
+def _pull(x: Node) -> None:
+    """Recompute sm, mn, mx of x from its own fields and its children."""
+    lt = x.left
+    rt = x.right
+    rk = x.rk
+    if lt is None:
+        x.mn = rk
+        if rt is None:
+            x.sm = x.val
+            x.mx = rk
+        else:
+            x.sm = x.val + rt.sm
+            x.mx = rk + rt.mx
+    else:
+        x.mn = rk + lt.mn
+        if rt is None:
+            x.sm = lt.sm + x.val
+            x.mx = rk
+        else:
+            x.sm = lt.sm + x.val + rt.sm
+            x.mx = rk + rt.mx
+
+
+def _rot_l(h: Node) -> Node:
+    x = h.right
+    b = x.rk
+    m = x.left
+    h.right = m
+    if m is not None:
+        m.rk += b
+        m.mn += b
+        m.mx += b
+    x.left = h
+    x.rk = h.rk + b
+    h.rk = -b
+    x.red = h.red
+    h.red = True
+    _pull(h)
+    _pull(x)
+    return x
+
+
+def _rot_r(h: Node) -> Node:
+    x = h.left
+    b = x.rk
+    m = x.right
+    h.left = m
+    if m is not None:
+        m.rk += b
+        m.mn += b
+        m.mx += b
+    x.right = h
+    x.rk = h.rk + b
+    h.rk = -b
+    x.red = h.red
+    h.red = True
+    _pull(h)
+    _pull(x)
+    return x
+
+
+def _flip(h: Node) -> None:
+    h.red = not h.red
+    lt = h.left
+    lt.red = not lt.red
+    rt = h.right
+    rt.red = not rt.red
+
+
+def _fixup(h: Node) -> Node:
+    rt = h.right
+    lt = h.left
+    rotated = False
+    if rt is not None and rt.red and (lt is None or not lt.red):
+        h = _rot_l(h)
+        rotated = True
+        lt = h.left
+    if lt is not None and lt.red:
+        ll = lt.left
+        if ll is not None and ll.red:
+            h = _rot_r(h)
+            rotated = True
+        rt = h.right
+        if rt is not None and rt.red and h.left.red:
+            _flip(h)
+    if not rotated:  # _pull(h), inlined
+        rk = h.rk
+        if lt is None:
+            h.mn = rk
+            if rt is None:
+                h.sm = h.val
+                h.mx = rk
+            else:
+                h.sm = h.val + rt.sm
+                h.mx = rk + rt.mx
+        else:
+            h.mn = rk + lt.mn
+            if rt is None:
+                h.sm = lt.sm + h.val
+                h.mx = rk
+            else:
+                h.sm = lt.sm + h.val + rt.sm
+                h.mx = rk + rt.mx
+    return h
+
+
+def _ins(h: Node | None, q: Any, v: Any) -> Node:
+    """Insert an absent key q (in h's parent frame) with value v.
+
+    The caller has already added v to the sm of every node on the search path (``RPAITree.add``), so a
+    node that does not rotate only needs its mn or mx refreshed; rotations recompute everything."""
+    if h is None:
+        return Node(q, v)
+    r = h.rk
+    if q < r:
+        lt = _ins(h.left, q - r, v)
+        h.left = lt
+        h.mn = r + lt.mn
+        rt = h.right
+    else:
+        rt = _ins(h.right, q - r, v)
+        h.right = rt
+        h.mx = r + rt.mx
+        lt = h.left
+    # LLRB fixup (as _fixup, minus the pull)
+    if rt is not None and rt.red and (lt is None or not lt.red):
+        h = _rot_l(h)
+        lt = h.left
+    if lt is not None and lt.red:
+        ll = lt.left
+        if ll is not None and ll.red:
+            h = _rot_r(h)
+        rt = h.right
+        if rt is not None and rt.red and h.left.red:
+            _flip(h)
+    return h
+
+
+def _move_red_left(h: Node) -> Node:
+    _flip(h)
+    rt = h.right
+    rl = rt.left
+    if rl is not None and rl.red:
+        h.right = _rot_r(rt)
+        h = _rot_l(h)
+        _flip(h)
+    return h
+
+
+def _move_red_right(h: Node) -> Node:
+    _flip(h)
+    ll = h.left.left
+    if ll is not None and ll.red:
+        h = _rot_r(h)
+        _flip(h)
+    return h
+
+
+def _delmin(h: Node) -> Node | None:
+    lt = h.left
+    if lt is None:
+        return None
+    if not lt.red:
+        ll = lt.left
+        if ll is None or not ll.red:
+            h = _move_red_left(h)
+    h.left = _delmin(h.left)
+    return _fixup(h)
+
+
+def _del(h: Node, q: Any) -> Node | None:
+    """Delete the key q (in h's parent frame), which must be present in h's subtree."""
+    if q < h.rk:
+        lt = h.left
+        if not lt.red:
+            ll = lt.left
+            if ll is None or not ll.red:
+                h = _move_red_left(h)
+        h.left = _del(h.left, q - h.rk)
+    else:
+        lt = h.left
+        if lt is not None and lt.red:
+            h = _rot_r(h)
+        if q == h.rk and h.right is None:
+            return None
+        rt = h.right
+        if not rt.red:
+            rl = rt.left
+            if rl is None or not rl.red:
+                h = _move_red_right(h)
+        if q == h.rk:
+            rt = h.right
+            delta = rt.mn  # abs(successor) - abs(h)
+            m = rt
+            while m.left is not None:
+                m = m.left
+            h.val = m.val
+            h.rk += delta
+            lt = h.left
+            if lt is not None:
+                lt.rk -= delta
+                lt.mn -= delta
+                lt.mx -= delta
+            rt.rk -= delta
+            rt.mn -= delta
+            rt.mx -= delta
+            h.right = _delmin(rt)
+        else:
+            h.right = _del(h.right, q - h.rk)
+    return _fixup(h)
+
+
+_POW3 = [1]
+
+
+def _pow3(b: int) -> int:
+    while len(_POW3) <= b:
+        _POW3.append(_POW3[-1] * 3)
+    return _POW3[b]
+
+
+def _build(keys: list, vals: list, lo: int, hi: int, bh: int, pa: Any) -> Node | None:
+    """A valid LLRB of black height bh over keys[lo:hi] (2^bh - 1 <= hi - lo <= 3^bh - 1), rooted under a
+    parent with absolute key pa. 2-nodes where they fit, 3-nodes (black root, red left child) otherwise."""
+    n = hi - lo
+    if n == 0:
+        return None
+    sub = bh - 1
+    if n - 1 <= 2 * (_pow3(sub) - 1):
+        mid = lo + (n - 1) // 2
+        k = keys[mid]
+        x = Node(k - pa, vals[mid])
+        x.red = False
+        x.left = _build(keys, vals, lo, mid, sub, k)
+        x.right = _build(keys, vals, mid + 1, hi, sub, k)
+        _pull(x)
+        return x
+    m = n - 2
+    a = m // 3
+    b = (m - a) // 2
+    i = lo + a  # the red left child
+    j = i + 1 + b  # the black root
+    kr = keys[j]
+    kl = keys[i]
+    x = Node(kr - pa, vals[j])
+    x.red = False
+    y = Node(kl - kr, vals[i])
+    y.left = _build(keys, vals, lo, i, sub, kl)
+    y.right = _build(keys, vals, i + 1, j, sub, kl)
+    _pull(y)
+    x.left = y
+    x.right = _build(keys, vals, j + 1, hi, sub, kr)
+    _pull(x)
+    return x
+
+
+def _build_tree(keys: list, vals: list) -> Node | None:
+    n = len(keys)
+    if n == 0:
+        return None
+    bh = (n + 1).bit_length() - 1  # floor(log2(n + 1)): 2^bh - 1 <= n <= 3^bh - 1
+    return _build(keys, vals, 0, n, bh, 0)
+
+
+def _height(x: Node | None) -> int:
+    if x is None:
+        return 0
+    return 1 + max(_height(x.left), _height(x.right))
+
+
+class RPAITree:
+    """Ordered map: key -> value. Keys are exact numbers (int, Decimal or Fraction), values any abelian-group
+    payload supporting +, -, == (int, Decimal, Fraction, or Vec). Parent-relative keys make shift O(log n).
+    """
+
+    __slots__ = ("_n", "root", "shift_fallbacks", "shift_merges", "zero")
+
+    def __init__(self, zero: Any = 0) -> None:
+        self.zero = zero
+        self.root: Node | None = None
+        self._n = 0
+        self.shift_merges = 0
+        self.shift_fallbacks = 0
+
+    # -- size -------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __repr__(self) -> str:
+        return f"RPAITree({list(self.items())!r})"
+
+    # -- point access -----------------------------------------------------------------------------
+
+    def __contains__(self, k: Any) -> bool:
+        x = self.root
+        q = k
+        while x is not None:
+            r = x.rk
+            if q == r:
+                return True
+            q -= r
+            x = x.left if q < 0 else x.right
+        return False
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        x = self.root
+        q = k
+        while x is not None:
+            r = x.rk
+            if q == r:
+                return x.val
+            q -= r
+            x = x.left if q < 0 else x.right
+        return default
+
+    def add(self, k: Any, dv: Any) -> None:
+        """value[k] += dv, inserting k with dv if absent. A node whose value becomes zero is kept."""
+        # Add dv to the subtree sums on the way down: if k is present that is the whole update; if not,
+        # _ins follows this same path, where every sm already includes dv.
+        x = self.root
+        q = k
+        while x is not None:
+            x.sm = x.sm + dv
+            r = x.rk
+            if q == r:
+                x.val = x.val + dv
+                return
+            q -= r
+            x = x.left if q < 0 else x.right
+        root = _ins(self.root, k, dv)
+        root.red = False
+        self.root = root
+        self._n += 1
+
+    def put(self, k: Any, v: Any) -> None:
+        """Set value[k] = v (insert if absent)."""
+        x = self.root
+        q = k
+        while x is not None:
+            r = x.rk
+            if q == r:
+                break
+            q -= r
+            x = x.left if q < 0 else x.right
+        if x is None:
+            self.add(k, v)
+            return
+        dv = v - x.val
+        x.val = v
+        y = self.root
+        q = k
+        while y is not x:
+            y.sm = y.sm + dv
+            q -= y.rk
+            y = y.left if q < 0 else y.right
+        x.sm = x.sm + dv
+
+    def delete(self, k: Any) -> Any:
+        """Remove key k and return its value; KeyError if absent."""
+        x = self.root
+        q = k
+        while x is not None:
+            r = x.rk
+            if q == r:
+                break
+            q -= r
+            x = x.left if q < 0 else x.right
+        if x is None:
+            raise KeyError(k)
+        v = x.val
+        root = self.root
+        lt = root.left
+        rt = root.right
+        if (lt is None or not lt.red) and (rt is None or not rt.red):
+            root.red = True
+        root = _del(root, k)
+        if root is not None:
+            root.red = False
+        self.root = root
+        self._n -= 1
+        return v
+
+    # -- sums -------------------------------------------------------------------------------------
+
+    def total(self) -> Any:
+        root = self.root
+        return self.zero if root is None else root.sm
+
+    def prefix_le(self, k: Any) -> Any:
+        """Sum of values with key <= k."""
+        # Telescoped descent: the wanted part of each node x where the path goes right is
+        # x.sm - S(x.right); over a run of such turns the terms cancel pairwise, so only the first node of
+        # a run is added and the node where the run ends is subtracted (one payload op per run).
+        res = self.zero
+        x = self.root
+        q = k
+        run = False
+        while x is not None:
+            q -= x.rk
+            if q >= 0:
+                if not run:
+                    res = res + x.sm
+                    run = True
+                x = x.right
+            else:
+                if run:
+                    res = res - x.sm
+                    run = False
+                x = x.left
+        return res
+
+    def prefix_lt(self, k: Any) -> Any:
+        """Sum of values with key < k."""
+        # Telescoped descent: the wanted part of each node x where the path goes right is
+        # x.sm - S(x.right); over a run of such turns the terms cancel pairwise, so only the first node of
+        # a run is added and the node where the run ends is subtracted (one payload op per run).
+        res = self.zero
+        x = self.root
+        q = k
+        run = False
+        while x is not None:
+            q -= x.rk
+            if q > 0:
+                if not run:
+                    res = res + x.sm
+                    run = True
+                x = x.right
+            else:
+                if run:
+                    res = res - x.sm
+                    run = False
+                x = x.left
+        return res
+
+    def suffix_gt(self, k: Any) -> Any:
+        """Sum of values with key > k."""
+        # Telescoped descent: the wanted part of each node x where the path goes left is
+        # x.sm - S(x.left); over a run of such turns the terms cancel pairwise, so only the first node of
+        # a run is added and the node where the run ends is subtracted (one payload op per run).
+        res = self.zero
+        x = self.root
+        q = k
+        run = False
+        while x is not None:
+            q -= x.rk
+            if q < 0:
+                if not run:
+                    res = res + x.sm
+                    run = True
+                x = x.left
+            else:
+                if run:
+                    res = res - x.sm
+                    run = False
+                x = x.right
+        return res
+
+    def suffix_ge(self, k: Any) -> Any:
+        """Sum of values with key >= k."""
+        # Telescoped descent: the wanted part of each node x where the path goes left is
+        # x.sm - S(x.left); over a run of such turns the terms cancel pairwise, so only the first node of
+        # a run is added and the node where the run ends is subtracted (one payload op per run).
+        res = self.zero
+        x = self.root
+        q = k
+        run = False
+        while x is not None:
+            q -= x.rk
+            if q <= 0:
+                if not run:
+                    res = res + x.sm
+                    run = True
+                x = x.left
+            else:
+                if run:
+                    res = res - x.sm
+                    run = False
+                x = x.right
+        return res
+
+    def min_key_prefix_gt(self, x: Any) -> Any:
+        """Smallest key k with prefix_le(k) > x, or None. Assumes non-negative values (monotone prefixes)."""
+        n = self.root
+        acc = self.zero
+        if n is None:
+            return None
+        if acc > x:  # the empty prefix already exceeds x: the smallest key qualifies
+            return n.mn
+        base = 0
+        while n is not None:  # invariant: acc (sum left of n's subtree) <= x
+            lt = n.left
+            la = acc if lt is None else acc + lt.sm
+            if la > x:
+                base += n.rk
+                n = lt
+                continue
+            acc = la + n.val
+            base += n.rk
+            if acc > x:
+                return base
+            n = n.right
+        return None
+
+    # -- order queries ----------------------------------------------------------------------------
+
+    def pred_le(self, k: Any) -> Any:
+        """Greatest key <= k, or None."""
+        best = None
+        x = self.root
+        a = 0
+        while x is not None:
+            a += x.rk
+            if a <= k:
+                best = a
+                x = x.right
+            else:
+                x = x.left
+        return best
+
+    def pred_lt(self, k: Any) -> Any:
+        """Greatest key < k, or None."""
+        best = None
+        x = self.root
+        a = 0
+        while x is not None:
+            a += x.rk
+            if a < k:
+                best = a
+                x = x.right
+            else:
+                x = x.left
+        return best
+
+    def succ_gt(self, k: Any) -> Any:
+        """Smallest key > k, or None."""
+        best = None
+        x = self.root
+        a = 0
+        while x is not None:
+            a += x.rk
+            if a > k:
+                best = a
+                x = x.left
+            else:
+                x = x.right
+        return best
+
+    def succ_ge(self, k: Any) -> Any:
+        """Smallest key >= k, or None."""
+        best = None
+        x = self.root
+        a = 0
+        while x is not None:
+            a += x.rk
+            if a >= k:
+                best = a
+                x = x.left
+            else:
+                x = x.right
+        return best
+
+    def min_key(self) -> Any:
+        root = self.root
+        return None if root is None else root.mn
+
+    def max_key(self) -> Any:
+        root = self.root
+        return None if root is None else root.mx
+
+    # -- shift ------------------------------------------------------------------------------------
+
+    def shift(self, k: Any, d: Any, inclusive: bool = False) -> None:
+        """Add d to every key > k (>= k when inclusive).
+
+        d > 0 walks one path. d < 0: if the smallest shifted key s lands above the largest unshifted key p
+        it is the same single path; if s + d == p the two nodes merge first (delete s, shift, add its
+        value to p; counted in ``shift_merges``); if s + d < p the tree is rebuilt from its shifted and
+        merged items, O(n) (counted in ``shift_fallbacks``)."""
+        if self.root is None or d == 0:
+            return
+        if d > 0:
+            self._shift_path(k, d, inclusive)
+            return
+        # Bracket k in one descent: p = largest unshifted key, s = smallest shifted key.
+        p = s = None
+        x = self.root
+        a = 0
+        if inclusive:
+            while x is not None:
+                a += x.rk
+                if a >= k:
+                    s = a
+                    x = x.left
+                else:
+                    p = a
+                    x = x.right
+        else:
+            while x is not None:
+                a += x.rk
+                if a > k:
+                    s = a
+                    x = x.left
+                else:
+                    p = a
+                    x = x.right
+        if s is None:
+            return
+        if p is not None:
+            t = s + d
+            if t == p:
+                self.shift_merges += 1
+                v = self.delete(s)
+                self._shift_path(k, d, inclusive)
+                self.add(p, v)
+                return
+            if t < p:
+                self.shift_fallbacks += 1
+                self._shift_rebuild(k, d, inclusive)
+                return
+        self._shift_path(k, d, inclusive)
+
+    def _shift_path(self, k: Any, d: Any, incl: bool) -> None:
+        """Spec Alg. 1 (corrected), iterative: top-down key updates on one path, then mn/mx bottom-up.
+
+        Only valid when the shift keeps BST order (d > 0, or d < 0 with s + d > p)."""
+        x = self.root
+        q = k  # k in x's parent frame (old keys)
+        adj = 0  # pending re-base of x's rk from its parent's update (-d below a shifted node)
+        path = []
+        while x is not None:
+            r = x.rk
+            if (q <= x.mn) if incl else (q < x.mn):  # the whole subtree shifts
+                delta = adj + d
+                x.rk = r + delta
+                x.mn += delta
+                x.mx += delta
+                break
+            if (q > x.mx) if incl else (q >= x.mx):  # nothing in the subtree shifts
+                if adj:
+                    x.rk = r + adj
+                    x.mn += adj
+                    x.mx += adj
+                break
+            path.append(x)
+            q -= r
+            if (q <= 0) if incl else (q < 0):  # x and its right subtree shift, its left subtree is undone
+                x.rk = r + adj + d
+                adj = -d
+                x = x.left
+            else:
+                if adj:
+                    x.rk = r + adj
+                adj = 0
+                x = x.right
+        for x in reversed(path):
+            rk = x.rk
+            lt = x.left
+            rt = x.right
+            x.mn = rk if lt is None else rk + lt.mn
+            x.mx = rk if rt is None else rk + rt.mx
+
+    def _shift_rebuild(self, k: Any, d: Any, incl: bool) -> None:
+        """General fallback: collect, shift, merge equal keys (summing values), rebuild."""
+        lo_k: list = []
+        lo_v: list = []
+        hi_k: list = []
+        hi_v: list = []
+        for key, val in self.items():
+            if (key >= k) if incl else (key > k):
+                hi_k.append(key + d)
+                hi_v.append(val)
+            else:
+                lo_k.append(key)
+                lo_v.append(val)
+        keys: list = []
+        vals: list = []
+        i = j = 0
+        nl = len(lo_k)
+        nh = len(hi_k)
+        while i < nl or j < nh:
+            if j >= nh or (i < nl and lo_k[i] < hi_k[j]):
+                keys.append(lo_k[i])
+                vals.append(lo_v[i])
+                i += 1
+            elif i >= nl or hi_k[j] < lo_k[i]:
+                keys.append(hi_k[j])
+                vals.append(hi_v[j])
+                j += 1
+            else:
+                keys.append(lo_k[i])
+                vals.append(lo_v[i] + hi_v[j])
+                i += 1
+                j += 1
+        self.root = _build_tree(keys, vals)
+        self._n = len(keys)
+
+    # -- iteration and bulk -----------------------------------------------------------------------
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """(absolute key, value) in ascending key order. Do not mutate the tree while iterating."""
+        stack: list = []
+        x = self.root
+        a = 0
+        while True:
+            while x is not None:
+                a += x.rk
+                stack.append((x, a))
+                x = x.left
+            if not stack:
+                return
+            x, a = stack.pop()
+            yield a, x.val
+            x = x.right
+
+    def keys(self) -> list:
+        return [k for k, _ in self.items()]
+
+    def height(self) -> int:
+        return _height(self.root)
+
+    @classmethod
+    def from_sorted(cls, items: Iterable[tuple[Any, Any]], zero: Any = 0) -> RPAITree:
+        """Linear-time balanced build from strictly ascending (key, value) pairs."""
+        keys: list = []
+        vals: list = []
+        for k, v in items:
+            if keys and not keys[-1] < k:
+                raise ValueError(f"from_sorted needs strictly ascending keys: {keys[-1]!r} then {k!r}")
+            keys.append(k)
+            vals.append(v)
+        t = cls(zero)
+        t.root = _build_tree(keys, vals)
+        t._n = len(keys)
+        return t
+
+    # -- invariants -------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert the spec §2.5 invariants 1-4 and the length counter; AssertionError on violation."""
+        root = self.root
+        if root is None:
+            if self._n != 0:
+                raise AssertionError(f"empty tree but len counter is {self._n}")
+            return
+        if root.red:
+            raise AssertionError("root is red")
+        zero = self.zero
+
+        def walk(x: Node, pa: Any, lo: Any, hi: Any) -> tuple[int, Any, int, Any, Any]:
+            # returns (node count, subtree sum, black height, abs min, abs max)
+            a = pa + x.rk
+            if lo is not None and not lo < a:
+                raise AssertionError(f"keys not strictly increasing: {a!r} after {lo!r}")
+            if hi is not None and not a < hi:
+                raise AssertionError(f"keys not strictly increasing: {a!r} before {hi!r}")
+            lt = x.left
+            rt = x.right
+            if rt is not None and rt.red:
+                raise AssertionError(f"red right link below key {a!r}")
+            if x.red and lt is not None and lt.red:
+                raise AssertionError(f"two consecutive red left links below key {a!r}")
+            if lt is None:
+                lc, ls, lb, lmin = 0, zero, 0, a
+                exp_mn = x.rk
+            else:
+                lc, ls, lb, lmin, _ = walk(lt, a, lo, a)
+                exp_mn = x.rk + lt.mn
+            if rt is None:
+                rc, rs, rb, rmax = 0, zero, 0, a
+                exp_mx = x.rk
+            else:
+                rc, rs, rb, _, rmax = walk(rt, a, a, hi)
+                exp_mx = x.rk + rt.mx
+            if lb != rb:
+                raise AssertionError(f"black heights differ below key {a!r}: {lb} vs {rb}")
+            s = ls + x.val + rs
+            if not x.sm == s:
+                raise AssertionError(f"sm at key {a!r} is {x.sm!r}, expected {s!r}")
+            if not x.mn == exp_mn:
+                raise AssertionError(f"mn at key {a!r} is {x.mn!r}, expected {exp_mn!r}")
+            if not x.mx == exp_mx:
+                raise AssertionError(f"mx at key {a!r} is {x.mx!r}, expected {exp_mx!r}")
+            if not (x.mn == lmin - pa and x.mx == rmax - pa):
+                raise AssertionError(f"mn/mx at key {a!r} do not match the subtree's absolute keys")
+            return lc + 1 + rc, s, lb + (0 if x.red else 1), lmin, rmax
+
+        cnt, _, _, _, _ = walk(root, 0, None, None)
+        if cnt != self._n:
+            raise AssertionError(f"len counter is {self._n} but the tree has {cnt} nodes")

@@ -1,0 +1,27 @@
+"""Declaration of the vwap service: correlated nested aggregates over an order book with RPAI trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.vwap.query import OPTIONS, make_engine, relations, validate
+from shared.service import DemoWorkload, ServiceDefinition
+
+DATA = Path(__file__).with_name("data")
+
+SERVICE = ServiceDefinition(
+    name="vwap",
+    summary="VWAP-style correlated nested aggregates, O(log D) per update with RPAI trees",
+    options=OPTIONS,
+    relations=relations,
+    engine=make_engine,
+    validate=validate,
+    demo=DemoWorkload(
+        input=DATA / "finance-standard.csv",
+        format="orderbook",
+        config={"query": "vwap", "strategy": "rpai"},
+        partitions=1,
+        read_options={"book": "bids"},
+    ),
+    batch="services.vwap.batch:JOBS",
+)
