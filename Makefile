@@ -35,6 +35,7 @@ test: setup
 bench: setup
 	$(PY) bench/runtime.py
 	$(PY) bench/triangles.py
+	$(PY) bench/vwap.py
 
 lint: setup
 	$(VENV)/bin/ruff check shared services tests bench

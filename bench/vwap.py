@@ -25,7 +25,8 @@ Usage (from the repo root)::
     .venv/bin/python bench/vwap.py            # the full run (~10 minutes on 2 cores)
     .venv/bin/python bench/vwap.py --quick    # smoke sizes, seconds
 
-Writes ``bench/results/vwap.json`` and ``vwap_{scaling,speedup}.png`` (``vwap_quick*`` with ``--quick``).
+Writes ``bench/results/vwap.json`` and ``vwap_{scaling,speedup}.png`` (``vwap_quick*`` with ``--quick``;
+``--out X.json`` puts the plots beside X as ``X_scaling.png`` and ``X_speedup.png``).
 Exits 1 if strategies disagree.
 """
 
@@ -285,7 +286,7 @@ def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
     return out, problems
 
 
-def plot(finance: dict[str, Any], speedups: dict[str, Any], prefix: str) -> list[str]:
+def plot(finance: dict[str, Any], speedups: dict[str, Any], base: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -311,10 +312,10 @@ def plot(finance: dict[str, Any], speedups: dict[str, Any], prefix: str) -> list
     for ax in list(axes.flat)[len(queries) :]:
         ax.axis("off")
     fig.tight_layout()
-    path = RESULTS / f"{prefix}_scaling.png"
+    path = base.with_name(base.name + "_scaling.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    paths.append(str(path.relative_to(ROOT)))
+    paths.append(_shown(path))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for query, per in speedups.items():
@@ -329,11 +330,15 @@ def plot(finance: dict[str, Any], speedups: dict[str, Any], prefix: str) -> list
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = RESULTS / f"{prefix}_speedup.png"
+    path = base.with_name(base.name + "_speedup.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    paths.append(str(path.relative_to(ROOT)))
+    paths.append(_shown(path))
     return paths
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -382,7 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("TPC-H Q17", flush=True)
     tpch, p3 = tpch_suite(args)
     problems += p2 + p3
-    plots = plot(finance, speedups, prefix)
+    out = args.out or RESULTS / f"{prefix}.json"
+    plots = plot(finance, speedups, out.with_suffix(""))
     for cases in finance.values():
         for per in cases.values():
             for c in per:
@@ -407,9 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plots": plots,
         "problems": problems,
     }
-    out = args.out or RESULTS / f"{prefix}.json"
     out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} and {', '.join(plots)}")
+    print(f"wrote {_shown(out)} and {', '.join(plots)}")
     for line in problems:
         print("PROBLEM:", line, file=sys.stderr)
     return 1 if problems else 0

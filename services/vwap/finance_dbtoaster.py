@@ -402,7 +402,7 @@ class Sq1b(_DBToasterPlan):
             ge = 0
             le = 0
             for p2, v2 in m_price:
-                if p2 > bp:
+                if p2 >= bp:
                     ge += v2
                 if p2 <= bp:
                     le += v2

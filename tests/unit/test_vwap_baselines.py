@@ -53,15 +53,15 @@ def run(plan: Any, events: Iterable[Event]) -> Any:
 
 def assert_agree(query: str, params: dict[str, Any], events: list[Event]) -> None:
     """dbtoaster == recompute after every event (and the result has the contract's shape)."""
-    d, r = plans(query, params)
+    dbt, rec = plans(query, params)
     with exact_context():
-        assert d.result() == r.result()
+        want = rec.result()
+        assert list(want) == [RESULT_KEY[query]] and dbt.result() == want
         for i, (rel, row, mult) in enumerate(events):
-            d.update(rel, row, mult)
-            r.update(rel, row, mult)
-            got, want = d.result(), r.result()
+            dbt.update(rel, row, mult)
+            rec.update(rel, row, mult)
+            got, want = dbt.result(), rec.result()
             assert got == want, f"{query} {params} after event {i} ({rel} {row} x{mult}): {got} != {want}"
-        assert list(r.result()) == [RESULT_KEY[query]]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_both_vwap_forms_agree(events, fraction):
 @settings(max_examples=25, derandomize=True)
 @given(ops=st.lists(OP, min_size=10, max_size=50))
 def test_exact_decimals(ops):
-    """Decimal prices and volumes (``exact`` columns): equal results, exact decimal strings in the JSON."""
+    """Decimal prices and volumes (``exact`` columns): both strategies give equal results."""
     events = []
     for rel, row, m in build_stream(ops):
         # Scale each integer value to a decimal deterministically, so deletes still match their inserts.
@@ -195,6 +195,19 @@ def test_exact_decimals(ops):
         events.append((rel, row, m))
     for query, params in CONFIGS:
         assert_agree(query, params, events)
+
+
+@pytest.mark.parametrize("strategy", [finance_recompute, finance_dbtoaster], ids=["recompute", "dbtoaster"])
+def test_decimal_results_are_exact_strings(strategy):
+    # Bids (10.25, vol 2) and (0.1, vol 3): T = 5. DBToaster form: 5/4 > S>(10.25) = 0 yes, S>(0.1) = 2 no.
+    # Paper form: 15/4 < S<=(0.1) = 3 no, S<=(10.25) = 5 yes. Both: 10.25·2 = 20.5, as the string "20.5".
+    events = [ins(B, Decimal("10.25"), Decimal("2")), ins(B, Decimal("0.1"), Decimal("3"))]
+    for query in ("vwap", "vwap-paper"):
+        assert run(strategy.make_plan(query, {}), events) == {"vwap": "20.5"}
+    # PSP, f = 1/10000, plus one ask (10.3, vol 1): every tuple qualifies, so the result is
+    # (10.3 - 10.25) + (10.3 - 0.1) = 0.05 + 10.2 = 10.25.
+    asks = [ins(A, Decimal("10.3"), Decimal("1"))]
+    assert run(strategy.make_plan("psp", {}), events + asks) == {"psp": "10.25"}
 
 
 # ---------------------------------------------------------------------------------------------------

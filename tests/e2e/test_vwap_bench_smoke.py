@@ -1,0 +1,40 @@
+"""A tiny run of the vwap benchmark, so it cannot rot; no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO, cli_env
+
+QUERIES = ("vwap", "vwap-paper", "mst", "psp", "nq1", "sq1", "sq2", "nq2")
+
+
+def test_vwap_bench_smoke(tmp_path):
+    out = tmp_path / "vw.json"
+    proc = subprocess.run(
+        [sys.executable, "bench/vwap.py", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=cli_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["problems"] == []
+    for suffix in ("scaling", "speedup"):
+        assert (tmp_path / f"vw_{suffix}.png").stat().st_size > 0
+    sizes = data["meta"]["sizes"]
+    for query in QUERIES:
+        rpai = data["finance"][query]["rpai"]
+        assert [c["events"] for c in rpai] == sizes
+        for case in rpai:
+            assert case["window"] > 0 and case["updates_per_s"] > 0
+            assert case["D"]["bids"] > 0
+        assert data["speedup"][query]["dbtoaster"], query
+    for row in data["whole_prefix"]["vwap"]:
+        assert row["ratio"] > 0 and row["rpai"]["seconds"] > 0
+    for label in ("uniform", "skewed"):
+        assert data["q17"][label] and data["q17"][label][0]["events"] > 0
