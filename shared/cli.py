@@ -103,27 +103,45 @@ def _count_lines(path: str) -> int:
         return sum(1 for _ in fh)
 
 
+def _open_inputs(args: argparse.Namespace, key_field: str | None) -> tuple[Any, str]:
+    """Records of ``--input`` (one file, or several TPC-H tables interleaved) and a label for messages."""
+    inputs: list[str] = args.input
+    if len(inputs) == 1:
+        source = read_source(
+            inputs[0],
+            args.format,
+            relation=args.relation,
+            key_field=key_field,
+            book=args.book,
+            brokers=args.brokers,
+            delimiter=args.delimiter,
+        )
+        return source, inputs[0]
+    if args.format != "tpch":
+        raise CliError("several --input files are only supported with --format tpch (tables interleaved)")
+    if args.relation:
+        raise CliError(
+            "--relation names one table; with several tpch inputs each table comes from its file name"
+        )
+    from shared.events.tpch import interleave_tpch
+
+    return (rec for _rel, rec in interleave_tpch(inputs, key_field=key_field)), "+".join(inputs)
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
     from shared.runtime.kafka import check_reachable
     from shared.runtime.produce import produce_records
 
-    records = read_source(
-        args.input,
-        args.format,
-        relation=args.relation,
-        key_field=args.key_field,
-        book=args.book,
-        brokers=args.brokers,
-        delimiter=args.delimiter,
-    )
+    records, label = _open_inputs(args, args.key_field)
     check_reachable(args.bootstrap)
-    progress = Progress(f"producing to {args.topic}", _count_lines(args.input))
+    total = sum(_count_lines(path) for path in args.input)
+    progress = Progress(f"producing to {args.topic}", total)
     report = produce_records(
         args.bootstrap,
         args.topic,
         records,
-        on_progress=lambda rec, _n: progress.update(rec.lineno),
-        on_skip=lambda rec: print(f"{args.input}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr),
+        on_progress=lambda rec, n: progress.update(rec.lineno if len(args.input) == 1 else n),
+        on_skip=lambda rec: print(f"{label}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr),
     )
     progress.done(progress.total or report.sent)
     if report.failures:
@@ -239,15 +257,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from shared.replay import Rejected, Replay
 
     service, config = _load(args.service, args.config)
-    records = read_source(
-        args.input,
-        args.format,
-        relation=args.relation,
-        key_field=config.key_field,
-        book=args.book,
-        brokers=args.brokers,
-        delimiter=args.delimiter,
-    )
+    records, label = _open_inputs(args, config.key_field)
     run = Replay(service, config)
     every = args.every
     if every is not None and every <= 0:
@@ -255,7 +265,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     next_print, printed = every or 0, -1
     for item in run.feed(records, chunk=min(every, 5000) if every else 5000):
         if isinstance(item, Rejected):
-            print(f"{args.input}:{item.lineno}: rejected ({item.code}): {item.detail}", file=sys.stderr)
+            print(f"{label}:{item.lineno}: rejected ({item.code}): {item.detail}", file=sys.stderr)
         elif every and item >= next_print:
             _print_json({"events": run.applied, "rejected": run.rejected, "result": run.result()})
             printed = item
@@ -346,7 +356,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="input file")
+    p.add_argument(
+        "--input",
+        required=True,
+        action="append",
+        help="input file; repeatable with --format tpch (the tables are interleaved in proportion to size)",
+    )
     p.add_argument(
         "--format",
         choices=FORMATS,
