@@ -157,21 +157,26 @@ class VwapEngine:
         if state["query"] != self.query:
             raise EngineError(f"snapshot is of query {state['query']!r}, this engine runs {self.query!r}")
         bag = {name: state["bag"].get(name, {}) for name in self.relations}
-        if state["levels"] is not None and self.info.book:
-            for rel in ("bids", "asks"):
-                mine = snap.book_levels(bag[rel], self._columns[rel])
-                theirs = state["levels"].get(rel, [])
-                if mine != theirs:
-                    raise EngineError(
-                        f"snapshot's {rel} price levels disagree with its tuples "
-                        f"({len(theirs)} levels given, {len(mine)} derived): refusing a corrupt snapshot"
-                    )
+        levels = None
+        if self.info.book:
+            levels = {rel: snap.book_levels(bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
+            if state["levels"] is not None:
+                for rel in ("bids", "asks"):
+                    theirs = state["levels"].get(rel, [])
+                    if levels[rel] != theirs:
+                        raise EngineError(
+                            f"snapshot's {rel} price levels disagree with its tuples ({len(theirs)} levels "
+                            f"given, {len(levels[rel])} derived): refusing a corrupt snapshot"
+                        )
         plan = make_plan(self.query, self.strategy, self.params)
         with exact_context():
-            for rel in self.info.reads:
-                cols = self._columns[rel]
-                for vals, m in bag[rel].items():
-                    plan.update(rel, dict(zip(cols, vals, strict=True)), m)
+            if levels is not None and hasattr(plan, "load_levels"):
+                plan.load_levels(levels)  # the trees in one ascending pass over the price levels
+            else:
+                for rel in self.info.reads:
+                    cols = self._columns[rel]
+                    for vals, m in bag[rel].items():
+                        plan.update(rel, dict(zip(cols, vals, strict=True)), m)
         self.plan = plan
         self.bag = bag
         self.events = int(state["counters"].get("events", 0))

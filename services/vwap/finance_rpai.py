@@ -39,6 +39,10 @@ class VwapPlan:
             w = row["volume"]
             self.index.update(p, mult, w, p * w)
 
+    def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
+        """Restore in one ascending pass from per-price (price, W, cnt, PV): keys by prefix sums."""
+        self.index.build(levels["bids"])
+
     def value(self) -> Any:
         ix = self.index
         if self.paper:
@@ -150,6 +154,9 @@ class Nq1Plan:
             w = row["volume"]
             self.index.update(p, mult, w, Vec((w, p * w)))
 
+    def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
+        self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
+
     def result(self) -> Any:
         ix = self.index
         t = ix.total
@@ -176,6 +183,9 @@ class Nq2Plan:
             p = row["price"]
             w = row["volume"]
             self.index.update(p, mult, w, Vec((w, p * w)))
+
+    def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
+        self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
 
     def result(self) -> Any:
         ix = self.index
