@@ -261,9 +261,9 @@ class TriangleEngine:
                 raise EngineError(f"graph mode has one relation 'E', got {relation!r}")
             k = 0
         else:
-            if relation not in REL_INDEX:
+            k = REL_INDEX.get(relation)
+            if k is None:
                 raise EngineError(f"relations are R, S, T; got {relation!r}")
-            k = REL_INDEX[relation]
         if type(m) is not int or not m:
             raise EngineError(f"multiplicity change must be a nonzero int, got {m!r}")
         w0 = self.work

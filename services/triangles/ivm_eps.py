@@ -68,6 +68,32 @@ class IvmEpsEngine(TriangleEngine):
     """
 
     strategy = "ivm-eps"
+    # Performance only: the base class's 12 attributes stay in the instance dict, these 21 go to slots.
+    # CPython 3.11 keeps at most 30 attributes in an instance's inline values; with all 33 in the dict,
+    # ``self.x`` and ``self.method()`` on the per-update path lost their specialized fast paths.
+    __slots__ = (
+        "_eps_zero",
+        "build_work",
+        "epoch_updates",
+        "eps",
+        "hb",
+        "hf",
+        "hsize",
+        "lf",
+        "lsize",
+        "major_down",
+        "major_up",
+        "major_work_total",
+        "minor_down",
+        "minor_tuples_moved",
+        "minor_up",
+        "minor_work_total",
+        "n",
+        "on_rebalance",
+        "rebalance_work_last",
+        "thr",
+        "views",
+    )
     _COUNTERS = (
         *TriangleEngine._COUNTERS,
         "n",
@@ -122,70 +148,86 @@ class IvmEpsEngine(TriangleEngine):
         elif size < n // 4:
             self._major(n // 2 - 1)
         else:
-            t = self.thr[k]
+            t = self.thr[k]  # (strict, up, down): indexed, a NamedTuple field read is a slower lookup
             row = self.lf[k].get(x)
             if row is not None:
-                if len(row) >= t.up:
+                if len(row) >= t[1]:
                     self._minor(k, x, True)
             else:
                 row = self.hf[k].get(x)
-                if row is not None and len(row) < t.down:
+                if row is not None and len(row) < t[2]:
                     self._minor(k, x, False)
 
     # --- APPLY_UPDATE (Fig. 3 and its rotations; Fig. 5 in graph mode) -----------------------------
 
     def _apply_update(self, k: int, heavy: bool, x: Any, y: Any, m: int) -> None:
-        """Update part K_h or K_l of relation k at (x, y) by m; every delta reads the pre-update state."""
+        """Update part K_h or K_l of relation k at (x, y) by m; every delta reads the pre-update state.
+
+        Order: the hl view lookup first (in graph mode there is one view, and at x = y its maintenance
+        below can move the very entry V(x, x) that lookup reads), then the other deltas and the view
+        maintenance, the part itself last. No delta reads a view after that lookup, so a delta walk and
+        the view maintenance that walks the same row share one pass (``_light_pass``, ``_heavy_pass``)."""
         nxt = self._nxt[k]
         prv = self._prv[k]
+        # hl: V_{next}(y, x) = Σ_c L_h(y,c)·P_l(c,x), one lookup (the 1 work unit).
+        d = self.views[nxt].get((y, x), 0)
+        work = 1
         col = self.hb[prv].get(x)  # P_h(·, x)
-        hrow = self.hf[nxt].get(y)  # L_h(y, ·)
         lrow = self.lf[nxt].get(y)  # L_l(y, ·)
-        d = 0
-        work = 1  # the hl view probe
         if col is not None:
-            # hh: Σ_c L_h(y,c)·P_h(c,x), over the smaller of the two rows.
+            ncol = len(col)
+            # hh: Σ_c L_h(y,c)·P_h(c,x) and lh: Σ_c L_l(y,c)·P_h(c,x), each over the smaller of its two
+            # rows. ``probe`` is a row whose walk over col is left to the pass below.
+            probe = None
+            hrow = self.hf[nxt].get(y)  # L_h(y, ·)
             if hrow is not None:
-                if len(hrow) <= len(col):
+                if len(hrow) <= ncol:
                     work += len(hrow)
+                    get = col.get
                     for c, a in hrow.items():
-                        b = col.get(c)
+                        b = get(c)
                         if b is not None:
                             d += a * b
                 else:
-                    work += len(col)
-                    for c, b in col.items():
-                        a = hrow.get(c)
-                        if a is not None:
-                            d += a * b
-            # lh: Σ_c L_l(y,c)·P_h(c,x), over the smaller of the two rows.
+                    work += ncol
+                    probe = hrow
             if lrow is not None:
-                if len(lrow) <= len(col):
+                if len(lrow) <= ncol:
                     work += len(lrow)
+                    get = col.get
                     for c, a in lrow.items():
-                        b = col.get(c)
+                        b = get(c)
                         if b is not None:
                             d += a * b
                 else:
-                    work += len(col)
-                    for c, b in col.items():
-                        a = lrow.get(c)
-                        if a is not None:
-                            d += a * b
-        # hl: V_{next}(y, x) = Σ_c L_h(y,c)·P_l(c,x), one lookup.
-        v = self.views[nxt].get((y, x))
-        if v is not None:
-            d += v
-        # ll: Σ_c L_l(y,c)·P_l(c,x) over the light row (< 1.5·N^ε entries), probing P_l by its first variable.
+                    work += ncol
+                    if probe is None:
+                        probe = lrow
+                    else:
+                        d += _dot(col, lrow)
+            if heavy:
+                if probe is not None:
+                    d += _dot(col, probe)
+            else:
+                # A light update extends V_{prev}(·, y) by the heavy column P_h(·, x).
+                work += ncol
+                d += _light_pass(self.views[prv], col, y, m, probe)
+        # ll: Σ_c L_l(y,c)·P_l(c,x) over the light row (< 1.5·N^ε entries), probing P_l by its first
+        # variable; a heavy update also extends V_k(x, ·) by that light row L_l(y, ·).
         if lrow is not None:
-            plf = self.lf[prv]
-            work += len(lrow)
-            for c, a in lrow.items():
-                prow = plf.get(c)
-                if prow is not None:
-                    b = prow.get(x)
-                    if b is not None:
-                        d += a * b
+            nl = len(lrow)
+            if heavy:
+                work += 2 * nl
+                d += _heavy_pass(self.views[k], x, lrow, m, self.lf[prv])
+            else:
+                work += nl
+                get = self.lf[prv].get
+                for c, a in lrow.items():
+                    prow = get(c)
+                    if prow is not None:
+                        b = prow.get(x)
+                        if b is not None:
+                            d += a * b
         if self.graph:
             dq = 3 * m * d
             if x == y:  # δ·δ·E and δ·δ·δ terms of the self-join (pre-update E(x,x))
@@ -194,36 +236,33 @@ class IvmEpsEngine(TriangleEngine):
             self.q += dq
         else:
             self.q += m * d
-        # Views: a heavy update extends V_k(x, ·) by the light row L_l(y, ·); a light one extends
-        # V_{prev}(·, y) by the heavy column P_h(·, x).
-        if heavy:
-            if lrow is not None:
-                view = self.views[k]
-                work += len(lrow)
-                for c, a in lrow.items():
-                    key = (x, c)
-                    nv = view.get(key, 0) + m * a
-                    if nv:
-                        view[key] = nv
-                    else:
-                        del view[key]
-        elif col is not None:
-            view = self.views[prv]
-            work += len(col)
-            for c, b in col.items():
-                key = (c, y)
-                nv = view.get(key, 0) + b * m
-                if nv:
-                    view[key] = nv
-                else:
-                    del view[key]
         # The part itself, last.
         if heavy:
             ds = bump(self.hf[k], x, y, m)
             bump(self.hb[k], y, x, m)
             self.hsize[k] += ds
         else:
-            ds = bump(self.lf[k], x, y, m)
+            # bump(self.lf[k], x, y, m), inlined: light updates are the common case.
+            part = self.lf[k]
+            row = part.get(x)
+            if row is None:
+                part[x] = {y: m}
+                ds = 1
+            else:
+                old = row.get(y)
+                if old is None:
+                    row[y] = m
+                    ds = 1
+                else:
+                    old += m
+                    if old:
+                        row[y] = old
+                        ds = 0
+                    else:
+                        del row[y]
+                        if not row:
+                            del part[x]
+                        ds = -1
             self.lsize[k] += ds
         self.size += ds
         self.work += work
@@ -483,6 +522,104 @@ class IvmEpsEngine(TriangleEngine):
         expect_q, _ = count_triangles(full, [transpose(f) for f in full])
         if expect_q != self.q:
             fail(f"I7: Q = {self.q} but recomputation gives {expect_q}")
+
+
+# The per-update loops of IVM^ε, as module functions with everything in locals. A view step adds to V
+# entry by entry and drops entries that reach 0. Each step has two equivalent loops, chosen by the sign
+# of m for speed only: a delete (m < 0) often cancels entries that inserts created, and ``pop`` finds and
+# removes such an entry in one probe where a lookup plus ``del`` takes two (a surviving entry is stored
+# back); an insert reads with ``get`` and updates a surviving entry in place.
+
+
+def _dot(col: dict[Any, int], row: dict[Any, int]) -> int:
+    """Σ_c col(c)·row(c), walking col and probing row."""
+    d = 0
+    get = row.get
+    for c, b in col.items():
+        a = get(c)
+        if a is not None:
+            d += a * b
+    return d
+
+
+def _light_pass(view: View, col: dict[Any, int], y: Any, m: int, probe: dict[Any, int] | None) -> int:
+    """V(c, y) += col(c)·m for every c in col, fused with ``_dot(col, probe)`` (returned; 0 if no probe)."""
+    d = 0
+    if probe is None:
+        if m < 0:
+            pop = view.pop
+            for c, b in col.items():
+                key = (c, y)
+                nv = pop(key, 0) + b * m
+                if nv:
+                    view[key] = nv
+        else:
+            vget = view.get
+            for c, b in col.items():
+                key = (c, y)
+                nv = vget(key, 0) + b * m
+                if nv:
+                    view[key] = nv
+                else:
+                    del view[key]
+        return d
+    get = probe.get
+    if m < 0:
+        pop = view.pop
+        for c, b in col.items():
+            a = get(c)
+            if a is not None:
+                d += a * b
+            key = (c, y)
+            nv = pop(key, 0) + b * m
+            if nv:
+                view[key] = nv
+    else:
+        vget = view.get
+        for c, b in col.items():
+            a = get(c)
+            if a is not None:
+                d += a * b
+            key = (c, y)
+            nv = vget(key, 0) + b * m
+            if nv:
+                view[key] = nv
+            else:
+                del view[key]
+    return d
+
+
+def _heavy_pass(view: View, x: Any, lrow: dict[Any, int], m: int, plf: Index) -> int:
+    """V(x, c) += m·lrow(c) for every c in lrow, fused with the ll delta Σ_c lrow(c)·plf(c, x) (returned)."""
+    d = 0
+    pget = plf.get
+    if m < 0:
+        pop = view.pop
+        for c, a in lrow.items():
+            prow = pget(c)
+            if prow is not None:
+                b = prow.get(x)
+                if b is not None:
+                    d += a * b
+            key = (x, c)
+            nv = pop(key, 0) + m * a
+            if nv:
+                view[key] = nv
+    else:
+        vget = view.get
+        for c, a in lrow.items():
+            prow = pget(c)
+            if prow is not None:
+                b = prow.get(x)
+                if b is not None:
+                    d += a * b
+            key = (x, c)
+            nv = vget(key, 0) + m * a
+            if nv:
+                view[key] = nv
+            else:
+                del view[key]
+    return d
 
 
 def _merge(a: Index, b: Index) -> Index:
