@@ -16,8 +16,9 @@ from shared.events.orderbook import BOOKS
 
 COLS = ("t", "id", "broker_id", "volume", "price")
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dbtoaster"
-TINY = DATA / "finance" / "tiny" / "finance.csv"
-STANDARD = DATA / "finance" / "standard" / "finance.csv"
+BUNDLED = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"  # copies shipped with vwap
+TINY = BUNDLED / "finance-tiny.csv"
+STANDARD = BUNDLED / "finance-standard.csv"
 
 
 def row(t: Any, oid: Any, volume: Any, price: Any, brokers: int = 10) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from services.vwap.finance_recompute import DEFAULTS, QUERIES
 from services.vwap.numbers import exact_context, to_json
 from shared.events.orderbook import OrderBookAdaptor
 
-TINY = Path(__file__).resolve().parents[3] / "shared/data/dbtoaster/finance/tiny/finance.csv"
+TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/finance-tiny.csv"  # bundled copy
 
 # Every (query, params) shape: SQ1 has two reconstructions.
 CONFIGS: list[tuple[str, dict[str, Any]]] = [(q, {}) for q in QUERIES if q != "sq1"] + [

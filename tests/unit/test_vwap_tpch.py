@@ -27,7 +27,7 @@ from shared.events import EventCodec, Schema, SourceError
 from shared.events.readers import FORMATS, read_source
 from shared.events.tpch import TPCH_TABLES, interleave_tpch, parse_tpch_line, read_tpch
 
-TINY = Path(__file__).resolve().parents[3] / "shared/data/dbtoaster/tpch/tiny"
+TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/tpch-tiny"  # bundled copy
 needs_tiny = pytest.mark.skipif(
     not (TINY / "lineitem.csv").is_file(), reason=f"DBToaster TPC-H sample data not found at {TINY}"
 )
