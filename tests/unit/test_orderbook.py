@@ -15,7 +15,6 @@ from shared.events import EventCodec, OrderBookAdaptor, Relation, Schema, read_o
 from shared.events.orderbook import BOOKS
 
 COLS = ("t", "id", "broker_id", "volume", "price")
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dbtoaster"
 BUNDLED = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"  # copies shipped with vwap
 TINY = BUNDLED / "finance-tiny.csv"
 STANDARD = BUNDLED / "finance-standard.csv"
