@@ -17,7 +17,7 @@ from shared.events import UpdateEvent
 BOOK_QUERIES = [q for q, info in QUERIES.items() if info.book]
 
 op = st.tuples(
-    st.sampled_from(["insert", "insert", "insert", "delete", "delete", "bad"]),
+    st.sampled_from(["insert", "insert", "insert", "delete", "delete", "execute", "bad"]),
     st.sampled_from(["bids", "asks"]),
     st.integers(1, 12),  # price: a tiny domain forces ties
     st.integers(1, 5),  # volume
@@ -27,7 +27,8 @@ op = st.tuples(
 
 
 def book_events(ops, decimals: bool = False) -> list[UpdateEvent]:
-    """Valid inserts and deletes of live tuples, plus refused events (absent deletes, zero volumes)."""
+    """Valid inserts, deletes and partial executions of live tuples, plus refused events (absent
+    deletes, zero volumes)."""
     live: list[tuple[str, dict]] = []
     out = []
     for kind, rel, price, vol, oid, pick in ops:
@@ -37,6 +38,13 @@ def book_events(ops, decimals: bool = False) -> list[UpdateEvent]:
         if kind == "delete" and live:
             rel, row = live.pop(pick % len(live))
             out.append(UpdateEvent(rel, dict(row), -1, None))
+        elif kind == "execute" and live:  # a partial execution: the order leaves, its remainder returns
+            rel, row = live.pop(pick % len(live))
+            out.append(UpdateEvent(rel, dict(row), -1, None))
+            rest = dict(row, volume=row["volume"] - vol)
+            if rest["volume"] > 0:
+                live.append((rel, rest))
+                out.append(UpdateEvent(rel, dict(rest), 1, None))
         elif kind == "bad":
             if pick % 2:
                 out.append(UpdateEvent(rel, dict(row, volume=0), 1, None))
