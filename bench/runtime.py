@@ -19,7 +19,9 @@ Every measurement uses a fresh topic (produced with an idempotent producer befor
 consumer group. The clock starts when the group assigns the partitions and stops when the last record
 is consumed (raw) or, for the runtime, when the final checkpoint covering every record is written
 (``Worker.run(until=...)`` with a predicate on ``worker.positions()``). Each case runs ``--repeats``
-times, interleaved, and the median is reported.
+times, interleaved, and the median is reported. Each run's JSON also records the cyclic GC's collections
+per generation and their total time within the timed part (``gc_collections``, ``gc_seconds``): one full
+collection walks every object the process holds (~0.1 s here), a sizeable share of a single run.
 
 Usage (from the repo root)::
 
@@ -287,6 +289,35 @@ class Measurement:
         }
 
 
+class GcWatch:
+    """Collections of the cyclic GC per generation, and their total time, between start() and stop().
+
+    A full (generation 2) collection walks every tracked object of the process, ~0.1 s here, a sizeable
+    share of one measurement: the counts tell whether a run was hit by one."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections[info["generation"]] += 1
+
+    def start(self) -> None:
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"gc_collections": list(self.collections), "gc_seconds": round(self.seconds, 6)}
+
+
 def measure_raw(
     case: str,
     bootstrap: str,
@@ -306,8 +337,10 @@ def measure_raw(
             tp.offset = OFFSET_BEGINNING
         c.assign(tps)
 
+    gc_watch = GcWatch()
     try:
         consumer.subscribe([topic], on_assign=on_assign)
+        gc_watch.start()
         n = nbytes = 0
         deadline = time.monotonic() + MEASURE_TIMEOUT
         eof = KafkaError._PARTITION_EOF
@@ -326,10 +359,12 @@ def measure_raw(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"raw consumer read {n} of {total} records in {MEASURE_TIMEOUT:g}s")
         done = time.perf_counter()
+        gc_watch.stop()
         positions = {
             tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in ends])
         }
     finally:
+        gc_watch.stop()
         consumer.close()
     if positions != ends:
         raise RuntimeError(f"raw consumer ended at {positions}, expected {ends}")
@@ -341,7 +376,7 @@ def measure_raw(
         n,
         done - marks["assigned"],
         done - marks["first_batch"],
-        {"value_bytes": nbytes},
+        {"value_bytes": nbytes, **gc_watch.as_json()},
     )
 
 
@@ -420,12 +455,15 @@ def measure_worker(
             return True
         return False
 
+    gc_watch = GcWatch()
     try:
         if profiler is not None:
             profiler.enable()
+        gc_watch.start()
         try:
             worker.run(until=caught_up)
         finally:
+            gc_watch.stop()
             if profiler is not None:
                 profiler.disable()
     finally:
@@ -459,6 +497,7 @@ def measure_worker(
         "process_share": round(batch_sum / seconds, 4),
         "process_us_per_record": round(1e6 * batch_sum / total, 3),
         "group_committed_at_end": all(v == 0 for v in lag.values()),
+        **gc_watch.as_json(),
     }
     if not extra["group_committed_at_end"]:
         progress(f"  warning: {case} group {group} still shows lag {lag} after close")

@@ -26,12 +26,14 @@ class EventError(ValueError):
         self.detail = detail
 
 
-@dataclass(slots=True)
-class UpdateEvent:
+class UpdateEvent(msgspec.Struct, gc=False):
     """A decoded, validated update. ``key`` is the partition key value (``None`` without key_field).
 
-    Not frozen: it is built once per record on the hot path, and frozen dataclasses pay for every
-    field through ``object.__setattr__``. Engines must treat events as read-only."""
+    A msgspec struct: built once per record on the hot path, and its constructor runs in C. Like the
+    dataclass it replaces it is mutable, unhashable and compares field by field (same class only), with
+    the same ``repr``. ``gc=False``: events hold plain rows, never themselves, so they can take no part in
+    a reference cycle and need no tracking by the cycle collector. Engines must treat events as read-only.
+    """
 
     relation: str
     row: dict[str, Any]
@@ -277,6 +279,16 @@ class EventCodec:
                     out[i] = err
         return out
 
+    def decode_grouped(
+        self, values: Iterable[bytes | None]
+    ) -> tuple[list[UpdateEvent | EventError], dict[str, list[UpdateEvent]], int]:
+        """``decode_many`` and the grouping every consumer does next, in one pass (the worker's hot path).
+
+        Returns ``(decoded, groups, errors)``: ``decoded`` is exactly what ``decode_many`` returns;
+        ``groups`` maps each partition key (``""`` without key_field) to its UpdateEvents in input order,
+        keys in order of first appearance; ``errors`` counts the EventErrors in ``decoded``."""
+        return self._fast.decode_grouped(values, self.decode_slow)
+
     def encode(self, event: UpdateEvent) -> bytes:
         return encode_event(event, self.schema.key_field)
 
@@ -305,32 +317,45 @@ class _FastDecoder:
     """One msgspec decoder for the schema: a tagged union of per-relation event structs.
 
     msgspec parses and type-checks in C, about half the cost of ``orjson.loads`` alone; whatever it
-    cannot accept is handed to the pure-Python path, which owns the error messages."""
+    cannot accept is handed to the pure-Python path, which owns the error messages.
+
+    The per-record loops that turn decoded structs into ``UpdateEvent``s are generated for the schema
+    (as ``dataclasses`` generates ``__init__``): each relation's row dict is one dict display over the
+    struct's attributes, with no per-record lookups of field names, relations or checkers. Struct
+    attributes are named ``c0, c1, ...`` (``k`` for the key field) and renamed to the column names, so
+    any column name works; names reach the generated source only as ``str`` literals."""
 
     def __init__(self, schema: Schema) -> None:
-        self.key_field = schema.key_field
+        self.key_field = key_field = schema.key_field
         structs = []
-        self._post: dict[str, tuple[tuple[str, Any], ...]] = {}
+        self._relations: list[tuple[Any, str, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = []
         for i, (name, rel) in enumerate(schema.relations.items()):
-            fields: list[tuple[str, Any]] = [(col, _FAST_TYPES[typ]) for col, typ in rel.columns]
-            if schema.key_field is not None:
-                fields.append((schema.key_field, str | int))
-            row_t = msgspec.defstruct(f"Row{i}", fields, forbid_unknown_fields=True)
-            structs.append(
-                msgspec.defstruct(
-                    f"Event{i}",
-                    [("row", row_t), ("delta", int)],
-                    tag_field="relation",
-                    tag=name,
-                    forbid_unknown_fields=True,
-                )
+            fields: list[tuple[str, Any]] = [
+                (f"c{j}", _FAST_TYPES[typ]) for j, (_, typ) in enumerate(rel.columns)
+            ]
+            rename = {f"c{j}": col for j, (col, _) in enumerate(rel.columns)}
+            if key_field is not None:
+                fields.append(("k", str | int))
+                rename["k"] = key_field
+            row_t = msgspec.defstruct(f"Row{i}", fields, rename=rename, forbid_unknown_fields=True, gc=False)
+            event_t = msgspec.defstruct(
+                f"Event{i}",
+                [("row", row_t), ("delta", int)],
+                tag_field="relation",
+                tag=name,
+                forbid_unknown_fields=True,
+                gc=False,  # a temporary holding scalars only
             )
-            self._post[name] = tuple(
-                (col, COLUMN_TYPES[typ]) for col, typ in rel.columns if typ in ("decimal", "exact")
+            structs.append(event_t)
+            # Decimal and exact columns arrive as their JSON type and go through the slow path's checker.
+            checks = tuple(
+                (col, COLUMN_TYPES[typ] if typ in ("decimal", "exact") else None) for col, typ in rel.columns
             )
-        self._info = {s: (s.__struct_config__.tag, self._post[s.__struct_config__.tag]) for s in structs}
+            self._relations.append((event_t, name, checks))
         union = structs[0] if len(structs) == 1 else Union[tuple(structs)]  # noqa: UP007 - runtime union
         self._decoder = msgspec.json.Decoder(union)
+        self.decode_many = self._compile(grouped=False)
+        self.decode_grouped = self._compile(grouped=True)
 
     def decode(self, value: bytes | str | None) -> UpdateEvent:
         if value is None:
@@ -340,40 +365,105 @@ class _FastDecoder:
             raise _NeedsSlowPath
         return item
 
-    def decode_many(self, values: Iterable[bytes | None]) -> list[Any]:
-        """UpdateEvents where the fast path decides; the original value where it cannot.
+    def _compile(self, grouped: bool) -> Callable[..., Any]:
+        """Generate one tight loop over a batch of record values, with locals only.
 
-        One tight loop with locals only: this runs once per consumed record."""
-        decode = self._decoder.decode
-        asdict = msgspec.structs.asdict
-        info = self._info
-        key_field = self.key_field
-        errors = (msgspec.DecodeError, TypeError)
-        out: list[Any] = []
-        append = out.append
-        for v in values:
-            try:
-                ev = decode(v)
-            except errors:
-                append(v)
-                continue
-            delta = ev.delta  # msgspec already refused bools and floats
-            if not delta:
-                append(v)
-                continue
-            relation, checks = info[ev.__class__]
-            row = asdict(ev.row)
-            key = None
-            if key_field is not None:
-                key = row.pop(key_field)
-                if key.__class__ is not str:
-                    key = str(key)
-            if checks:
-                try:
-                    for col, check in checks:
-                        row[col] = check(row[col])
-                except TypeError:
-                    append(v)
-                    continue
-            append(UpdateEvent(relation, row, delta, key))
-        return out
+        ``grouped=False``: ``decode_many(values)`` gives, per value, its UpdateEvent where the fast path
+        decides and the value itself where it cannot.
+
+        ``grouped=True``: ``decode_grouped(values, slow)`` decodes every value, calling ``slow`` (the
+        reference decoder) where the fast path cannot decide, and returns ``(decoded, groups, errors)``:
+        per value its UpdateEvent or EventError, the UpdateEvents per partition key (``""`` without a
+        key field) in their order, and the number of EventErrors."""
+        keyed = self.key_field is not None
+        namespace: dict[str, Any] = {
+            "UpdateEvent": UpdateEvent,
+            "EventError": EventError,
+            "_NeedsSlowPath": _NeedsSlowPath,
+            "_DECLINE": (msgspec.DecodeError, TypeError, _NeedsSlowPath),
+            "_decode": self._decoder.decode,
+        }
+        src = ["def decode_grouped(values, slow):" if grouped else "def decode_many(values):"]
+        src += ["    decode = _decode", "    decoded = []", "    add = decoded.append"]
+        if grouped:
+            src += ["    errors = 0"]
+            if keyed:
+                src += ["    groups = {}"]
+        src += [
+            "    for v in values:",
+            "        try:",
+            "            ev = decode(v)",
+            "            d = ev.delta",  # msgspec already refused bools and floats
+            "            if not d:",
+            "                raise _NeedsSlowPath",
+        ]
+        single = len(self._relations) == 1
+        if not single:
+            src += ["            cls = ev.__class__"]
+        for i, (event_t, name, checks) in enumerate(self._relations):
+            indent = "            "
+            if not single:
+                namespace[f"Event{i}"] = event_t
+                src += [f"            {'if' if i == 0 else 'elif'} cls is Event{i}:"]
+                indent += "    "
+            items = []
+            for j, (col, check) in enumerate(checks):
+                if check is None:
+                    items.append(f"{_literal(col)}: r.c{j}")
+                else:
+                    namespace[f"check{i}_{j}"] = check
+                    items.append(f"{_literal(col)}: check{i}_{j}(r.c{j})")  # TypeError: the slow path decides
+            src += [f"{indent}r = ev.row"]
+            if keyed:
+                src += [f"{indent}k = r.k", f"{indent}if k.__class__ is not str:", f"{indent}    k = str(k)"]
+            src += [
+                f"{indent}e = UpdateEvent({_literal(name)}, {{{', '.join(items)}}}, d, "
+                f"{'k' if keyed else 'None'})"
+            ]
+        src += ["        except _DECLINE:"]
+        if grouped:
+            src += [
+                "            try:",
+                "                e = slow(v)",
+                "            except EventError as err:",
+                "                add(err)",
+                "                errors += 1",
+                "                continue",
+            ]
+            if keyed:
+                src += ["            k = e.key"]
+        else:
+            src += ["            add(v)", "            continue"]
+        src += ["        add(e)"]
+        if grouped and keyed:
+            src += [
+                "        group = groups.get(k)",
+                "        if group is None:",
+                "            groups[k] = [e]",
+                "        else:",
+                "            group.append(e)",
+                "    return decoded, groups, errors",
+            ]
+        elif grouped:  # one group, the valid events in order
+            src += [
+                "    events = decoded.copy() if not errors else [",
+                "        e for e in decoded if e.__class__ is UpdateEvent",
+                "    ]",
+                "    return decoded, ({'': events} if events else {}), errors",
+            ]
+        else:
+            src += ["    return decoded"]
+        exec(
+            compile(
+                "\n".join(src) + "\n", f"<ivmstream fast decoder {'grouped' if grouped else 'many'}>", "exec"
+            ),
+            namespace,
+        )
+        return namespace["decode_grouped" if grouped else "decode_many"]
+
+
+def _literal(name: Any) -> str:
+    """The Python literal of a relation or column name, for generated source (the value, as a plain str)."""
+    if not isinstance(name, str):
+        raise TypeError(f"relation and column names must be strings, got {name!r}")
+    return str.__repr__(name)

@@ -31,7 +31,7 @@ from confluent_kafka import (
 )
 
 from shared.config import ServiceConfig, schema_of
-from shared.events import EventCodec, EventError, UpdateEvent
+from shared.events import EventCodec, UpdateEvent
 from shared.metrics import RuntimeMetrics
 from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
@@ -48,7 +48,12 @@ class HistoryTruncated(RuntimeError):
     """The input log no longer holds updates the state has not seen: the view would be silently wrong."""
 
 
-KEYLESS = ""
+KEYLESS = ""  # the partition key of a service without key_field (see EventCodec.decode_grouped)
+
+# Unbound accessors, mapped over a whole batch in C.
+_message_error = Message.error
+_message_partition = Message.partition
+_message_value = Message.value
 
 
 class Worker:
@@ -187,17 +192,26 @@ class Worker:
 
     def _process(self, msgs: list[Message]) -> None:
         started = time.perf_counter()
-        by_partition: dict[int, list[Message]] = defaultdict(list)
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+        by_partition: dict[int, list[Message]]
+        first = msgs[0].partition() if msgs else None
+        if (
+            msgs
+            and not any(map(_message_error, msgs))
+            and list(map(_message_partition, msgs)).count(first) == len(msgs)
+        ):
+            by_partition = {first: msgs}  # the common case, checked in C: one partition, no errors
+        else:
+            by_partition = defaultdict(list)
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if err.fatal() or not err.retriable():
+                        raise KafkaException(err)
+                    log.warning("consumer error: %s", err.str())
                     continue
-                if err.fatal() or not err.retriable():
-                    raise KafkaException(err)
-                log.warning("consumer error: %s", err.str())
-                continue
-            by_partition[msg.partition()].append(msg)
+                by_partition[msg.partition()].append(msg)
         published = 0
         for partition, pmsgs in by_partition.items():
             state = self.partitions.get(partition)
@@ -230,35 +244,38 @@ class Worker:
 
     def _apply_partition(self, state: PartitionState, msgs: list[Message]) -> list[str]:
         """Decode and apply one partition's records; each key's events keep their log order."""
-        decoded = self.codec.decode_many([m.value() for m in msgs])
-        if self.codec.schema.key_field is None and state.partition != 0:
+        codec = self.codec
+        if codec.schema.key_field is None and state.partition != 0:
             detail = (
                 "service has no key_field, so its input must be one ordered stream on partition 0, "
                 f"not partition {state.partition}"
             )
-            decoded = [
-                EventError("keyless-partition", detail) if e.__class__ is UpdateEvent else e for e in decoded
-            ]
-        # Positions per key map an engine's rejection back to its record; events are rebuilt from them.
-        per_key: dict[str, list[int]] = {}
-        for i, item in enumerate(decoded):
-            if item.__class__ is not UpdateEvent:
-                self._reject(msgs[i], item.code, item.detail)
-                continue
-            positions = per_key.get(item.key or KEYLESS)
-            if positions is None:
-                per_key[item.key or KEYLESS] = positions = []
-            positions.append(i)
+            for msg, item in zip(msgs, codec.decode_many(map(_message_value, msgs)), strict=True):
+                if item.__class__ is UpdateEvent:
+                    self._reject(msg, "keyless-partition", detail)
+                else:
+                    self._reject(msg, item.code, item.detail)
+            self.metrics.events_applied.inc(0)
+            return []
+        decoded, groups, errors = codec.decode_grouped(map(_message_value, msgs))
+        if errors:
+            for i, item in enumerate(decoded):
+                if item.__class__ is not UpdateEvent:
+                    self._reject(msgs[i], item.code, item.detail)
         applied = 0
-        for key, positions in per_key.items():
-            events = [decoded[i] for i in positions]
+        index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
+        for key, events in groups.items():
+            given = events.copy()  # maps rejections back to records whatever the engine does to its list
             rejections = state.engine(key).apply(events)
-            for r in rejections:
-                self._reject(msgs[positions[r.index]], r.code, r.detail)
+            if rejections:
+                if index is None:
+                    index = {id(item): i for i, item in enumerate(decoded)}  # decoding made each event
+                for r in rejections:
+                    self._reject(msgs[index[id(given[r.index])]], r.code, r.detail)
             applied += len(events) - len(rejections)
             state.dirty.add(key)
         self.metrics.events_applied.inc(applied)
-        return list(per_key)
+        return list(groups)
 
     def _reject(self, msg: Message, code: str, detail: str) -> None:
         self.output.dead_letter(msg, code, detail)
