@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 import pytest
 
@@ -28,20 +29,14 @@ from shared.events import OrderBookAdaptor, Relation, Schema, UpdateEvent
 from shared.events.tpch import TPCH_TABLES
 from shared.spark.decode import KEY, MULT, SPARK_TYPES, net_bags
 
-duckdb = pytest.importorskip("duckdb")
-
 pytestmark = pytest.mark.spark
 
 BUNDLED = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"  # copies of DBToaster's data
-FINANCE = Path(__file__).resolve().parents[3] / "shared" / "data" / "dbtoaster" / "finance"
 
 
 def finance_file(bundled: str, shared: str) -> Path:
-    """A DBToaster finance file: the service's bundled copy, else the shared data beside the checkout."""
-    for path in (BUNDLED / bundled, FINANCE / shared):
-        if path.is_file():
-            return path
-    pytest.skip(f"DBToaster data {shared} not found")
+    """A DBToaster finance file: the service's bundled copy (``shared`` names its origin)."""
+    return BUNDLED / bundled
 
 
 BOOK = (("t", "int"), ("id", "int"), ("broker_id", "int"), ("volume", "exact"), ("price", "exact"))

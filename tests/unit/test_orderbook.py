@@ -293,10 +293,6 @@ def test_bag_never_negative_even_with_reused_ids(msgs: list[tuple[Any, ...]]) ->
 
 # --- the real DBToaster traces -------------------------------------------------------------------
 
-needs_tiny = pytest.mark.skipif(not TINY.is_file(), reason=f"DBToaster finance data absent: {TINY}")
-needs_standard = pytest.mark.skipif(
-    not STANDARD.is_file(), reason=f"DBToaster finance data absent: {STANDARD}"
-)
 BIDS = Schema.of(Relation.of("bids", t="int", id="int", broker_id="int", volume="int", price="int"))
 
 
@@ -314,14 +310,12 @@ def replay(path: Path) -> tuple[list[bytes], Counter[tuple[Any, ...]]]:
     return [r.value for r in recs], bag
 
 
-@needs_tiny
 def test_tiny_trace_yields_84_bid_events() -> None:
     values, bag = replay(TINY)
     assert len(values) == 84
     assert sum(bag.values()) > 0
 
 
-@needs_standard
 def test_standard_trace_yields_2185_bid_events() -> None:
     values, _ = replay(STANDARD)
     assert len(values) == 2185
@@ -334,9 +328,9 @@ WHERE 0.25 * (SELECT SUM(b3.volume) FROM bids b3)
 """
 
 
-@needs_tiny
 def test_tiny_trace_vwap_matches_dbtoaster_with_duckdb_oracle() -> None:
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
+
     _, bag = replay(TINY)
     rows = [k for k, m in bag.items() for _ in range(m)]  # the live bag, multiplicities expanded
     assert rows

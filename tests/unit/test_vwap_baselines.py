@@ -440,8 +440,6 @@ def test_factory_contract():
 
 
 def test_tiny_trace_vwap_491070000():
-    if not TINY.exists():
-        pytest.skip(f"DBToaster tiny trace not present at {TINY}")
     lines = TINY.read_text().splitlines()
     for book in ("bids", "both"):
         adaptor = OrderBookAdaptor(book=book)

@@ -28,9 +28,6 @@ from shared.events.readers import FORMATS, read_source
 from shared.events.tpch import TPCH_TABLES, interleave_tpch, parse_tpch_line, read_tpch
 
 TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/tpch-tiny"  # bundled copy
-needs_tiny = pytest.mark.skipif(
-    not (TINY / "lineitem.csv").is_file(), reason=f"DBToaster TPC-H sample data not found at {TINY}"
-)
 STRATS = ("recompute", "dbtoaster", "rpai")
 ALL_TABLES = tuple(TPCH_TABLES)
 
@@ -83,7 +80,6 @@ def test_schema_shape() -> None:
         assert all(not c.startswith(("l_", "o_", "c_", "p_", "ps_", "s_", "n_", "r_")) for c, _ in cols)
 
 
-@needs_tiny
 @pytest.mark.parametrize("table", ALL_TABLES)
 def test_tiny_tables_parse(table: str) -> None:
     path = TINY / f"{table}.csv"
@@ -99,7 +95,6 @@ def test_tiny_tables_parse(table: str) -> None:
             assert isinstance(v, {"int": int, "str": str, "exact": (int, Decimal)}[typ])
 
 
-@needs_tiny
 def test_exact_decimals_on_the_wire() -> None:
     rec = next(iter(read_tpch(TINY / "lineitem.csv")))
     obj = orjson.loads(rec.value)
@@ -578,9 +573,9 @@ def _exact(v: Any) -> Decimal:
     return Decimal(str(v))
 
 
-@needs_tiny
 def test_tiny_q17_against_duckdb() -> None:
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
+
     tables = ("lineitem", "part")
     events = tiny_events(tables)
     con = duckdb.connect()
@@ -627,9 +622,9 @@ def run_fast(query: str, params: dict[str, Any], events: list[Any]) -> dict[str,
     return check_agree(ps)
 
 
-@needs_tiny
 def test_tiny_q18_against_duckdb() -> None:
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
+
     tables = ("customer", "orders", "lineitem")
     events = tiny_events(tables)
     con = duckdb.connect()
@@ -654,7 +649,7 @@ def test_tiny_q18_against_duckdb() -> None:
 
 def test_engine_integration() -> None:
     """The vwap engine builds these plans through make_tpch_plan with the catalog's defaults."""
-    engine_mod = pytest.importorskip("services.vwap.engine")
+    import services.vwap.engine as engine_mod
     from shared.events import UpdateEvent
 
     for strategy in STRATS:
