@@ -167,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from shared.metrics import RuntimeMetrics
     from shared.redis_client import connect
     from shared.runtime import Worker
+    from shared.runtime.gc_policy import worker_gc
     from shared.runtime.kafka import check_reachable
     from shared.state import open_store
 
@@ -199,7 +200,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         backend,
     )
     status = _status_printer(worker)
-    worker.run(until=status)
+    with worker_gc():  # this process is the worker's own: see shared/runtime/gc_policy.py
+        worker.run(until=status)
     return 0
 
 

@@ -384,7 +384,7 @@ class _FastDecoder:
             "_decode": self._decoder.decode,
         }
         src = ["def decode_grouped(values, slow):" if grouped else "def decode_many(values):"]
-        src += ["    decode = _decode", "    decoded = []", "    add = decoded.append"]
+        src += ["    decode = _decode", "    decoded = []"]
         if grouped:
             src += ["    errors = 0"]
             if keyed:
@@ -399,7 +399,7 @@ class _FastDecoder:
         ]
         single = len(self._relations) == 1
         if not single:
-            src += ["            cls = ev.__class__"]
+            src += ["            cls = type(ev)"]
         for i, (event_t, name, checks) in enumerate(self._relations):
             indent = "            "
             if not single:
@@ -415,7 +415,7 @@ class _FastDecoder:
                     items.append(f"{_literal(col)}: check{i}_{j}(r.c{j})")  # TypeError: the slow path decides
             src += [f"{indent}r = ev.row"]
             if keyed:
-                src += [f"{indent}k = r.k", f"{indent}if k.__class__ is not str:", f"{indent}    k = str(k)"]
+                src += [f"{indent}k = r.k", f"{indent}if type(k) is not str:", f"{indent}    k = str(k)"]
             src += [
                 f"{indent}e = UpdateEvent({_literal(name)}, {{{', '.join(items)}}}, d, "
                 f"{'k' if keyed else 'None'})"
@@ -426,15 +426,15 @@ class _FastDecoder:
                 "            try:",
                 "                e = slow(v)",
                 "            except EventError as err:",
-                "                add(err)",
+                "                decoded.append(err)",
                 "                errors += 1",
                 "                continue",
             ]
             if keyed:
                 src += ["            k = e.key"]
         else:
-            src += ["            add(v)", "            continue"]
-        src += ["        add(e)"]
+            src += ["            decoded.append(v)", "            continue"]
+        src += ["        decoded.append(e)"]
         if grouped and keyed:
             src += [
                 "        group = groups.get(k)",
