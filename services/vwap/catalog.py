@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from services.vwap.numbers import parse_fraction
 from services.vwap.schemas import ASKS, BIDS, EX21_R, tpch_relation
 from shared.events import Relation
 
@@ -101,3 +104,45 @@ _Q = [
     ),
 ]
 QUERIES: dict[str, QueryInfo] = {q.name: q for q in _Q}
+TPCH_QUERIES = ("q17", "q18")
+FINANCE_QUERIES = tuple(q for q in QUERIES if q not in TPCH_QUERIES)
+# Only sizes the RPAI plan's per-broker payload vector: the SQL (and so every baseline) has no such parameter.
+RPAI_ONLY_PARAMS = frozenset({"brokers"})
+SQ1_VARIANTS = ("a", "b")
+
+
+def sql_defaults(query: str) -> dict[str, Any]:
+    """The defaults of the query's SQL parameters: the catalog's, less the RPAI-only ones."""
+    return {k: v for k, v in QUERIES[query].defaults.items() if k not in RPAI_ONLY_PARAMS}
+
+
+def coerce_param(query: str, name: str, value: Any) -> Any:
+    """One SQL parameter checked and typed: ``fraction`` a Fraction, ``threshold`` an int when integral
+    (else a Fraction), ``variant`` 'a' or 'b', ``brand``/``container`` strings."""
+    if name == "fraction":
+        return parse_fraction(value, f"{query} fraction")
+    if name == "threshold":
+        t = parse_fraction(str(value) if isinstance(value, Decimal) else value, f"{query} threshold")
+        return t.numerator if t.denominator == 1 else t
+    if name == "variant":
+        if value not in SQ1_VARIANTS:
+            raise ValueError(f"{query} variant must be 'a' or 'b', got {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{query} {name} must be a string, got {value!r}")
+    return value
+
+
+def resolve_params(
+    query: str, params: Mapping[str, Any] | None, known: Sequence[str], kind: str
+) -> dict[str, Any]:
+    """``sql_defaults(query)`` overlaid with ``params`` and coerced; ValueError for a query outside
+    ``known`` (named ``kind`` in the message) or a parameter the query does not have."""
+    if query not in known:
+        raise ValueError(f"unknown {kind} query {query!r} (known: {', '.join(known)})")
+    out = sql_defaults(query)
+    for name, value in (params or {}).items():
+        if name not in out:
+            raise ValueError(f"{query} has no parameter {name!r} (known: {', '.join(out)})")
+        out[name] = value
+    return {name: coerce_param(query, name, value) for name, value in out.items()}

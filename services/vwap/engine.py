@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.vwap import snapshot as snap
-from services.vwap.catalog import QUERIES, STRATEGIES, QueryInfo
+from services.vwap.catalog import QUERIES, RPAI_ONLY_PARAMS, STRATEGIES, TPCH_QUERIES, QueryInfo
+from services.vwap.index import black_height
 from services.vwap.numbers import exact_context
 from shared.engine import EngineError, Rejection
 from shared.events import UpdateEvent
@@ -20,7 +21,7 @@ from shared.events import UpdateEvent
 
 def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
     """The plan object for a query and strategy (imports are lazy: baselines load only when asked)."""
-    if query in ("q17", "q18"):
+    if query in TPCH_QUERIES:
         if strategy == "crosscheck":
             raise EngineError(f"strategy 'crosscheck' is not defined for {query}")
         from services.vwap.tpch_plans import make_tpch_plan
@@ -35,7 +36,7 @@ def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
 
         return make_crosscheck_plan(query, params)
     # ``brokers`` only bounds the RPAI payload vector; the baselines group by whatever ids they see.
-    sql_params = {k: v for k, v in params.items() if k != "brokers"}
+    sql_params = {k: v for k, v in params.items() if k not in RPAI_ONLY_PARAMS}
     if strategy == "dbtoaster":
         from services.vwap.finance_dbtoaster import make_plan as make_dbt
 
@@ -68,6 +69,7 @@ class VwapEngine:
         self.plan = make_plan(query, strategy, self.params)
         self.events = 0
         self.rejected = 0
+        self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
 
     # --- Engine protocol -------------------------------------------------------------------------------
 
@@ -78,6 +80,7 @@ class VwapEngine:
         reads = self._reads
         update = self.plan.update
         book = self.info.book
+        net = 0
         with exact_context():
             for i, ev in enumerate(events):
                 rel = ev.relation
@@ -108,10 +111,12 @@ class VwapEngine:
                     ledger[vals] = new
                 else:
                     del ledger[vals]
+                net += delta
                 if rel in reads:
                     update(rel, row, delta)
         self.events += len(events) - len(rejections)
         self.rejected += len(rejections)
+        self.live_tuples += net
         return rejections
 
     def _check_book_row(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -133,13 +138,16 @@ class VwapEngine:
         return out
 
     def stats(self) -> dict[str, float]:
+        """Gauges, refreshed often by the runtime, so nothing walks a whole tree: ``tree_height`` is the
+        largest *black* height of the plan's trees, one spine each, O(log n) (an LLRB tree's height h
+        satisfies bh <= h <= 2·bh)."""
         out = {f"plan_{k}": float(v) for k, v in self.plan.stats().items()}
         trees = getattr(self.plan, "trees", None)
         if trees is not None:
             ts = trees()
-            out["tree_height"] = float(max((t.height() for t in ts), default=0))
+            out["tree_height"] = float(max((black_height(t) for t in ts), default=0))
             out["tree_nodes"] = float(sum(len(t) for t in ts))
-        out["live_tuples"] = float(sum(sum(b.values()) for b in self.bag.values()))
+        out["live_tuples"] = float(self.live_tuples)
         return out
 
     def snapshot(self) -> bytes:
@@ -179,6 +187,7 @@ class VwapEngine:
                         plan.update(rel, dict(zip(cols, vals, strict=True)), m)
         self.plan = plan
         self.bag = bag
+        self.live_tuples = sum(sum(b.values()) for b in bag.values())
         self.events = int(state["counters"].get("events", 0))
         self.rejected = int(state["counters"].get("rejected", 0))
 

@@ -101,11 +101,12 @@ class _DBToasterPlan:
         raise NotImplementedError
 
 
-class Ex21(_DBToasterPlan):
-    """m1: A -> Σ A·B, m2 = Σ B, m3: A -> Σ B.  Result: Σ m1[a] over a with f·m2 = m3[a]."""
+class _SumMaps(_DBToasterPlan):
+    """DBToaster's VWAP maps over a (key, weight) column pair, kept by first-order deltas:
+    m1: key -> Σ key·weight, m2 = Σ weight, m3: key -> Σ weight (Ex. 2.1: a, b; bids: price, volume)."""
 
-    name = "ex21"
-    rels = ("R",)
+    key = "price"
+    weight = "volume"
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
@@ -117,12 +118,21 @@ class Ex21(_DBToasterPlan):
         return [self.m1, self.m3]
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
-        a = row["a"]
-        b = row["b"] * mult
-        _add(self.m1, a, a * b)
-        self.m2 += b
-        _add(self.m3, a, b)
+        k = row[self.key]
+        w = row[self.weight] * mult
+        _add(self.m1, k, k * w)
+        self.m2 += w
+        _add(self.m3, k, w)
         return 3
+
+
+class Ex21(_SumMaps):
+    """m1: A -> Σ A·B, m2 = Σ B, m3: A -> Σ B.  Result: Σ m1[a] over a with f·m2 = m3[a]."""
+
+    name = "ex21"
+    rels = ("R",)
+    key = "a"
+    weight = "b"
 
     def _evaluate(self) -> tuple[Any, int]:
         lhs = self.num * self.m2  # f·m2, scaled by den
@@ -135,7 +145,7 @@ class Ex21(_DBToasterPlan):
         return res, len(self.m1)
 
 
-class Vwap(_DBToasterPlan):
+class Vwap(_SumMaps):
     """m1: price -> Σ price·volume, m2 = Σ volume, m3: price -> Σ volume.
 
     DBToaster form: Σ m1[bp] over bp with f·m2 > Σ_{p > bp} m3[p];
@@ -147,20 +157,6 @@ class Vwap(_DBToasterPlan):
     def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
         super().__init__(params)
         self.paper = paper
-        self.m1: dict[Any, Any] = {}
-        self.m2: Any = 0
-        self.m3: dict[Any, Any] = {}
-
-    def _maps(self) -> list[dict]:
-        return [self.m1, self.m3]
-
-    def _delta(self, rel: str, row: Row, mult: int) -> int:
-        p = row["price"]
-        v = row["volume"] * mult
-        _add(self.m1, p, p * v)
-        self.m2 += v
-        _add(self.m3, p, v)
-        return 3
 
     def _evaluate(self) -> tuple[Any, int]:
         lhs = self.num * self.m2
@@ -308,24 +304,21 @@ class Psp(_DBToasterPlan):
             self.a_total += vol * mult
         return 2
 
+    def _side(self, cnt: dict[Any, int], sp: dict[Any, Any], total: Any) -> tuple[int, Any]:
+        """One side's count and Σ price over its qualifying volumes (volume > f·total)."""
+        den = self.den
+        lhs = self.num * total
+        n = 0
+        s = 0
+        for vol, c in cnt.items():
+            if den * vol > lhs:
+                n += c
+                s += sp.get(vol, 0)
+        return n, s
+
     def _evaluate(self) -> tuple[Any, int]:
-        num, den = self.num, self.den
-        lhs = num * self.b_total
-        b_sp = self.b_sp
-        cnt_b = 0
-        sp_b = 0
-        for vol, c in self.b_cnt.items():
-            if den * vol > lhs:
-                cnt_b += c
-                sp_b += b_sp.get(vol, 0)
-        lhs = num * self.a_total
-        a_sp = self.a_sp
-        cnt_a = 0
-        sp_a = 0
-        for vol, c in self.a_cnt.items():
-            if den * vol > lhs:
-                cnt_a += c
-                sp_a += a_sp.get(vol, 0)
+        cnt_b, sp_b = self._side(self.b_cnt, self.b_sp, self.b_total)
+        cnt_a, sp_a = self._side(self.a_cnt, self.a_sp, self.a_total)
         return cnt_b * sp_a - cnt_a * sp_b, len(self.b_cnt) + len(self.a_cnt)
 
 
@@ -454,36 +447,19 @@ class Sq2(_DBToasterPlan):
         return res, len(self.m_out) * (1 + len(self.m_bound))
 
 
-class Nq1(_DBToasterPlan):
-    """m_pv: price -> Σ price·volume, m_vol: price -> Σ volume, total volume.
+class Nq1(_SumMaps):
+    """VWAP's maps: m1: price -> Σ price·volume, m2 = T = Σ volume, m3: price -> Σ volume.
 
-    Inner level: V = Σ m_vol[p1] over p1 with f·T < Σ_{p <= p1} m_vol[p];
-    outer level: Σ m_pv[bp] over bp with f·V < Σ_{p <= bp} m_vol[p].  Two O(D²) loops.
+    Inner level: V = Σ m3[p1] over p1 with f·T < Σ_{p <= p1} m3[p];
+    outer level: Σ m1[bp] over bp with f·V < Σ_{p <= bp} m3[p].  Two O(D²) loops.
     """
 
     name = "nq1"
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        super().__init__(params)
-        self.m_pv: dict[Any, Any] = {}
-        self.m_vol: dict[Any, Any] = {}
-        self.total: Any = 0
-
-    def _maps(self) -> list[dict]:
-        return [self.m_pv, self.m_vol]
-
-    def _delta(self, rel: str, row: Row, mult: int) -> int:
-        p = row["price"]
-        v = row["volume"] * mult
-        _add(self.m_pv, p, p * v)
-        _add(self.m_vol, p, v)
-        self.total += v
-        return 3
-
     def _evaluate(self) -> tuple[Any, int]:
         num, den = self.num, self.den
-        m_vol = self.m_vol.items()
-        lhs = num * self.total
+        m_vol = self.m3.items()
+        lhs = num * self.m2
         inner = 0
         for p1, v1 in m_vol:
             s = 0
@@ -494,48 +470,31 @@ class Nq1(_DBToasterPlan):
                 inner += v1
         lhs = num * inner
         res = 0
-        for bp, pv in self.m_pv.items():
+        for bp, pv in self.m1.items():
             rhs = 0
             for p2, v2 in m_vol:
                 if p2 <= bp:
                     rhs += v2
             if lhs < den * rhs:
                 res += pv
-        n = len(self.m_vol)
-        return res, n * (1 + n) + len(self.m_pv) * (1 + n)
+        n = len(self.m3)
+        return res, n * (1 + n) + len(self.m1) * (1 + n)
 
 
-class Nq2(_DBToasterPlan):
+class Nq2(_SumMaps):
     """Same maps as NQ1, but the middle aggregate depends on the outer price q, so it is recomputed per q:
-    M(q) = Σ m_vol[p1] over p1 with f·T < Σ_{p <= p1, p <= q} m_vol[p]; Σ m_pv[q] over q with
-    f·M(q) < Σ_{p <= q} m_vol[p].  Three nested loops, O(D³).
+    M(q) = Σ m3[p1] over p1 with f·T < Σ_{p <= p1, p <= q} m3[p]; Σ m1[q] over q with
+    f·M(q) < Σ_{p <= q} m3[p].  Three nested loops, O(D³).
     """
 
     name = "nq2"
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        super().__init__(params)
-        self.m_pv: dict[Any, Any] = {}
-        self.m_vol: dict[Any, Any] = {}
-        self.total: Any = 0
-
-    def _maps(self) -> list[dict]:
-        return [self.m_pv, self.m_vol]
-
-    def _delta(self, rel: str, row: Row, mult: int) -> int:
-        p = row["price"]
-        v = row["volume"] * mult
-        _add(self.m_pv, p, p * v)
-        _add(self.m_vol, p, v)
-        self.total += v
-        return 3
-
     def _evaluate(self) -> tuple[Any, int]:
         num, den = self.num, self.den
-        m_vol = self.m_vol.items()
-        lhs_inner = num * self.total
+        m_vol = self.m3.items()
+        lhs_inner = num * self.m2
         res = 0
-        for bq, pv in self.m_pv.items():
+        for bq, pv in self.m1.items():
             middle = 0
             for p1, v1 in m_vol:
                 s = 0
@@ -550,8 +509,8 @@ class Nq2(_DBToasterPlan):
                     rhs += v2
             if num * middle < den * rhs:
                 res += pv
-        n = len(self.m_vol)
-        return res, len(self.m_pv) * (1 + n * (1 + n) + n)
+        n = len(self.m3)
+        return res, len(self.m1) * (1 + n * (1 + n) + n)
 
 
 def make_plan(query: str, params: Mapping[str, Any] | None = None) -> Plan:

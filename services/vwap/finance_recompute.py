@@ -21,53 +21,19 @@ from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from services.vwap.numbers import Number, exact_context, parse_fraction, to_json
+from services.vwap import catalog
+from services.vwap.numbers import Number, exact_context, to_json
 from services.vwap.plan import Plan, Row
 
-QUERIES = ("vwap", "vwap-paper", "ex21", "mst", "psp", "sq1", "sq2", "nq1", "nq2")
-
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "vwap": {"fraction": Fraction(1, 4)},
-    "vwap-paper": {"fraction": Fraction(3, 4)},
-    "ex21": {"fraction": Fraction(1, 2)},
-    "mst": {"fraction": Fraction(1, 4)},
-    "psp": {"fraction": Fraction(1, 10000)},
-    "sq1": {"fraction": Fraction(3, 4), "variant": "a"},
-    "sq2": {"fraction": Fraction(3, 4)},
-    "nq1": {"fraction": Fraction(3, 4)},
-    "nq2": {"fraction": Fraction(3, 4)},
-}
-
+QUERIES = catalog.FINANCE_QUERIES
+DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in QUERIES}  # the catalog's
 # The relations each query reads; updates to any other relation are ignored.
-RELATIONS: dict[str, tuple[str, ...]] = {
-    "vwap": ("bids",),
-    "vwap-paper": ("bids",),
-    "ex21": ("R",),
-    "mst": ("bids", "asks"),
-    "psp": ("bids", "asks"),
-    "sq1": ("bids",),
-    "sq2": ("bids",),
-    "nq1": ("bids",),
-    "nq2": ("bids",),
-}
-
-SQ1_VARIANTS = ("a", "b")
+RELATIONS: dict[str, tuple[str, ...]] = {q: catalog.QUERIES[q].reads for q in QUERIES}
 
 
 def resolve_params(query: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The query's DEFAULTS overridden by ``params``: ``fraction`` as a Fraction, ``variant`` checked."""
-    if query not in DEFAULTS:
-        raise ValueError(f"unknown finance query {query!r} (expected one of {', '.join(QUERIES)})")
-    out = dict(DEFAULTS[query])
-    for name, value in (params or {}).items():
-        if name not in out:
-            raise ValueError(f"query {query!r} has no parameter {name!r} (has {', '.join(sorted(out))})")
-        out[name] = value
-    frac = out["fraction"]
-    out["fraction"] = frac if isinstance(frac, Fraction) else parse_fraction(frac, f"{query} fraction")
-    if query == "sq1" and out["variant"] not in SQ1_VARIANTS:
-        raise ValueError(f"sq1 variant must be 'a' or 'b', got {out['variant']!r}")
-    return out
+    return catalog.resolve_params(query, params, QUERIES, "finance")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -25,7 +25,19 @@ def _index_stats(prefix: str, ix: InequalityIndex) -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in ix.stats().items()} | {f"{prefix}tree_nodes": len(ix.idx)}
 
 
-class VwapPlan:
+class _OneIndexPlan:
+    """The stats and trees of a plan over one inequality index, ``self.index``."""
+
+    index: InequalityIndex
+
+    def stats(self) -> dict[str, float]:
+        return _index_stats("", self.index)
+
+    def trees(self) -> list[RPAITree]:
+        return [self.index.idx, self.index.bound]
+
+
+class VwapPlan(_OneIndexPlan):
     """DBToaster form (θ '>': key S>(q), qualifying key < f·T) or paper form (θ '<=': key > f·T)."""
 
     def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
@@ -51,12 +63,6 @@ class VwapPlan:
 
     def result(self) -> Any:
         return {"vwap": to_json(self.value())}
-
-    def stats(self) -> dict[str, float]:
-        return _index_stats("", self.index)
-
-    def trees(self) -> list[RPAITree]:
-        return [self.index.idx, self.index.bound]
 
 
 class MstPlan:
@@ -98,22 +104,22 @@ class MstPlan:
         return [self.bids.idx, self.bids.bound, self.asks.idx, self.asks.bound]
 
 
-class _VolumeSide:
-    """PSP's per-side non-shifting index: volume -> Vec(count, Σ price), plus T = Σ volume."""
+class _CountedTree:
+    """An RPAI tree key -> Vec(count, ...) that drops a key when its count reaches 0, plus a running
+    total: PSP's sides (volume -> (count, Σ price)) and the GA plans' levels (price -> (count, W, PV))."""
 
     __slots__ = ("total", "tree")
 
-    def __init__(self) -> None:
-        self.tree = RPAITree(Vec.zero(2))
+    def __init__(self, width: int) -> None:
+        self.tree = RPAITree(Vec.zero(width))
         self.total: Any = 0
 
-    def update(self, row: Row, mult: int) -> None:
-        w = row["volume"]
+    def update(self, k: Any, pay: Vec, dw: Any) -> None:
         tree = self.tree
-        tree.add(w, Vec((mult, mult * row["price"])))
-        if tree.get(w)[0] == 0:
-            tree.delete(w)
-        self.total += mult * w
+        tree.add(k, pay)
+        if tree.get(k)[0] == 0:
+            tree.delete(k)
+        self.total += dw
 
 
 class PspPlan:
@@ -121,12 +127,13 @@ class PspPlan:
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
-        self.sides = {"bids": _VolumeSide(), "asks": _VolumeSide()}
+        self.sides = {"bids": _CountedTree(2), "asks": _CountedTree(2)}
 
     def update(self, rel: str, row: Row, mult: int) -> None:
         side = self.sides.get(rel)
         if side is not None:
-            side.update(row, mult)
+            w = row["volume"]
+            side.update(w, Vec((mult, mult * row["price"])), mult * w)
 
     def result(self) -> Any:
         b, a = self.sides["bids"], self.sides["asks"]
@@ -141,8 +148,8 @@ class PspPlan:
         return [s.tree for s in self.sides.values()]
 
 
-class Nq1Plan:
-    """Two nesting levels on one θ '<=' index with payload (volume, price·volume) (spec §2.9)."""
+class _BidsIndexPlan(_OneIndexPlan):
+    """A plan over one θ '<=' index on bids with payload (volume, price·volume) (NQ1, NQ2)."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
@@ -156,6 +163,10 @@ class Nq1Plan:
 
     def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
         self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
+
+
+class Nq1Plan(_BidsIndexPlan):
+    """Two nesting levels on one θ '<=' index with payload (volume, price·volume) (spec §2.9)."""
 
     def result(self) -> Any:
         ix = self.index
@@ -163,29 +174,10 @@ class Nq1Plan:
         v = sum_key_gt(ix.idx, self.f, t)[0]  # middle level: Σ volume of the tuples VWAP selects
         return {"nq1": to_json(sum_key_gt(ix.idx, self.f, v, grid=t)[1])}
 
-    def stats(self) -> dict[str, float]:
-        return _index_stats("", self.index)
 
-    def trees(self) -> list[RPAITree]:
-        return [self.index.idx, self.index.bound]
-
-
-class Nq2Plan:
+class Nq2Plan(_BidsIndexPlan):
     """GA at the top level (spec §2.9): per outer price q, the middle aggregate
     M(q) = Σ vol over keys in (f·T, S≤(q)] + [S≤(q) > f·T]·Σ vol over prices > q, each O(log D)."""
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.f: Fraction = params["fraction"]
-        self.index = InequalityIndex("<=", Vec.zero(2))
-
-    def update(self, rel: str, row: Row, mult: int) -> None:
-        if rel == "bids":
-            p = row["price"]
-            w = row["volume"]
-            self.index.update(p, mult, w, Vec((w, p * w)))
-
-    def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
-        self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
 
     def result(self) -> Any:
         ix = self.index
@@ -202,29 +194,6 @@ class Nq2Plan:
                 res += pv
         return {"nq2": to_json(res)}
 
-    def stats(self) -> dict[str, float]:
-        return _index_stats("", self.index)
-
-    def trees(self) -> list[RPAITree]:
-        return [self.index.idx, self.index.bound]
-
-
-class _Levels:
-    """Ordered per-price state for the GA plans: price -> Vec(count, W, PV), with ascending iteration."""
-
-    __slots__ = ("total", "tree")
-
-    def __init__(self) -> None:
-        self.tree = RPAITree(Vec.zero(3))
-        self.total: Any = 0
-
-    def update(self, p: Any, mult: int, w: Any) -> None:
-        tree = self.tree
-        tree.add(p, Vec((mult, mult * w, mult * p * w)))
-        if tree.get(p)[0] == 0:
-            tree.delete(p)
-        self.total += mult * w
-
 
 class Sq1Plan:
     """GA: both sides of the predicate vary per outer tuple (spec §1.2 reconstruction SQ1a / SQ1b).
@@ -234,7 +203,7 @@ class Sq1Plan:
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
         self.variant: str = params["variant"]
-        self.levels = _Levels()
+        self.levels = _CountedTree(3)
         self.broker_vol: dict[Any, Any] = {}
         self.groups: dict[Any, dict[Any, list[Any]]] = {}  # price -> broker -> [count, Σpv]
 
@@ -244,7 +213,7 @@ class Sq1Plan:
         p = row["price"]
         w = row["volume"]
         g = row["broker_id"]
-        self.levels.update(p, mult, w)
+        self.levels.update(p, Vec((mult, mult * w, mult * p * w)), mult * w)
         bv = self.broker_vol.get(g, 0) + mult * w
         if bv:
             self.broker_vol[g] = bv
@@ -287,7 +256,7 @@ class Sq2Plan:
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
-        self.levels = _Levels()
+        self.levels = _CountedTree(3)
         self.reach = RPAITree()  # price + volume -> Σ volume (the bound side)
         self.reach_cnt: dict[Any, int] = {}
 
@@ -296,7 +265,7 @@ class Sq2Plan:
             return
         p = row["price"]
         w = row["volume"]
-        self.levels.update(p, mult, w)
+        self.levels.update(p, Vec((mult, mult * w, mult * p * w)), mult * w)
         r = p + w
         c = self.reach_cnt.get(r, 0) + mult
         if c:

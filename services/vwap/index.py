@@ -113,6 +113,18 @@ class InequalityIndex:
         }
 
 
+def black_height(tree: RPAITree) -> int:
+    """Black nodes on the leftmost root-to-leaf path: every path of a red-black tree has as many, so this
+    is the tree's black height, in O(log n) (its true height takes a walk of every node)."""
+    bh = 0
+    x = tree.root
+    while x is not None:
+        if not x.red:
+            bh += 1
+        x = x.left
+    return bh
+
+
 def grid_floor(x: Fraction, grid: Any) -> Any:
     """The greatest value on ``grid``'s lattice that is <= x: an int for int grids, else a Decimal.
 

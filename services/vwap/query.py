@@ -81,12 +81,11 @@ OPTIONS = {
     "threshold": Option(None, _opt_number, "q18 only: SUM(l.quantity) > threshold (default 100)"),
 }
 
+# The queries each parameter but ``fraction`` applies to: those whose catalog defaults name it.
 _ONLY = {
-    "variant": ("sq1",),
-    "brokers": ("mst",),
-    "brand": ("q17",),
-    "container": ("q17",),
-    "threshold": ("q18",),
+    name: tuple(q for q, info in QUERIES.items() if name in info.defaults)
+    for name in PARAMS
+    if name != "fraction"
 }
 
 

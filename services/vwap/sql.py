@@ -51,42 +51,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
-from services.vwap.numbers import parse_fraction
+from services.vwap import catalog
 
 KEY = "__key"  # the partition-key column of the keyed rendering (shared.spark.decode.KEY)
 
-# The relations each query reads, in the order its tables are named.
-RELATIONS: dict[str, tuple[str, ...]] = {
-    "vwap": ("bids",),
-    "vwap-paper": ("bids",),
-    "ex21": ("R",),
-    "mst": ("bids", "asks"),
-    "psp": ("bids", "asks"),
-    "sq1": ("bids",),
-    "sq2": ("bids",),
-    "nq1": ("bids",),
-    "nq2": ("bids",),
-    "q17": ("lineitem", "part"),
-    "q18": ("customer", "orders", "lineitem"),
-}
-
-# Default parameters (spec §1.2; SQ2's 3/4 is the paper VWAP form it extends).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "vwap": {"fraction": Fraction(1, 4)},
-    "vwap-paper": {"fraction": Fraction(3, 4)},
-    "ex21": {"fraction": Fraction(1, 2)},
-    "mst": {"fraction": Fraction(1, 4)},
-    "psp": {"fraction": Fraction(1, 10000)},
-    "sq1": {"fraction": Fraction(3, 4), "variant": "a"},
-    "sq2": {"fraction": Fraction(3, 4)},
-    "nq1": {"fraction": Fraction(3, 4)},
-    "nq2": {"fraction": Fraction(3, 4)},
-    "q17": {"fraction": Fraction(1, 5), "brand": "Brand#23", "container": "WRAP BOX"},
-    "q18": {"threshold": Fraction(100)},
-}
+# The relations each query reads, in the order its tables are named, and the defaults of its SQL
+# parameters (spec §1.2): both derived from the catalog, the engine's source.
+RELATIONS: dict[str, tuple[str, ...]] = {q: info.reads for q, info in catalog.QUERIES.items()}
+DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in catalog.QUERIES}
 
 QUERIES = tuple(RELATIONS)
 
@@ -240,25 +214,16 @@ DIALECTS = ("duckdb", "spark")
 
 
 def query_params(query: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The query's parameters from service options (defaults filled in), validated and typed."""
+    """The query's parameters from service options (defaults filled in, other options ignored),
+    validated and typed (``catalog.coerce_param``); strings must also be safe as SQL literals."""
     if query not in DEFAULTS:
         raise ValueError(f"unknown vwap query {query!r}; expected one of {', '.join(QUERIES)}")
-    params = dict(DEFAULTS[query])
-    for name in params:
-        value = options.get(name)
-        if value is None:
-            continue
-        if name in ("fraction", "threshold"):
-            params[name] = parse_fraction(value, name)
-        elif name == "variant":
-            if value not in ("a", "b"):
-                raise ValueError(f"variant must be 'a' or 'b', got {value!r}")
-            params[name] = value
-        else:
-            if not isinstance(value, str) or "'" in value or "\\" in value:
-                raise ValueError(f"{name} must be a string without quotes or backslashes, got {value!r}")
-            params[name] = value
-    return params
+    given = {name: options[name] for name in DEFAULTS[query] if options.get(name) is not None}
+    for name in ("brand", "container"):
+        value = given.get(name)
+        if value is not None and (not isinstance(value, str) or "'" in value or "\\" in value):
+            raise ValueError(f"{name} must be a string without quotes or backslashes, got {value!r}")
+    return catalog.resolve_params(query, given, QUERIES, "vwap")
 
 
 def template_name(query: str, params: Mapping[str, Any]) -> str:

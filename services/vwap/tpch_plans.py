@@ -39,7 +39,10 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.numbers import EXACT, decimal_quotient, parse_fraction, to_json
+from services.vwap import catalog
+from services.vwap.catalog import TPCH_QUERIES
+from services.vwap.index import black_height
+from services.vwap.numbers import EXACT, decimal_quotient, to_json
 from services.vwap.plan import Plan, Row
 from services.vwap.rpai import RPAITree
 from shared.events.tpch import TPCH_TABLES
@@ -57,35 +60,14 @@ __all__ = [
     "tpch_params",
 ]
 
-TPCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "q17": {"brand": "Brand#23", "container": "WRAP BOX", "fraction": Fraction(1, 5)},
-    "q18": {"threshold": 100},
-}
+TPCH_DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in TPCH_QUERIES}  # the catalog's
 STRATEGIES = ("rpai", "dbtoaster", "recompute")
 
 
 def tpch_params(query: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Defaults overlaid with ``params``, validated: Q17 brand/container strings and a Fraction
     ``fraction``; Q18 ``threshold`` as an int, or a Fraction when it is not integral."""
-    if query not in TPCH_DEFAULTS:
-        raise ValueError(f"unknown TPC-H query {query!r} (known: {', '.join(TPCH_DEFAULTS)})")
-    out = dict(TPCH_DEFAULTS[query])
-    for k, v in (params or {}).items():
-        if k not in out:
-            raise ValueError(f"{query} has no parameter {k!r} (known: {', '.join(TPCH_DEFAULTS[query])})")
-        out[k] = v
-    if query == "q17":
-        for k in ("brand", "container"):
-            if not isinstance(out[k], str):
-                raise ValueError(f"q17 {k} must be a string, got {out[k]!r}")
-        out["fraction"] = parse_fraction(out["fraction"], "q17 fraction")
-    else:
-        t = out["threshold"]
-        if isinstance(t, Decimal):
-            t = str(t)
-        t = parse_fraction(t, "q18 threshold")
-        out["threshold"] = t.numerator if t.denominator == 1 else t
-    return out
+    return catalog.resolve_params(query, params, TPCH_QUERIES, "TPC-H")
 
 
 def _zero_if_empty(x: Any) -> Any:
@@ -104,6 +86,31 @@ def _q18_result(groups: list[tuple[tuple[Any, ...], Any]]) -> dict[str, Any]:
             for (ok, ck, name, od, tp), s in groups
         ]
     }
+
+
+def _columns(rels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    return {r: tuple(c for c, _ in TPCH_TABLES[r]) for r in rels}
+
+
+def _bag_update(
+    bags: dict[str, dict[tuple[Any, ...], int]],
+    cols: Mapping[str, tuple[str, ...]],
+    rel: str,
+    row: Row,
+    mult: int,
+) -> bool:
+    """The recompute plans' live bags: ``row`` as a column tuple moved by ``mult``; False when the
+    plan does not read ``rel``."""
+    bag = bags.get(rel)
+    if bag is None:
+        return False
+    t = tuple(row.get(c) for c in cols[rel])
+    n = bag.get(t, 0) + mult
+    if n:
+        bag[t] = n
+    else:
+        del bag[t]
+    return True
 
 
 def _group_sort_key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
@@ -137,7 +144,7 @@ class Q17Recompute(_Q17Base):
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
-        self._cols = {r: tuple(c for c, _ in TPCH_TABLES[r]) for r in ("lineitem", "part")}
+        self._cols = _columns(("lineitem", "part"))
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {"lineitem": {}, "part": {}}
         li = self._cols["lineitem"]
         pa = self._cols["part"]
@@ -148,19 +155,12 @@ class Q17Recompute(_Q17Base):
         self.last_work = 0
 
     def update(self, rel: str, row: Row, mult: int) -> None:
-        bag = self.bag.get(rel)
-        if bag is None:
+        if not _bag_update(self.bag, self._cols, rel, row, mult):
             return
         if rel == "lineitem":
             self.lineitem_updates += 1
         else:
             self.part_updates += 1
-        t = tuple(row.get(c) for c in self._cols[rel])
-        n = bag.get(t, 0) + mult
-        if n:
-            bag[t] = n
-        else:
-            del bag[t]
 
     def total(self) -> Any:
         lpk, lqty, lext = self._l_pk, self._l_qty, self._l_ext
@@ -238,6 +238,18 @@ class _Q17Incremental(_Q17Base):
     def _lineitem(self, pk: int, qty: Any, ext: Any, mult: int) -> None:
         raise NotImplementedError
 
+    def _count(self, pk: int, qty: Any, mult: int) -> int:
+        """Moves pk's count and Σ quantity and returns the count; at 0 pk's entries and contribution go."""
+        c = self.cnt.get(pk, 0) + mult
+        if c:
+            self.cnt[pk] = c
+            self.sumq[pk] = self.sumq.get(pk, 0) + mult * qty
+        else:
+            del self.cnt[pk]
+            del self.sumq[pk]
+            self._set_contrib(pk, 0)
+        return c
+
     def _set_contrib(self, pk: int, new: Any) -> None:
         old = self.contrib.get(pk, 0)
         if new:
@@ -294,19 +306,13 @@ class Q17DBToaster(_Q17Incremental):
             else:
                 del m[qty]
                 self.entries -= 1
-        c = self.cnt.get(pk, 0) + mult
+        c = self._count(pk, qty, mult)
         if c == 0:
-            del self.cnt[pk]
-            del self.sumq[pk]
             del self.qmap[pk]
-            self._set_contrib(pk, 0)
             self.last_loop = 0
             return
-        sq = self.sumq.get(pk, 0) + mult * qty
-        self.cnt[pk] = c
-        self.sumq[pk] = sq
         lhs = self._fq * c
-        rhs = self._fp * sq
+        rhs = self._fp * self.sumq[pk]
         new: Any = 0
         for q, (_, s) in m.items():  # domain extraction: this partkey's distinct quantities only
             if lhs * q < rhs:
@@ -384,17 +390,11 @@ class Q17RPAI(_Q17Incremental):
             del self.qcnt[key]
             tree.delete(qty)  # the node's value is exactly this group's Σ extendedprice: now gone
             self.nodes -= 1
-        c = self.cnt.get(pk, 0) + mult
+        c = self._count(pk, qty, mult)
         if c == 0:
-            del self.cnt[pk]
-            del self.sumq[pk]
             del self.by_pk[pk]
-            self._set_contrib(pk, 0)
             return
-        sq = self.sumq.get(pk, 0) + mult * qty
-        self.cnt[pk] = c
-        self.sumq[pk] = sq
-        self._set_contrib(pk, tree.prefix_lt(self.cutoff(sq, c)))
+        self._set_contrib(pk, tree.prefix_lt(self.cutoff(self.sumq[pk], c)))
 
     def trees(self) -> list[RPAITree]:
         """Every live tree (one per partkey with lineitems), for the engine's height/node gauges."""
@@ -408,7 +408,8 @@ class Q17RPAI(_Q17Incremental):
                 "tree_nodes": float(self.nodes),
                 "trees": float(len(self.by_pk)),
                 "max_tree_nodes": float(len(biggest)) if biggest is not None else 0.0,
-                "max_tree_height": float(biggest.height()) if biggest is not None else 0.0,
+                # black height (one spine, O(log n)): stats() feeds gauges refreshed often
+                "max_tree_height": float(black_height(biggest)) if biggest is not None else 0.0,
                 "quantity_scale": float(self.scale),
             }
         )
@@ -447,7 +448,7 @@ class Q18Recompute(_Q18Base):
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
         rels = ("customer", "orders", "lineitem")
-        self._cols = {r: tuple(c for c, _ in TPCH_TABLES[r]) for r in rels}
+        self._cols = _columns(rels)
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {r: {} for r in rels}
         c, o, li = self._cols["customer"], self._cols["orders"], self._cols["lineitem"]
         self._c = (c.index("custkey"), c.index("name"))
@@ -456,17 +457,9 @@ class Q18Recompute(_Q18Base):
         self.last_work = 0
 
     def update(self, rel: str, row: Row, mult: int) -> None:
-        bag = self.bag.get(rel)
-        if bag is None:
-            return
-        self.updates[rel] += 1
-        t = tuple(row.get(c) for c in self._cols[rel])
-        n = bag.get(t, 0) + mult
-        if n:
-            bag[t] = n
-        else:
-            del bag[t]
-        self._cache = None
+        if _bag_update(self.bag, self._cols, rel, row, mult):
+            self.updates[rel] += 1
+            self._cache = None
 
     def _groups(self) -> list[tuple[tuple[Any, ...], Any]]:
         c_ck, c_name = self._c
@@ -758,8 +751,8 @@ _PLANS: dict[tuple[str, str], type] = {
 
 def make_tpch_plan(query: str, strategy: str, params: Mapping[str, Any] | None = None) -> Plan:
     """A Q17/Q18 plan; ``params`` overlay ``TPCH_DEFAULTS[query]`` (ValueError for unknown names)."""
-    if query not in TPCH_DEFAULTS:
-        raise ValueError(f"unknown TPC-H query {query!r} (known: {', '.join(TPCH_DEFAULTS)})")
+    if query not in TPCH_QUERIES:
+        raise ValueError(f"unknown TPC-H query {query!r} (known: {', '.join(TPCH_QUERIES)})")
     cls = _PLANS.get((query, strategy))
     if cls is None:
         raise ValueError(f"unknown strategy {strategy!r} for {query} (known: {', '.join(STRATEGIES)})")

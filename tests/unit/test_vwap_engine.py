@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from services.vwap.catalog import QUERIES
 from services.vwap.engine import create_engine
+from services.vwap.index import black_height
 from shared.engine import EngineError
 from shared.events import UpdateEvent
 
@@ -69,6 +70,21 @@ def run_all(query: str, events: list[UpdateEvent]) -> None:
         for name, engine in others.items():
             assert [r.code for r in engine.apply([ev])] == want_rej, (name, i)
             assert comparable(engine.result()) == want, (query, name, i, ev)
+        for engine in (oracle, *others.values()):
+            check_stats(engine)
+
+
+def check_stats(engine) -> None:
+    """The gauges kept incrementally agree with a recount: live tuples with the ledger, the black height
+    with the trees' true height (bh <= h <= 2 bh in a red-black tree)."""
+    stats = engine.stats()
+    assert stats["live_tuples"] == sum(sum(b.values()) for b in engine.bag.values())
+    trees = engine.plan.trees() if hasattr(engine.plan, "trees") else []
+    if trees:
+        bhs = [black_height(t) for t in trees]
+        assert stats["tree_height"] == max(bhs)
+        for t, bh in zip(trees, bhs, strict=True):
+            assert bh <= t.height() <= 2 * bh
 
 
 @pytest.mark.parametrize("query", BOOK_QUERIES)
@@ -127,6 +143,8 @@ def test_snapshot_restore_mid_stream_equals_uninterrupted(query, ops, cut):
     second.apply(events[cut:])
     assert comparable(second.result()) == comparable(whole.result())
     assert second.snapshot() == whole.snapshot()
+    assert second.stats()["live_tuples"] == whole.stats()["live_tuples"]  # work counters and tree shapes
+    check_stats(second)  # may differ: a restore builds the trees in one pass
 
 
 def test_refusals_have_reasons_and_change_nothing():
