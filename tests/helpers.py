@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "services" / "reference" / "sample.jsonl"
+
+T = TypeVar("T")
 
 
 def cli_env() -> dict[str, str]:
@@ -62,14 +68,197 @@ def stop_worker(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
     return proc.returncode
 
 
+@contextmanager
+def running_workers(
+    commands: Sequence[Sequence[str]], logs: Sequence[Path]
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """One ``ivmstream run`` worker per command for the ``with`` body; leaving it stops them all, and each
+    must exit cleanly (their logs tell why not), even when the body failed."""
+    workers = [start_worker(*args, log=log) for args, log in zip(commands, logs, strict=True)]
+    try:
+        yield workers
+    finally:
+        codes = [stop_worker(w) for w in workers]
+        assert codes == [0] * len(workers), "\n".join(f"{log}:\n{log.read_text()}" for log in logs)
+
+
+@contextmanager
+def running_worker(args: Sequence[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``ivmstream run`` worker for the ``with`` body, which must exit cleanly when stopped."""
+    with running_workers([args], [log]) as [worker]:
+        yield worker
+
+
+def catch_up_with_workers(
+    args: Sequence[str],
+    broker: Any,
+    unique: str,
+    tmp_path: Path,
+    *,
+    workers: int = 1,
+    group: str = "g",
+    timeout: float = 120.0,
+) -> list[Any]:
+    """Run ``workers`` copies of the worker ``args`` (logging to ``tmp_path / "w{i}.log"``) until group
+    ``{unique}-{group}`` has consumed all of ``{unique}.updates``, then stop them cleanly; the group's
+    progress then, per partition."""
+    from shared.runtime.progress import wait_caught_up
+
+    with running_workers([args] * workers, [tmp_path / f"w{i}.log" for i in range(workers)]):
+        return wait_caught_up(broker.bootstrap, f"{unique}-{group}", f"{unique}.updates", timeout=timeout)
+
+
+def kill9_mid_stream_then_catch_up(
+    args: Sequence[str],
+    broker: Any,
+    unique: str,
+    tmp_path: Path,
+    *,
+    feed: tuple[Path, str, float],
+    kills: int = 2,
+    alive_for: float = 1.3,
+    before_kill: Callable[[], T] = lambda: None,
+) -> list[T]:
+    """The crash test every service shares: while ``feed`` (file, key field, seconds) trickles into
+    ``{unique}.updates``, start a worker and ``kill -9`` it ``kills`` times (twice unless told),
+    ``alive_for`` seconds after each start (1.3 s unless told); then run one until group ``{unique}-g``
+    has caught up and stop it cleanly (all log to ``tmp_path / "w.log"``). Returns what ``before_kill``
+    saw just before each kill, so a test can show that the kills landed mid-stream."""
+    from shared.runtime.progress import wait_caught_up
+
+    topic, group, log = f"{unique}.updates", f"{unique}-g", tmp_path / "w.log"
+    source, key_field, seconds = feed
+    feeder = threading.Thread(target=trickle, args=(broker.bootstrap, topic, source, key_field, seconds))
+    feeder.start()
+    seen: list[T] = []
+    try:
+        for _ in range(kills):
+            worker = start_worker(*args, log=log)
+            time.sleep(alive_for)
+            seen.append(before_kill())
+            os.kill(worker.pid, signal.SIGKILL)
+            assert worker.wait(10) == -signal.SIGKILL, log.read_text()
+        feeder.join()
+        with running_worker(args, log):
+            wait_caught_up(broker.bootstrap, group, topic, timeout=120)
+    finally:
+        feeder.join()
+    return seen
+
+
 def write_config(path: Path, **config: Any) -> Path:
     path.write_text(json.dumps(config))
     return path
 
 
-def replay_result(config: Path, input_path: Path, service: str = "reference") -> dict[str, Any]:
-    out = ivm("replay", service, "--config", str(config), "--input", str(input_path))
+def stream_config(path: Path, unique: str, **options: Any) -> Path:
+    """A config on the test's own topics (``{unique}.updates`` in, ``{unique}.results`` out and
+    ``{unique}.dlq``), so tests sharing the session broker never meet; ``options`` add settings or
+    override those names."""
+    topics = {
+        "input_topic": f"{unique}.updates",
+        "output_topic": f"{unique}.results",
+        "dlq_topic": f"{unique}.dlq",
+    }
+    return write_config(path, **{**topics, **options})
+
+
+def replay_result(
+    config: Path, input_path: Path, service: str = "reference", extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The final summary line of ``ivmstream replay`` (``extra`` adds flags such as ``--format``)."""
+    out = ivm("replay", service, "--config", str(config), "--input", str(input_path), *extra)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_args(
+    service: str,
+    bootstrap: str,
+    config: Path,
+    *,
+    group: str | None = None,
+    state_dir: Path | None = None,
+    redis: str | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The arguments after ``ivmstream run``: every worker test passes the same flags, each only if given."""
+    args = [service, "--bootstrap", bootstrap, "--config", str(config)]
+    if group is not None:
+        args += ["--group", group]
+    if state_dir is not None:
+        args += ["--state-dir", str(state_dir)]
+    if redis is not None:
+        args += ["--redis", redis]
+    return [*args, *extra]
+
+
+def worker_args(
+    service: str,
+    broker: Any,
+    redis_server: Any,
+    unique: str,
+    tmp_path: Path,
+    config: Path,
+    group: str = "g",
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``ivmstream run SERVICE`` as the worker tests run it: in group ``{unique}-{group}`` on the session's
+    broker, its state under ``tmp_path / "s"``, its results published to the session's Redis."""
+    return run_args(
+        service,
+        broker.bootstrap,
+        config,
+        group=f"{unique}-{group}",
+        state_dir=tmp_path / "s",
+        redis=redis_server.url,
+        extra=extra,
+    )
+
+
+def ivm_produce(
+    bootstrap: str, topic: str, path: Path, key_field: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``ivmstream produce`` of a file, the way a user feeds a topic."""
+    args = ["produce", "--bootstrap", bootstrap, "--topic", topic, "--input", str(path)]
+    if key_field is not None:
+        args += ["--key-field", key_field]
+    return ivm(*args, check=check)
+
+
+def ivm_bootstrap(
+    service: str, config: Path, snapshot: Path, *, bootstrap: str, state_dir: Path, group: str
+) -> subprocess.CompletedProcess[str]:
+    """``ivmstream bootstrap`` of a snapshot into RocksDB state at the topic's current end, as ``run`` with
+    the same group and state dir resumes it; one Spark core, as the tests share the machine."""
+    return ivm(
+        "bootstrap",
+        service,
+        "--config",
+        str(config),
+        "--snapshot",
+        str(snapshot),
+        "--bootstrap",
+        bootstrap,
+        "--from-offsets",
+        "latest",
+        "--state-dir",
+        str(state_dir),
+        "--group",
+        group,
+        "--master",
+        "local[1]",
+        timeout=300,
+    )
+
+
+def ivm_reconcile(
+    service: str, config: Path, *, bootstrap: str, redis: str, report: Path, snapshot: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``ivmstream reconcile``: Spark recomputes the views from the topic (on top of ``snapshot``)."""
+    args = ["reconcile", service, "--config", str(config), "--bootstrap", bootstrap, "--redis", redis]
+    if snapshot is not None:
+        args += ["--snapshot", str(snapshot)]
+    return ivm(*args, "--report", str(report), timeout=300)
 
 
 def published_results(redis_url: str, output_topic: str, service: str = "reference") -> dict[str, Any]:
@@ -137,6 +326,51 @@ def offline_results(config_path: Path, input_path: Path, service: str = "referen
     svc = load_service(service)
     cfg = load_config(svc, config_path)
     return replay_all(svc, cfg, read_source(input_path, key_field=cfg.key_field)).result()
+
+
+def spark_bootstrap(
+    spark: Any,
+    service: Any,
+    config: Any,
+    snapshot: Path,
+    *,
+    group: str,
+    state_dir: Path,
+    bootstrap: str,
+    **options: Any,
+) -> Any:
+    """Spark's bootstrap (``run_bootstrap``) of ``snapshot`` into ``group``'s RocksDB state under
+    ``state_dir``, which ``rocksdb_snapshots`` reads back and a worker of that group resumes from."""
+    from shared.spark.jobs import run_bootstrap
+    from shared.state import open_store
+
+    store = open_store("rocksdb", group, state_dir=state_dir)
+    return run_bootstrap(spark, service, config, str(snapshot), store, bootstrap_servers=bootstrap, **options)
+
+
+def rocksdb_snapshots(group: str, state_dir: Path, topic: str, partitions: int) -> dict[str, bytes]:
+    """Every key's engine snapshot in a RocksDB state dir over the topic's partitions, as bootstrap wrote."""
+    from shared.state import open_store
+
+    store = open_store("rocksdb", group, state_dir=state_dir)
+    try:
+        return {k: s for p in range(partitions) for k, s in store.load(topic, p).snapshots.items()}
+    finally:
+        store.close()
+
+
+def run_bench(script: str, out: Path, *args: str, timeout: float) -> dict[str, Any]:
+    """A ``--quick`` run of a ``make bench`` script, which must succeed; its JSON report (``OUT.json``)."""
+    proc = subprocess.run(
+        [sys.executable, f"bench/{script}", "--quick", *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=cli_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.with_suffix(".json").read_text())
 
 
 def run_worker_to_end(

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from helpers import REPO, cli_env
+from helpers import run_bench
 
 STRATEGIES = ("ivm-eps(1/2)", "first-order", "factorized", "recursive", "recompute")
 EPS = ("0", "1/4", "1/3", "1/2", "2/3", "3/4", "1")
 
 
 def test_triangles_bench_smoke(tmp_path):
-    out = tmp_path / "tri"
-    proc = subprocess.run(
-        [sys.executable, "bench/triangles.py", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env=cli_env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((tmp_path / "tri.json").read_text())
+    data = run_bench("triangles.py", tmp_path / "tri", timeout=300)
     for suffix in ("scaling", "speedup", "eps"):
         assert (tmp_path / f"tri_{suffix}.png").stat().st_size > 0
     cases = data["cases"]

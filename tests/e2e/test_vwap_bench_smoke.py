@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from helpers import REPO, cli_env
+from helpers import run_bench
 
 QUERIES = ("vwap", "vwap-paper", "mst", "psp", "nq1", "sq1", "sq2", "nq2")
 
 
 def test_vwap_bench_smoke(tmp_path):
-    out = tmp_path / "vw.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/vwap.py", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env=cli_env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads(out.read_text())
+    data = run_bench("vwap.py", tmp_path / "vw.json", timeout=600)
     assert data["problems"] == []
     for suffix in ("scaling", "speedup"):
         assert (tmp_path / f"vw_{suffix}.png").stat().st_size > 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from helpers import SAMPLE, ivm, write_config
+from helpers import SAMPLE, ivm, ivm_produce, run_args, stream_config, write_config
 
 from shared.redis_server import free_port
 
@@ -17,18 +19,24 @@ def one_line_error(proc) -> str:
     return lines[0]
 
 
+def error_of(*args: str) -> str:
+    """The one line ``ivmstream ARGS`` fails with (see ``one_line_error``)."""
+    return one_line_error(ivm(*args, check=False))
+
+
+def replay_error(config: Path | str, input_path: Path | str, *extra: str, service: str = "reference") -> str:
+    """The one line ``ivmstream replay`` of ``input_path`` under ``config`` fails with."""
+    return error_of("replay", service, "--config", str(config), "--input", str(input_path), *extra)
+
+
 def test_missing_input_file(tmp_path):
     cfg = write_config(tmp_path / "c.json")
-    line = one_line_error(
-        ivm("replay", "reference", "--config", str(cfg), "--input", "/nonexistent.jsonl", check=False)
-    )
+    line = replay_error(cfg, "/nonexistent.jsonl")
     assert "input file not found: /nonexistent.jsonl" in line
 
 
 def test_missing_config_file():
-    line = one_line_error(
-        ivm("replay", "reference", "--config", "/nope.yaml", "--input", str(SAMPLE), check=False)
-    )
+    line = replay_error("/nope.yaml", SAMPLE)
     assert "config file not found" in line
 
 
@@ -43,118 +51,57 @@ def test_missing_config_file():
 )
 def test_bad_config_values(tmp_path, config, needle):
     cfg = write_config(tmp_path / "c.json", **config)
-    line = one_line_error(
-        ivm("replay", "reference", "--config", str(cfg), "--input", str(SAMPLE), check=False)
-    )
+    line = replay_error(cfg, SAMPLE)
     assert needle in line
 
 
 def test_unparseable_yaml(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("key_field: [unclosed\n")
-    assert "not valid YAML" in one_line_error(
-        ivm("replay", "reference", "--config", str(cfg), "--input", str(SAMPLE), check=False)
-    )
+    assert "not valid YAML" in replay_error(cfg, SAMPLE)
 
 
 def test_unknown_service(tmp_path):
     cfg = write_config(tmp_path / "c.json")
-    line = one_line_error(ivm("replay", "nosuch", "--config", str(cfg), "--input", str(SAMPLE), check=False))
+    line = replay_error(cfg, SAMPLE, service="nosuch")
     assert "unknown service 'nosuch'" in line and "reference" in line
 
 
 def test_unreachable_broker(tmp_path):
     cfg = write_config(tmp_path / "c.json")
     port = free_port()
-    line = one_line_error(
-        ivm(
-            "run",
-            "reference",
-            "--bootstrap",
-            f"127.0.0.1:{port}",
-            "--config",
-            str(cfg),
-            "--state-dir",
-            str(tmp_path / "s"),
-            check=False,
-        )
-    )
+    line = error_of("run", *run_args("reference", f"127.0.0.1:{port}", cfg, state_dir=tmp_path / "s"))
     assert f"cannot reach Kafka at 127.0.0.1:{port}" in line
-    line = one_line_error(
-        ivm(
-            "produce", "--bootstrap", f"127.0.0.1:{port}", "--topic", "x", "--input", str(SAMPLE), check=False
-        )
-    )
+    line = one_line_error(ivm_produce(f"127.0.0.1:{port}", "x", SAMPLE, check=False))
     assert "cannot reach Kafka" in line
 
 
 def test_unreachable_redis(tmp_path, broker):
     cfg = write_config(tmp_path / "c.json")
     port = free_port()
-    line = one_line_error(
-        ivm(
-            "run",
-            "reference",
-            "--bootstrap",
-            broker.bootstrap,
-            "--config",
-            str(cfg),
-            "--redis",
-            f"redis://127.0.0.1:{port}/0",
-            check=False,
-        )
-    )
+    line = error_of("run", *run_args("reference", broker.bootstrap, cfg, redis=f"redis://127.0.0.1:{port}/0"))
     assert f"cannot reach Redis at redis://127.0.0.1:{port}/0" in line
-    line = one_line_error(ivm("results", "reference", "--redis", f"redis://127.0.0.1:{port}/0", check=False))
+    line = error_of("results", "reference", "--redis", f"redis://127.0.0.1:{port}/0")
     assert "cannot reach Redis" in line
 
 
 def test_results_before_anything_was_published(redis_server, unique):
-    line = one_line_error(
-        ivm("results", "reference", "--redis", redis_server.url, "--topic", f"{unique}.results", check=False)
-    )
+    line = error_of("results", "reference", "--redis", redis_server.url, "--topic", f"{unique}.results")
     assert "no results published yet" in line
 
 
 def test_bad_replay_every(tmp_path):
     cfg = write_config(tmp_path / "c.json")
-    line = one_line_error(
-        ivm("replay", "reference", "--config", str(cfg), "--input", str(SAMPLE), "--every", "0", check=False)
-    )
+    line = replay_error(cfg, SAMPLE, "--every", "0")
     assert "--every" in line
 
 
 def test_bootstrap_argument_errors(tmp_path):
     cfg = write_config(tmp_path / "c.json")
-    line = one_line_error(
-        ivm(
-            "bootstrap",
-            "reference",
-            "--config",
-            str(cfg),
-            "--snapshot",
-            str(SAMPLE),
-            "--from-offsets",
-            "0:5",
-            check=False,
-        )
-    )
+    bootstrap = ["bootstrap", "reference", "--config", str(cfg), "--snapshot", str(SAMPLE)]
+    line = error_of(*bootstrap, "--from-offsets", "0:5")
     assert "--from-offsets needs --bootstrap" in line
-    line = one_line_error(
-        ivm(
-            "bootstrap",
-            "reference",
-            "--config",
-            str(cfg),
-            "--snapshot",
-            str(SAMPLE),
-            "--state-dir",
-            str(tmp_path),
-            "--redis",
-            "redis://127.0.0.1:1/0",
-            check=False,
-        )
-    )
+    line = error_of(*bootstrap, "--state-dir", str(tmp_path), "--redis", "redis://127.0.0.1:1/0")
     assert "not both" in line
 
 
@@ -174,22 +121,7 @@ def test_truncated_history_stops_the_worker_instead_of_skipping(broker, unique, 
     low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.close()
     assert low > 0 and high == 4000  # the broker really dropped the oldest records
-    cfg = write_config(
-        tmp_path / "c.json", input_topic=topic, output_topic=f"{unique}.results", dlq_topic=f"{unique}.dlq"
-    )
-    line = one_line_error(
-        ivm(
-            "run",
-            "reference",
-            "--bootstrap",
-            broker.bootstrap,
-            "--config",
-            str(cfg),
-            "--state-dir",
-            str(tmp_path / "s"),
-            "--group",
-            f"{unique}-g",
-            check=False,
-        )
-    )
+    cfg = stream_config(tmp_path / "c.json", unique)
+    run = run_args("reference", broker.bootstrap, cfg, group=f"{unique}-g", state_dir=tmp_path / "s")
+    line = error_of("run", *run)
     assert f"{topic}:0 starts at offset {low}, but the state needs offset 0" in line

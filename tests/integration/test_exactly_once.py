@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
-
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from helpers import (
     SAMPLE,
+    kill9_mid_stream_then_catch_up,
     offline_results,
     published_results,
-    start_worker,
-    stop_worker,
+    stream_config,
     trickle,
-    write_config,
+    worker_args,
 )
 
 from shared.config import load_config
 from shared.redis_client import connect
 from shared.runtime import Worker
-from shared.runtime.progress import group_progress, wait_caught_up
+from shared.runtime.progress import group_progress
 from shared.service import load_service
 from shared.state import open_store
 
@@ -31,48 +26,28 @@ from shared.state import open_store
 def test_kill9_mid_stream_then_restart_equals_uninterrupted(backend, broker, redis_server, unique, tmp_path):
     topic, out_topic, group = f"{unique}.updates", f"{unique}.results", f"{unique}-g"
     broker.create_topic(topic, 3)
-    config = write_config(
+    config = stream_config(
         tmp_path / "c.json",
+        unique,
         key_field="store",
-        input_topic=topic,
-        output_topic=out_topic,
-        dlq_topic=f"{unique}.dlq",
         batch_size=50,
         checkpoint_interval=0.3,
         session_timeout_ms=6000,
     )
-    args = [
-        "reference",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(config),
-        "--group",
-        group,
-        "--state-backend",
-        backend,
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--redis",
-        redis_server.url,
-    ]
-    producer = threading.Thread(target=trickle, args=(broker.bootstrap, topic, SAMPLE, "store", 4.0))
-    producer.start()
-    kills = []
-    try:
-        for _ in range(3):  # kill -9 three times while events keep arriving
-            worker = start_worker(*args, log=tmp_path / "worker.log")
-            time.sleep(1.2)
-            before = group_progress(broker.bootstrap, group, topic)
-            os.kill(worker.pid, signal.SIGKILL)
-            assert worker.wait(10) == -signal.SIGKILL
-            kills.append(before)
-        producer.join()
-        worker = start_worker(*args, log=tmp_path / "worker.log")
-        wait_caught_up(broker.bootstrap, group, topic, timeout=120)
-        assert stop_worker(worker) == 0, (tmp_path / "worker.log").read_text()
-    finally:
-        producer.join()
+    args = worker_args(
+        "reference", broker, redis_server, unique, tmp_path, config, extra=["--state-backend", backend]
+    )
+    # kill -9 three times while events keep arriving, noting the group's progress just before each kill
+    kills = kill9_mid_stream_then_catch_up(
+        args,
+        broker,
+        unique,
+        tmp_path,
+        feed=(SAMPLE, "store", 4.0),
+        kills=3,
+        alive_for=1.2,
+        before_kill=lambda: group_progress(broker.bootstrap, group, topic),
+    )
     # The kills really happened mid-stream: input was still waiting behind the checkpoint.
     assert any(p.lag > 0 for before in kills for p in before)
     assert published_results(redis_server.url, out_topic) == offline_results(config, SAMPLE)
@@ -85,14 +60,8 @@ class SimulatedCrash(Exception):
 def test_crash_between_state_write_and_offset_commit_does_not_double_count(broker, unique, tmp_path):
     topic, group = f"{unique}.updates", f"{unique}-g"
     broker.create_topic(topic, 2)
-    config_path = write_config(
-        tmp_path / "c.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=f"{unique}.results",
-        dlq_topic=f"{unique}.dlq",
-        batch_size=100,
-        checkpoint_interval=0.001,
+    config_path = stream_config(
+        tmp_path / "c.json", unique, key_field="store", batch_size=100, checkpoint_interval=0.001
     )
     trickle(broker.bootstrap, topic, SAMPLE, "store", 0.0)
     service = load_service("reference")

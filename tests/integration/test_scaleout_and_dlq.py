@@ -8,14 +8,17 @@ import urllib.request
 import orjson
 from helpers import (
     SAMPLE,
+    catch_up_with_workers,
     headers,
     ivm,
+    ivm_produce,
     offline_results,
     published_results,
     read_topic,
-    start_worker,
-    stop_worker,
-    write_config,
+    running_worker,
+    running_workers,
+    stream_config,
+    worker_args,
 )
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -47,43 +50,26 @@ def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
 def test_two_workers_split_partitions_and_union_equals_single_worker(broker, redis_server, unique, tmp_path):
     topic = f"{unique}.updates"
     broker.create_topic(topic, 4)
-    pair = write_config(
-        tmp_path / "pair.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=f"{unique}.pair",
-        dlq_topic=f"{unique}.dlq",
-        checkpoint_interval=0.2,
-    )
-    solo = write_config(
-        tmp_path / "solo.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=f"{unique}.solo",
-        dlq_topic=f"{unique}.dlq",
-        checkpoint_interval=0.2,
+    pair, solo = (
+        stream_config(
+            tmp_path / f"{name}.json",
+            unique,
+            key_field="store",
+            output_topic=f"{unique}.{name}",
+            checkpoint_interval=0.2,
+        )
+        for name in ("pair", "solo")
     )
     ports = [free_port(), free_port()]
-    workers = [
-        start_worker(
-            "reference",
-            "--bootstrap",
-            broker.bootstrap,
-            "--config",
-            str(pair),
-            "--group",
-            f"{unique}-pair",
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--redis",
-            redis_server.url,
-            "--metrics-port",
-            str(port),
-            log=tmp_path / f"w{i}.log",
-        )
-        for i, port in enumerate(ports)
-    ]
-    try:
+    with running_workers(
+        [
+            worker_args(
+                "reference", broker, redis_server, unique, tmp_path, pair, "pair", ["--metrics-port", str(p)]
+            )
+            for p in ports
+        ],
+        [tmp_path / f"pair{i}.log" for i in range(len(ports))],
+    ):
 
         def both_assigned() -> bool:
             try:
@@ -92,42 +78,14 @@ def test_two_workers_split_partitions_and_union_equals_single_worker(broker, red
                 return False
 
         wait_for(both_assigned, what="both workers to own two partitions each")
-        ivm(
-            "produce",
-            "--bootstrap",
-            broker.bootstrap,
-            "--topic",
-            topic,
-            "--input",
-            str(SAMPLE),
-            "--key-field",
-            "store",
-        )
+        ivm_produce(broker.bootstrap, topic, SAMPLE, key_field="store")
         progress = wait_caught_up(broker.bootstrap, f"{unique}-pair", topic)
         consumed = [metric(scrape(p), "ivmstream_events_in_total") for p in ports]
-    finally:
-        codes = [stop_worker(w) for w in workers]
-    assert codes == [0, 0], [(tmp_path / f"w{i}.log").read_text() for i in range(2)]
     assert sum(consumed) == 3000 and all(c > 0 for c in consumed)
     assert sum(1 for p in progress if p.high > 0) >= 3
 
-    single = start_worker(
-        "reference",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(solo),
-        "--group",
-        f"{unique}-solo",
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--redis",
-        redis_server.url,
-    )
-    try:
-        wait_caught_up(broker.bootstrap, f"{unique}-solo", topic)
-    finally:
-        assert stop_worker(single) == 0
+    single = worker_args("reference", broker, redis_server, unique, tmp_path, solo, "solo")
+    catch_up_with_workers(single, broker, unique, tmp_path, group="solo")
     union = published_results(redis_server.url, f"{unique}.pair")
     assert union == published_results(redis_server.url, f"{unique}.solo")
     assert union == offline_results(solo, SAMPLE)
@@ -163,36 +121,15 @@ def test_bad_events_go_to_dlq_with_reason_and_partition_keeps_going(broker, redi
     ]
     data = tmp_path / "mixed.jsonl"
     data.write_bytes(b"\n".join(lines) + b"\n")
-    config = write_config(
-        tmp_path / "c.json",
-        input_topic=topic,
-        output_topic=f"{unique}.results",
-        dlq_topic=dlq,
-        checkpoint_interval=0.2,
-    )
-    ivm("produce", "--bootstrap", broker.bootstrap, "--topic", topic, "--input", str(data))
+    config = stream_config(tmp_path / "c.json", unique, checkpoint_interval=0.2)
+    ivm_produce(broker.bootstrap, topic, data)
     port = free_port()
-    worker = start_worker(
-        "reference",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(config),
-        "--group",
-        f"{unique}-g",
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--redis",
-        redis_server.url,
-        "--metrics-port",
-        str(port),
-        log=tmp_path / "w.log",
+    args = worker_args(
+        "reference", broker, redis_server, unique, tmp_path, config, extra=["--metrics-port", str(port)]
     )
-    try:
+    with running_worker(args, tmp_path / "w.log"):
         wait_caught_up(broker.bootstrap, f"{unique}-g", topic)
         samples = scrape(port)
-    finally:
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
 
     dead = read_topic(broker.bootstrap, dlq, expect=5)
     by_reason = {headers(m)["ivmstream.reason"]: m for m in dead}

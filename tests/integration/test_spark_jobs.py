@@ -6,7 +6,20 @@ import json
 
 import orjson
 import pytest
-from helpers import SAMPLE, ivm, offline_results, run_worker_to_end, write_config
+from helpers import (
+    SAMPLE,
+    catch_up_with_workers,
+    ivm_bootstrap,
+    ivm_produce,
+    ivm_reconcile,
+    offline_results,
+    published_results,
+    rocksdb_snapshots,
+    run_args,
+    run_worker_to_end,
+    spark_bootstrap,
+    stream_config,
+)
 
 from shared.config import load_config
 from shared.events import read_source
@@ -15,7 +28,7 @@ from shared.replay import replay_all
 from shared.runtime.output import result_key
 from shared.runtime.produce import produce_records
 from shared.service import load_service
-from shared.spark.jobs import BatchError, run_bootstrap, run_reconcile
+from shared.spark.jobs import BatchError, run_reconcile
 from shared.state import open_store
 
 SPLIT = 2000  # the snapshot holds the sample's first 2000 events, the topic the rest
@@ -51,33 +64,25 @@ def test_bootstrap_then_stream_equals_streaming_everything(
     head, tail = split_sample
     topic, group = f"{unique}.updates", f"{unique}-g"
     broker.create_topic(topic, 3)
-    cfg_path = write_config(
-        tmp_path / "c.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=f"{unique}.results",
-        dlq_topic=f"{unique}.dlq",
-        checkpoint_interval=0.2,
-    )
+    cfg_path = stream_config(tmp_path / "c.json", unique, key_field="store", checkpoint_interval=0.2)
     service = load_service("reference")
     config = load_config(service, cfg_path)
     snapshot = head if snapshot_form == "events-jsonl" else _as_table_dir(tmp_path / "snap", head)
 
     # The bootstrapped state equals what the engine builds from the same events.
     state_dir = tmp_path / "state"
-    report = run_bootstrap(
+    report = spark_bootstrap(
         spark,
         service,
         config,
-        str(snapshot),
-        open_store("rocksdb", group, state_dir=state_dir),
-        bootstrap_servers=broker.bootstrap,
+        snapshot,
+        group=group,
+        state_dir=state_dir,
+        bootstrap=broker.bootstrap,
         from_offsets="latest",
     )
     assert report.partitions == {0: 0, 1: 0, 2: 0} and report.keys == 5
-    built = open_store("rocksdb", group, state_dir=state_dir)
-    states = {k: s for p in range(3) for k, s in built.load(topic, p).snapshots.items()}
-    built.close()
+    states = rocksdb_snapshots(group, state_dir, topic, partitions=3)
     from_engine = replay_all(service, config, read_source(head, key_field="store"))
     for key, engine in from_engine.engines.items():
         fresh = service.engine(config.options)
@@ -93,13 +98,8 @@ def test_bootstrap_then_stream_equals_streaming_everything(
 
     # Bootstrapping into a store that already has state is refused.
     with pytest.raises(BatchError, match="already exists"):
-        run_bootstrap(
-            spark,
-            service,
-            config,
-            str(snapshot),
-            open_store("rocksdb", group, state_dir=state_dir),
-            bootstrap_servers=broker.bootstrap,
+        spark_bootstrap(
+            spark, service, config, snapshot, group=group, state_dir=state_dir, bootstrap=broker.bootstrap
         )
 
 
@@ -108,14 +108,7 @@ def test_reconcile_passes_on_correct_results_and_catches_a_corrupted_one(
 ):
     topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"
     broker.create_topic(topic, 3)
-    cfg_path = write_config(
-        tmp_path / "c.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=out,
-        dlq_topic=f"{unique}.dlq",
-        checkpoint_interval=0.2,
-    )
+    cfg_path = stream_config(tmp_path / "c.json", unique, key_field="store", checkpoint_interval=0.2)
     service = load_service("reference")
     config = load_config(service, cfg_path)
     # The sample plus records the stream must refuse: they must not count in the recomputation either.
@@ -150,20 +143,8 @@ def test_reconcile_cli_reports_and_records_the_verdict(broker, redis_server, uni
     """The command a user runs: one summary line, a JSON report, exit status, verdict for /metrics."""
     topic, out = f"{unique}.updates", f"{unique}.results"
     broker.create_topic(topic, 1)
-    cfg_path = write_config(
-        tmp_path / "c.json", key_field="store", input_topic=topic, output_topic=out, dlq_topic=f"{unique}.dlq"
-    )
-    ivm(
-        "produce",
-        "--bootstrap",
-        broker.bootstrap,
-        "--topic",
-        topic,
-        "--input",
-        str(SAMPLE),
-        "--key-field",
-        "store",
-    )
+    cfg_path = stream_config(tmp_path / "c.json", unique, key_field="store")
+    ivm_produce(broker.bootstrap, topic, SAMPLE, key_field="store")
     service = load_service("reference")
     config = load_config(service, cfg_path)
     client = connect(redis_server.url)
@@ -171,18 +152,8 @@ def test_reconcile_cli_reports_and_records_the_verdict(broker, redis_server, uni
         service, config, broker.bootstrap, open_store("memory", f"{unique}-g"), f"{unique}-g", client
     )
     report = tmp_path / "report.json"
-    proc = ivm(
-        "reconcile",
-        "reference",
-        "--config",
-        str(cfg_path),
-        "--bootstrap",
-        broker.bootstrap,
-        "--redis",
-        redis_server.url,
-        "--report",
-        str(report),
-        timeout=300,
+    proc = ivm_reconcile(
+        "reference", cfg_path, bootstrap=broker.bootstrap, redis=redis_server.url, report=report
     )
     assert proc.stdout.strip().startswith("reconcile reference: MATCH on 5 key(s)")
     assert json.loads(report.read_text())["verdict"] == "match"
@@ -251,70 +222,15 @@ def test_verdict_is_exported_on_the_workers_metrics(redis_server, unique):
 
 def test_bootstrap_cli_then_run_cli_continues(broker, redis_server, unique, tmp_path, split_sample):
     """The user path: `ivmstream bootstrap` writes RocksDB state, `ivmstream run` resumes from it."""
-    from helpers import published_results, start_worker, stop_worker
-
-    from shared.runtime.progress import wait_caught_up
-
     head, tail = split_sample
     topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"
     broker.create_topic(topic, 2)
-    cfg = write_config(
-        tmp_path / "c.json",
-        key_field="store",
-        input_topic=topic,
-        output_topic=out,
-        dlq_topic=f"{unique}.dlq",
-        checkpoint_interval=0.2,
-    )
+    cfg = stream_config(tmp_path / "c.json", unique, key_field="store", checkpoint_interval=0.2)
     state = tmp_path / "state"
-    proc = ivm(
-        "bootstrap",
-        "reference",
-        "--config",
-        str(cfg),
-        "--snapshot",
-        str(head),
-        "--bootstrap",
-        broker.bootstrap,
-        "--from-offsets",
-        "latest",
-        "--state-dir",
-        str(state),
-        "--group",
-        group,
-        "--master",
-        "local[1]",
-        timeout=300,
-    )
+    proc = ivm_bootstrap("reference", cfg, head, bootstrap=broker.bootstrap, state_dir=state, group=group)
     assert proc.stdout.startswith("bootstrapped 5 key(s) of reference into rocksdb state")
-    ivm(
-        "produce",
-        "--bootstrap",
-        broker.bootstrap,
-        "--topic",
-        topic,
-        "--input",
-        str(tail),
-        "--key-field",
-        "store",
-    )
-    worker = start_worker(
-        "reference",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(cfg),
-        "--state-dir",
-        str(state),
-        "--group",
-        group,
-        "--redis",
-        redis_server.url,
-        log=tmp_path / "w.log",
-    )
-    try:
-        wait_caught_up(broker.bootstrap, group, topic)
-    finally:
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
+    ivm_produce(broker.bootstrap, topic, tail, key_field="store")
+    args = run_args("reference", broker.bootstrap, cfg, group=group, state_dir=state, redis=redis_server.url)
+    catch_up_with_workers(args, broker, unique, tmp_path)
     published = published_results(redis_server.url, out)
     assert published == offline_results(cfg, SAMPLE)

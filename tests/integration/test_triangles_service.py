@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import orjson
-from helpers import offline_results, published_results, start_worker, stop_worker, trickle, write_config
-
-from shared.runtime.progress import wait_caught_up
+from helpers import (
+    catch_up_with_workers,
+    kill9_mid_stream_then_catch_up,
+    offline_results,
+    published_results,
+    stream_config,
+    trickle,
+    worker_args,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
 
@@ -35,16 +38,15 @@ def networkx_triangles() -> dict[str, int]:
     return {k: sum(nx.triangles(g).values()) // 3 for k, g in graphs.items()}
 
 
-def config(tmp_path, unique, **extra):
-    return write_config(
+def config(tmp_path: Path, unique: str, **extra: Any) -> Path:
+    """The graph-mode IVM^eps(1/2) config, keyed by graph, on the test's own topics."""
+    return stream_config(
         tmp_path / "tri.json",
+        unique,
         mode="graph",
         strategy="ivm-eps",
         epsilon="1/2",
         key_field="graph",
-        input_topic=f"{unique}.updates",
-        output_topic=f"{unique}.results",
-        dlq_topic=f"{unique}.dlq",
         **extra,
     )
 
@@ -53,24 +55,8 @@ def test_stream_equals_replay_and_networkx(broker, redis_server, unique, tmp_pat
     broker.create_topic(f"{unique}.updates", 2)
     cfg = config(tmp_path, unique, checkpoint_interval=0.3)
     trickle(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 0.0)
-    worker = start_worker(
-        "triangles",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(cfg),
-        "--group",
-        f"{unique}-g",
-        "--state-dir",
-        str(tmp_path / "s"),
-        "--redis",
-        redis_server.url,
-        log=tmp_path / "w.log",
-    )
-    try:
-        wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
-    finally:
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
+    args = worker_args("triangles", broker, redis_server, unique, tmp_path, cfg)
+    catch_up_with_workers(args, broker, unique, tmp_path)
     published = published_results(redis_server.url, f"{unique}.results", service="triangles")
     assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
     truth = networkx_triangles()
@@ -82,35 +68,8 @@ def test_stream_equals_replay_and_networkx(broker, redis_server, unique, tmp_pat
 def test_kill9_mid_stream_then_restart_equals_uninterrupted(broker, redis_server, unique, tmp_path):
     broker.create_topic(f"{unique}.updates", 2)
     cfg = config(tmp_path, unique, batch_size=100, checkpoint_interval=0.3, session_timeout_ms=6000)
-    args = [
-        "triangles",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(cfg),
-        "--group",
-        f"{unique}-g",
-        "--state-dir",
-        str(tmp_path / "s"),
-        "--redis",
-        redis_server.url,
-    ]
-    feeder = threading.Thread(
-        target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
-    )
-    feeder.start()
-    try:
-        for _ in range(2):
-            worker = start_worker(*args, log=tmp_path / "w.log")
-            time.sleep(1.3)
-            os.kill(worker.pid, signal.SIGKILL)
-            worker.wait(10)
-        feeder.join()
-        worker = start_worker(*args, log=tmp_path / "w.log")
-        wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
-    finally:
-        feeder.join()
+    args = worker_args("triangles", broker, redis_server, unique, tmp_path, cfg)
+    kill9_mid_stream_then_catch_up(args, broker, unique, tmp_path, feed=(SAMPLE, "graph", 3.0))
     published = published_results(redis_server.url, f"{unique}.results", service="triangles")
     expected = offline_results(cfg, SAMPLE, service="triangles")
     assert answer(published) == answer(expected)
@@ -124,28 +83,8 @@ def test_two_workers_union_equals_single(broker, redis_server, unique, tmp_path)
     broker.create_topic(f"{unique}.updates", 2)
     pair = config(tmp_path, unique, checkpoint_interval=0.3)
     trickle(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 0.0)
-    workers = [
-        start_worker(
-            "triangles",
-            "--bootstrap",
-            broker.bootstrap,
-            "--config",
-            str(pair),
-            "--group",
-            f"{unique}-p",
-            "--state-dir",
-            str(tmp_path / "s"),
-            "--redis",
-            redis_server.url,
-            log=tmp_path / f"w{i}.log",
-        )
-        for i in range(2)
-    ]
-    try:
-        wait_caught_up(broker.bootstrap, f"{unique}-p", f"{unique}.updates")
-    finally:
-        codes = [stop_worker(w) for w in workers]
-    assert codes == [0, 0]
+    args = worker_args("triangles", broker, redis_server, unique, tmp_path, pair, "p")
+    catch_up_with_workers(args, broker, unique, tmp_path, workers=2, group="p")
     union = published_results(redis_server.url, f"{unique}.results", service="triangles")
     assert answer(union) == answer(offline_results(pair, SAMPLE, service="triangles"))
     assert set(union) == {"social", "mesh"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers import write_config
 
 from services.triangles.batch import spark_build
 from services.triangles.engine import create_engine
@@ -67,11 +66,10 @@ def test_spark_build_equals_engine_build_relations(spark, eps):
 
 
 def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique, tmp_path):
-    from helpers import offline_results, run_worker_to_end
+    from helpers import offline_results, rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
 
     from shared.events import read_source
     from shared.runtime.produce import produce_records
-    from shared.spark.jobs import run_bootstrap
     from shared.state import open_store
 
     sample = (
@@ -85,33 +83,24 @@ def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique
     tail.write_bytes(b"".join(x + b"\n" for ls in per_graph.values() for x in ls[len(ls) * 7 // 10 :]))
     topic, group = f"{unique}.updates", f"{unique}-g"
     broker.create_topic(topic, 2)
-    cfg = write_config(
+    cfg = stream_config(
         tmp_path / "c.json",
+        unique,
         mode="graph",
         strategy="ivm-eps",
         epsilon="1/2",
         key_field="graph",
-        input_topic=topic,
-        output_topic=f"{unique}.results",
-        dlq_topic=f"{unique}.dlq",
         checkpoint_interval=0.2,
     )
     service = load_service("triangles")
     config = load_config(service, cfg)
     state = tmp_path / "state"
-    report = run_bootstrap(
-        spark,
-        service,
-        config,
-        str(head),
-        open_store("rocksdb", group, state_dir=state),
-        bootstrap_servers=broker.bootstrap,
+    report = spark_bootstrap(
+        spark, service, config, head, group=group, state_dir=state, bootstrap=broker.bootstrap
     )
     assert report.keys == 2
     # The bootstrapped engines answer exactly what the engine's own replay of the head answers.
-    store = open_store("rocksdb", group, state_dir=state)
-    snaps = {k: s for p in (0, 1) for k, s in store.load(topic, p).snapshots.items()}
-    store.close()
+    snaps = rocksdb_snapshots(group, state, topic, partitions=2)
     head_results = offline_results(cfg, head, service="triangles")
     for key, snap in snaps.items():
         engine = service.engine(config.options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import ivm, write_config
+from helpers import ivm, replay_result, write_config
 
 from services.vwap.engine import create_engine
 from shared.events import EventCodec, Schema
@@ -13,21 +13,13 @@ from shared.events.orderbook import OrderBookAdaptor
 from shared.events.tpch import interleave_tpch
 
 DATA = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"
+TINY = DATA / "finance-tiny.csv"  # DBToaster's tiny order-book trace
+ORDERBOOK = ("--format", "orderbook")
 
 
 def test_replay_of_the_tiny_trace_reproduces_dbtoasters_vwap(tmp_path):
     cfg = write_config(tmp_path / "c.json", query="vwap")
-    out = ivm(
-        "replay",
-        "vwap",
-        "--config",
-        str(cfg),
-        "--input",
-        str(DATA / "finance-tiny.csv"),
-        "--format",
-        "orderbook",
-    )
-    last = json.loads(out.stdout.strip().splitlines()[-1])
+    last = replay_result(cfg, TINY, "vwap", extra=ORDERBOOK)
     assert last["events"] == 84 and last["rejected"] == 0
     assert last["result"]["vwap"] == 491070000  # DBToaster's published value (spec Appendix A)
 
@@ -50,7 +42,7 @@ def test_replay_of_several_tpch_tables_interleaves_them(tmp_path):
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
     cfg = write_config(tmp_path / "c.json", query="vwap")
-    tiny = str(DATA / "finance-tiny.csv")
+    tiny = str(TINY)
     proc = ivm(
         "replay",
         "vwap",
@@ -90,24 +82,12 @@ def test_refused_events_are_reported_with_line_numbers(tmp_path):
 
 def test_adaptor_and_cli_agree_on_both_books(tmp_path):
     cfg = write_config(tmp_path / "c.json", query="mst")
-    out = ivm(
-        "replay",
-        "vwap",
-        "--config",
-        str(cfg),
-        "--input",
-        str(DATA / "finance-tiny.csv"),
-        "--format",
-        "orderbook",
-        "--book",
-        "both",
-    )
-    last = json.loads(out.stdout.strip().splitlines()[-1])
+    last = replay_result(cfg, TINY, "vwap", extra=[*ORDERBOOK, "--book", "both"])
     adaptor = OrderBookAdaptor(book="both")
     engine = create_engine("mst", "dbtoaster")
     from shared.events import UpdateEvent
 
-    for line in (DATA / "finance-tiny.csv").read_text().splitlines():
+    for line in TINY.read_text().splitlines():
         for ev in adaptor.feed_line(line):
             engine.apply([UpdateEvent(ev["relation"], ev["row"], ev["delta"], None)])
     assert last["result"]["mst"] == engine.result()["mst"]

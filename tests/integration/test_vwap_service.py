@@ -3,20 +3,24 @@ offline replay and to the literal oracle, kill -9 mid-stream, and two workers sp
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
-from helpers import offline_results, published_results, start_worker, stop_worker, trickle, write_config
+from helpers import (
+    catch_up_with_workers,
+    kill9_mid_stream_then_catch_up,
+    offline_results,
+    published_results,
+    stream_config,
+    trickle,
+    worker_args,
+)
 
 from services.vwap.engine import create_engine
 from shared.events import UpdateEvent
 from shared.events.orderbook import OrderBookAdaptor
-from shared.runtime.progress import wait_caught_up
 
 DATA = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"
 BOOKS = {"ACME": DATA / "finance-standard.csv", "TINY": DATA / "finance-tiny.csv"}
@@ -60,44 +64,19 @@ def answer_of(result: dict) -> dict:
     return {k: v for k, v in result.items() if k != "stats"}
 
 
-def config(tmp_path, unique, query, **extra):
-    return write_config(
-        tmp_path / f"{query}.json",
-        query=query,
-        strategy="rpai",
-        key_field="symbol",
-        input_topic=f"{unique}.updates",
-        output_topic=f"{unique}.results",
-        dlq_topic=f"{unique}.dlq",
-        **extra,
+def config(tmp_path: Path, unique: str, query: str, **extra: Any) -> Path:
+    """The RPAI config of ``query``, keyed by symbol, on the test's own topics."""
+    return stream_config(
+        tmp_path / f"{query}.json", unique, query=query, strategy="rpai", key_field="symbol", **extra
     )
-
-
-def worker_args(broker, redis_server, unique, tmp_path, cfg, group="g"):
-    return [
-        "vwap",
-        "--bootstrap",
-        broker.bootstrap,
-        "--config",
-        str(cfg),
-        "--group",
-        f"{unique}-{group}",
-        "--state-dir",
-        str(tmp_path / "s"),
-        "--redis",
-        redis_server.url,
-    ]
 
 
 def test_mst_stream_equals_replay_and_oracle(broker, redis_server, unique, tmp_path, books):
     broker.create_topic(f"{unique}.updates", 2)
     cfg = config(tmp_path, unique, "mst", checkpoint_interval=0.3)
     trickle(broker.bootstrap, f"{unique}.updates", books, "symbol", 0.0)
-    worker = start_worker(*worker_args(broker, redis_server, unique, tmp_path, cfg), log=tmp_path / "w.log")
-    try:
-        wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
-    finally:
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
+    args = worker_args("vwap", broker, redis_server, unique, tmp_path, cfg)
+    catch_up_with_workers(args, broker, unique, tmp_path)
     published = {
         k: answer_of(r) for k, r in published_results(redis_server.url, f"{unique}.results", "vwap").items()
     }
@@ -109,23 +88,8 @@ def test_mst_stream_equals_replay_and_oracle(broker, redis_server, unique, tmp_p
 def test_kill9_mid_stream_then_restart_equals_uninterrupted(broker, redis_server, unique, tmp_path, books):
     broker.create_topic(f"{unique}.updates", 2)
     cfg = config(tmp_path, unique, "vwap", batch_size=50, checkpoint_interval=0.3, session_timeout_ms=6000)
-    args = worker_args(broker, redis_server, unique, tmp_path, cfg)
-    feeder = threading.Thread(
-        target=trickle, args=(broker.bootstrap, f"{unique}.updates", books, "symbol", 3.0)
-    )
-    feeder.start()
-    try:
-        for _ in range(2):
-            worker = start_worker(*args, log=tmp_path / "w.log")
-            time.sleep(1.3)
-            os.kill(worker.pid, signal.SIGKILL)
-            worker.wait(10)
-        feeder.join()
-        worker = start_worker(*args, log=tmp_path / "w.log")
-        wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
-        assert stop_worker(worker) == 0, (tmp_path / "w.log").read_text()
-    finally:
-        feeder.join()
+    args = worker_args("vwap", broker, redis_server, unique, tmp_path, cfg)
+    kill9_mid_stream_then_catch_up(args, broker, unique, tmp_path, feed=(books, "symbol", 3.0))
     published = published_results(redis_server.url, f"{unique}.results", "vwap")
     expected = offline_results(cfg, books, service="vwap")
     assert {k: answer_of(r) for k, r in published.items()} == oracle(books, "vwap")
@@ -139,17 +103,8 @@ def test_two_workers_split_the_books(broker, redis_server, unique, tmp_path, boo
     broker.create_topic(f"{unique}.updates", 2)
     cfg = config(tmp_path, unique, "psp", checkpoint_interval=0.3)
     trickle(broker.bootstrap, f"{unique}.updates", books, "symbol", 0.0)
-    workers = [
-        start_worker(
-            *worker_args(broker, redis_server, unique, tmp_path, cfg, "p"), log=tmp_path / f"w{i}.log"
-        )
-        for i in range(2)
-    ]
-    try:
-        wait_caught_up(broker.bootstrap, f"{unique}-p", f"{unique}.updates")
-    finally:
-        codes = [stop_worker(w) for w in workers]
-    assert codes == [0, 0]
+    args = worker_args("vwap", broker, redis_server, unique, tmp_path, cfg, "p")
+    catch_up_with_workers(args, broker, unique, tmp_path, workers=2, group="p")
     union = published_results(redis_server.url, f"{unique}.results", "vwap")
     assert {k: answer_of(r) for k, r in union.items()} == oracle(books, "psp")
     assert set(union) == set(BOOKS)
