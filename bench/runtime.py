@@ -49,12 +49,10 @@ import argparse
 import contextlib
 import cProfile
 import gc
-import importlib.metadata
 import io
 import json
 import logging
 import os
-import platform
 import pstats
 import shutil
 import statistics
@@ -72,7 +70,6 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import confluent_kafka  # noqa: E402
 import orjson  # noqa: E402
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
@@ -83,6 +80,8 @@ from confluent_kafka import (  # noqa: E402
     TopicPartition,
 )
 
+from bench import common  # noqa: E402
+from bench.common import dist_version, produce_all  # noqa: E402
 from shared.broker import BrokerProcess  # noqa: E402
 from shared.config import build_config  # noqa: E402
 from shared.engine import Rejection  # noqa: E402
@@ -242,46 +241,35 @@ def produce(bootstrap: str, topic: str, records: Workload, batch_messages: int =
     consumer-side ceiling would swing by 4x from run to run. 10000 records of ~75 bytes is ~750 KB,
     close to what a real broker returns per partition fetch (max.partition.fetch.bytes = 1 MB).
     """
-    failures: list[str] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
     producer = Producer(
         producer_settings(  # enable.idempotence=True
             bootstrap, {"linger.ms": 5000, "batch.num.messages": batch_messages, "batch.size": 16_000_000}
         )
     )
-    for i, (partition, key, value) in enumerate(
-        zip(records.partitions, records.keys, records.values, strict=True)
-    ):
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    if remaining or failures:
-        raise RuntimeError(
-            f"producing to {topic}: {remaining} unacknowledged, {len(failures)} failed"
-            + (f" ({failures[0]})" if failures else "")
-        )
+    produce_all(producer, topic, zip(records.keys, records.values, records.partitions, strict=True))
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset; RuntimeError if a partition no longer starts at offset 0.
+
+    librdkafka's mock broker keeps at most 5 MiB of message sets per partition and drops the oldest
+    beyond that (``mpart->max_size`` in rdkafka_mock.c): a consumer started from the beginning then
+    waits forever for records that are gone."""
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe", "enable.auto.commit": False})
     try:
         meta = probe.list_topics(topic, timeout=10).topics[topic]
-        return {
-            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in sorted(meta.partitions)
+        marks = {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in meta.partitions
         }
     finally:
         probe.close()
+    dropped = {p: low for p, (low, _high) in marks.items() if low > 0}
+    if dropped:
+        raise RuntimeError(
+            f"the embedded broker dropped the oldest records of {topic} (partition: first offset kept "
+            f"{dropped}): it keeps at most 5 MiB per partition, so use fewer --events"
+        )
+    return {p: marks[p][1] for p in sorted(marks)}
 
 
 # --------------------------------------------------------------------------- measurements
@@ -551,25 +539,7 @@ def measure_worker(
 # --------------------------------------------------------------------------- machine and report
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _first(v: Any) -> Any:
-    """confluent_kafka.version() is a (str, int) tuple in older releases and a plain str in newer ones."""
-    return v[0] if isinstance(v, tuple) else v
-
-
 def machine_info() -> dict[str, Any]:
-    cpu_model = None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
     redis_server = None
     exe = shutil.which("redis-server")
     if exe:
@@ -577,21 +547,11 @@ def machine_info() -> dict[str, Any]:
             redis_server = subprocess.run(
                 [exe, "--version"], capture_output=True, text=True, timeout=10
             ).stdout.strip()
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": cpu_model,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "confluent_kafka": _first(confluent_kafka.version()),
-        "librdkafka": _first(confluent_kafka.libversion()),
-        "orjson": _version("orjson"),
-        "rocksdict": _version("rocksdict"),
-        "redis_py": _version("redis"),
-        "prometheus_client": _version("prometheus-client"),
-        "redis_server": redis_server,
-    }
+    return common.machine_info(
+        redis_py=dist_version("redis"),
+        prometheus_client=dist_version("prometheus-client"),
+        redis_server=redis_server,
+    )
 
 
 def summarize(measurements: list[Measurement]) -> dict[str, Any]:
@@ -980,4 +940,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (RuntimeError, TimeoutError) as exc:  # a failed measurement: one line, not a traceback
+        print(f"bench/runtime.py: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -38,14 +38,10 @@ Writes ``bench/results/triangles.json`` and ``triangles_{scaling,speedup,eps}.pn
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import importlib.metadata
 import json
 import logging
 import math
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -63,11 +59,11 @@ for _p in (str(REPO), str(REPO / "bench")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import confluent_kafka  # noqa: E402
 import orjson  # noqa: E402
 import triangles_workloads as wl  # noqa: E402
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 
+from bench.common import machine_info, produce_all  # noqa: E402
 from services.triangles.engine import create_engine  # noqa: E402
 from shared.broker import BrokerProcess  # noqa: E402
 from shared.config import build_config  # noqa: E402
@@ -507,26 +503,9 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
     Compression matters here: librdkafka's mock broker keeps at most 5 MiB of message sets per
     partition and silently drops the oldest beyond that (rdkafka_mock.c, ``mpart->max_size``), which
     ~55K uncompressed JSON events already exceed. The caller checks that the log still starts at 0."""
-    failures: list[str] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
     producer = Producer(producer_settings(bootstrap, {"compression.type": "lz4"}))
     key = KEY.encode()
-    for i, value in enumerate(values):
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=0, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    if remaining or failures:
-        raise RuntimeError(f"producing to {topic}: {remaining} unacknowledged, {len(failures)} failed")
+    produce_all(producer, topic, ((key, value, 0) for value in values))
 
 
 def last_published(bootstrap: str, topic: str) -> dict[str, Any] | None:
@@ -963,36 +942,6 @@ def plot_eps(report: dict[str, Any], path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    cpu_model = None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    lib = confluent_kafka.libversion()
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "pythonhashseed": os.environ.get("PYTHONHASHSEED"),
-        "loadavg_1_5_15": [round(v, 2) for v in os.getloadavg()],
-        "confluent_kafka": _version("confluent-kafka"),
-        "librdkafka": lib[0] if isinstance(lib, tuple) else lib,
-        "rocksdict": _version("rocksdict"),
-        "orjson": _version("orjson"),
-    }
 
 
 def print_summary(report: dict[str, Any]) -> None:
