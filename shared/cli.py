@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -200,7 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         backend,
     )
     status = _status_printer(worker)
-    with worker_gc():  # this process is the worker's own: see shared/runtime/gc_policy.py
+    # this process is the worker's own, so it may set the process-wide GC policy (shared/runtime/gc_policy.py)
+    with worker_gc() if args.gc == "worker" else contextlib.nullcontext():
         worker.run(until=status)
     return 0
 
@@ -377,8 +379,15 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--brokers", type=int, default=10, help="order book: broker_id = id mod BROKERS")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes end in one line and exit 2, like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ivmstream: error: {message} (see: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="ivmstream",
         description="Incremental views over Kafka: run, feed and inspect ivmstream services.",
     )
@@ -410,6 +419,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument(
+        "--gc",
+        choices=("worker", "default"),
+        default="worker",
+        help="garbage-collector policy: worker (default; see docs/architecture.md) or Python's default",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("results", help="print the latest published result from Redis")

@@ -96,6 +96,26 @@ def test_bad_replay_every(tmp_path):
     assert "--every" in line
 
 
+def test_unknown_gc_policy(tmp_path):
+    cfg = write_config(tmp_path / "c.json")
+    line = error_of("run", "reference", "--bootstrap", "127.0.0.1:1", "--config", str(cfg), "--gc", "off")
+    assert "--gc" in line and "worker" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["run"], "the following arguments are required: service, --bootstrap, --config"),
+        (["produce", "--topic", "t", "--input", "x"], "--bootstrap"),
+        (["run", "reference", "--bootstrap", "b", "--config", "c", "--state-backend", "disk"], "disk"),
+    ],
+)
+def test_usage_mistakes_are_one_line_naming_the_help(argv, needle):
+    line = error_of(*argv)
+    assert needle in line and "--help)" in line
+
+
 def test_bootstrap_argument_errors(tmp_path):
     cfg = write_config(tmp_path / "c.json")
     bootstrap = ["bootstrap", "reference", "--config", str(cfg), "--snapshot", str(SAMPLE)]

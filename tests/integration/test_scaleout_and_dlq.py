@@ -84,7 +84,9 @@ def test_two_workers_split_partitions_and_union_equals_single_worker(broker, red
     assert sum(consumed) == 3000 and all(c > 0 for c in consumed)
     assert sum(1 for p in progress if p.high > 0) >= 3
 
-    single = worker_args("reference", broker, redis_server, unique, tmp_path, solo, "solo")
+    # the single worker keeps Python's default GC settings: the policy must not change any result
+    default_gc = ["--gc", "default"]
+    single = worker_args("reference", broker, redis_server, unique, tmp_path, solo, "solo", default_gc)
     catch_up_with_workers(single, broker, unique, tmp_path, group="solo")
     union = published_results(redis_server.url, f"{unique}.pair")
     assert union == published_results(redis_server.url, f"{unique}.solo")
