@@ -272,7 +272,7 @@ class Worker:
                     index = {id(item): i for i, item in enumerate(decoded)}  # decoding made each event
                 for r in rejections:
                     self._reject(msgs[index[id(given[r.index])]], r.code, r.detail)
-            applied += len(events) - len(rejections)
+            applied += len(given) - len(rejections)
             state.dirty.add(key)
         self.metrics.events_applied.inc(applied)
         return list(groups)
