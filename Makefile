@@ -9,10 +9,14 @@ APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
 setup: system-deps $(STAMP)
 
-# Idempotent: installs redis-server and a JDK only when they are missing.
+# Idempotent: installs redis-server, a JDK and a C compiler (for the compiled event decoder, setup.py)
+# only when they are missing.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+	  || missing="$$missing python3-dev"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -20,7 +24,7 @@ system-deps:
 	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py shared/events/_fastjson.c
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -38,8 +42,8 @@ bench: setup
 	$(PY) bench/vwap.py
 
 lint: setup
-	$(VENV)/bin/ruff check shared services tests bench
-	$(VENV)/bin/ruff format --check shared services tests bench
+	$(VENV)/bin/ruff check shared services tests bench setup.py
+	$(VENV)/bin/ruff format --check shared services tests bench setup.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache shared/events/*.so

@@ -8,6 +8,7 @@ is a stable, low-cardinality label for metrics and the dead-letter topic; ``deta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -15,6 +16,15 @@ from typing import Any, Union
 
 import msgspec
 import orjson
+
+try:  # the compiled decoder (setup.py); without it every record takes the msgspec path below
+    from shared.events import _fastjson
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _fastjson = None
+
+# Set to 1 to decode with the pure-Python (msgspec) path even where the compiled decoder is built:
+# for measuring what it buys (bench/runtime.py) and for ruling it out when debugging.
+PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 
 
 class EventError(ValueError):
@@ -189,7 +199,9 @@ class EventCodec:
 
     name = "json"
 
-    def __init__(self, schema: Schema) -> None:
+    def __init__(self, schema: Schema, *, compiled: bool | None = None) -> None:
+        """``compiled``: use the C decoder (default: whenever it is built and IVMSTREAM_PURE_PYTHON
+        is not 1); ``True`` insists on it."""
         self.schema = schema
         self._validators = {
             name: tuple((col, COLUMN_TYPES[typ], typ) for col, typ in rel.columns)
@@ -197,6 +209,26 @@ class EventCodec:
         }
         self._arity = {name: len(rel.columns) for name, rel in schema.relations.items()}
         self._fast = _FastDecoder(schema)
+        if compiled is None:
+            compiled = _fastjson is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1"
+        elif compiled and _fastjson is None:
+            raise RuntimeError("the compiled decoder shared.events._fastjson is not built (pip install -e .)")
+        self._compiled = _compiled_decoder(schema, self._decode_declined) if compiled else None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether batches are decoded by the compiled decoder (else by the msgspec path)."""
+        return self._compiled is not None
+
+    def _decode_declined(self, value: bytes | None) -> UpdateEvent | EventError:
+        """A record the compiled decoder left undecided: the msgspec path, then the reference decoder."""
+        try:
+            return self._fast.decode(value)
+        except (msgspec.DecodeError, TypeError, _NeedsSlowPath):
+            try:
+                return self.decode_slow(value)
+            except EventError as err:
+                return err
 
     def decode(self, value: bytes | str | None) -> UpdateEvent:
         try:
@@ -270,6 +302,8 @@ class EventCodec:
     def decode_many(self, values: Iterable[bytes | None]) -> list[UpdateEvent | EventError]:
         """Decode a batch: the compiled fast path for well-formed records, ``decode_slow`` for the rest
         (which names the precise reason, or accepts what the fast path is stricter about)."""
+        if self._compiled is not None:
+            return self._compiled.decode_grouped(values)[0]
         out = self._fast.decode_many(values)
         for i, item in enumerate(out):
             if item.__class__ is not UpdateEvent:
@@ -287,6 +321,8 @@ class EventCodec:
         Returns ``(decoded, groups, errors)``: ``decoded`` is exactly what ``decode_many`` returns;
         ``groups`` maps each partition key (``""`` without key_field) to its UpdateEvents in input order,
         keys in order of first appearance; ``errors`` counts the EventErrors in ``decoded``."""
+        if self._compiled is not None:
+            return self._compiled.decode_grouped(values)
         return self._fast.decode_grouped(values, self.decode_slow)
 
     def encode(self, event: UpdateEvent) -> bytes:
@@ -294,6 +330,24 @@ class EventCodec:
 
 
 CODECS: dict[str, type[EventCodec]] = {EventCodec.name: EventCodec}
+
+
+def _compiled_decoder(schema: Schema, fallback: Callable[[Any], Any]) -> Any:
+    """The C decoder for this schema. Decimal columns are left to Python (their records are declined)."""
+    assert _fastjson is not None
+    codes = {
+        "int": _fastjson.T_INT,
+        "float": _fastjson.T_FLOAT,
+        "number": _fastjson.T_NUMBER,
+        "str": _fastjson.T_STR,
+        "bool": _fastjson.T_BOOL,
+        "exact": _fastjson.T_EXACT,
+        "decimal": _fastjson.T_DECLINE,
+    }
+    relations = [
+        (name, tuple((col, codes[typ]) for col, typ in rel.columns)) for name, rel in schema.relations.items()
+    ]
+    return _fastjson.Decoder(relations, schema.key_field, UpdateEvent, EventError, fallback)
 
 
 class _NeedsSlowPath(Exception):

@@ -1,0 +1,646 @@
+/* Schema-specialised decoder for update events: the worker's per-record hot path, in one C pass.
+ *
+ * For each record value it parses the JSON text directly into the objects the engine protocol takes
+ * (the row dict in the relation's column order, then the UpdateEvent) and groups the events by partition
+ * key, with no intermediate objects. It accepts only what it can decide exactly: the canonical shape
+ * {"relation": ..., "row": {...}, "delta": ...} with "relation" before "row", strings without escapes,
+ * integers of at most 18 digits, no duplicate names, every column present and of its declared type.
+ * Anything else (a malformed record, an escape, a null, a decimal column, an unusual member order) is
+ * "declined" and handed to the Python fallback, which owns the reference semantics and the precise
+ * rejection reasons. So this file can only make decoding faster, never change a verdict; the test suite
+ * checks it against the reference decoder on generated and mutated records.
+ *
+ * Python API (see shared/events/codec.py):
+ *     Decoder(relations, key_field, event_type, error_type, fallback)
+ *         relations: sequence of (name: str, ((column: str, typecode: int), ...))
+ *         key_field: str or None
+ *         fallback(value) -> event or error instance, for every declined value
+ *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { T_INT = 0, T_FLOAT = 1, T_NUMBER = 2, T_STR = 3, T_BOOL = 4, T_EXACT = 5, T_DECLINE = 6 };
+
+#define MAX_COLUMNS 62 /* one bit per column plus the key field in a 64-bit "seen" mask */
+#define MAX_FLOAT_TEXT 63
+/* Short ASCII strings (keys, symbols, ids) repeat: a direct-mapped cache of recent ones saves the
+ * allocation, and the cached str keeps its hash, so grouping by key does not rehash it. */
+#define CACHE_SLOTS 4096
+#define CACHE_MAX_LEN 32
+
+typedef struct {
+    PyObject *name;     /* str, the dict key */
+    const char *utf8;   /* its UTF-8 bytes, owned by name */
+    Py_ssize_t len;
+    int type;
+} Column;
+
+typedef struct {
+    PyObject *name;
+    const char *utf8;
+    Py_ssize_t len;
+    Column *columns;
+    int ncolumns;
+    int accepted; /* 0: every record of this relation goes to the fallback */
+} RelationSpec;
+
+typedef struct {
+    PyObject_HEAD
+    RelationSpec *relations;
+    int nrelations;
+    PyObject *key_field; /* str or NULL */
+    const char *key_utf8;
+    Py_ssize_t key_len;
+    PyObject *event_type;
+    PyObject *error_type;
+    PyObject *fallback;
+    PyObject *empty_key; /* "" : the one group of a service without key_field */
+    PyObject **cache;    /* CACHE_SLOTS recent short ASCII strings (owned references) or NULL */
+} Decoder;
+
+/* --- the parser ------------------------------------------------------------------------------------ */
+
+/* The text of a bytes object, which CPython always follows with a NUL byte: no character class the
+ * scanning loops continue on (whitespace, digits, plain string bytes) contains NUL, so those loops stop
+ * at the end without a bounds check, and the position is compared with `end` afterwards. */
+typedef struct {
+    const char *p;
+    const char *end;
+} Cursor;
+
+static inline void skip_ws(Cursor *c) {
+    if ((unsigned char)*c->p > ' ') return; /* the common case: no whitespace */
+    while (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t') c->p++;
+}
+
+static inline int expect(Cursor *c, char ch) {
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Bytes that end or complicate a JSON string: the quote, a backslash, control characters, non-ASCII. */
+static unsigned char STRING_SPECIAL[256];
+
+static void init_tables(void) {
+    for (int ch = 0; ch < 256; ch++) STRING_SPECIAL[ch] = ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x80;
+}
+
+/* A string without escapes or control characters: its raw bytes in [*s, *s + *n). 0 declines. */
+static inline int scan_string(Cursor *c, const char **s, Py_ssize_t *n, int *ascii) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const unsigned char *start = (const unsigned char *)++c->p, *end = (const unsigned char *)c->end;
+    const unsigned char *p = start;
+    int only_ascii = 1;
+    for (;;) {
+        while (!STRING_SPECIAL[*p]) p++; /* stops at the NUL after the text at the latest */
+        if (p >= end) return 0;
+        if (*p == '"') break;
+        if (*p < 0x80) return 0; /* a backslash or a control character */
+        only_ascii = 0;
+        p++;
+    }
+    *s = (const char *)start;
+    *n = (const char *)p - (const char *)start;
+    *ascii = only_ascii;
+    c->p = (const char *)p + 1;
+    return 1;
+}
+
+static inline uint32_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* A str for the ASCII bytes [s, s + n), from the cache when it holds the same text. */
+static PyObject *ascii_str(Decoder *self, const char *s, Py_ssize_t n) {
+    PyObject **slot = NULL;
+    if (n <= CACHE_MAX_LEN && self->cache != NULL) {
+        slot = &self->cache[hash_bytes(s, n) & (CACHE_SLOTS - 1)];
+        PyObject *hit = *slot;
+        if (hit != NULL && PyUnicode_GET_LENGTH(hit) == n && memcmp(PyUnicode_1BYTE_DATA(hit), s, (size_t)n) == 0)
+            return Py_NewRef(hit);
+    }
+    PyObject *out = PyUnicode_New(n, 127);
+    if (out == NULL) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(out), s, (size_t)n);
+    if (slot != NULL) Py_XSETREF(*slot, Py_NewRef(out));
+    return out;
+}
+
+/* A JSON string value as a str; NULL declines (no exception set) or failed (exception set). */
+static PyObject *parse_str(Decoder *self, Cursor *c) {
+    const char *s;
+    Py_ssize_t n;
+    int ascii;
+    if (!scan_string(c, &s, &n, &ascii)) return NULL;
+    if (ascii) return ascii_str(self, s, n);
+    PyObject *out = PyUnicode_DecodeUTF8(s, n, "strict");
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        PyErr_Clear(); /* invalid UTF-8: the reference decoder reports it */
+    return out;
+}
+
+enum { NUM_NONE = 0, NUM_INT = 1, NUM_FLOAT = 2 };
+
+/* A JSON number by the JSON grammar. NUM_INT: *iv holds it (at most 18 digits, so it fits int64);
+ * NUM_FLOAT: the text is [*s, *s + *n). NUM_NONE declines. */
+static inline int scan_number(Cursor *c, int64_t *iv, const char **s, Py_ssize_t *n) {
+    skip_ws(c);
+    const char *start = c->p, *p = c->p, *end = c->end;
+    int negative = 0;
+    if (p < end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9') return NUM_NONE;
+    const char *digits = p;
+    uint64_t v = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') {
+            v = v * 10 + (uint64_t)(*p - '0');
+            p++;
+            if (p - digits > 18) return NUM_NONE;
+        }
+    }
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return NUM_NONE;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_float = 1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return NUM_NONE;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_float = 1;
+    }
+    c->p = p;
+    if (is_float) {
+        *s = start;
+        *n = p - start;
+        return NUM_FLOAT;
+    }
+    *iv = negative ? -(int64_t)v : (int64_t)v;
+    return NUM_INT;
+}
+
+/* Correctly rounded, as the reference decoder's parser; NULL (no exception) declines, e.g. overflow. */
+static PyObject *float_from_text(const char *s, Py_ssize_t n) {
+    char buf[MAX_FLOAT_TEXT + 1];
+    if (n > MAX_FLOAT_TEXT) return NULL;
+    memcpy(buf, s, (size_t)n);
+    buf[n] = '\0';
+    char *endp = NULL;
+    double d = PyOS_string_to_double(buf, &endp, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (endp != buf + n || isinf(d) || isnan(d)) return NULL;
+    return PyFloat_FromDouble(d);
+}
+
+static inline int scan_literal(Cursor *c, const char *word, Py_ssize_t n) {
+    skip_ws(c);
+    if (c->end - c->p >= n && memcmp(c->p, word, (size_t)n) == 0) {
+        c->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+/* One column value of the given type as a new reference; NULL (no exception) declines. */
+static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
+    int64_t iv;
+    const char *s;
+    Py_ssize_t n;
+    int kind;
+    switch (type) {
+        case T_INT:
+        case T_EXACT: /* exact: integers stay ints; anything else becomes a Decimal (fallback) */
+            return scan_number(c, &iv, &s, &n) == NUM_INT ? PyLong_FromLongLong(iv) : NULL;
+        case T_FLOAT:
+            kind = scan_number(c, &iv, &s, &n);
+            if (kind == NUM_INT) return PyFloat_FromDouble((double)iv); /* exact below 2**53; rounds as float(int) */
+            return kind == NUM_FLOAT ? float_from_text(s, n) : NULL;
+        case T_NUMBER:
+            kind = scan_number(c, &iv, &s, &n);
+            if (kind == NUM_INT) return PyLong_FromLongLong(iv);
+            return kind == NUM_FLOAT ? float_from_text(s, n) : NULL;
+        case T_STR:
+            return parse_str(self, c);
+        case T_BOOL:
+            if (scan_literal(c, "true", 4)) Py_RETURN_TRUE;
+            if (scan_literal(c, "false", 5)) Py_RETURN_FALSE;
+            return NULL;
+        default:
+            return NULL;
+    }
+}
+
+/* The partition key: a string, or an integer as its decimal text. */
+static PyObject *parse_key(Decoder *self, Cursor *c) {
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '"') return parse_str(self, c);
+    int64_t iv;
+    const char *s;
+    Py_ssize_t n;
+    if (scan_number(c, &iv, &s, &n) != NUM_INT) return NULL;
+    return PyUnicode_FromFormat("%lld", (long long)iv);
+}
+
+/* The row object of relation r: a dict in column order and, with a key field, the key. 0 declines. */
+static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_out, PyObject **key_out) {
+    PyObject *values[MAX_COLUMNS];
+    PyObject *key = NULL;
+    uint64_t seen = 0;
+    int ncol = r->ncolumns, ok = 0, count = 0;
+    const uint64_t key_bit = (uint64_t)1 << MAX_COLUMNS;
+    if (!expect(c, '{')) return 0;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+    } else {
+        for (;;) {
+            const char *name;
+            Py_ssize_t len;
+            int ascii;
+            if (!scan_string(c, &name, &len, &ascii) || !expect(c, ':')) goto done;
+            int j;
+            for (j = 0; j < ncol; j++) {
+                if (r->columns[j].len == len && memcmp(r->columns[j].utf8, name, (size_t)len) == 0) break;
+            }
+            if (j < ncol) {
+                uint64_t bit = (uint64_t)1 << j;
+                if (seen & bit) goto done; /* a duplicate: the reference decoder decides */
+                values[j] = parse_value(self, c, r->columns[j].type);
+                if (values[j] == NULL) goto done;
+                seen |= bit;
+                count++;
+            } else if (self->key_utf8 != NULL && self->key_len == len &&
+                       memcmp(self->key_utf8, name, (size_t)len) == 0) {
+                if (seen & key_bit) goto done;
+                key = parse_key(self, c);
+                if (key == NULL) goto done;
+                seen |= key_bit;
+            } else {
+                goto done; /* an unknown column */
+            }
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (c->p < c->end && *c->p == '}') {
+                c->p++;
+                break;
+            }
+            goto done;
+        }
+    }
+    if (count != ncol || (self->key_utf8 != NULL && key == NULL)) goto done;
+    PyObject *row = _PyDict_NewPresized(ncol);
+    if (row == NULL) goto done;
+    for (int j = 0; j < ncol; j++) {
+        if (PyDict_SetItem(row, r->columns[j].name, values[j]) < 0) {
+            Py_DECREF(row);
+            goto done;
+        }
+    }
+    *row_out = row;
+    *key_out = key;
+    key = NULL;
+    ok = 1;
+done:
+    for (int j = 0; j < ncol; j++) {
+        if (seen & ((uint64_t)1 << j)) Py_DECREF(values[j]);
+    }
+    Py_XDECREF(key);
+    return ok;
+}
+
+/* One record value as a new UpdateEvent (a new reference to its key in *key_out); NULL declines.
+ * A NULL with an exception set is a real error (out of memory), not a decline. */
+static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
+    if (!PyBytes_CheckExact(value)) return NULL;
+    Cursor c = {PyBytes_AS_STRING(value), PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
+    const RelationSpec *rel = NULL;
+    PyObject *row = NULL, *key = NULL, *event = NULL;
+    int have_delta = 0;
+    int64_t delta = 0;
+    if (!expect(&c, '{')) return NULL;
+    for (;;) {
+        const char *name;
+        Py_ssize_t len;
+        int ascii;
+        if (!scan_string(&c, &name, &len, &ascii) || !expect(&c, ':')) goto decline;
+        if (len == 8 && memcmp(name, "relation", 8) == 0) {
+            if (rel != NULL || row != NULL) goto decline; /* a duplicate, or the row came first */
+            const char *s;
+            Py_ssize_t n;
+            if (!scan_string(&c, &s, &n, &ascii)) goto decline;
+            for (int i = 0; i < self->nrelations; i++) {
+                if (self->relations[i].len == n && memcmp(self->relations[i].utf8, s, (size_t)n) == 0) {
+                    rel = &self->relations[i];
+                    break;
+                }
+            }
+            if (rel == NULL || !rel->accepted) goto decline;
+        } else if (len == 3 && memcmp(name, "row", 3) == 0) {
+            if (rel == NULL || row != NULL) goto decline;
+            if (!parse_row(self, rel, &c, &row, &key)) goto decline;
+        } else if (len == 5 && memcmp(name, "delta", 5) == 0) {
+            const char *s;
+            Py_ssize_t n;
+            if (have_delta || scan_number(&c, &delta, &s, &n) != NUM_INT || delta == 0) goto decline;
+            have_delta = 1;
+        } else {
+            goto decline;
+        }
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (c.p < c.end && *c.p == '}') {
+            c.p++;
+            break;
+        }
+        goto decline;
+    }
+    skip_ws(&c);
+    if (c.p != c.end || row == NULL || !have_delta) goto decline;
+    PyObject *d = PyLong_FromLongLong(delta);
+    if (d == NULL) goto decline;
+    PyObject *args[4] = {rel->name, row, d, key != NULL ? key : Py_None};
+    event = PyObject_Vectorcall(self->event_type, args, 4, NULL);
+    Py_DECREF(d);
+    Py_DECREF(row);
+    if (event != NULL) {
+        *key_out = key;
+    } else {
+        Py_XDECREF(key);
+    }
+    return event;
+decline:
+    Py_XDECREF(row);
+    Py_XDECREF(key);
+    return NULL;
+}
+
+static int group_append(PyObject *groups, PyObject *key, PyObject *event) {
+    PyObject *group = PyDict_GetItemWithError(groups, key);
+    if (group != NULL) return PyList_Append(group, event);
+    if (PyErr_Occurred()) return -1;
+    group = PyList_New(1);
+    if (group == NULL) return -1;
+    Py_INCREF(event);
+    PyList_SET_ITEM(group, 0, event);
+    int rc = PyDict_SetItem(groups, key, group);
+    Py_DECREF(group);
+    return rc;
+}
+
+static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
+    PyObject *it = PyObject_GetIter(values);
+    if (it == NULL) return NULL;
+    PyObject *decoded = PyList_New(0), *groups = PyDict_New(), *value;
+    Py_ssize_t errors = 0;
+    if (decoded == NULL || groups == NULL) goto fail;
+    while ((value = PyIter_Next(it)) != NULL) {
+        PyObject *key = NULL; /* owned */
+        PyObject *item = decode_one(self, value, &key);
+        if (item == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(value);
+                goto fail;
+            }
+            item = PyObject_CallOneArg(self->fallback, value);
+            if (item == NULL) {
+                Py_DECREF(value);
+                goto fail;
+            }
+            if (PyObject_TypeCheck(item, (PyTypeObject *)self->error_type)) {
+                errors++;
+            } else if (self->key_field != NULL) {
+                key = PyObject_GetAttrString(item, "key");
+                if (key == NULL) {
+                    Py_DECREF(item);
+                    Py_DECREF(value);
+                    goto fail;
+                }
+            } else {
+                key = Py_NewRef(self->empty_key);
+            }
+        } else if (self->key_field == NULL) {
+            key = Py_NewRef(self->empty_key);
+        }
+        Py_DECREF(value);
+        int rc = PyList_Append(decoded, item);
+        if (rc == 0 && key != NULL) rc = group_append(groups, key, item);
+        Py_XDECREF(key);
+        Py_DECREF(item);
+        if (rc < 0) goto fail;
+    }
+    if (PyErr_Occurred()) goto fail;
+    Py_DECREF(it);
+    PyObject *out = Py_BuildValue("(NNn)", decoded, groups, errors);
+    return out;
+fail:
+    Py_DECREF(it);
+    Py_XDECREF(decoded);
+    Py_XDECREF(groups);
+    return NULL;
+}
+
+/* --- the type -------------------------------------------------------------------------------------- */
+
+static void free_relations(Decoder *self) {
+    if (self->relations == NULL) return;
+    for (int i = 0; i < self->nrelations; i++) {
+        RelationSpec *r = &self->relations[i];
+        Py_XDECREF(r->name);
+        for (int j = 0; j < r->ncolumns; j++) Py_XDECREF(r->columns[j].name);
+        PyMem_Free(r->columns);
+    }
+    PyMem_Free(self->relations);
+    self->relations = NULL;
+    self->nrelations = 0;
+}
+
+static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback", NULL};
+    PyObject *relations, *key_field, *event_type, *error_type, *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", kwlist, &relations, &key_field, &event_type,
+                                     &error_type, &fallback))
+        return -1;
+    if (!PyType_Check(error_type) || !PyCallable_Check(event_type) || !PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "event_type and fallback must be callable, error_type a type");
+        return -1;
+    }
+    if (key_field != Py_None && !PyUnicode_Check(key_field)) {
+        PyErr_SetString(PyExc_TypeError, "key_field must be a str or None");
+        return -1;
+    }
+    free_relations(self);
+    PyObject *seq = PySequence_Fast(relations, "relations must be a sequence");
+    if (seq == NULL) return -1;
+    Py_ssize_t nrel = PySequence_Fast_GET_SIZE(seq);
+    self->relations = PyMem_Calloc(nrel > 0 ? (size_t)nrel : 1, sizeof(RelationSpec));
+    if (self->relations == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nrelations = (int)nrel;
+    for (Py_ssize_t i = 0; i < nrel; i++) {
+        RelationSpec *r = &self->relations[i];
+        PyObject *name, *columns;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "UO", &name, &columns)) goto fail;
+        Py_INCREF(name);
+        r->name = name;
+        r->utf8 = PyUnicode_AsUTF8AndSize(name, &r->len);
+        if (r->utf8 == NULL) goto fail;
+        PyObject *cols = PySequence_Fast(columns, "columns must be a sequence");
+        if (cols == NULL) goto fail;
+        Py_ssize_t ncol = PySequence_Fast_GET_SIZE(cols);
+        r->columns = PyMem_Calloc(ncol > 0 ? (size_t)ncol : 1, sizeof(Column));
+        if (r->columns == NULL) {
+            Py_DECREF(cols);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        r->ncolumns = (int)ncol;
+        r->accepted = ncol <= MAX_COLUMNS;
+        for (Py_ssize_t j = 0; j < ncol; j++) {
+            Column *col = &r->columns[j];
+            PyObject *cname;
+            int type;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(cols, j), "Ui", &cname, &type)) {
+                Py_DECREF(cols);
+                goto fail;
+            }
+            Py_INCREF(cname);
+            col->name = cname;
+            col->utf8 = PyUnicode_AsUTF8AndSize(cname, &col->len);
+            if (col->utf8 == NULL) {
+                Py_DECREF(cols);
+                goto fail;
+            }
+            col->type = type;
+            if (type < T_INT || type >= T_DECLINE) r->accepted = 0;
+        }
+        Py_DECREF(cols);
+    }
+    Py_DECREF(seq);
+    Py_XSETREF(self->key_field, key_field == Py_None ? NULL : Py_NewRef(key_field));
+    self->key_utf8 = NULL;
+    if (self->key_field != NULL) {
+        self->key_utf8 = PyUnicode_AsUTF8AndSize(self->key_field, &self->key_len);
+        if (self->key_utf8 == NULL) return -1;
+    }
+    Py_XSETREF(self->event_type, Py_NewRef(event_type));
+    Py_XSETREF(self->error_type, Py_NewRef(error_type));
+    Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    if (self->empty_key == NULL) {
+        self->empty_key = PyUnicode_FromStringAndSize("", 0);
+        if (self->empty_key == NULL) return -1;
+    }
+    if (self->cache == NULL) {
+        self->cache = PyMem_Calloc(CACHE_SLOTS, sizeof(PyObject *));
+        if (self->cache == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return 0;
+fail:
+    Py_DECREF(seq);
+    free_relations(self);
+    return -1;
+}
+
+static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
+    Py_VISIT(self->event_type);
+    Py_VISIT(self->error_type);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int Decoder_clear(Decoder *self) {
+    Py_CLEAR(self->event_type);
+    Py_CLEAR(self->error_type);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void Decoder_dealloc(Decoder *self) {
+    PyObject_GC_UnTrack(self);
+    Decoder_clear(self);
+    free_relations(self);
+    if (self->cache != NULL) {
+        for (int i = 0; i < CACHE_SLOTS; i++) Py_XDECREF(self->cache[i]);
+        PyMem_Free(self->cache);
+        self->cache = NULL;
+    }
+    Py_CLEAR(self->key_field);
+    Py_CLEAR(self->empty_key);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Decoder_methods[] = {
+    {"decode_grouped", (PyCFunction)Decoder_decode_grouped, METH_O,
+     "decode_grouped(values) -> (decoded, groups, errors): every value decoded (declined ones by the "
+     "fallback), the events grouped by partition key in input order, and the number of errors."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shared.events._fastjson.Decoder",
+    .tp_basicsize = sizeof(Decoder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Schema-specialised update-event decoder (declined records go to the fallback).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Decoder_init,
+    .tp_dealloc = (destructor)Decoder_dealloc,
+    .tp_traverse = (traverseproc)Decoder_traverse,
+    .tp_clear = (inquiry)Decoder_clear,
+    .tp_methods = Decoder_methods,
+};
+
+static struct PyModuleDef fastjson_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shared.events._fastjson",
+    .m_doc = "Compiled update-event decoder; shared/events/codec.py falls back to Python without it.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__fastjson(void) {
+    init_tables();
+    if (PyType_Ready(&DecoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&fastjson_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddIntConstant(m, "T_INT", T_INT) < 0 || PyModule_AddIntConstant(m, "T_FLOAT", T_FLOAT) < 0 ||
+        PyModule_AddIntConstant(m, "T_NUMBER", T_NUMBER) < 0 || PyModule_AddIntConstant(m, "T_STR", T_STR) < 0 ||
+        PyModule_AddIntConstant(m, "T_BOOL", T_BOOL) < 0 || PyModule_AddIntConstant(m, "T_EXACT", T_EXACT) < 0 ||
+        PyModule_AddIntConstant(m, "T_DECLINE", T_DECLINE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
