@@ -8,7 +8,9 @@ on identical pre-produced input (JSON update events over 64 keys and 4 partition
 2. ``runtime-noop``: the ``Worker`` with an engine that does nothing, memory state store, no Redis;
 3. ``runtime-rocksdb``: the ``Worker`` with a counting engine, RocksDB checkpoints;
 4. ``runtime-redis``: the ``Worker`` with a counting engine, Redis checkpoints and Redis results;
-5. ``runtime-noop-gc-default``: case 2 without the worker's GC policy, to show what the policy buys.
+5. ``runtime-noop-gc-default``: case 2 without the worker's GC policy, to show what the policy buys;
+6. ``runtime-noop-python``: case 2 decoding with the pure-Python (msgspec) path instead of the compiled
+   decoder (``shared/events/_fastjson.c``), to show what the compiled decoder buys.
 
 Every case but the last runs its timed part under ``worker_gc()``, the GC policy ``ivmstream run``
 applies to its worker process (``shared/runtime/gc_policy.py``: the start-up heap frozen, young
@@ -88,7 +90,7 @@ from bench.common import dist_version, produce_all  # noqa: E402
 from shared.broker import BrokerProcess  # noqa: E402
 from shared.config import build_config  # noqa: E402
 from shared.engine import Rejection  # noqa: E402
-from shared.events import Relation, UpdateEvent  # noqa: E402
+from shared.events import EventCodec, Relation, UpdateEvent  # noqa: E402
 from shared.metrics import RuntimeMetrics  # noqa: E402
 from shared.redis_client import connect  # noqa: E402
 from shared.redis_server import RedisServer  # noqa: E402
@@ -119,6 +121,7 @@ CASES = (
     "runtime-rocksdb",
     "runtime-redis",
     "runtime-noop-gc-default",
+    "runtime-noop-python",
     "raw-fastfetch",
     "runtime-noop-fastfetch",
 )
@@ -128,6 +131,7 @@ LABELS = {
     "runtime-rocksdb": "Worker, counting, RocksDB",
     "runtime-redis": "Worker, counting, Redis",
     "runtime-noop-gc-default": "Worker, no-op, no GC policy (diagnostic)",
+    "runtime-noop-python": "Worker, no-op, Python decoder (diagnostic)",
     "raw-fastfetch": "raw, fast fetch (diagnostic)",
     "runtime-noop-fastfetch": "Worker no-op, fast fetch (diagnostic)",
 }
@@ -431,6 +435,7 @@ def measure_worker(
     consumer_overrides: dict[str, Any] | None = None,
     profiler: cProfile.Profile | None = None,
     gc_policy: bool = True,
+    compiled_decoder: bool = True,
 ) -> Measurement:
     total = sum(ends.values())
     raw_config: dict[str, Any] = {
@@ -450,6 +455,8 @@ def measure_worker(
     worker = Worker(
         service, config, bootstrap, store, group=group, redis_client=redis_client, metrics=metrics
     )
+    if worker.codec.compiled != compiled_decoder:
+        worker.codec = EventCodec(worker.codec.schema, compiled=compiled_decoder)
     marks: dict[str, float] = {}
     timed_out = False
 
@@ -630,6 +637,10 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
         "redis_vs_raw": r("runtime-redis", "raw"),
         "gc_default_noop_vs_raw": r("runtime-noop-gc-default", "raw"),
         "gc_policy_speedup": r("runtime-noop", "runtime-noop-gc-default"),
+        "python_decoder_noop_vs_raw": r("runtime-noop-python", "raw"),
+        "python_decoder_noop_vs_raw_paired": paired("runtime-noop-python", "raw"),
+        "compiled_decoder_speedup": r("runtime-noop", "runtime-noop-python"),
+        "compiled_decoder_speedup_paired": paired("runtime-noop", "runtime-noop-python"),
         "fastfetch_noop_vs_raw": r("runtime-noop-fastfetch", "raw-fastfetch"),
         "fastfetch_raw_vs_raw": r("raw-fastfetch", "raw"),
     }
@@ -666,6 +677,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         "runtime-rocksdb": note("rocksdb_vs_noop", "no-op"),
         "runtime-redis": note("redis_vs_noop", "no-op"),
         "runtime-noop-gc-default": note("gc_default_noop_vs_raw", "raw"),
+        "runtime-noop-python": note("python_decoder_noop_vs_raw", "raw"),
         "raw-fastfetch": note("fastfetch_raw_vs_raw", "raw"),
         "runtime-noop-fastfetch": note("fastfetch_noop_vs_raw", "raw fast"),
     }
@@ -675,6 +687,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         "runtime-rocksdb": "#2ca02c",
         "runtime-redis": "#d62728",
         "runtime-noop-gc-default": "#9ecae1",
+        "runtime-noop-python": "#c6dbef",
         "raw-fastfetch": "#c7c7c7",
         "runtime-noop-fastfetch": "#aec7e8",
     }
@@ -769,6 +782,13 @@ def print_summary(report: dict[str, Any]) -> None:
             f"(paired {rat['gc_default_noop_vs_raw_paired']:.3f}); "
             f"the policy makes the no-op worker {rat['gc_policy_speedup']:.2f}x as fast"
         )
+    if rat["compiled_decoder_speedup"] is not None:
+        print(
+            f"with the pure-Python decoder: runtime(no-op)/raw = {rat['python_decoder_noop_vs_raw']:.3f} "
+            f"(paired {rat['python_decoder_noop_vs_raw_paired']:.3f}); the compiled decoder makes the "
+            f"no-op worker {rat['compiled_decoder_speedup']:.2f}x as fast "
+            f"(paired {rat['compiled_decoder_speedup_paired']:.2f}x)"
+        )
     if rat["fastfetch_noop_vs_raw"] is not None:
         print(
             f"diagnostic, fetch.queue.backoff.ms={report['config']['fastfetch_backoff_ms']} on both sides: "
@@ -790,8 +810,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke size: 20000 events, 1 repeat")
     p.add_argument(
         "--cases",
-        default=",".join(CASES[:5]),
-        help=f"comma-separated subset of {','.join(CASES)} (default: the first five)",
+        default=",".join(CASES[:6]),
+        help=f"comma-separated subset of {','.join(CASES)} (default: the first six)",
     )
     p.add_argument(
         "--checkpoint-interval",
@@ -873,7 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 elif case == "runtime-redis":
                     redis_url = redis_server.url
                     store = open_store("redis", namespace, redis_url=redis_url)
-                else:  # runtime-noop, runtime-noop-gc-default, runtime-noop-fastfetch
+                else:  # runtime-noop and its diagnostic variants
                     service, store = NOOP_SERVICE, open_store("memory", namespace)
                 return measure_worker(
                     case,
@@ -889,6 +909,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     consumer_overrides=overrides,
                     profiler=profiler,
                     gc_policy=case != "runtime-noop-gc-default",
+                    compiled_decoder=case != "runtime-noop-python",
                 )
             finally:
                 gc.collect()  # the worker's consumer/producer sit in reference cycles: free them now

@@ -8,5 +8,6 @@ from helpers import run_bench
 def test_runtime_bench_smoke(tmp_path):
     data = run_bench("runtime.py", tmp_path / "rt", "--events", "2000", timeout=300)
     assert (tmp_path / "rt.png").stat().st_size > 0
-    for case in ("raw", "runtime-noop", "runtime-rocksdb", "runtime-redis"):
+    for case in ("raw", "runtime-noop", "runtime-rocksdb", "runtime-redis", "runtime-noop-python"):
         assert data["cases"][case]["records_per_s_median"] > 0
+    assert data["ratios"]["compiled_decoder_speedup"] > 0
