@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import msgspec
 import orjson
@@ -224,7 +224,7 @@ class EventCodec:
         """A record the compiled decoder left undecided: the msgspec path, then the reference decoder."""
         try:
             return self._fast.decode(value)
-        except (msgspec.DecodeError, TypeError, _NeedsSlowPath):
+        except _DECLINED:
             try:
                 return self.decode_slow(value)
             except EventError as err:
@@ -233,7 +233,7 @@ class EventCodec:
     def decode(self, value: bytes | str | None) -> UpdateEvent:
         try:
             return self._fast.decode(value)
-        except (msgspec.DecodeError, TypeError, _NeedsSlowPath):
+        except _DECLINED:
             return self.decode_slow(value)
 
     def decode_slow(self, value: bytes | str | None) -> UpdateEvent:
@@ -354,16 +354,24 @@ class _NeedsSlowPath(Exception):
     """The fast path cannot decide; the reference decoder will (and report why, if it rejects)."""
 
 
+# What the msgspec path leaves to the reference decoder: its own refusals, type mismatches, and text that
+# is not UTF-8 (msgspec raises UnicodeDecodeError; for a str with a lone surrogate, UnicodeEncodeError).
+_DECLINED = (msgspec.DecodeError, TypeError, UnicodeError, _NeedsSlowPath)
+
+# orjson (the reference parser) reads integers outside [-2**63, 2**64 - 1] as floats, and msgspec reads
+# any integer as an int: integers beyond int64 (the widest bounds msgspec checks) go to the reference.
+_JSON_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
 # Column types as msgspec decodes them. Only exact, strict types are decoded natively; decimal and
 # number columns arrive as their JSON type and go through the same checker as the slow path.
 _FAST_TYPES: dict[str, Any] = {
-    "int": int,
+    "int": _JSON_INT,
     "float": float,
-    "number": int | float,
+    "number": _JSON_INT | float,
     "str": str,
     "bool": bool,
-    "decimal": int | float | str,
-    "exact": int | float | str,
+    "decimal": _JSON_INT | float | str,
+    "exact": _JSON_INT | float | str,
 }
 
 
@@ -389,12 +397,12 @@ class _FastDecoder:
             ]
             rename = {f"c{j}": col for j, (col, _) in enumerate(rel.columns)}
             if key_field is not None:
-                fields.append(("k", str | int))
+                fields.append(("k", str | _JSON_INT))
                 rename["k"] = key_field
             row_t = msgspec.defstruct(f"Row{i}", fields, rename=rename, forbid_unknown_fields=True, gc=False)
             event_t = msgspec.defstruct(
                 f"Event{i}",
-                [("row", row_t), ("delta", int)],
+                [("row", row_t), ("delta", _JSON_INT)],
                 tag_field="relation",
                 tag=name,
                 forbid_unknown_fields=True,
@@ -406,7 +414,14 @@ class _FastDecoder:
                 (col, COLUMN_TYPES[typ] if typ in ("decimal", "exact") else None) for col, typ in rel.columns
             )
             self._relations.append((event_t, name, checks))
-        union = structs[0] if len(structs) == 1 else Union[tuple(structs)]  # noqa: UP007 - runtime union
+        # msgspec does not insist on the tag of a lone tagged struct: a schema of one relation gets a
+        # second member no record can decode into, so that the union makes "relation" required.
+        unused = "\x00unused"
+        while unused in schema.relations:
+            unused += "\x00"
+        fields_unused = [("row", Any, None), ("delta", Any, 0)]
+        structs.append(msgspec.defstruct("Unused", fields_unused, tag_field="relation", tag=unused))
+        union = Union[tuple(structs)]  # noqa: UP007 - runtime union
         self._decoder = msgspec.json.Decoder(union)
         self.decode_many = self._compile(grouped=False)
         self.decode_grouped = self._compile(grouped=True)
@@ -434,7 +449,7 @@ class _FastDecoder:
             "UpdateEvent": UpdateEvent,
             "EventError": EventError,
             "_NeedsSlowPath": _NeedsSlowPath,
-            "_DECLINE": (msgspec.DecodeError, TypeError, _NeedsSlowPath),
+            "_DECLINE": _DECLINED,
             "_decode": self._decoder.decode,
         }
         src = ["def decode_grouped(values, slow):" if grouped else "def decode_many(values):"]
@@ -451,15 +466,11 @@ class _FastDecoder:
             "            if not d:",
             "                raise _NeedsSlowPath",
         ]
-        single = len(self._relations) == 1
-        if not single:
-            src += ["            cls = type(ev)"]
+        src += ["            cls = type(ev)"]
         for i, (event_t, name, checks) in enumerate(self._relations):
-            indent = "            "
-            if not single:
-                namespace[f"Event{i}"] = event_t
-                src += [f"            {'if' if i == 0 else 'elif'} cls is Event{i}:"]
-                indent += "    "
+            indent = "                "
+            namespace[f"Event{i}"] = event_t
+            src += [f"            {'if' if i == 0 else 'elif'} cls is Event{i}:"]
             items = []
             for j, (col, check) in enumerate(checks):
                 if check is None:
@@ -474,6 +485,10 @@ class _FastDecoder:
                 f"{indent}e = UpdateEvent({_literal(name)}, {{{', '.join(items)}}}, d, "
                 f"{'k' if keyed else 'None'})"
             ]
+        if self._relations:
+            src += ["            else:", "                raise _NeedsSlowPath  # the union's unused member"]
+        else:
+            src += ["            raise _NeedsSlowPath"]
         src += ["        except _DECLINE:"]
         if grouped:
             src += [
