@@ -416,6 +416,10 @@ static int group_append(PyObject *groups, PyObject *key, PyObject *event) {
 }
 
 static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
+    if (self->fallback == NULL || self->event_type == NULL || self->error_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Decoder.__init__ was not called");
+        return NULL;
+    }
     PyObject *it = PyObject_GetIter(values);
     if (it == NULL) return NULL;
     PyObject *decoded = PyList_New(0), *groups = PyDict_New(), *value;

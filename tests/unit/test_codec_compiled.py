@@ -1122,3 +1122,10 @@ def test_fallback_sees_the_original_value_object() -> None:
     values: list[Any] = [kv("a", 1, b="\\t"), "text", bytearray(b"{}"), None]
     decoder.decode_grouped(values)
     assert all(a is b for a, b in zip(recorder.declined, values, strict=True))
+
+
+def test_uninitialised_decoder_raises_instead_of_crashing() -> None:
+    """A Decoder made without __init__ has no schema or fallback: a clear error, not a NULL call."""
+    decoder = codec_module._fastjson.Decoder.__new__(codec_module._fastjson.Decoder)
+    with pytest.raises(TypeError, match="__init__"):
+        decoder.decode_grouped([b"{}"])
