@@ -16,6 +16,7 @@
  *         key_field: str or None
  *         fallback(value) -> event or error instance, for every declined value
  *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
+ *     Decoder.decode_many(values) -> decoded
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -415,16 +416,18 @@ static int group_append(PyObject *groups, PyObject *key, PyObject *event) {
     return rc;
 }
 
-static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
+/* Every value decoded (declined ones by the fallback); with `grouped`, also the events by partition key
+ * and the number of errors, as (decoded, groups, errors); without, just the decoded list. */
+static PyObject *decode_batch(Decoder *self, PyObject *values, int grouped) {
     if (self->fallback == NULL || self->event_type == NULL || self->error_type == NULL) {
         PyErr_SetString(PyExc_TypeError, "Decoder.__init__ was not called");
         return NULL;
     }
     PyObject *it = PyObject_GetIter(values);
     if (it == NULL) return NULL;
-    PyObject *decoded = PyList_New(0), *groups = PyDict_New(), *value;
+    PyObject *decoded = PyList_New(0), *groups = grouped ? PyDict_New() : NULL, *value;
     Py_ssize_t errors = 0;
-    if (decoded == NULL || groups == NULL) goto fail;
+    if (decoded == NULL || (grouped && groups == NULL)) goto fail;
     while ((value = PyIter_Next(it)) != NULL) {
         PyObject *key = NULL; /* owned */
         PyObject *item = decode_one(self, value, &key);
@@ -440,6 +443,8 @@ static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
             }
             if (PyObject_TypeCheck(item, (PyTypeObject *)self->error_type)) {
                 errors++;
+            } else if (!grouped) {
+                /* no key needed */
             } else if (self->key_field != NULL) {
                 key = PyObject_GetAttrString(item, "key");
                 if (key == NULL) {
@@ -450,25 +455,32 @@ static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
             } else {
                 key = Py_NewRef(self->empty_key);
             }
-        } else if (self->key_field == NULL) {
+        } else if (grouped && self->key_field == NULL) {
             key = Py_NewRef(self->empty_key);
         }
         Py_DECREF(value);
         int rc = PyList_Append(decoded, item);
-        if (rc == 0 && key != NULL) rc = group_append(groups, key, item);
+        if (rc == 0 && grouped && key != NULL) rc = group_append(groups, key, item);
         Py_XDECREF(key);
         Py_DECREF(item);
         if (rc < 0) goto fail;
     }
     if (PyErr_Occurred()) goto fail;
     Py_DECREF(it);
-    PyObject *out = Py_BuildValue("(NNn)", decoded, groups, errors);
-    return out;
+    return grouped ? Py_BuildValue("(NNn)", decoded, groups, errors) : decoded;
 fail:
     Py_DECREF(it);
     Py_XDECREF(decoded);
     Py_XDECREF(groups);
     return NULL;
+}
+
+static PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values) {
+    return decode_batch(self, values, 1);
+}
+
+static PyObject *Decoder_decode_many(Decoder *self, PyObject *values) {
+    return decode_batch(self, values, 0);
 }
 
 /* --- the type -------------------------------------------------------------------------------------- */
@@ -610,6 +622,8 @@ static PyMethodDef Decoder_methods[] = {
     {"decode_grouped", (PyCFunction)Decoder_decode_grouped, METH_O,
      "decode_grouped(values) -> (decoded, groups, errors): every value decoded (declined ones by the "
      "fallback), the events grouped by partition key in input order, and the number of errors."},
+    {"decode_many", (PyCFunction)Decoder_decode_many, METH_O,
+     "decode_many(values) -> decoded: every value decoded (declined ones by the fallback), not grouped."},
     {NULL, NULL, 0, NULL},
 };
 

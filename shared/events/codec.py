@@ -303,7 +303,7 @@ class EventCodec:
         """Decode a batch: the compiled fast path for well-formed records, ``decode_slow`` for the rest
         (which names the precise reason, or accepts what the fast path is stricter about)."""
         if self._compiled is not None:
-            return self._compiled.decode_grouped(values)[0]
+            return self._compiled.decode_many(values)
         out = self._fast.decode_many(values)
         for i, item in enumerate(out):
             if item.__class__ is not UpdateEvent:
