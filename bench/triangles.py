@@ -65,8 +65,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.common import machine_info, produce_all  # noqa: E402
 from services.triangles.engine import create_engine  # noqa: E402
-from shared.broker import BrokerProcess  # noqa: E402
 from shared.config import build_config  # noqa: E402
+from shared.dev.broker import BrokerProcess  # noqa: E402
 from shared.events import UpdateEvent, encode_event  # noqa: E402
 from shared.metrics import RuntimeMetrics  # noqa: E402
 from shared.runtime import Worker  # noqa: E402

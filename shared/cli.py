@@ -91,7 +91,7 @@ class Progress:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from shared import broker
+    from shared.dev import broker
 
     argv = ["--partitions", str(args.partitions)]
     for t in args.topic or []:
@@ -351,7 +351,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from shared.demo import run_demo
+    from shared.dev.demo import run_demo
 
     return run_demo(follow=args.follow, services=args.service or None)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from shared.broker import BrokerProcess
-from shared.redis_server import RedisServer
+from shared.dev.broker import BrokerProcess
+from shared.dev.redis_server import RedisServer
 
 # Shared CI machines are slow and noisy: judge properties, not the speed of input generation.
 settings.register_profile(

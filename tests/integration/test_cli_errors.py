@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import SAMPLE, ivm, ivm_produce, run_args, stream_config, write_config
 
-from shared.redis_server import free_port
+from shared.dev.redis_server import free_port
 
 
 def one_line_error(proc) -> str:

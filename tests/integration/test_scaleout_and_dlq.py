@@ -22,7 +22,7 @@ from helpers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.redis_server import free_port
+from shared.dev.redis_server import free_port
 from shared.runtime.progress import wait_caught_up
 
 

@@ -19,7 +19,7 @@ from tests.helpers import read_topic
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from shared.broker import BrokerProcess
+    from shared.dev.broker import BrokerProcess
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 

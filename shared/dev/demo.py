@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 
-from shared.broker import BrokerProcess
 from shared.config import build_config
+from shared.dev.broker import BrokerProcess
+from shared.dev.redis_server import RedisServer, free_port
 from shared.events import read_source
 from shared.redis_client import connect
-from shared.redis_server import RedisServer, free_port
 from shared.replay import replay_all
 from shared.runtime.output import result_index, result_key
 from shared.runtime.produce import produce_records

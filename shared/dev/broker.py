@@ -5,7 +5,7 @@ the confluent-kafka wheel ships a mock cluster that speaks the Kafka protocol we
 producers (idempotent too), consumer groups with offset commits and metadata. This module wraps it:
 
 * ``MockCluster`` runs it in the current process;
-* ``main`` is the ``python -m shared.broker`` / ``ivmstream broker`` entry point: it prints the
+* ``main`` is the ``python -m shared.dev.broker`` / ``ivmstream broker`` entry point: it prints the
   bootstrap address as the first stdout line, then serves until SIGTERM/SIGINT while answering a
   line protocol on stdin (``create NAME PARTITIONS`` -> ``ok NAME PARTITIONS`` | ``error CODE: why``;
   ``topics`` -> ``ok NAME:PARTITIONS ...``);
@@ -43,7 +43,7 @@ from typing import IO, Any
 
 __all__ = ["BrokerError", "BrokerProcess", "MockCluster", "main"]
 
-PROG = "python -m shared.broker"
+PROG = "python -m shared.dev.broker"
 MAX_PARTITIONS = 10_000
 MAX_BROKERS = 32
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
 
 
 class BrokerProcess:
-    """``python -m shared.broker`` as a child process, for tests and the demo.
+    """``python -m shared.dev.broker`` as a child process, for tests and the demo.
 
     ``with BrokerProcess(topics={"orders": 3}) as broker:`` then ``broker.bootstrap``. The child
     exits by itself if this process dies (``--parent-pid``), so a crashed test leaves no broker behind.
@@ -493,7 +493,7 @@ class BrokerProcess:
         self.args = [
             python,
             "-m",
-            "shared.broker",
+            "shared.dev.broker",
             "--partitions",
             str(partitions),
             "--brokers",
@@ -532,7 +532,7 @@ class BrokerProcess:
         if self._proc is not None:
             raise BrokerError("broker process already started")
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)  # so `-m shared.broker` resolves to this file
+        root = str(Path(__file__).resolve().parents[2])  # so `-m shared.dev.broker` resolves to this file
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         # bufsize=0: raw pipes, so reader threads hold no buffer lock that could wedge interpreter exit.
         self._proc = subprocess.Popen(
