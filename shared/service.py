@@ -20,13 +20,14 @@ from shared.events import Relation
 
 @dataclass(frozen=True)
 class DemoWorkload:
-    """A bundled sample input the demo produces and the service consumes."""
+    """A bundled sample input: the demo produces it and the conformance suite (shared/testing.py) runs it."""
 
     input: Path
     format: str = "jsonl"
     config: Mapping[str, Any] = field(default_factory=dict)
     partitions: int = 1
     read_options: Mapping[str, Any] = field(default_factory=dict)
+    name: str = "demo"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ServiceDefinition:
     engine: Callable[[Mapping[str, Any]], Engine]
     validate: Callable[[Mapping[str, Any]], None] | None = None
     demo: DemoWorkload | None = None
+    workloads: Sequence[DemoWorkload] = ()  # further inputs the conformance suite runs besides the demo
+    state_version: int = 1  # bump when the stored state of this service changes shape (checkpoint envelope)
     batch: str | None = None  # "module:attribute" of its Spark BatchJobs (imported only when needed)
     platform_only: bool = False  # reference services used by the platform's own tests and demo
 
