@@ -11,8 +11,9 @@ when written without a fraction (``17``) and decimal strings otherwise (``"17954
 (wrong number of fields, a non-number in a numeric column, bad UTF-8) becomes a ``SourceRecord`` with
 ``error`` set and a precise reason, never an exception.
 
-``interleave_tpch`` streams several tables at once, round-robin in proportion to their sizes (the
-design spec §4.1 "proposed reading" of the paper's unspecified TPC-H stream).
+``interleave_tpch`` streams several tables at once, round-robin in proportion to their sizes: the
+RPAI paper does not say in which order its TPC-H tables arrive, and a proportional interleave keeps
+every prefix of the trace a sample of each table (the TPC-H runs of docs/vwap-benchmark.md use it).
 """
 
 from __future__ import annotations
@@ -224,9 +225,10 @@ def read_tpch(
 
     The table comes from ``relation`` or the file name (``lineitem.tbl``); an unknown table or a missing
     file raises SourceError on the call itself, not on first iteration. ``key_field`` names a column
-    whose value becomes the record key (for example ``partkey`` to co-partition lineitem and part, spec
-    §6); rows keep all their columns. As with ``read_csv``, a key field that is not a column of the table
-    gives records without a key (a keyed service then rejects them as ``missing-key``)."""
+    whose value becomes the record key (for example ``partkey`` to co-partition lineitem and part, so a
+    part and its lineitems land on the same key); rows keep all their columns. As with ``read_csv``, a
+    key field that is not a column of the table gives records without a key (a keyed service then
+    rejects them as ``missing-key``)."""
     p = Path(path)
     rel = tpch_relation_of(p, relation)
     if not p.is_file():
@@ -252,7 +254,7 @@ def interleave_tpch(
 ) -> Iterator[tuple[str, SourceRecord]]:
     """Stream several tables as one insert-only trace: yields ``(relation, record)``.
 
-    With ``proportional`` (the default, spec §4.1), row j of a table with n rows sits at position
+    With ``proportional`` (the default), row j of a table with n rows sits at position
     (j + ½)/n of the trace and tables are merged by that position (ties in the order given), so every
     prefix of the trace holds about the same fraction of each table: lineitems and the parts/orders they
     join with arrive together, in both orders. Otherwise the tables follow one another in the order
