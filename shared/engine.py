@@ -8,7 +8,7 @@ snapshot (randomized engines seed their RNG from configuration and input positio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from shared.events import UpdateEvent
@@ -41,6 +41,39 @@ class Engine(Protocol):
     def restore(self, data: bytes) -> None:
         """Replace this instance's state with a snapshot taken by the same engine class."""
         ...
+
+
+# One entry of an engine's incrementally checkpointed state: (map name, entry key, value); a value of
+# None in a change list deletes the entry. Map names are short identifiers without NUL bytes.
+Entry = tuple[str, bytes, bytes]
+EntryChange = tuple[str, bytes, bytes | None]
+
+
+@runtime_checkable
+class IncrementalEngine(Protocol):
+    """Optional: an engine whose state is named maps of byte entries, checkpointed by what changed.
+
+    The runtime writes ``changed_entries()`` with the input offset in one atomic store write, so a
+    checkpoint costs what changed since the previous one, not what is stored; a restart rebuilds the
+    engine with ``restore_entries`` from a scan of everything stored. ``snapshot()``/``restore()`` stay
+    (bootstrap, tests), and restoring either way must give the same engine.
+    """
+
+    def changed_entries(self) -> list[EntryChange]:
+        """Entries put or deleted since the previous call (or since restore); the log then starts empty."""
+        ...
+
+    def all_entries(self) -> Iterator[Entry]:
+        """Every entry of the current state (a first checkpoint, a bootstrap, a layout conversion)."""
+        ...
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        """Replace this (fresh) instance's state with the given entries, in any order."""
+        ...
+
+
+def is_incremental(engine: object) -> bool:
+    return isinstance(engine, IncrementalEngine)
 
 
 class EngineStats(Protocol):

@@ -63,9 +63,22 @@ class RuntimeMetrics:
         ).labels(service)
         self.checkpoint_bytes = Histogram(
             "ivmstream_checkpoint_bytes",
-            "Snapshot bytes written per checkpoint",
+            "State bytes (snapshots and changed entries) written per checkpoint",
             labels,
             buckets=(0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8),
+            registry=r,
+        ).labels(service)
+        self.checkpoint_entries = Histogram(
+            "ivmstream_checkpoint_entries",
+            "State entries written (puts and deletes; a whole snapshot is one) per checkpoint",
+            labels,
+            buckets=(0, 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7),
+            registry=r,
+        ).labels(service)
+        self.state_bytes = Gauge(
+            "ivmstream_state_bytes",
+            "Stored state of the owned partitions, as the state backend estimates it",
+            labels,
             registry=r,
         ).labels(service)
         self.checkpoints = Counter(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.engine import Engine
-from shared.state import PartitionCheckpoint
+from shared.engine import Engine, is_incremental
+from shared.state import PartitionCheckpoint, StateChanges, StateError
 
 
 class PartitionState:
@@ -14,28 +14,57 @@ class PartitionState:
         self.partition = partition
         self._factory = factory
         self.engines: dict[str, Engine] = {}
+        self._incremental: set[str] = set()  # keys checkpointed as entries
+        self._rewrite: set[str] = set()  # incremental keys restored from a whole snapshot
         for key, snap in cp.snapshots.items():
             engine = factory()
             engine.restore(snap)
-            self.engines[key] = engine
+            self._add(key, engine)
+            if key in self._incremental:
+                self._rewrite.add(key)
+        for key, entries in cp.entries.items():
+            engine = factory()
+            if not is_incremental(engine):
+                raise StateError(
+                    f"{self.label}: key {key!r} is stored as entries, but this engine keeps none"
+                )
+            engine.restore_entries(entries)  # type: ignore[attr-defined]
+            self._add(key, engine)
         self.next_offset: int | None = cp.offset  # None until the first record is consumed
         self.committed_offset: int | None = cp.offset  # what the state store holds
         self.group_offset: int | None = None  # what the consumer group holds, once we committed it
-        self.dirty: set[str] = set()
+        self.dirty: set[str] = set(self._rewrite)
+
+    def _add(self, key: str, engine: Engine) -> Engine:
+        self.engines[key] = engine
+        if is_incremental(engine):
+            self._incremental.add(key)
+        return engine
 
     def engine(self, key: str) -> Engine:
         engine = self.engines.get(key)
         if engine is None:
-            engine = self.engines[key] = self._factory()
+            engine = self._add(key, self._factory())
         return engine
 
     @property
     def needs_checkpoint(self) -> bool:
         return bool(self.dirty) or self.next_offset != self.committed_offset
 
-    def take_changes(self) -> dict[str, bytes]:
-        """Snapshots of the engines changed since the last checkpoint."""
-        changes = {key: self.engines[key].snapshot() for key in self.dirty}
+    def take_changes(self) -> StateChanges:
+        """What changed since the last checkpoint: entries of incremental engines, else snapshots."""
+        changes = StateChanges()
+        for key in self.dirty:
+            engine = self.engines[key]
+            if key not in self._incremental:
+                changes.snapshots[key] = engine.snapshot()
+            elif key in self._rewrite:
+                engine.changed_entries()  # type: ignore[attr-defined]  # all of them follow instead
+                changes.entries[key] = list(engine.all_entries())  # type: ignore[attr-defined]
+                changes.drop_snapshots.add(key)
+            else:
+                changes.entries[key] = engine.changed_entries()  # type: ignore[attr-defined]
+        self._rewrite.clear()
         self.dirty.clear()
         return changes
 

@@ -37,7 +37,7 @@ from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState
 from shared.service import ServiceDefinition
-from shared.state import StateStore
+from shared.state import StateStore, check_envelope, envelope_for
 
 log = logging.getLogger("ivmstream.runtime")
 
@@ -90,6 +90,9 @@ class Worker:
         self._stop = threading.Event()
         self._last_checkpoint = time.monotonic()
         self._options = config.options
+        self._envelope = envelope_for(service, config.options)
+        self._envelope_bytes = self._envelope.to_bytes()
+        self._last_size_probe = 0.0
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -149,6 +152,8 @@ class Worker:
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
         for tp in tps:
             cp = self.store.load(tp.topic, tp.partition)
+            where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
+            check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
             self._check_history(consumer, tp, cp.offset)
             self.partitions[tp.partition] = PartitionState(tp.topic, tp.partition, self._new_engine, cp)
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
@@ -296,17 +301,25 @@ class Worker:
         if todo:
             started = time.perf_counter()
             self.output.flush()
-            size = 0
+            size = entries = 0
             for state in todo:
-                size += self.store.commit(
-                    state.topic, state.partition, state.next_offset, state.take_changes()
+                stats = self.store.commit(
+                    state.topic,
+                    state.partition,
+                    state.next_offset,
+                    state.take_changes(),
+                    self._envelope_bytes,
                 )
+                size += stats.bytes
+                entries += stats.entries
                 state.committed_offset = state.next_offset
             self._fault("after-state-commit")
             self.metrics.checkpoints.inc()
             self.metrics.checkpoint_bytes.observe(size)
+            self.metrics.checkpoint_entries.observe(entries)
             self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
             self._update_gauges()
+            self._probe_state_size()
         self._commit_group_offsets([p for p in owned if p.group_offset != p.committed_offset])
 
     def _commit_group_offsets(self, states: list[PartitionState]) -> None:
@@ -340,6 +353,16 @@ class Worker:
                     for name, value in stats().items():
                         totals[name] += value
         self.metrics.set_engine_stats(totals)
+
+    def _probe_state_size(self, every: float = 30.0) -> None:
+        """``ivmstream_state_bytes`` from the backend's own estimate, at most every ``every`` seconds."""
+        now = time.monotonic()
+        if now - self._last_size_probe < every:
+            return
+        self._last_size_probe = now
+        sizes = [self.store.size_bytes(p.topic, p.partition) for p in self.partitions.values()]
+        if all(s is not None for s in sizes):
+            self.metrics.state_bytes.set(sum(s for s in sizes if s is not None))
 
     def _on_stats(self, stats_json: str) -> None:
         stats = orjson.loads(stats_json)

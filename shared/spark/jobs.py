@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from shared.compare import diff
 from shared.config import ConfigError, ServiceConfig, schema_of
+from shared.engine import is_incremental
 from shared.partitioner import partition_for
 from shared.runtime.dlq import latest_results, read_dead_letters
 from shared.runtime.output import result_index, result_key
@@ -33,7 +34,7 @@ from shared.service import ServiceDefinition
 from shared.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
 from shared.spark.kafka_source import read_kafka, resolve_offsets
 from shared.spark.snapshot import read_snapshot
-from shared.state import StateStore
+from shared.state import StateChanges, StateStore, envelope_for
 from shared.verdict import reconcile_key
 
 
@@ -122,25 +123,36 @@ def run_bootstrap(
         offsets = dict.fromkeys(range(partitions), 0)
     for p in offsets:
         existing = store.load(topic, p)
-        if existing.offset is not None or existing.snapshots:
+        if not existing.empty:
             raise BatchError(
                 f"state for {topic}:{p} already exists (offset {existing.offset}); "
                 "bootstrap only into an empty state store"
             )
     bags = net_bags({n: [df] for n, df in read_snapshot(spark, snapshot, schema).items()}, schema)
-    per_partition: dict[int, dict[str, bytes]] = {p: {} for p in offsets}
+    per_partition: dict[int, StateChanges] = {p: StateChanges() for p in offsets}
     keyed = schema.key_field is not None
     n = len(offsets)
+    keys = 0
     for key, state in jobs.build_state(spark, bags, config.options):
         p = partition_for(key, n) if keyed else 0
-        per_partition[p][key] = state
+        _place(per_partition[p], key, state, lambda: service.engine(config.options))
+        keys += 1
     size = 0
-    for p, states in per_partition.items():
-        size += store.commit(topic, p, offsets[p], states)
+    envelope = envelope_for(service, config.options).to_bytes()
+    for p, changes in per_partition.items():
+        size += store.commit(topic, p, offsets[p], changes, envelope).bytes
     store.close()
-    return BootstrapReport(
-        sum(len(s) for s in per_partition.values()), offsets, size, time.monotonic() - started
-    )
+    return BootstrapReport(keys, offsets, size, time.monotonic() - started)
+
+
+def _place(changes: StateChanges, key: str, state: bytes, new_engine: Callable[[], Any]) -> None:
+    """A built state in the layout the workers keep: entries for incremental engines, else the snapshot."""
+    engine = new_engine()
+    if not is_incremental(engine):
+        changes.snapshots[key] = state
+        return
+    engine.restore(state)
+    changes.entries[key] = list(engine.all_entries())
 
 
 # --- reconcile ----------------------------------------------------------------------------------------

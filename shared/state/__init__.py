@@ -1,17 +1,30 @@
-"""State stores for engine snapshots with atomic state+offset checkpoints."""
+"""State stores for engine state with atomic state+offset checkpoints."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from shared.state.base import PartitionCheckpoint, StateError, StateStore
+from shared.state.base import (
+    CommitStats,
+    FaultHook,
+    PartitionCheckpoint,
+    StateChanges,
+    StateError,
+    StateStore,
+)
+from shared.state.envelope import Envelope, check_envelope, envelope_for
 from shared.state.memory import MemoryStore
 
 BACKENDS = ("rocksdb", "redis", "memory")
 
 
 def open_store(
-    backend: str, namespace: str, *, state_dir: str | Path | None = None, redis_url: str | None = None
+    backend: str,
+    namespace: str,
+    *,
+    state_dir: str | Path | None = None,
+    redis_url: str | None = None,
+    fault_hook: FaultHook | None = None,
 ) -> StateStore:
     """Open a backend by name; ``namespace`` separates services and consumer groups."""
     if backend == "memory":
@@ -19,15 +32,27 @@ def open_store(
     if backend == "rocksdb":
         from shared.state.rocksdb import RocksDBStore
 
-        return RocksDBStore(state_dir or "state", namespace)
+        return RocksDBStore(state_dir or "state", namespace, fault_hook=fault_hook)
     if backend == "redis":
         if not redis_url:
             raise StateError("the redis state backend needs --redis URL")
         from shared.redis_client import connect
         from shared.state.redis import RedisStore
 
-        return RedisStore(connect(redis_url), namespace)
+        return RedisStore(connect(redis_url), namespace, fault_hook=fault_hook)
     raise StateError(f"unknown state backend {backend!r} (known: {', '.join(BACKENDS)})")
 
 
-__all__ = ["BACKENDS", "MemoryStore", "PartitionCheckpoint", "StateError", "StateStore", "open_store"]
+__all__ = [
+    "BACKENDS",
+    "CommitStats",
+    "Envelope",
+    "MemoryStore",
+    "PartitionCheckpoint",
+    "StateChanges",
+    "StateError",
+    "StateStore",
+    "check_envelope",
+    "envelope_for",
+    "open_store",
+]

@@ -1,27 +1,61 @@
-"""State stores: where engine snapshots and the input offsets they cover are checkpointed together.
+"""State stores: where engine state and the input offset it covers are checkpointed together.
 
-The contract that makes exactly-once state possible: ``commit`` writes a partition's changed engine
-snapshots AND its next input offset in one atomic write, so after any crash the stored state covers
-exactly the events before the stored offset. Nothing else in the system decides where to resume.
+The contract that makes exactly-once state possible: ``commit`` writes a partition's state changes
+AND its next input offset in one atomic write, so after any crash the stored state covers exactly
+the events before the stored offset. Nothing else in the system decides where to resume.
+
+A key's state is stored in one of two layouts: a whole snapshot (engines with only
+``snapshot()/restore()``), or named maps of entries that each checkpoint updates by what changed
+(``shared.engine.IncrementalEngine``). Every partition also stores the envelope of whoever wrote it
+(``shared.state.envelope``), checked before anything is restored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from shared.engine import Entry, EntryChange
+
+FaultHook = Callable[[str], None]
+
 
 class StateError(RuntimeError):
-    """A state backend is unreachable or holds something unreadable."""
+    """A state backend is unreachable, holds something unreadable, or was written by another engine."""
 
 
 @dataclass
 class PartitionCheckpoint:
-    """What a store holds for one input partition: next offset to read and per-key snapshots."""
+    """What a store holds for one input partition."""
 
     offset: int | None = None  # None: nothing checkpointed yet, start from the earliest offset
-    snapshots: dict[str, bytes] = field(default_factory=dict)
+    snapshots: dict[str, bytes] = field(default_factory=dict)  # key -> whole snapshot
+    entries: dict[str, list[Entry]] = field(default_factory=dict)  # key -> its map entries
+    envelope: bytes | None = None  # as stored; compared by the caller
+
+    @property
+    def empty(self) -> bool:
+        return self.offset is None and not self.snapshots and not self.entries
+
+
+@dataclass
+class StateChanges:
+    """One partition's changes since its previous checkpoint."""
+
+    snapshots: dict[str, bytes] = field(default_factory=dict)  # keys stored whole
+    entries: dict[str, list[EntryChange]] = field(default_factory=dict)  # keys stored as entries
+    drop_snapshots: set[str] = field(default_factory=set)  # keys moving from a snapshot to entries
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.snapshots) + sum(len(c) for c in self.entries.values())
+
+
+@dataclass(frozen=True)
+class CommitStats:
+    bytes: int  # bytes of keys and values written
+    entries: int  # puts and deletes written (a whole snapshot counts as one)
 
 
 class StateStore(Protocol):
@@ -29,8 +63,14 @@ class StateStore(Protocol):
 
     def load(self, topic: str, partition: int) -> PartitionCheckpoint: ...
 
-    def commit(self, topic: str, partition: int, offset: int, changes: Mapping[str, bytes]) -> int:
-        """Atomically store the changed snapshots and the next offset; returns bytes written."""
+    def commit(
+        self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
+    ) -> CommitStats:
+        """Atomically store the changes, the envelope and the next offset."""
+        ...
+
+    def size_bytes(self, topic: str, partition: int) -> int | None:
+        """The stored state's size as the backend estimates it (None: unknown)."""
         ...
 
     def release(self, topic: str, partition: int) -> None:
@@ -38,3 +78,39 @@ class StateStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# --- the key layout every backend shares ------------------------------------------------------------
+
+OFFSET_KEY = b"\x00offset"
+ENVELOPE_KEY = b"\x00envelope"
+SNAPSHOT_PREFIX = b"k:"
+ENTRY_PREFIX = b"e:"
+
+
+def entry_prefix(key: str) -> bytes:
+    """``e:`` + the key's length and bytes: one key's entries sort together, whatever bytes it holds."""
+    raw = key.encode()
+    return ENTRY_PREFIX + len(raw).to_bytes(4, "big") + raw
+
+
+def entry_key(prefix: bytes, map_name: str, entry: bytes) -> bytes:
+    return prefix + map_name.encode() + b"\x00" + entry
+
+
+def split_entry_key(stored: bytes) -> tuple[str, str, bytes]:
+    """(key, map name, entry key) of a stored ``e:`` key."""
+    n = int.from_bytes(stored[2:6], "big")
+    key = stored[6 : 6 + n].decode()
+    rest = stored[6 + n :]
+    sep = rest.index(b"\x00")
+    return key, rest[:sep].decode(), rest[sep + 1 :]
+
+
+def group_entries(rows: object) -> dict[str, list[Entry]]:
+    """Stored ``(e:-key, value)`` pairs (in any order) grouped into each key's entries."""
+    out: dict[str, list[Entry]] = {}
+    for stored, value in rows:  # type: ignore[attr-defined]
+        key, map_name, entry = split_entry_key(stored)
+        out.setdefault(key, []).append((map_name, entry, value))
+    return out

@@ -2,26 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
 
-from shared.state.base import PartitionCheckpoint
+
+class _Partition:
+    def __init__(self) -> None:
+        self.offset: int | None = None
+        self.envelope: bytes | None = None
+        self.snapshots: dict[str, bytes] = {}
+        self.entries: dict[str, dict[tuple[str, bytes], bytes]] = {}
 
 
 class MemoryStore:
     name = "memory"
 
     def __init__(self) -> None:
-        self._data: dict[tuple[str, int], PartitionCheckpoint] = {}
+        self._data: dict[tuple[str, int], _Partition] = {}
 
     def load(self, topic: str, partition: int) -> PartitionCheckpoint:
-        cp = self._data.get((topic, partition))
-        return PartitionCheckpoint(cp.offset, dict(cp.snapshots)) if cp else PartitionCheckpoint()
+        p = self._data.get((topic, partition))
+        if p is None:
+            return PartitionCheckpoint()
+        entries = {
+            key: [(m, e, v) for (m, e), v in sorted(maps.items())] for key, maps in p.entries.items() if maps
+        }
+        return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope)
 
-    def commit(self, topic: str, partition: int, offset: int, changes: Mapping[str, bytes]) -> int:
-        cp = self._data.setdefault((topic, partition), PartitionCheckpoint())
-        cp.snapshots.update(changes)
-        cp.offset = offset
-        return sum(len(v) for v in changes.values())
+    def commit(
+        self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
+    ) -> CommitStats:
+        p = self._data.setdefault((topic, partition), _Partition())
+        size = 0
+        for key in changes.drop_snapshots:
+            p.snapshots.pop(key, None)
+        p.snapshots.update(changes.snapshots)
+        size += sum(len(v) for v in changes.snapshots.values())
+        for key, items in changes.entries.items():
+            maps = p.entries.setdefault(key, {})
+            for map_name, entry, value in items:
+                if value is None:
+                    maps.pop((map_name, entry), None)
+                else:
+                    maps[(map_name, entry)] = value
+                    size += len(entry) + len(value)
+        p.offset = offset
+        p.envelope = envelope
+        return CommitStats(size, changes.entry_count)
+
+    def size_bytes(self, topic: str, partition: int) -> int | None:
+        p = self._data.get((topic, partition))
+        if p is None:
+            return 0
+        return sum(len(v) for v in p.snapshots.values()) + sum(
+            len(e) + len(v) for maps in p.entries.values() for (_m, e), v in maps.items()
+        )
 
     def release(self, topic: str, partition: int) -> None:
         pass

@@ -1,50 +1,130 @@
-"""Redis state store: one hash per input partition, committed with MULTI/EXEC.
+"""Redis state store: per input partition, one hash of offset, envelope and whole snapshots, and one
+hash per key of its map entries; a checkpoint is one MULTI/EXEC transaction.
 
-Shared by every worker that can reach the server, so partitions move between hosts freely. Each
-hash holds the per-key snapshots and the next offset; a checkpoint is one transaction.
+Shared by every worker that can reach the server, so partitions move between hosts freely. A set
+per partition lists the keys that have entry hashes, so a restore reads exactly those.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator
 
 import redis
 
-from shared.state.base import PartitionCheckpoint, StateError
+from shared.state.base import (
+    ENVELOPE_KEY,
+    OFFSET_KEY,
+    SNAPSHOT_PREFIX,
+    CommitStats,
+    FaultHook,
+    PartitionCheckpoint,
+    StateChanges,
+    StateError,
+)
 
-_OFFSET = b"\x00offset"
-_SNAP = b"k:"
+_SCAN_COUNT = 10_000
 
 
 class RedisStore:
     name = "redis"
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: redis.Redis, namespace: str, fault_hook: FaultHook | None = None) -> None:
         self.client = client
         self.namespace = namespace
+        self._fault = fault_hook or (lambda _point: None)
 
     def _hash(self, topic: str, partition: int) -> str:
         return f"ivmstream:state:{self.namespace}:{topic}:{partition}"
 
+    def _keys_set(self, topic: str, partition: int) -> str:
+        return self._hash(topic, partition) + ":entry-keys"
+
+    def _entries_hash(self, topic: str, partition: int, key: str) -> bytes:
+        return (self._hash(topic, partition) + ":e:").encode() + key.encode()
+
+    @staticmethod
+    def _field(map_name: str, entry: bytes) -> bytes:
+        return map_name.encode() + b"\x00" + entry
+
     def load(self, topic: str, partition: int) -> PartitionCheckpoint:
         try:
             fields = self.client.hgetall(self._hash(topic, partition))
+            keys = sorted(k.decode() for k in self.client.smembers(self._keys_set(topic, partition)))
+            entries = {key: list(self._scan_entries(topic, partition, key)) for key in keys}
         except redis.RedisError as exc:
             raise StateError(f"cannot read state from Redis: {exc}") from None
-        raw = fields.pop(_OFFSET, None)
-        snapshots = {k[len(_SNAP) :].decode(): v for k, v in fields.items() if k.startswith(_SNAP)}
-        return PartitionCheckpoint(int(raw) if raw is not None else None, snapshots)
+        raw = fields.pop(OFFSET_KEY, None)
+        envelope = fields.pop(ENVELOPE_KEY, None)
+        snapshots = {
+            k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in fields.items() if k.startswith(SNAPSHOT_PREFIX)
+        }
+        return PartitionCheckpoint(
+            int(raw) if raw is not None else None,
+            snapshots,
+            {k: v for k, v in entries.items() if v},
+            envelope,
+        )
 
-    def commit(self, topic: str, partition: int, offset: int, changes: Mapping[str, bytes]) -> int:
-        mapping: dict[bytes, bytes] = {_SNAP + k.encode(): v for k, v in changes.items()}
-        mapping[_OFFSET] = str(offset).encode()
+    def _scan_entries(self, topic: str, partition: int, key: str) -> Iterator[tuple[str, bytes, bytes]]:
+        for f, v in self.client.hscan_iter(self._entries_hash(topic, partition, key), count=_SCAN_COUNT):
+            sep = f.index(b"\x00")
+            yield f[:sep].decode(), f[sep + 1 :], v
+
+    def commit(
+        self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
+    ) -> CommitStats:
+        main = self._hash(topic, partition)
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(self._hash(topic, partition), mapping=mapping)
+        size = 0
+        if changes.drop_snapshots:
+            pipe.hdel(main, *(SNAPSHOT_PREFIX + k.encode() for k in changes.drop_snapshots))
+        mapping: dict[bytes, bytes] = {SNAPSHOT_PREFIX + k.encode(): v for k, v in changes.snapshots.items()}
+        size += sum(len(v) for v in changes.snapshots.values())
+        mapping[OFFSET_KEY] = str(offset).encode()
+        mapping[ENVELOPE_KEY] = envelope
+        if changes.entries:
+            pipe.sadd(self._keys_set(topic, partition), *changes.entries)
+        for key, items in changes.entries.items():
+            h = self._entries_hash(topic, partition, key)
+            puts: dict[bytes, bytes] = {}
+            deletes: list[bytes] = []
+            for map_name, entry, value in items:
+                f = self._field(map_name, entry)
+                if value is None:
+                    puts.pop(f, None)
+                    deletes.append(f)
+                else:
+                    puts[f] = value
+                    size += len(f) + len(value)
+            # the transaction deletes first, then puts: a later change of the same entry wins either way
+            if deletes:
+                pipe.hdel(h, *deletes)
+            if puts:
+                pipe.hset(h, mapping=puts)
+        pipe.hset(main, mapping=mapping)
+        self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
         try:
             pipe.execute()
         except redis.RedisError as exc:
             raise StateError(f"checkpoint to Redis failed: {exc}") from None
-        return sum(len(v) for v in changes.values())
+        return CommitStats(size, changes.entry_count)
+
+    def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
+        """One stored entry, for maps an engine keeps in the store rather than in memory."""
+        try:
+            return self.client.hget(self._entries_hash(topic, partition, key), self._field(map_name, entry))
+        except redis.RedisError as exc:
+            raise StateError(f"cannot read state from Redis: {exc}") from None
+
+    def size_bytes(self, topic: str, partition: int) -> int | None:
+        try:
+            names = [self._hash(topic, partition).encode()] + [
+                self._entries_hash(topic, partition, k.decode())
+                for k in self.client.smembers(self._keys_set(topic, partition))
+            ]
+            return sum(self.client.memory_usage(n) or 0 for n in names)
+        except redis.RedisError:
+            return None
 
     def release(self, topic: str, partition: int) -> None:
         pass

@@ -2,31 +2,45 @@
 
 One DB per partition (``<state_dir>/<namespace>/<topic>-<partition>``) lets workers sharing a
 state volume hand partitions to each other on rebalance: the owner opens it on assignment and
-closes it on revocation, and RocksDB's lock file guards against two owners at once.
+closes it on revocation, and RocksDB's lock file guards against two owners at once. Keys follow
+``shared.state.base``'s layout, so one key's entries are one prefix scan.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from shared.state.base import PartitionCheckpoint, StateError
-
-_OFFSET = b"\x00offset"
-_SNAP = b"k:"
+from shared.state.base import (
+    ENTRY_PREFIX,
+    ENVELOPE_KEY,
+    OFFSET_KEY,
+    SNAPSHOT_PREFIX,
+    CommitStats,
+    FaultHook,
+    PartitionCheckpoint,
+    StateChanges,
+    StateError,
+    entry_key,
+    entry_prefix,
+    group_entries,
+)
 
 
 class RocksDBStore:
     name = "rocksdb"
 
-    def __init__(self, state_dir: str | Path, namespace: str, sync: bool = False) -> None:
+    def __init__(
+        self, state_dir: str | Path, namespace: str, sync: bool = False, fault_hook: FaultHook | None = None
+    ) -> None:
         self.root = Path(state_dir) / namespace
         self._dbs: dict[tuple[str, int], Rdict] = {}
         self._write_opts = WriteOptions()
         self._write_opts.sync = sync
+        self._fault = fault_hook or (lambda _point: None)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -50,26 +64,60 @@ class RocksDBStore:
             self._dbs[(topic, partition)] = db
         return db
 
+    @staticmethod
+    def _scan(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in db.items(from_key=prefix):
+            if not k.startswith(prefix):
+                break
+            yield k, v
+
     def load(self, topic: str, partition: int) -> PartitionCheckpoint:
         db = self._db(topic, partition)
-        raw = db.get(_OFFSET)
-        snapshots = {}
-        for k, v in db.items(from_key=_SNAP):
-            if not k.startswith(_SNAP):
-                break
-            snapshots[k[len(_SNAP) :].decode()] = v
-        return PartitionCheckpoint(int(raw) if raw is not None else None, snapshots)
+        raw = db.get(OFFSET_KEY)
+        snapshots = {k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in self._scan(db, SNAPSHOT_PREFIX)}
+        entries = group_entries(self._scan(db, ENTRY_PREFIX))
+        return PartitionCheckpoint(
+            int(raw) if raw is not None else None, snapshots, entries, db.get(ENVELOPE_KEY)
+        )
 
-    def commit(self, topic: str, partition: int, offset: int, changes: Mapping[str, bytes]) -> int:
+    def commit(
+        self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
+    ) -> CommitStats:
         db = self._db(topic, partition)
         batch = WriteBatch(raw_mode=True)
         size = 0
-        for key, snap in changes.items():
-            batch.put(_SNAP + key.encode(), snap)
+        for key in changes.drop_snapshots:
+            batch.delete(SNAPSHOT_PREFIX + key.encode())
+        for key, snap in changes.snapshots.items():
+            batch.put(SNAPSHOT_PREFIX + key.encode(), snap)
             size += len(snap)
-        batch.put(_OFFSET, str(offset).encode())
+        for key, items in changes.entries.items():
+            prefix = entry_prefix(key)
+            for map_name, entry, value in items:
+                stored = entry_key(prefix, map_name, entry)
+                if value is None:
+                    batch.delete(stored)
+                else:
+                    batch.put(stored, value)
+                    size += len(stored) + len(value)
+        batch.put(ENVELOPE_KEY, envelope)
+        batch.put(OFFSET_KEY, str(offset).encode())
+        self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
         db.write(batch, self._write_opts)
-        return size
+        return CommitStats(size, changes.entry_count)
+
+    def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
+        """One stored entry, for maps an engine keeps in the store rather than in memory."""
+        return self._db(topic, partition).get(entry_key(entry_prefix(key), map_name, entry))
+
+    def size_bytes(self, topic: str, partition: int) -> int | None:
+        db = self._db(topic, partition)
+        try:
+            live = db.property_int_value("rocksdb.estimate-live-data-size") or 0
+            mem = db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+        except Exception:  # a property this RocksDB build does not offer
+            return None
+        return int(live) + int(mem)
 
     def release(self, topic: str, partition: int) -> None:
         db = self._dbs.pop((topic, partition), None)

@@ -19,7 +19,7 @@ from shared.redis_client import connect
 from shared.runtime import Worker
 from shared.runtime.progress import group_progress
 from shared.service import load_service
-from shared.state import open_store
+from shared.state import StateChanges, open_store
 
 
 @pytest.mark.parametrize("backend", ["rocksdb", "redis"])
@@ -134,8 +134,9 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[
 
 def test_redis_store_commit_is_one_transaction(redis_server, unique):
     store = open_store("redis", unique, redis_url=redis_server.url)
-    store.commit("t", 0, 7, {"a": b"1", "b": b"2"})
-    store.commit("t", 0, 9, {"a": b"3"})
+    envelope = b'{"test": 1}'
+    store.commit("t", 0, 7, StateChanges(snapshots={"a": b"1", "b": b"2"}), envelope)
+    store.commit("t", 0, 9, StateChanges(snapshots={"a": b"3"}), envelope)
     cp = store.load("t", 0)
     assert cp.offset == 9 and cp.snapshots == {"a": b"3", "b": b"2"}
     client = connect(redis_server.url)

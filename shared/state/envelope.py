@@ -1,0 +1,80 @@
+"""The checkpoint envelope: who wrote a partition's stored state, checked before it is restored.
+
+State written by another service, another engine configuration (strategy, query, mode ...), an older
+state version of the service or another store layout cannot be restored correctly: a worker given
+such state refuses to start with one line naming both sides, instead of running on wrong state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from shared.state.base import StateError
+
+LAYOUT = 2  # 1: whole snapshots only, no envelope; 2: envelope, snapshots and incremental entries
+
+
+@dataclass(frozen=True)
+class Envelope:
+    service: str
+    state_version: int
+    options: Mapping[str, Any]  # the service's own options: they decide what the state means
+    layout: int = LAYOUT
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "service": self.service,
+                "state_version": self.state_version,
+                "options": self.options,
+                "layout": self.layout,
+            },
+            option=orjson.OPT_SORT_KEYS,
+            default=str,
+        )
+
+    def describe(self) -> str:
+        opts = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.options.items()))
+        return f"{self.service} state v{self.state_version} ({opts}; layout {self.layout})"
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Envelope:
+        try:
+            body = orjson.loads(raw)
+            return cls(body["service"], int(body["state_version"]), body["options"], int(body["layout"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise StateError(f"unreadable checkpoint envelope {raw[:80]!r}") from None
+
+
+def _short(v: Any) -> str:
+    text = orjson.dumps(v, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def envelope_for(service: Any, options: Mapping[str, Any]) -> Envelope:
+    """The envelope a worker of ``service`` with these (validated) options writes and expects."""
+    canonical = orjson.loads(orjson.dumps(dict(options), option=orjson.OPT_SORT_KEYS, default=str))
+    return Envelope(service.name, service.state_version, canonical)
+
+
+def check_envelope(stored: bytes | None, expected: Envelope, where: str, has_state: bool) -> None:
+    """Refuse state another engine wrote; state with no envelope at all predates layout 2."""
+    if stored is None:
+        if has_state:
+            raise StateError(
+                f"{where} holds state without a checkpoint envelope (written by an older ivmstream); "
+                f"this worker runs {expected.describe()}: bootstrap into a new --state-dir/--group"
+            )
+        return
+    if stored == expected.to_bytes():
+        return
+    theirs = Envelope.parse(stored)
+    if theirs != expected:
+        raise StateError(
+            f"{where} holds {theirs.describe()}, but this worker runs {expected.describe()}: "
+            "use the config that wrote it, or a new --group/--state-dir"
+        )
