@@ -1,9 +1,10 @@
 """Triangle-count benchmark: IVM^ε against first-order IVM and the other baselines, plus one end-to-end run.
 
-One run measures (spec §4, workloads in ``bench/triangles_workloads.py``):
+One run measures (workloads in ``bench/triangles_workloads.py``, explained in docs/algorithms/triangles.md §7;
+results in docs/triangles-benchmark.md):
 
 1. engine level, relations mode R(a,b)·S(b,c)·T(c,a), |D| in ``--sizes`` (default 2^12, 2^14, 2^16, 2^18):
-   - ``W-mix`` (the spec's W-sqrt) and ``W-hub``: D₀ through BUILD (``load``), then toggles of R(a*, b*);
+   - ``W-mix`` and ``W-hub``: D₀ through BUILD (``load``), then toggles of R(a*, b*);
    - ``W-grow``: n R-MAT tuples inserted from empty, then all deleted (every doubling and halving of N);
    - an ε sweep at one size (``--eps-size``), ε in {0, 1/4, 1/3, 1/2, 2/3, 3/4, 1}, on the fixed W-mix
      instance and on the worst case for each ε (``W-adv``: W-mix built at that ε's threshold for ε ≤ ½,
@@ -28,7 +29,7 @@ keeps contention from favouring one side of a ratio.
 
 Usage (from the repo root)::
 
-    .venv/bin/python bench/triangles.py            # the full run (~3 minutes on 2 cores)
+    .venv/bin/python bench/triangles.py            # the full run (~2-3 minutes on 2 cores)
     .venv/bin/python bench/triangles.py --quick    # smoke size, well under a minute
 
 Writes ``bench/results/triangles.json`` and ``triangles_{scaling,speedup,eps}.png``

@@ -1,12 +1,14 @@
-"""Synthetic workloads of the triangle benchmark (spec §4.3) and an independent brute-force oracle.
+"""Synthetic workloads of the triangle benchmark and an independent brute-force oracle.
+
+What each workload exposes: docs/algorithms/triangles.md §7.
 
 Everything is deterministic: closed-form constructions, or ``random.Random(seed)`` (ids are ints, so
 ``PYTHONHASHSEED`` does not matter). Relations are Z-relations ``{(x, y): multiplicity}``.
 
 - ``w_hub(n)``: S = {(b*, c_i)}, T = {(c_i, a*)}, i < K, plus R(a*, b*); the stream toggles R(a*, b*).
 - ``w_mix(n, eps)``: W-hub plus k heavy C-values h_j of T-degree d = θ_strict(N, ε) + 2 (N = 2|D|+1,
-  the threshold base BUILD will pick), each with (h_j, a*) ∈ T and (b*, h_j) ∈ S, k ≈ 2K/d. At ε = ½
-  this is the spec's W-sqrt / W-mix; for ε < ½ it is the same construction at that ε's threshold.
+  the threshold base BUILD will pick), each with (h_j, a*) ∈ T and (b*, h_j) ∈ S, k ≈ 2K/d; for ε < ½
+  it is the same construction at that ε's threshold.
 - ``w_light(n, eps)`` (ours; the mirror of W-mix for ε > ½): b* is light with the longest light row a
   strict partition allows, S(b*) = {(b*, c_i)} and T(c_i, a*) for i < θ_strict(N, ε) - 1, padded with
   unrelated T tuples up to |D| = n. At ε = 1 it is W-hub.
@@ -31,7 +33,7 @@ Rel = dict[tuple[int, int], int]
 A_STAR, B_STAR = 1, 2  # the toggled tuple is R(a*, b*)
 FIRST_FREE = 10  # every other value is a fresh int from here on
 
-RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # spec §4.3: R-MAT a=0.57, b=c=0.19 (d = 0.05)
+RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # R-MAT a=0.57, b=c=0.19 (d = 0.05), the usual skewed setting
 
 
 @dataclass

@@ -1,14 +1,16 @@
-"""The baselines of spec §2.9 over unpartitioned relations, behind the same Engine protocol.
+"""The baselines over unpartitioned relations, behind the same Engine protocol.
 
-- ``first-order`` (c): classical IVM, Q += m·Σ_c S(b,c)·T(c,a) over the smaller row; the paper-faithful
-  flag ``always_iterate_s`` always walks the S row (the worst-case O(N) baseline the paper compares to).
-- ``factorized`` (b): F-IVM with only V_ST = Σ_c S(b,c)·T(c,a) materialized: R updates are one lookup.
-- ``recursive`` (d): DBToaster-style, all three full views W_RS, W_ST, W_TR.
-- ``recompute`` (e): relations only; Q recomputed by the O(N^{3/2}) plan once per ``apply`` call.
+Section numbers (§) refer to docs/algorithms/triangles.md.
+
+- ``first-order`` (§4.2): classical IVM, Q += m·Σ_c S(b,c)·T(c,a) over the smaller row; the flag
+  ``always_iterate_s`` always walks the S row (the textbook form, the paper's worst-case baseline).
+- ``factorized`` (§4.3): F-IVM with only V_ST = Σ_c S(b,c)·T(c,a) materialized: R updates are one lookup.
+- ``recursive`` (§4.4): DBToaster-style, all three full views W_RS, W_ST, W_TR.
+- ``recompute`` (§4.5): relations only; Q recomputed by the O(N^{3/2}) plan once per ``apply`` call.
 
 Graph mode: E plays all three roles, so every view above is the same wedge view W(x, z) = Σ_y E(x,y)E(y,z)
 and ``factorized`` and ``recursive`` coincide (one view, maintained for every update). An update δ at
-(x, y) adds 3·m·Σ_c E(y,c)E(c,x), plus 3m²E(x,x) + m³ when x = y (§2.9(g)).
+(x, y) adds 3·m·Σ_c E(y,c)E(c,x), plus 3m²E(x,x) + m³ when x = y (§2.11).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class _FullRelations(TriangleEngine):
 
 
 class FirstOrderEngine(_FullRelations):
-    """Classical first-order IVM (§2.9(c)): one intersection per update, no views."""
+    """Classical first-order IVM (§4.2): one intersection per update, no views."""
 
     strategy = "first-order"
 
@@ -147,7 +149,7 @@ class FirstOrderEngine(_FullRelations):
 
 
 class ViewEngine(_FullRelations):
-    """Full-relation views W_k(x, z) = Σ_y K_k(x, y)·K_{k+1}(y, z) for k in ``views`` (§2.9(b), (d)).
+    """Full-relation views W_k(x, z) = Σ_y K_k(x, y)·K_{k+1}(y, z) for k in ``views`` (§4.3, §4.4).
 
     An update to relation k reads W_{k+1}(y, x) when materialized (else intersects, like first-order)
     and maintains W_k(x, ·) from row y of relation k+1 and W_{k+2}(·, y) from column x of relation k+2.
@@ -240,7 +242,7 @@ class ViewEngine(_FullRelations):
 
 
 class FactorizedEngine(ViewEngine):
-    """F-IVM with only V_ST (§2.9(b)): R updates are a lookup, S and T updates intersect and maintain V_ST."""
+    """F-IVM with only V_ST (§4.3): R updates are a lookup, S and T updates intersect and maintain V_ST."""
 
     strategy = "factorized"
 
@@ -249,7 +251,7 @@ class FactorizedEngine(ViewEngine):
 
 
 class RecursiveEngine(ViewEngine):
-    """DBToaster-style recursive IVM (§2.9(d)): all three full views, O(1) Q delta, O(N) maintenance."""
+    """DBToaster-style recursive IVM (§4.4): all three full views, O(1) Q delta, O(N) maintenance."""
 
     strategy = "recursive"
 
@@ -258,7 +260,7 @@ class RecursiveEngine(ViewEngine):
 
 
 class RecomputeEngine(_FullRelations):
-    """Naive recomputation (§2.9(e)): keep the relations, recount Q once per ``apply`` call that changed them.
+    """Naive recomputation (§4.5): keep the relations, recount Q once per ``apply`` call that changed them.
 
     Its work counter adds the recount's loop iterations; ``work_last`` is the last recount's work."""
 

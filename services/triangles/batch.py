@@ -1,8 +1,8 @@
-"""Spark side of the triangles service: BUILD(D₀) of IVM^ε computed with Spark (spec §6.4), and the
-count recomputed with Spark SQL for reconciliation (``batch_recompute``).
+"""Spark side of the triangles service: BUILD(D₀) of IVM^ε computed with Spark, and the count
+recomputed with Spark SQL for reconciliation (``batch_recompute``); docs/algorithms/triangles.md §5.
 
 BUILD in Spark: tuples netted per key, |D| and N = 2|D|+1, the integer thresholds from the shared
-exact function (§2.2), degrees and the strict heavy/light partition, the three views as joins and Q
+exact function (§2.3), degrees and the strict heavy/light partition, the three views as joins and Q
 by joins. The result is written in the engine's snapshot format; the engine only re-indexes it.
 """
 

@@ -1,4 +1,6 @@
-"""Triangle-count engines, selectable by strategy name (spec §2 and every baseline of §2.9).
+"""Triangle-count engines, selectable by strategy name: IVM^ε and every baseline.
+
+The algorithm and the baselines: docs/algorithms/triangles.md §2 and §4.
 
 Pure and deterministic: no I/O. ``create_engine(mode, strategy, ...)`` is the one constructor the
 service, Spark bootstrap, benchmarks and tests use; the classes live in ``ivm_eps.py`` and

@@ -1,9 +1,11 @@
-"""IVM^ε (spec §2): heavy/light partitions, three views, minor and major rebalancing, O(1) answer.
+"""IVM^ε: heavy/light partitions, three views, minor and major rebalancing, O(1) answer.
+
+Section numbers (§) refer to docs/algorithms/triangles.md, which explains the algorithm (§2).
 
 State Z = (ε, N, P, V). Relation k is split on its first variable into a heavy part (indexed by both
 variables; the second-variable index serves updates to the next relation) and a light part (first
 variable only). View k is V_k(x, z) = Σ_y K_h(x, y)·Next_l(y, z): V_RS, V_ST, V_TR; graph mode has one
-relation E and one view V(a, c) = Σ_b E_h(a, b)·E_l(b, c) (§2.9(g)), by aliasing the three roles.
+relation E and one view V(a, c) = Σ_b E_h(a, b)·E_l(b, c) (§2.11), by aliasing the three roles.
 
 Views are flat dicts keyed (x, z): they are only ever probed and bumped per entry, and ``len`` is
 their size. Thresholds come from ``thresholds.py`` (exact integers, cached per N).
@@ -63,7 +65,7 @@ class IvmEpsEngine(TriangleEngine):
     """IVM^ε for R(a,b)·S(b,c)·T(c,a) (relations mode) or the symmetric edge relation (graph mode).
 
     ``epsilon``: a rational in [0, 1] ("1/2", 0.25, Fraction) or, in relations mode, a mapping
-    {"R": ..., "S": ..., "T": ...} (per-relation ε, §2.9(b)). ``on_rebalance``: optional callback
+    {"R": ..., "S": ..., "T": ...} (per-relation ε, §4.1). ``on_rebalance``: optional callback
     receiving one dict per minor/major rebalancing (tests use it for the I11/I12 accounting).
     """
 
@@ -134,7 +136,7 @@ class IvmEpsEngine(TriangleEngine):
         self.rebalance_work_last = 0
         self.build_work = 0
 
-    # --- ON_UPDATE (Fig. 4) ------------------------------------------------------------------------
+    # --- routing and rebalancing triggers (§2.7) ---------------------------------------------------
 
     def _update(self, k: int, x: Any, y: Any, m: int) -> None:
         heavy = x in self.hf[k] or self._eps_zero[k]  # new values start light unless ε_K = 0
@@ -158,7 +160,7 @@ class IvmEpsEngine(TriangleEngine):
                 if row is not None and len(row) < t[2]:
                     self._minor(k, x, False)
 
-    # --- APPLY_UPDATE (Fig. 3 and its rotations; Fig. 5 in graph mode) -----------------------------
+    # --- delta rules of one update (§2.6; graph mode §2.11) -----------------------------------------
 
     def _apply_update(self, k: int, heavy: bool, x: Any, y: Any, m: int) -> None:
         """Update part K_h or K_l of relation k at (x, y) by m; every delta reads the pre-update state.
@@ -267,10 +269,10 @@ class IvmEpsEngine(TriangleEngine):
         self.size += ds
         self.work += work
 
-    # --- rebalancing (§2.6) ------------------------------------------------------------------------
+    # --- rebalancing (§2.8, §2.9) ------------------------------------------------------------------
 
     def _minor(self, k: int, x: Any, to_heavy: bool) -> None:
-        """Move all tuples with first variable x between the parts of relation k (Prop 12)."""
+        """Move all tuples with first variable x between the parts of relation k (§2.8)."""
         src = self.lf[k] if to_heavy else self.hf[k]
         moved = list(src[x].items())  # snapshot: the row shrinks while we move it
         q0 = self.q
@@ -304,7 +306,7 @@ class IvmEpsEngine(TriangleEngine):
             )
 
     def _major(self, new_n: int) -> None:
-        """N changed: strictly repartition every relation and recompute the views (Prop 11); Q stays."""
+        """N changed: strictly repartition every relation and recompute the views (§2.9); Q stays."""
         old_n = self.n
         q0 = self.q
         work = self._repartition(new_n)
@@ -358,7 +360,7 @@ class IvmEpsEngine(TriangleEngine):
         return work
 
     def _build(self, fwd: list[Index]) -> None:
-        """BUILD (§2.3): N = 2|D₀|+1, strict partitions, views, and Q by the O(N^{3/2}) plan."""
+        """BUILD (§2.5): N = 2|D₀|+1, strict partitions, views, and Q by the O(N^{3/2}) plan."""
         for k in range(self.nrel):
             self.hf[k], self.hb[k], self.lf[k] = {}, {}, fwd[k]
             self.lsize[k] = support(fwd[k])
@@ -435,10 +437,10 @@ class IvmEpsEngine(TriangleEngine):
         self.thr = [thresholds(self.n, e) for e in self.eps]
         self._rebuild_views()
 
-    # --- invariants (§5.2) -------------------------------------------------------------------------
+    # --- invariants (§6.2) -------------------------------------------------------------------------
 
     def check_invariants(self) -> None:
-        """Assert I1-I10 of spec §5.2 (I11/I12 need history: see the on_rebalance hook). O(N^{3/2}).
+        """Assert I1-I10 of §6.2 (I11/I12 need history: see the on_rebalance hook). O(N^{3/2}).
 
         Raises AssertionError naming the violated invariant. Never call it inside a rebalancing."""
 

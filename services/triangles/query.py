@@ -1,8 +1,9 @@
 """Options of the triangles service, their validation, the relations it accepts and the engine factory.
 
-Ids: spec §6.1 allows int64 or string ids. One service instance uses one id type (``id_type``), declared
-as the column type so the codec refuses the other kind: ``int`` (the default; int64, values outside it
-are refused by the engine with ``id-out-of-range``, because Spark and RocksDB keys are int64) or ``str``.
+Ids are int64 or strings (docs/algorithms/triangles.md §5). One service instance uses one id type
+(``id_type``), declared as the column type so the codec refuses the other kind: ``int`` (the default;
+int64, values outside it are refused by the engine with ``id-out-of-range``, because Spark and RocksDB
+keys are int64) or ``str``.
 """
 
 from __future__ import annotations

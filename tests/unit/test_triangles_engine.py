@@ -1,5 +1,7 @@
-"""Relations mode: every strategy and ε against brute force after every update; IVM^ε invariants (§5.2),
-rebalancing (minor, major, N doubling/halving), snapshots, and the spec's edge cases (§2.10)."""
+"""Relations mode: every strategy and ε against brute force after every update; IVM^ε invariants,
+rebalancing (minor, major, N doubling/halving), snapshots and edge cases.
+
+Section numbers (§) refer to docs/algorithms/triangles.md (invariants §6.2, edge cases §6.4)."""
 
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ class Brute:
 
 
 class Accounting:
-    """I11 and I12 (spec §5.2) from the on_rebalance hook: spacing of rebalancings, Q unchanged by them."""
+    """I11 and I12 (§6.2) from the on_rebalance hook: spacing of rebalancings, Q unchanged by them."""
 
     def __init__(self, engine: IvmEpsEngine) -> None:
         engine.on_rebalance = self.on_rebalance
@@ -133,7 +135,7 @@ INITIAL = st.lists(
 
 
 def concrete(op, brute: Brute) -> tuple[str, object, object, int]:
-    """Mix of spec §5.3: delete-to-zero of a present tuple, +1 inserts, other multiplicities (Z semantics)."""
+    """Mix of §6.3: delete-to-zero of a present tuple, +1 inserts, other multiplicities (Z semantics)."""
     kind, rel, x, y, other, pick = op
     if kind == "del":
         present = sorted(brute.rel[rel])
@@ -256,7 +258,7 @@ def zipf_value(rng: random.Random, n: int = 30) -> int:
 
 
 def test_skewed_sweep_exercises_every_kind_of_rebalancing():
-    """Seeded Zipf(1.2) sweeps (spec §5.3): Q and invariants hold, and rebalancing really happens."""
+    """Seeded Zipf(1.2) sweeps (§6.3): Q and invariants hold, and rebalancing really happens."""
     for eps in EPSILONS:
         totals = defaultdict(int)
         for seed in range(12):
@@ -353,8 +355,8 @@ def test_grow_and_shrink_across_many_major_rebalancings(eps):
     assert stats["view_entries"] == 0 and stats["size"] == 0
 
 
-def test_n_trajectory_matches_the_spec_example():
-    """§2.6: N doubles as |D| reaches 1, 2, 4, 8; at N=16 dropping to |D|=3 gives N=7; next doubling at 7."""
+def test_n_trajectory_matches_the_documented_example():
+    """§2.7: N doubles as |D| reaches 1, 2, 4, 8; at N=16 dropping to |D|=3 gives N=7; next doubling at 7."""
     engine = IvmEpsEngine("relations", "1/2")
     assert engine.n == 1
     seen = []
@@ -376,12 +378,12 @@ def test_n_trajectory_matches_the_spec_example():
 
 
 def hub_fixture(k: int) -> dict[str, dict[tuple, int]]:
-    """W-hub (§4.3): S = {(b*, c_i)}, T = {(c_i, a*)}; each c_i has degree 1 in T."""
+    """W-hub (§7): S = {(b*, c_i)}, T = {(c_i, a*)}; each c_i has degree 1 in T."""
     return {"S": {("b*", f"c{i}"): 1 for i in range(k)}, "T": {(f"c{i}", "a*"): 1 for i in range(k)}}
 
 
 def test_skew_hub_pair_is_one_lookup_for_ivm_eps_and_linear_for_classical():
-    """§2.10 skew: the hub pair is Θ(N) for classical IVM and O(1) for IVM^ε via V_ST."""
+    """W-hub (§7): the hub pair is Θ(N) for classical IVM and O(1) for IVM^ε via V_ST."""
     k = 200
     engines = {
         "ivm": create_engine("relations", "ivm-eps", "1/2"),
@@ -409,7 +411,7 @@ def test_skew_hub_pair_is_one_lookup_for_ivm_eps_and_linear_for_classical():
 
 @pytest.mark.parametrize("via", ["build", "stream"])
 def test_view_space_on_w_viewsat(via):
-    """W-viewsat (§4.3) at k=16: |D| = 1.5k² and |V_RS| = k³/8, after BUILD and after streaming from empty."""
+    """W-viewsat (§7) at k=16: |D| = 1.5k² and |V_RS| = k³/8, after BUILD and after streaming from empty."""
     k = 16
     b0 = range(4 * k)
     data = {
@@ -439,7 +441,7 @@ def osc_fixture() -> dict[str, dict[tuple, int]]:
 
 
 def test_degree_oscillation_is_damped_by_hysteresis():
-    """W-osc (§4.3, §2.10): oscillating inside (θ_down, θ_up) never moves; full swings move once each."""
+    """W-osc (§7, §2.10): oscillating inside (θ_down, θ_up) never moves; full swings move once each."""
     engine = IvmEpsEngine("relations", "1/2")
     book = Accounting(engine)
     engine.load(osc_fixture())
@@ -488,7 +490,7 @@ def test_degree_oscillation_is_damped_by_hysteresis():
 
 
 def test_minor_rebalancing_moves_the_whole_row_and_keeps_q():
-    """Minor moves iterate a row they mutate (§2.10): all of alpha's tuples move, Q stays, views follow."""
+    """Minor moves iterate a row they mutate (§2.8): all of alpha's tuples move, Q stays, views follow."""
     engine = IvmEpsEngine("relations", "1/2")
     engine.load(osc_fixture())
     events = []
@@ -505,7 +507,7 @@ def test_minor_rebalancing_moves_the_whole_row_and_keeps_q():
     assert engine.views[0][("x0", 0)] == sum(1 + j % 3 for j in range(31))
 
 
-# --- edge cases of spec §2.10 --------------------------------------------------------------------------
+# --- edge cases (§6.4) ---------------------------------------------------------------------------------
 
 
 def test_empty_database():

@@ -1,5 +1,7 @@
 """Graph mode: one symmetric edge relation, set semantics, Q = 6·#triangles, checked against networkx;
-the self-join rules of spec §2.9(g) (incl. self-loop terms) against brute force and three copies."""
+the self-join rules (incl. self-loop terms) against brute force and three copies.
+
+Section numbers (§) refer to docs/algorithms/triangles.md (graph mode: §2.11)."""
 
 from __future__ import annotations
 
@@ -180,7 +182,7 @@ def test_long_skewed_churn_with_accounting(eps):
     )
 )
 def test_self_join_rules_with_self_loops_and_z_multiplicities(updates):
-    """Directed Z-relation E with self-loops: the alpha=beta terms 3m²E(alpha,alpha) + m³ (§2.9(g), §2.10)."""
+    """Directed Z-relation E with self-loops: the alpha=beta terms 3m²E(alpha,alpha) + m³ (§2.11)."""
     engines = [make(s, e) for s, e in CONFIGS]
     e: dict[tuple, int] = {}
     for x, y, m in updates:
@@ -211,7 +213,7 @@ def test_directed_graph_counts_each_3_cycle_three_times(arcs):
 @settings(max_examples=50)
 @given(OPS)
 def test_three_copies_equal_the_self_join(ops):
-    """Three-copies mode (each directed tuple fed to R, S and T) equals the one-relation engine (§5.3)."""
+    """Three-copies mode (each directed tuple fed to R, S and T) equals the one-relation engine (§6.3)."""
     g = nx.Graph()
     graph = IvmEpsEngine("graph", "1/3")
     copies = IvmEpsEngine("relations", "1/3")

@@ -1,4 +1,6 @@
-"""The integer threshold arithmetic of IVM^ε (spec §2.2) against its exact rational definition."""
+"""The integer threshold arithmetic of IVM^ε against its exact rational definition.
+
+Section numbers (§) refer to docs/algorithms/triangles.md (thresholds: §2.3)."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def test_large_n_is_the_exact_ceiling(n, eps, c):
         assert k == math.ceil(real)
 
 
-def test_half_matches_the_spec_formulas():
+def test_half_matches_the_closed_forms():
     for n in range(1, 3000):
         t = thresholds(n, Fraction(1, 2))
         assert t.strict == min(k for k in range(n + 2) if k * k >= n)
@@ -61,9 +63,9 @@ def test_boundary_epsilons():
 
 
 def test_small_n_thresholds_are_one_to_three():
-    """Spec §2.10: for N ≤ 3 and 0 < ε < 1 the thresholds are small and the ceilings matter.
+    """§2.3: for N ≤ 3 and 0 < ε < 1 the thresholds are small and the ceilings matter.
 
-    "1-3" holds for ε ≤ ½; above it θ_up reaches 4 (⌈1.5·3^{2/3}⌉ = ⌈3.12⌉), so the spec's range is loose."""
+    "1-3" holds for ε ≤ ½; above it θ_up reaches 4 (⌈1.5·3^{2/3}⌉ = ⌈3.12⌉)."""
     for eps in (Fraction(1, 4), Fraction(1, 3), Fraction(1, 2)):
         for n in (1, 2, 3):
             t = thresholds(n, eps)
