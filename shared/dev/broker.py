@@ -15,7 +15,10 @@ Limits of the mock, checked against librdkafka's rdkafka_mock.c: brokers listen 
 (INADDR_LOOPBACK, ephemeral port, not configurable); topics created implicitly by a produce or
 metadata request get a hard-coded 4 partitions (no setter or ``test.mock.*`` property exists), so
 ``--partitions`` applies to explicitly created topics only; CreateTopics from an admin client is not
-supported, hence the stdin protocol; all data lives in memory.
+supported, hence the stdin protocol; all data lives in memory, and each partition keeps at most 5 MiB of
+message sets (and at most 100,000 of them), silently dropping the oldest beyond that (``max_size``). A topic
+that outgrows it loses its head: the ``Worker`` then refuses to start past the deleted records, and the
+benchmarks compress or size their input to stay below it.
 """
 
 from __future__ import annotations
