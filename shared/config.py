@@ -2,88 +2,86 @@
 
 One flat mapping per service instance: the runtime keys below plus the keys the service declares.
 Unknown keys, wrong types and bad values are errors that name the key, because a typo in a view's
-configuration otherwise runs the wrong query silently.
+configuration otherwise runs the wrong query silently. The option parsers live in ``shared.options``
+and are re-exported here, so a service's declarations and the loader read from one place.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from shared.events import Schema
+from shared.options import (
+    ConfigError,
+    Option,
+    Parser,
+    boolean,
+    choice,
+    fraction,
+    mapping,
+    non_negative_int,
+    optional,
+    parse_options,
+    positive_int,
+    positive_number,
+    string,
+    to_fraction,
+)
+from shared.service import ServiceDefinition
 
-if TYPE_CHECKING:
-    from shared.service import ServiceDefinition
-
-
-class ConfigError(ValueError):
-    """A configuration file or value that cannot be used; the message says which key and why."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """One config key: its default and a parser that returns the typed value or raises ValueError."""
-
-    default: Any
-    parse: Callable[[Any], Any]
-    help: str
-
-
-def _positive_int(v: Any) -> int:
-    if type(v) is not int or v <= 0:
-        raise ValueError("must be a positive integer")
-    return v
-
-
-def _positive_number(v: Any) -> float:
-    if type(v) not in (int, float) or v <= 0:
-        raise ValueError("must be a positive number")
-    return float(v)
-
-
-def _topic_name(v: Any) -> str | None:
-    if v is None:
-        return None
-    if type(v) is not str or not v or len(v) > 249 or any(c not in _TOPIC_CHARS for c in v):
-        raise ValueError("must be a Kafka topic name (letters, digits, '.', '_', '-')")
-    return v
-
-
-def _optional_identifier(v: Any) -> str | None:
-    if v is None:
-        return None
-    if type(v) is not str or not v:
-        raise ValueError("must be a non-empty string")
-    return v
-
-
-def _kafka_overrides(v: Any) -> dict[str, Any]:
-    if v is None:
-        return {}
-    if not isinstance(v, dict) or set(v) - {"consumer", "producer"}:
-        raise ValueError("must be a mapping with optional 'consumer' and 'producer' librdkafka settings")
-    for part in v.values():
-        if not isinstance(part, dict):
-            raise ValueError("'consumer' and 'producer' must be mappings of librdkafka settings")
-    return {k: dict(x) for k, x in v.items()}
-
+__all__ = [
+    "RUNTIME_OPTIONS",
+    "ConfigError",
+    "Option",
+    "Parser",
+    "ServiceConfig",
+    "boolean",
+    "build_config",
+    "choice",
+    "fraction",
+    "load_config",
+    "mapping",
+    "non_negative_int",
+    "optional",
+    "positive_int",
+    "positive_number",
+    "read_config_file",
+    "resolve_options",
+    "schema_of",
+    "string",
+    "to_fraction",
+]
 
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
+
+def _topic(v: Any) -> str:
+    if type(v) is not str or not v or len(v) > 249 or any(c not in _TOPIC_CHARS for c in v):
+        raise topic_name.invalid()
+    return v
+
+
+topic_name: Parser[str] = Parser("a Kafka topic name (letters, digits, '.', '_', '-')", _topic)
+
 RUNTIME_OPTIONS: dict[str, Option] = {
-    "key_field": Option(None, _optional_identifier, "row column whose value is the partition key"),
-    "input_topic": Option(None, _topic_name, "input topic (default <service>.updates)"),
-    "output_topic": Option(None, _topic_name, "results topic (default <service>.results)"),
-    "dlq_topic": Option(None, _topic_name, "dead-letter topic (default <service>.dlq)"),
-    "batch_size": Option(2000, _positive_int, "max records consumed and applied per batch"),
-    "checkpoint_interval": Option(1.0, _positive_number, "seconds between state+offset checkpoints"),
-    "session_timeout_ms": Option(10000, _positive_int, "consumer group session timeout"),
-    "kafka": Option(None, _kafka_overrides, "extra librdkafka settings: {consumer: {...}, producer: {...}}"),
+    "key_field": Option(None, optional(string()), "row column whose value is the partition key"),
+    "input_topic": Option(None, optional(topic_name), "input topic (default <service>.updates)"),
+    "output_topic": Option(None, optional(topic_name), "results topic (default <service>.results)"),
+    "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
+    "batch_size": Option(2000, positive_int(), "max records consumed and applied per batch"),
+    "checkpoint_interval": Option(1.0, positive_number(), "seconds between state+offset checkpoints"),
+    "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
+    "kafka": Option(
+        {},
+        mapping(mapping(), keys=("consumer", "producer")),
+        "extra librdkafka settings: {consumer: {...}, producer: {...}}",
+    ),
 }
 
 
@@ -105,6 +103,7 @@ class ServiceConfig:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping a YAML or JSON config file holds (an empty file is an empty mapping)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -121,28 +120,41 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _validate(service: ServiceDefinition, options: Mapping[str, Any], source: str) -> None:
+    """Run the service's check of option combinations, as a ConfigError naming ``source``."""
+    if service.validate is None:
+        return
+    try:
+        service.validate(options)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def resolve_options(
+    declared: ServiceDefinition | Mapping[str, Option],
+    given: Mapping[str, Any] | None = None,
+    *,
+    source: str = "<inline>",
+) -> dict[str, Any]:
+    """Complete, validated options from a partial mapping: every missing key takes its default.
+
+    For benchmarks and tests that build an engine without a config file; ``declared`` is a service
+    (its options, then its ``validate``) or just a mapping of option declarations."""
+    if isinstance(declared, ServiceDefinition):
+        values = parse_options(declared.options, given or {}, owner=f"service {declared.name}", source=source)
+        _validate(declared, values, source)
+        return values
+    return parse_options(declared, given or {}, owner="these options", source=source)
+
+
 def build_config(
     service: ServiceDefinition, raw: Mapping[str, Any], source: str = "<inline>"
 ) -> ServiceConfig:
+    """A service instance's configuration: runtime keys and service options, parsed and validated."""
     known = {**RUNTIME_OPTIONS, **service.options}
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown config key {unknown[0]!r} for service {service.name} "
-            f"(known: {', '.join(sorted(known))})"
-        )
-    values: dict[str, Any] = {}
-    for key, opt in known.items():
-        try:
-            values[key] = opt.parse(raw[key]) if key in raw else opt.default
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{source}: config key {key!r} {exc} (got {raw[key]!r})") from None
+    values = parse_options(known, raw, owner=f"service {service.name}", source=source)
     service_options = {k: values[k] for k in service.options}
-    if service.validate is not None:
-        try:
-            service.validate(service_options)
-        except ValueError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+    _validate(service, service_options, source)
     name = service.name
     return ServiceConfig(
         service=name,
@@ -154,16 +166,18 @@ def build_config(
         batch_size=values["batch_size"],
         checkpoint_interval=values["checkpoint_interval"],
         session_timeout_ms=values["session_timeout_ms"],
-        kafka=values["kafka"] or {},
+        kafka=values["kafka"],
         source=source,
     )
 
 
 def load_config(service: ServiceDefinition, path: str | Path) -> ServiceConfig:
+    """``build_config`` of a YAML or JSON file."""
     return build_config(service, read_config_file(path), str(path))
 
 
 def schema_of(service: ServiceDefinition, config: ServiceConfig) -> Schema:
+    """The event schema a configured service accepts (its relations, keyed by ``key_field``)."""
     try:
         return Schema.of(*service.relations(config.options), key_field=config.key_field)
     except ValueError as exc:

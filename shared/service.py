@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.config import ConfigError, Option
 from shared.engine import Engine
-from shared.events import Relation
+from shared.events import InputFormat, Relation
+from shared.options import ConfigError, Option
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,14 @@ class ServiceDefinition:
     state_version: int = 1  # bump when the stored state of this service changes shape (checkpoint envelope)
     batch: str | None = None  # "module:attribute" of its Spark BatchJobs (imported only when needed)
     platform_only: bool = False  # reference services used by the platform's own tests and demo
+    formats: Mapping[str, InputFormat] = field(default_factory=dict)  # its own input formats, by name
 
 
 def available_services() -> dict[str, str]:
-    """Every ``services/<name>/service.py`` module, by service name (not imported yet)."""
-    import services
+    """Every ``services/<name>/service.py`` module, by service name (not imported yet).
 
+    The platform never imports a service statically: services depend on the platform, not back."""
+    services = importlib.import_module("services")
     return {
         m.name: f"services.{m.name}.service"
         for m in pkgutil.iter_modules(services.__path__)

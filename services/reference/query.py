@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.config import Option
 from shared.events import COLUMN_TYPES, Relation
+from shared.options import Option, boolean
 
 DEFAULT_RELATIONS = {"items": {"item": "str", "qty": "int", "price": "decimal"}}
 
@@ -23,15 +23,9 @@ def parse_relations(v: Any) -> dict[str, dict[str, str]]:
     return {r: dict(c) for r, c in v.items()}
 
 
-def parse_bool(v: Any) -> bool:
-    if type(v) is not bool:
-        raise ValueError("must be true or false")
-    return v
-
-
 OPTIONS = {
     "relations": Option(DEFAULT_RELATIONS, parse_relations, "relations as {name: {column: type}}"),
-    "allow_negative": Option(False, parse_bool, "accept deletes that drive a multiplicity below 0"),
+    "allow_negative": Option(False, boolean(), "accept deletes that drive a multiplicity below 0"),
 }
 
 
