@@ -41,9 +41,12 @@ bench: setup
 	$(PY) bench/triangles.py
 	$(PY) bench/vwap.py
 
+# Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
 lint: setup
 	$(VENV)/bin/ruff check shared services tests bench setup.py
 	$(VENV)/bin/ruff format --check shared services tests bench setup.py
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache shared/events/*.so

@@ -1,0 +1,107 @@
+"""The import contracts ``make lint`` checks catch the violations they are written for.
+
+Each case copies the packages' sources to a temporary folder, adds one offending import and runs
+``lint-imports`` with the repository's own contract on the copy: the contract must break there and
+name the offending import, and the same contract run on an unchanged copy must not name it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter", reason="import-linter comes with the dev extra")
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+# (contract id, module file to change, the import to add, a line the broken contract's report holds)
+VIOLATIONS = [
+    ("engines-pure", "services/reference/engine.py", "import redis", "services.reference.engine -> redis"),
+    # reached only through the engine, so the contract covers the pure modules an engine imports
+    (
+        "engines-pure",
+        "services/triangles/thresholds.py",
+        "import shared.state",
+        "services.triangles.thresholds -> shared.state",
+    ),
+    ("engines-pure", "services/vwap/query.py", "import pyspark.sql", "services.vwap.query -> pyspark"),
+    (
+        "platform-without-services",
+        "shared/verdict.py",
+        "import services.reference.engine",
+        "shared.verdict ->",
+    ),
+    ("runtime-without-dev", "shared/state/memory.py", "import shared.dev.broker", "shared.state.memory ->"),
+    ("config-layers", "shared/options.py", "import shared.service", "shared.options -> shared.service"),
+    ("acyclic", "shared/verdict.py", "import shared.cli", "No cycles are allowed in shared.\n"),
+]
+
+
+def _copy_sources(dest: Path) -> None:
+    """The Python sources of both packages (no data files, no build products) and the contracts."""
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [
+            n for n in names if n == "__pycache__" or (not n.endswith(".py") and not Path(folder, n).is_dir())
+        ]
+
+    for package in ("shared", "services"):
+        shutil.copytree(ROOT / package, dest / package, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+
+
+def lint(tree: Path, contract: str) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` of one contract on ``tree`` (whose packages come first on the import path)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", "--contract", contract],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("pristine")
+    _copy_sources(tree)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def clean_reports(pristine: Path) -> dict[str, str]:
+    """Each contract's report on the unchanged copy, run once per contract."""
+    return {contract: lint(pristine, contract).stdout for contract in {v[0] for v in VIOLATIONS}}
+
+
+def test_the_copy_is_what_lint_imports_reads(pristine: Path) -> None:
+    """Guards the cases below: a report about the copy, not about the installed checkout."""
+    (pristine / "shared" / "zz_probe.py").write_text("import services.reference\n")
+    try:
+        out = lint(pristine, "platform-without-services")
+    finally:
+        (pristine / "shared" / "zz_probe.py").unlink()
+    assert out.returncode != 0 and "shared.zz_probe -> services.reference" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize(("contract", "path", "statement", "report"), VIOLATIONS)
+def test_contract_breaks_on_its_violation(
+    clean_reports: dict[str, str], tmp_path: Path, contract: str, path: str, statement: str, report: str
+) -> None:
+    assert report not in clean_reports[contract], clean_reports[contract]
+    tree = tmp_path / "tree"
+    _copy_sources(tree)
+    target = tree / path
+    target.write_text(target.read_text() + f"\n{statement}  # the violation under test\n")
+    broken = lint(tree, contract)
+    assert broken.returncode != 0, broken.stdout + broken.stderr
+    assert "BROKEN" in broken.stdout and report in broken.stdout, broken.stdout
