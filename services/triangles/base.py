@@ -11,12 +11,12 @@ docs/algorithms/triangles.md §2.11.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import orjson
 
-from shared.engine import EngineError, Rejection
+from shared.engine import EngineError, Entry, EntryChange, Rejection
 from shared.events import UpdateEvent
 
 MODES = ("graph", "relations")
@@ -163,6 +163,8 @@ class TriangleEngine:
         self.tuple_updates = 0
         self.work_total = 0
         self.work_last = 0
+        self._changed: set[tuple[int, Any, Any]] = set()  # tuples touched since the last checkpoint
+        self._all_changed = False  # after BUILD every tuple is new
 
     # --- intake ------------------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class TriangleEngine:
 
     def _apply_relations(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
         update = self._update
+        changed = self._changed.add
         for i, ev in enumerate(events):
             k = REL_INDEX.get(ev.relation)
             if k is None:
@@ -206,11 +209,13 @@ class TriangleEngine:
                 continue
             w0 = self.work
             update(k, x, y, m)
+            changed((k, x, y))
             self.work_last = self.work - w0
             self.events += 1
 
     def _apply_graph(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
         update = self._update
+        changed = self._changed.add
         mult = self._mult
         for i, ev in enumerate(events):
             if ev.relation != EDGE_RELATION:
@@ -251,6 +256,8 @@ class TriangleEngine:
             w0 = self.work
             update(0, u, v, m)
             update(0, v, u, m)
+            changed((0, u, v))
+            changed((0, v, u))
             self.work_last = self.work - w0
             self.events += 1
 
@@ -271,6 +278,7 @@ class TriangleEngine:
             raise EngineError(f"multiplicity change must be a nonzero int, got {m!r}")
         w0 = self.work
         self._update(k, x, y, m)
+        self._changed.add((k, x, y))
         self.work_last = self.work - w0
         self._finish_batch()
         self.work_total = self.work
@@ -308,6 +316,7 @@ class TriangleEngine:
                     if m:
                         bump(fwd[k], x, y, m)
         self._build(fwd)
+        self._all_changed = True
 
     # --- result, stats, snapshot -------------------------------------------------------------------
 
@@ -364,6 +373,77 @@ class TriangleEngine:
         for name in self._COUNTERS:
             setattr(self, name, snap["counters"][name])
         self.work = self.work_total
+        self._after_restore()
+
+    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §7) ------------
+    # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity. Map "s": Q, the
+    # counters, the configuration and strategy extras (the heavy keys of IVM^ε). Views and reverse
+    # indexes are functions of these and are rebuilt on restore, as from a snapshot.
+
+    def changed_entries(self) -> list[EntryChange]:
+        if self._all_changed:
+            self._all_changed = False
+            self._changed.clear()
+            return list(self.all_entries())
+        mult, value = self._mult, self._entry_value
+        out: list[EntryChange] = []
+        for t in self._changed:
+            m = mult(*t)
+            out.append(("t", orjson.dumps(t), value(t[0], t[1], m) if m else None))
+        self._changed.clear()
+        out.extend(self._scalar_entries(full=False))
+        return out
+
+    def all_entries(self) -> Iterator[Entry]:
+        value = self._entry_value
+        for k in range(self.nrel):
+            for x, row in self._rows(k):
+                for y, m in row.items():
+                    yield "t", orjson.dumps((k, x, y)), value(k, x, m)
+        yield from self._scalar_entries(full=True)  # type: ignore[misc]
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        fwd: list[Index] = [{} for _ in range(self.nrel)]
+        heavy: set[tuple[int, Any]] = set()
+        scalars: dict[bytes, bytes] = {}
+        loads = orjson.loads
+        for map_name, key, value in entries:
+            if map_name == "t":
+                k, x, y = loads(key)
+                row = fwd[k].get(x)
+                if row is None:
+                    row = fwd[k][x] = {}
+                m = loads(value)
+                if m.__class__ is list:  # [m, part]: strategies that partition rows (IVM^ε)
+                    m, part = m
+                    if part:
+                        heavy.add((k, x))
+                row[y] = int(m)
+            elif map_name == "s":
+                scalars[key] = value
+            else:
+                raise EngineError(f"unknown triangles state map {map_name!r}")
+        if loads(scalars.get(b"config", b"null")) != self._config():
+            raise EngineError(
+                f"state entries were written with {scalars.get(b'config')!r}, not {self._config()}"
+            )
+        self._load_tuples(fwd, heavy)
+        self.q = int(loads(scalars[b"q"]))
+        counters = loads(scalars[b"counters"])
+        for name in self._COUNTERS:
+            setattr(self, name, counters[name])
+        self.work = self.work_total
+        self._changed.clear()
+        self._all_changed = False
+        self._after_restore()
+
+    def _scalar_entries(self, full: bool) -> list[Entry]:
+        """Q and the counters change with every update, so every checkpoint writes them (a few bytes)."""
+        return [
+            ("s", b"q", orjson.dumps(str(self.q))),
+            ("s", b"counters", orjson.dumps({name: getattr(self, name) for name in self._COUNTERS})),
+            ("s", b"config", orjson.dumps(self._config())),
+        ]
 
     # --- subclass hooks ------------------------------------------------------------------------------
 
@@ -394,11 +474,30 @@ class TriangleEngine:
     def _load_relations(self, data: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
+    def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
+        """Every row x -> {y: m} of relation k, for a full scan of the state."""
+        raise NotImplementedError
+
+    def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
+        """Install restored relations (``fwd[k][x][y] = m``; ``heavy``: rows stored in a heavy part)."""
+        raise NotImplementedError
+
+    def _entry_value(self, k: int, x: Any, m: int) -> bytes:
+        """The stored value of a tuple of row x of relation k with multiplicity m."""
+        return _mult_bytes(m)
+
+    def _after_restore(self) -> None:
+        """Rebuild state derived from the restored relations and counters (either restore path)."""
+
     def _rel_name(self, k: int) -> str:
         return EDGE_RELATION if self.graph else REL_NAMES[k]
 
     def _view_name(self, k: int) -> str:
         return "V" if self.graph else VIEW_NAMES[k]
+
+
+def _mult_bytes(m: int) -> bytes:
+    return orjson.dumps(m if INT64_MIN <= m <= INT64_MAX else str(m))
 
 
 def _bad_id(v: Any) -> tuple[str, str] | None:

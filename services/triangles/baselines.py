@@ -15,10 +15,11 @@ and ``factorized`` and ``recursive`` coincide (one view, maintained for every up
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from services.triangles.base import (
+    Index,
     TriangleEngine,
     bump,
     count_triangles,
@@ -80,7 +81,13 @@ class _FullRelations(TriangleEngine):
         return {self._rel_name(k): dump_index(self.fwd[k]) for k in range(self.nrel)}
 
     def _load_relations(self, data: Mapping[str, Any]) -> None:
-        self.fwd = [load_index(data[self._rel_name(k)]) for k in range(self.nrel)]
+        self._load_tuples([load_index(data[self._rel_name(k)]) for k in range(self.nrel)], set())
+
+    def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
+        return self.fwd[k].items()
+
+    def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
+        self.fwd = fwd
         self.bwd = [transpose(f) for f in self.fwd]
         self.rsize = [support(f) for f in self.fwd]
         self.size = sum(self.rsize)

@@ -13,9 +13,11 @@ their size. Thresholds come from ``thresholds.py`` (exact integers, cached per N
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
+
+import orjson
 
 from services.triangles.base import (
     EDGE_RELATION,
@@ -26,6 +28,7 @@ from services.triangles.base import (
     bump,
     count_triangles,
     dump_index,
+    json_int,
     load_index,
     support,
     transpose,
@@ -278,9 +281,11 @@ class IvmEpsEngine(TriangleEngine):
         q0 = self.q
         w0 = self.work
         apply_update = self._apply_update
+        changed = self._changed.add
         for y, m in moved:
             apply_update(k, not to_heavy, x, y, -m)
             apply_update(k, to_heavy, x, y, m)
+            changed((k, x, y))
         work = self.work - w0
         self.work = w0
         self.minor_work_total += work
@@ -350,6 +355,7 @@ class IvmEpsEngine(TriangleEngine):
             self.hf[k], self.lf[k], self.hb[k] = hf, lf, transpose(hf)
             self.hsize[k], self.lsize[k] = hs, ls
             work += 2 * hs + ls
+            self._changed.update((k, x, y) for part in (hf, lf) for x, row in part.items() for y in row)
         return work + self._rebuild_views()
 
     def _rebuild_views(self) -> int:
@@ -432,10 +438,28 @@ class IvmEpsEngine(TriangleEngine):
             self.lsize[k] = support(self.lf[k])
         self.size = sum(self.hsize) + sum(self.lsize)
 
-    def restore(self, data: bytes) -> None:
-        super().restore(data)
+    def _after_restore(self) -> None:
         self.thr = [thresholds(self.n, e) for e in self.eps]
         self._rebuild_views()
+
+    def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
+        yield from self.hf[k].items()
+        yield from self.lf[k].items()
+
+    def _entry_value(self, k: int, x: Any, m: int) -> bytes:
+        """[m, 1] in the heavy part, [m, 0] in the light one: the parts are state (§3.3)."""
+        return orjson.dumps((json_int(m), 1 if x in self.hf[k] else 0))
+
+    def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
+        for k in range(self.nrel):
+            hf: Index = {}
+            lf: Index = {}
+            for x, row in fwd[k].items():
+                (hf if (k, x) in heavy else lf)[x] = row
+            self.hf[k], self.lf[k], self.hb[k] = hf, lf, transpose(hf)
+            self.hsize[k] = support(hf)
+            self.lsize[k] = support(lf)
+        self.size = sum(self.hsize) + sum(self.lsize)
 
     # --- invariants (§6.2) -------------------------------------------------------------------------
 
