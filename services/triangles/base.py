@@ -375,7 +375,7 @@ class TriangleEngine:
         self.work = self.work_total
         self._after_restore()
 
-    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5) ------------
+    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -----------
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity. Map "s": Q, the
     # counters, the configuration and strategy extras (the heavy keys of IVM^ε). Views and reverse
     # indexes are functions of these and are rebuilt on restore, as from a snapshot.

@@ -447,7 +447,7 @@ class IvmEpsEngine(TriangleEngine):
         yield from self.lf[k].items()
 
     def _entry_value(self, k: int, x: Any, m: int) -> bytes:
-        """[m, 1] in the heavy part, [m, 0] in the light one: the parts are state (§2.2, §5)."""
+        """[m, 1] in the heavy part, [m, 0] in the light one: the parts are state (§5.2)."""
         return orjson.dumps((json_int(m), 1 if x in self.hf[k] else 0))
 
     def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
