@@ -19,9 +19,9 @@ policy, so both sides of the ratio are measured in the same kind of process.
 
 plus, on request (``--cases``), a diagnostic pair ``raw-fastfetch`` and ``runtime-noop-fastfetch`` with
 ``fetch.queue.backoff.ms`` set by ``--fastfetch-backoff-ms``. librdkafka's default (1000 ms) stops
-fetching for a whole second whenever its prefetch queue passes ``queued.min.messages``, which throttled
-the raw consumer far below what it can read; the runtime's own settings now use 10 ms, so the default
-cases compare both sides unthrottled.
+fetching for a whole second whenever its prefetch queue passes ``queued.min.messages``, which throttles
+a consumer far below what it can read; the runtime's own settings use 10 ms, so the default cases
+compare both sides unthrottled.
 
 Every measurement uses a fresh topic (produced with an idempotent producer before timing) and a fresh
 consumer group. The clock starts when the group assigns the partitions and stops when the last record
