@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -301,3 +303,9 @@ def test_build_config_fills_runtime_defaults_and_derives_topics_from_the_name():
         with pytest.raises(ConfigError) as info:
             build_config(service, raw, source="c.yaml")
         assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_service_declarations_load_without_the_config_loader():
+    """shared.service depends on shared.options only, so the dependency on config runs one way."""
+    code = "import sys, shared.service; sys.exit('shared.config' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
