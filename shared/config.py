@@ -76,6 +76,12 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
     "batch_size": Option(2000, positive_int(), "max records consumed and applied per batch"),
     "checkpoint_interval": Option(1.0, positive_number(), "seconds between state+offset checkpoints"),
+    "state_layout": Option(
+        "incremental",
+        choice("incremental", "snapshot"),
+        "incremental: engines that support it checkpoint only their changed entries; "
+        "snapshot: every checkpoint writes each changed key's whole state",
+    ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
     "kafka": Option(
         {},
@@ -100,6 +106,7 @@ class ServiceConfig:
     session_timeout_ms: int
     kafka: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = "<inline>"
+    state_layout: str = "incremental"
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -165,6 +172,7 @@ def build_config(
         dlq_topic=values["dlq_topic"] or f"{name}.dlq",
         batch_size=values["batch_size"],
         checkpoint_interval=values["checkpoint_interval"],
+        state_layout=values["state_layout"],
         session_timeout_ms=values["session_timeout_ms"],
         kafka=values["kafka"],
         source=source,

@@ -9,8 +9,16 @@ from shared.state import PartitionCheckpoint, StateChanges, StateError
 
 
 class PartitionState:
-    def __init__(self, topic: str, partition: int, factory: Callable[[], Engine], cp: PartitionCheckpoint):
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        factory: Callable[[], Engine],
+        cp: PartitionCheckpoint,
+        incremental: bool = True,
+    ):
         self.topic = topic
+        self._use_entries = incremental  # False: whole snapshots even for incremental engines
         self.partition = partition
         self._factory = factory
         self.engines: dict[str, Engine] = {}
@@ -37,7 +45,7 @@ class PartitionState:
 
     def _add(self, key: str, engine: Engine) -> Engine:
         self.engines[key] = engine
-        if is_incremental(engine):
+        if self._use_entries and is_incremental(engine):
             self._incremental.add(key)
         return engine
 

@@ -32,6 +32,7 @@ from confluent_kafka import (
 
 from shared.config import ServiceConfig, schema_of
 from shared.events import EventCodec, UpdateEvent
+from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
 from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
@@ -68,7 +69,10 @@ class Worker:
         redis_client: redis.Redis | None = None,
         metrics: RuntimeMetrics | None = None,
         fault_hook: FaultHook | None = None,
+        silent_relation_after: int | None = 100_000,
     ) -> None:
+        """``silent_relation_after``: input records after which a declared relation that received no
+        event is logged (once; and at shutdown either way)."""
         self.service = service
         self.config = config
         self.store = store
@@ -90,7 +94,9 @@ class Worker:
         self._stop = threading.Event()
         self._last_checkpoint = time.monotonic()
         self._options = config.options
-        self._envelope = envelope_for(service, config.options)
+        self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
+        self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))
+        self._envelope = envelope_for(service, config.options, config.state_layout)
         self._envelope_bytes = self._envelope.to_bytes()
         self._last_size_probe = 0.0
 
@@ -123,6 +129,8 @@ class Worker:
                 if until is not None and until(self):
                     break
             self.checkpoint()
+            for relation in self.coverage.final():
+                self._warn_silent(relation, f"before shutdown ({self.coverage.records} input records)")
         except BaseException:
             self._abandon()
             raise
@@ -155,7 +163,13 @@ class Worker:
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
             check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
             self._check_history(consumer, tp, cp.offset)
-            self.partitions[tp.partition] = PartitionState(tp.topic, tp.partition, self._new_engine, cp)
+            self.partitions[tp.partition] = PartitionState(
+                tp.topic,
+                tp.partition,
+                self._new_engine,
+                cp,
+                incremental=self.config.state_layout == "incremental",
+            )
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
             log.info(
                 "assigned %s:%d from offset %s",
@@ -243,6 +257,8 @@ class Worker:
                 for key in touched
             )
         self.metrics.events_in.inc(len(msgs))
+        for relation in self.coverage.observe(len(msgs)):
+            self._warn_silent(relation, f"in the first {self.coverage.records} input records")
         self.metrics.events_out.inc(published)
         self.metrics.batch_size.observe(len(msgs))
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
@@ -263,6 +279,7 @@ class Worker:
             self.metrics.events_applied.inc(0)
             return []
         decoded, groups, errors = codec.decode_grouped(map(_message_value, msgs))
+        self.metrics.count_relations(self.coverage.count(groups.values()))
         if errors:
             for i, item in enumerate(decoded):
                 if item.__class__ is not UpdateEvent:
@@ -281,6 +298,15 @@ class Worker:
             state.dirty.add(key)
         self.metrics.events_applied.inc(applied)
         return list(groups)
+
+    def _warn_silent(self, relation: str, when: str) -> None:
+        log.warning(
+            "%s: relation %s received no event %s (the service declares %s)",
+            self.service.name,
+            relation,
+            when,
+            ", ".join(self.coverage.relations),
+        )
 
     def _reject(self, msg: Message, code: str, detail: str) -> None:
         self.output.dead_letter(msg, code, detail)

@@ -135,20 +135,20 @@ def run_bootstrap(
     keys = 0
     for key, state in jobs.build_state(spark, bags, config.options):
         p = partition_for(key, n) if keyed else 0
-        _place(per_partition[p], key, state, lambda: service.engine(config.options))
+        _place(per_partition[p], key, state, lambda: service.engine(config.options), config.state_layout)
         keys += 1
     size = 0
-    envelope = envelope_for(service, config.options).to_bytes()
+    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
     for p, changes in per_partition.items():
         size += store.commit(topic, p, offsets[p], changes, envelope).bytes
     store.close()
     return BootstrapReport(keys, offsets, size, time.monotonic() - started)
 
 
-def _place(changes: StateChanges, key: str, state: bytes, new_engine: Callable[[], Any]) -> None:
+def _place(changes: StateChanges, key: str, state: bytes, new_engine: Callable[[], Any], layout: str) -> None:
     """A built state in the layout the workers keep: entries for incremental engines, else the snapshot."""
     engine = new_engine()
-    if not is_incremental(engine):
+    if layout != "incremental" or not is_incremental(engine):
         changes.snapshots[key] = state
         return
     engine.restore(state)

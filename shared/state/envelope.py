@@ -23,6 +23,7 @@ class Envelope:
     service: str
     state_version: int
     options: Mapping[str, Any]  # the service's own options: they decide what the state means
+    state_layout: str = "incremental"  # or "snapshot" (config key state_layout)
     layout: int = LAYOUT
 
     def to_bytes(self) -> bytes:
@@ -31,6 +32,7 @@ class Envelope:
                 "service": self.service,
                 "state_version": self.state_version,
                 "options": self.options,
+                "state_layout": self.state_layout,
                 "layout": self.layout,
             },
             option=orjson.OPT_SORT_KEYS,
@@ -39,13 +41,21 @@ class Envelope:
 
     def describe(self) -> str:
         opts = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.options.items()))
-        return f"{self.service} state v{self.state_version} ({opts}; layout {self.layout})"
+        return (
+            f"{self.service} state v{self.state_version} ({opts}; {self.state_layout} layout {self.layout})"
+        )
 
     @classmethod
     def parse(cls, raw: bytes) -> Envelope:
         try:
             body = orjson.loads(raw)
-            return cls(body["service"], int(body["state_version"]), body["options"], int(body["layout"]))
+            return cls(
+                body["service"],
+                int(body["state_version"]),
+                body["options"],
+                body["state_layout"],
+                int(body["layout"]),
+            )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             raise StateError(f"unreadable checkpoint envelope {raw[:80]!r}") from None
 
@@ -55,10 +65,10 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def envelope_for(service: Any, options: Mapping[str, Any]) -> Envelope:
+def envelope_for(service: Any, options: Mapping[str, Any], state_layout: str = "incremental") -> Envelope:
     """The envelope a worker of ``service`` with these (validated) options writes and expects."""
     canonical = orjson.loads(orjson.dumps(dict(options), option=orjson.OPT_SORT_KEYS, default=str))
-    return Envelope(service.name, service.state_version, canonical)
+    return Envelope(service.name, service.state_version, canonical, state_layout)
 
 
 def check_envelope(stored: bytes | None, expected: Envelope, where: str, has_state: bool) -> None:

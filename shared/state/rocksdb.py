@@ -91,14 +91,19 @@ class RocksDBStore:
         for key, snap in changes.snapshots.items():
             batch.put(SNAPSHOT_PREFIX + key.encode(), snap)
             size += len(snap)
+        put, delete = batch.put, batch.delete
         for key, items in changes.entries.items():
             prefix = entry_prefix(key)
+            map_prefixes: dict[str, bytes] = {}
             for map_name, entry, value in items:
-                stored = entry_key(prefix, map_name, entry)
+                mp = map_prefixes.get(map_name)
+                if mp is None:
+                    mp = map_prefixes[map_name] = entry_key(prefix, map_name, b"")
+                stored = mp + entry
                 if value is None:
-                    batch.delete(stored)
+                    delete(stored)
                 else:
-                    batch.put(stored, value)
+                    put(stored, value)
                     size += len(stored) + len(value)
         batch.put(ENVELOPE_KEY, envelope)
         batch.put(OFFSET_KEY, str(offset).encode())
