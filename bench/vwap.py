@@ -1,7 +1,7 @@
 """Nested-aggregate benchmark: the RPAI plans against DBToaster-style maintenance and recomputation.
 
 One run measures, on DBToaster's public finance trace (``bench/data/finance-big.csv``, 46,166 bid events
-with ``book=bids``, 100,485 with both books) through the order-book adaptor of spec Appendix A:
+with ``book=bids``, 100,485 with both books) through the order-book adaptor of docs/algorithms/vwap.md §1.6:
 
 1. per query (vwap, vwap-paper, mst, psp, nq1, sq1, sq2, nq2) and strategy (rpai, dbtoaster, recompute,
    and crosscheck for the VWAP forms), at the prefixes ``--sizes`` (default 1k, 2k, 5k, 10k, 20k and the
@@ -19,8 +19,9 @@ with ``book=bids``, 100,485 with both books) through the order-book adaptor of s
 4. plots: per-update cost against trace prefix (log-log) per query, and the rpai speed-up.
 
 All strategies are pure Python on the same exact integer types, so interpreter overhead cancels in the
-ratios (spec §4.4). Ratios come from the same run, with the strategies of one prefix measured back to
-back. Every case's final result is checked against the other strategies at the same prefix.
+ratios (docs/algorithms/vwap.md §8.3). Ratios come from the same run, with the strategies of one
+prefix measured back to back. Every case's final result is checked against the other strategies at the
+same prefix.
 
 Usage (from the repo root)::
 
@@ -49,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from services.vwap.catalog import QUERIES  # noqa: E402
-from services.vwap.engine import make_plan  # noqa: E402
-from services.vwap.numbers import exact_context  # noqa: E402
+from services.vwap.exact import exact_context  # noqa: E402
+from services.vwap.plans import make_plan  # noqa: E402
 from shared.events.orderbook import OrderBookAdaptor  # noqa: E402
 
 TRACE = ROOT / "bench" / "data" / "finance-big.csv"

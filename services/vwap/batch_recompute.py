@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
-from services.vwap.numbers import decimal_quotient, to_json
+from services.vwap.exact import decimal_quotient, to_json
 from services.vwap.sql import RELATIONS, query_params, render
 from shared.spark.decode import KEY, MULT
 

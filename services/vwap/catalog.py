@@ -1,4 +1,5 @@
-"""The query catalog: which relations each query reads, its parameters and the strategies it runs on."""
+"""The query catalog: the relations of every query, which of them it reads, its parameters and the
+strategies it runs on (docs/algorithms/vwap.md §1.2)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,20 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.numbers import parse_fraction
-from services.vwap.schemas import ASKS, BIDS, EX21_R, tpch_relation
+from services.vwap.exact import parse_fraction
 from shared.events import Relation
+from shared.events.tpch import TPCH_TABLES
+
+# bids/asks(t, id, broker_id, volume, price): volume and price exact (ints = ticks, or decimals).
+BOOK_COLUMNS = (("t", "int"), ("id", "int"), ("broker_id", "int"), ("volume", "exact"), ("price", "exact"))
+BIDS = Relation("bids", BOOK_COLUMNS)
+ASKS = Relation("asks", BOOK_COLUMNS)
+EX21_R = Relation("R", (("a", "exact"), ("b", "exact")))
+
+
+def tpch_relation(name: str) -> Relation:
+    return Relation(name, TPCH_TABLES[name])
+
 
 STRATEGIES = ("rpai", "dbtoaster", "recompute", "crosscheck")
 BOOK = (BIDS, ASKS)

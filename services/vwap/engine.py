@@ -2,8 +2,9 @@
 
 The ledger is what makes every strategy see the same, valid stream: deletes of tuples that are not
 live and order-book tuples with non-positive volume (they break the monotonicity the RPAI shifts rely
-on, spec §7.5) are refused with a reason and change nothing. The plan is derived state: a snapshot is
-the ledger (plus per-price levels of the book sides), and a restore rebuilds the plan from it.
+on, docs/algorithms/vwap.md §9.5) are refused with a reason and change nothing. The plan is derived
+state: a snapshot is the ledger (plus per-price levels of the book sides), and a restore rebuilds the
+plan from it (§6.1, §6.2).
 """
 
 from __future__ import annotations
@@ -12,40 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.vwap import snapshot as snap
-from services.vwap.catalog import QUERIES, RPAI_ONLY_PARAMS, STRATEGIES, TPCH_QUERIES, QueryInfo
-from services.vwap.index import black_height
-from services.vwap.numbers import exact_context
+from services.vwap.catalog import QUERIES, QueryInfo
+from services.vwap.exact import exact_context
+from services.vwap.plans import make_plan
+from services.vwap.trees.rpai import black_height
 from shared.engine import EngineError, Rejection
 from shared.events import UpdateEvent
-
-
-def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
-    """The plan object for a query and strategy (imports are lazy: baselines load only when asked)."""
-    if query in TPCH_QUERIES:
-        if strategy == "crosscheck":
-            raise EngineError(f"strategy 'crosscheck' is not defined for {query}")
-        from services.vwap.tpch_plans import make_tpch_plan
-
-        return make_tpch_plan(query, strategy, params)
-    if strategy == "rpai":
-        from services.vwap.finance_rpai import make_rpai_plan
-
-        return make_rpai_plan(query, params)
-    if strategy == "crosscheck":
-        from services.vwap.finance_rpai import make_crosscheck_plan
-
-        return make_crosscheck_plan(query, params)
-    # ``brokers`` only bounds the RPAI payload vector; the baselines group by whatever ids they see.
-    sql_params = {k: v for k, v in params.items() if k not in RPAI_ONLY_PARAMS}
-    if strategy == "dbtoaster":
-        from services.vwap.finance_dbtoaster import make_plan as make_dbt
-
-        return make_dbt(query, sql_params)
-    if strategy == "recompute":
-        from services.vwap.finance_recompute import make_plan as make_rec
-
-        return make_rec(query, sql_params)
-    raise EngineError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
 
 
 class VwapEngine:

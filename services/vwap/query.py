@@ -1,8 +1,9 @@
 """Options of the vwap service, their validation, the relations it accepts and the engine factory.
 
 One service instance maintains one query (``query``) with one strategy; its parameters default to the
-spec's constants (0.25 for DBToaster's VWAP, 0.75 for the paper's, 'Brand#23'/'WRAP BOX' for Q17, 100
-for Q18) and are exact: fractions are given as "1/4" or "0.25" and compared by cross-multiplication.
+catalog's constants (docs/algorithms/vwap.md §1.2: 0.25 for DBToaster's VWAP, 0.75 for the paper's,
+'Brand#23'/'WRAP BOX' for Q17, 100 for Q18) and are exact: fractions are given as "1/4" or "0.25" and
+compared by cross-multiplication.
 """
 
 from __future__ import annotations

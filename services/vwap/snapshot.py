@@ -11,7 +11,7 @@ two halves disagree (a corrupt or mis-built bootstrap must not start a service).
      "levels": {"bids"|"asks": [[price, W, cnt, PV], ...]},           # prices ascending; optional
      "counters": {"events": int, "rejected": int}}                    # optional
 
-Exact numbers are ints or exact decimal strings (``numbers.to_json``); text columns stay strings.
+Exact numbers are ints or exact decimal strings (``exact.to_json``); text columns stay strings.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from services.vwap.numbers import exact_context, from_json, to_json
+from services.vwap.exact import exact_context, from_json, to_json
 from shared.events import Relation
 
 VERSION = 1

@@ -1,14 +1,15 @@
-"""The SQL text of every vwap query (spec §1.2), written once for Spark SQL and DuckDB.
+"""The SQL text of every vwap query (docs/algorithms/vwap.md §1.2, §1.3, §5.4), written once for
+Spark SQL and DuckDB.
 
 These texts are the independent definition the Spark reconciliation (``batch_recompute``) and the
 tests' DuckDB oracle evaluate; no engine or plan code is involved.
 
-Conventions, decided once (spec §1.4 and §7 pitfall 11):
+Conventions, decided once (docs/algorithms/vwap.md §1.5 and §9.9):
 
 - **Tables** are named after the relations (``bids``, ``asks``, ``R``, ``lineitem``, ``part``,
   ``orders``, ``customer``) with the relation's columns, and hold the bag **expanded**: a tuple of
   multiplicity m is m identical rows. SQL's own bag semantics then count every copy, in inner sums
-  and in joins (which multiply multiplicities), so the texts stay the spec's SQL. Order books and
+  and in joins (which multiply multiplicities), so the texts stay the SQL of §1.2. Order books and
   TPC-H rows have multiplicity 1 in practice, so the expansion costs nothing there.
 - **Empty SUM = 0** everywhere, inner sums included: ``COALESCE(SUM(x), 0)``. With SQL's NULL the
   DBToaster VWAP form would drop the top price level (``0.25·T > NULL`` is not true), which the
@@ -16,16 +17,16 @@ Conventions, decided once (spec §1.4 and §7 pitfall 11):
 - **Group presence** (MST, Q18): a group is reported iff the join has a qualifying row for it.
 - **Fractions** (``fraction``: 1/4, 3/4, 1/2, 1/10000, 1/5, ...) are never written as a decimal
   or a division: ``f·X θ Y`` is rendered as ``num * X θ den * Y`` (``den > 0``), the
-  cross-multiplication of spec §7 pitfall 6. That is exact for every rational, including 1/3, in
-  both dialects (``1/4`` in Spark SQL is a double; DuckDB's ``/`` is a double too).
+  cross-multiplication of §9.6. That is exact for every rational, including 1/3, in both dialects
+  (``1/4`` in Spark SQL is a double; DuckDB's ``/`` is a double too).
 - **Q18's threshold** t = tnum/tden is cross-multiplied the same way (``QTY > t`` is
   ``tden * QTY > tnum``). **Q17's strings** are quoted literals without quotes or backslashes (the
   two dialects escape those differently).
 - **Q17** is evaluated exactly: ``l.quantity < 0.2 * AVG(l2.quantity)`` becomes
   ``5 * l.quantity * COUNT(l2) < 1 * SUM(l2.quantity)`` (COUNT ≥ 1 because l itself is one of the
-  l2 rows), since AVG rounds in Spark (scale + 4) and is a DOUBLE in DuckDB (spec §7 pitfall 13:
-  "compared exactly as 5·count·qty < Σqty"). The text returns ``SUM(l.extendedprice)``; the
-  ``/ 7.0`` is applied outside SQL (``numbers.decimal_quotient``), next to the exact numerator.
+  l2 rows), since AVG rounds in Spark (scale + 4) and is a DOUBLE in DuckDB (§9.10). The text
+  returns ``SUM(l.extendedprice)``; the ``/ 7.0`` is applied outside SQL (``exact.decimal_quotient``),
+  next to the exact numerator.
 - **NQ2** has two texts. Its lowest subquery refers to the outermost tuple (``b4.price <= b.price``,
   two levels up); DuckDB evaluates that as written, Spark cannot resolve outer references from more
   than one level up. The Spark text computes the same middle aggregate M(q) per distinct outer price
@@ -36,7 +37,7 @@ Conventions, decided once (spec §1.4 and §7 pitfall 11):
 ``keyed`` rendering evaluates every key in one statement: tables then carry a ``__key`` column,
 every subquery is correlated on it, joins match it, and the result gains a leading ``__key`` column
 (grouped by it). The markers in the templates expand to nothing in the plain rendering, which is
-then the spec's query on one key's tables:
+then the query of §1.2 on one key's tables:
 
 - ``{key t}``: ``t.__key AS __key, `` at the head of a SELECT list;
 - ``{by t}``: ``t.__key, `` at the head of a GROUP BY list;
@@ -58,7 +59,7 @@ from services.vwap import catalog
 KEY = "__key"  # the partition-key column of the keyed rendering (shared.spark.decode.KEY)
 
 # The relations each query reads, in the order its tables are named, and the defaults of its SQL
-# parameters (spec §1.2): both derived from the catalog, the engine's source.
+# parameters (docs/algorithms/vwap.md §1.2): both derived from the catalog, the engine's source.
 RELATIONS: dict[str, tuple[str, ...]] = {q: info.reads for q, info in catalog.QUERIES.items()}
 DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in catalog.QUERIES}
 
@@ -108,7 +109,7 @@ WHERE ({den} * b.volume > {num} * (SELECT COALESCE(SUM(b1.volume), 0) FROM bids 
 {groupby b}
 """
 
-# Reconstructions (spec §1.2: the paper gives no SQL for SQ1, SQ2, NQ1, NQ2).
+# Reconstructions (docs/algorithms/vwap.md §1.3: the paper gives no SQL for SQ1, SQ2, NQ1, NQ2).
 SQ1A = """
 SELECT {key b}COALESCE(SUM(b.price * b.volume), 0) AS sq1 FROM bids b
 WHERE {num} * (SELECT COALESCE(SUM(b1.volume), 0) FROM bids b1 WHERE b1.broker_id = b.broker_id{and b1=b})
@@ -243,7 +244,8 @@ def render(
     """The query's SQL with its parameters (``query_params``; defaults when None) filled in.
 
     ``keyed``: evaluate every partition key at once (tables carry ``__key``; the result's first
-    column is the key). ``dialect``: "duckdb" (the spec's texts) or "spark" (NQ2's Spark text)."""
+    column is the key). ``dialect``: "duckdb" (the texts of docs/algorithms/vwap.md §1.2) or "spark"
+    (NQ2's Spark text, §5.4)."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
     p = query_params(query, params or {})

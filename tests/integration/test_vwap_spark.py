@@ -183,7 +183,7 @@ def _duck_table(con, name: str, per_key: Mapping[str, Bag]) -> None:
 
 
 def duck_plain(query: str, options: Mapping[str, Any], key: str, bags: Mapping[str, Bag], dialect: str):
-    """The spec's text (no partition key) on one key's tables."""
+    """The plain text (no partition key, docs/algorithms/vwap.md §5.4) on one key's tables."""
     con = duckdb.connect()
     for name in sql.RELATIONS[query]:
         _duck_table(con, name, {key: bags.get(name, {})})
@@ -204,11 +204,11 @@ def oracle(query: str, options: Mapping[str, Any], bags: Mapping[str, Bag]) -> A
     params = sql.query_params(query, options)
     try:
         if query in ("q17", "q18"):
-            from services.vwap.tpch_plans import make_tpch_plan
+            from services.vwap.plans.tpch import make_tpch_plan
 
             plan = make_tpch_plan(query, "recompute", params)
         else:
-            from services.vwap.finance_recompute import make_plan
+            from services.vwap.plans.finance_recompute import make_plan
 
             plan = make_plan(query, params)
     except ImportError:
@@ -263,7 +263,8 @@ def test_spark_sql_equals_duckdb_and_the_literal_oracle(spark, datasets, query, 
         expected = duck_plain(query, options, key, bags, "duckdb")
         assert got.get(key, empty(options)) == expected, key
         assert keyed.get(key, empty(options)) == expected, key
-        if query == "nq2":  # Spark's text, run by DuckDB, equals the spec's two-level correlation
+        # NQ2: Spark's text, run by DuckDB, equals the two-level correlation (docs/algorithms/vwap.md §5.4)
+        if query == "nq2":
             assert duck_plain(query, options, key, bags, "spark") == expected, key
         assert oracle(query, options, bags) in (expected, None), key
     assert any(got.get(k, empty(options)) != empty(options) for k in data)  # not only empty results
@@ -402,8 +403,8 @@ def snapshot_events(path: Path) -> list[UpdateEvent]:
 
 
 def test_bootstrap_from_the_standard_book_restores_engines_equal_to_streaming_it(spark, standard_snapshot):
+    from services.vwap.catalog import ASKS, BIDS
     from services.vwap.engine import create_engine
-    from services.vwap.schemas import ASKS, BIDS
     from shared.spark.snapshot import read_snapshot
 
     schema = Schema.of(BIDS, ASKS)

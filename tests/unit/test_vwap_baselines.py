@@ -1,7 +1,8 @@
-"""The finance baselines of the vwap service: ``recompute`` (the literal SQL, spec §2.1) is the oracle,
-checked against DuckDB running the spec's SQL and against hand-worked examples; ``dbtoaster`` (spec §2.2)
-must equal it after every event of random streams (spec §5.1), at threshold equality, on empty and
-single-tuple relations, and on the DBToaster tiny trace (VWAP = 491070000, spec Appendix A)."""
+"""The finance baselines of the vwap service (docs/algorithms/vwap.md §5, §7): ``recompute`` (the
+literal SQL, §5.1) is the oracle, checked against DuckDB running the SQL of §1.2 and against
+hand-worked examples; ``dbtoaster`` (§5.2) must equal it after every event of random streams (§7.2),
+at threshold equality, on empty and single-tuple relations, and on the DBToaster tiny trace
+(VWAP = 491070000, §1.6)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.vwap import finance_dbtoaster, finance_recompute
-from services.vwap.finance_recompute import DEFAULTS, QUERIES
-from services.vwap.numbers import exact_context, to_json
+from services.vwap.exact import exact_context, to_json
+from services.vwap.plans import finance_dbtoaster, finance_recompute
+from services.vwap.plans.finance_recompute import DEFAULTS, QUERIES
 from shared.events.orderbook import OrderBookAdaptor
 
 TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/finance-tiny.csv"  # bundled copy
@@ -65,8 +66,9 @@ def assert_agree(query: str, params: dict[str, Any], events: list[Event]) -> Non
 
 
 # ---------------------------------------------------------------------------------------------------
-# Random streams (spec §5.1): prices 1-12, volumes 1-5, ~40% deletes of live tuples, duplicates of live
-# tuples, multiplicities up to 3, bids + asks + R interleaved (each plan ignores what it does not read).
+# Random streams (docs/algorithms/vwap.md §7.2): prices 1-12, volumes 1-5, ~40% deletes of live
+# tuples, duplicates of live tuples, multiplicities up to 3, bids + asks + R interleaved (each plan
+# ignores what it does not read).
 
 
 def op(rels: tuple[str, ...]) -> st.SearchStrategy[tuple]:
@@ -164,7 +166,8 @@ def test_ex21_with_zero_and_negative_b(events):
 @settings(max_examples=40, derandomize=True)
 @given(events=streams(), fraction=st.sampled_from([Fraction(1, 4), Fraction(1, 3), Fraction(5, 8)]))
 def test_both_vwap_forms_agree(events, fraction):
-    """f·T > S>(p)  <=>  (1 - f)·T < S<=(p), since S<=(p) + S>(p) = T (spec §1.2), in both strategies."""
+    """f·T > S>(p)  <=>  (1 - f)·T < S<=(p), since S<=(p) + S>(p) = T, in both strategies
+    (docs/algorithms/vwap.md §1.2)."""
     plans_ = [
         m.make_plan(q, {"fraction": f})
         for m in (finance_dbtoaster, finance_recompute)
@@ -371,7 +374,7 @@ def test_hand_worked(strategy, name, query, params, events, expected):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Edge cases (spec §2.11)
+# Edge cases (docs/algorithms/vwap.md §7.3)
 
 
 @pytest.mark.parametrize("strategy", [finance_recompute, finance_dbtoaster], ids=["recompute", "dbtoaster"])
@@ -455,11 +458,13 @@ def test_tiny_trace_vwap_491070000():
 
 
 # ---------------------------------------------------------------------------------------------------
-# DuckDB as the independent SQL oracle of ``recompute``: the spec's SQL with COALESCE(SUM(..), 0) for
+# DuckDB as the independent SQL oracle of ``recompute``: the SQL of docs/algorithms/vwap.md §1.2 with
+# COALESCE(SUM(..), 0) for
 # empty sums, on random bags (multiplicities expanded into repeated rows).
 
 
-# The spec's SQL (§1.2) verbatim except for COALESCE(SUM(..), 0); {f} is the fraction as a decimal literal.
+# The SQL of docs/algorithms/vwap.md §1.2 verbatim except for COALESCE(SUM(..), 0); {f} is the
+# fraction as a decimal literal.
 DUCKDB_SQL = {
     "vwap": """
         SELECT COALESCE(SUM(b1.price * b1.volume), 0) AS vwap FROM bids b1
@@ -585,7 +590,7 @@ def test_recompute_refuses_deleting_absent_copies():
 
 
 def random_stream(seed: int, n: int, rels: tuple[str, ...]) -> list[Event]:
-    """A longer seeded stream than Hypothesis likes to build (spec §5.1: 100-300 events per seed)."""
+    """A longer seeded stream than Hypothesis likes to build (docs/algorithms/vwap.md §7.2)."""
     rng = random.Random(seed)
     ops = [
         (

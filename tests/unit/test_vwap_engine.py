@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from services.vwap.catalog import QUERIES
 from services.vwap.engine import create_engine
-from services.vwap.index import black_height
+from services.vwap.trees.rpai import black_height
 from shared.engine import EngineError
 from shared.events import UpdateEvent
 

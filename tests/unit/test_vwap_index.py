@@ -1,5 +1,6 @@
-"""The §2.6 inequality index against its definition: after every update, one node per live price
-level, keyed by the θ-aggregate recomputed from scratch, valued by the level's Σ payload."""
+"""The inequality index of docs/algorithms/vwap.md §3.2 against its definition: after every update,
+one node per live price level, keyed by the θ-aggregate recomputed from scratch, valued by the level's
+Σ payload."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.vwap.index import THETAS, InequalityIndex
+from services.vwap.trees.index import THETAS, InequalityIndex
 
 # (price, weight) tuples and whether the step deletes a live tuple instead of inserting one.
 steps = st.lists(

@@ -1,4 +1,5 @@
-"""RPAI tree (services.vwap.rpai) against a plain dict reference model; spec §2.5 and §5 item 3."""
+"""RPAI tree (services.vwap.trees.rpai) against a plain dict reference model (docs/algorithms/vwap.md
+§2, §7.1)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from services.vwap.rpai import RPAITree
-from services.vwap.vec import Vec
+from services.vwap.trees.rpai import RPAITree
+from services.vwap.trees.vec import Vec
 
 # ---------------------------------------------------------------------------------------------------
 # Reference model: a dict with sorted scans. Obviously correct, O(n) everything.

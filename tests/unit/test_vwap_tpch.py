@@ -1,7 +1,8 @@
 """TPC-H Q17/Q18 for the vwap service: the TPC-H reader, the three plan strategies, the generator.
 
 Oracles: ``recompute`` (the SQL evaluated literally over the live bag) after every update of small
-random streams; DuckDB running the spec's SQL (exact DECIMAL columns) on DBToaster's tiny tables.
+random streams; DuckDB running the SQL of docs/algorithms/vwap.md §1.2 (exact DECIMAL columns) on
+DBToaster's tiny tables.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.tpch_gen import generate
-from services.vwap.numbers import exact_context
-from services.vwap.schemas import tpch_relation
-from services.vwap.tpch_plans import TPCH_DEFAULTS, make_tpch_plan, tpch_params
+from services.vwap.catalog import tpch_relation
+from services.vwap.exact import exact_context
+from services.vwap.plans.tpch import TPCH_DEFAULTS, make_tpch_plan, tpch_params
 from shared.cli import build_parser
 from shared.events import EventCodec, Schema, SourceError
 from shared.events.readers import FORMATS, read_source
@@ -305,7 +306,8 @@ def test_q17_empty_and_format() -> None:
 
 
 def test_q17_edge_cases() -> None:
-    """Spec §2.11: part before/after its lineitems, no lineitems, part delete, strict <, duplicates."""
+    """docs/algorithms/vwap.md §7.3: part before/after its lineitems, no lineitems, part delete,
+    strict <, duplicates."""
     ps = plans("q17")
     apply_all(ps, "part", part(1), 1)  # part before its lineitems: C = 0
     assert check_agree(ps)["sum_extendedprice"] == 0
@@ -441,7 +443,7 @@ def random_ops(rng: random.Random, n: int, p_delete: float) -> list[tuple[int, i
 
 
 def test_q17_long_random_streams() -> None:
-    """Spec §5.1: longer seeded streams (40% deletes), compared after every event."""
+    """docs/algorithms/vwap.md §7.2: longer seeded streams (40% deletes), compared after every event."""
     for seed in range(40):
         rng = random.Random(seed)
         ps = plans("q17", {"fraction": Q17_FRACTIONS[seed % 4]})
@@ -581,7 +583,8 @@ def test_tiny_q17_against_duckdb() -> None:
     con = duckdb.connect()
     duck_tables(con, tables)
     pairs = con.execute("SELECT DISTINCT brand, container FROM part ORDER BY 1, 2").fetchall()
-    # The spec's SQL (AVG is a DOUBLE in DuckDB) and its exact rewrite (count·qty·q < p·Σqty, DECIMALs).
+    # The SQL of docs/algorithms/vwap.md §1.2 (AVG is a DOUBLE in DuckDB) and its exact rewrite of §5.4
+    # (count·qty·q < p·Σqty, DECIMALs).
     literal = """SELECT SUM(l.extendedprice) FROM lineitem l, part p
         WHERE p.partkey = l.partkey AND p.brand = ? AND p.container = ?
           AND l.quantity < (SELECT {f} * AVG(l2.quantity) FROM lineitem l2 WHERE l2.partkey = p.partkey)"""

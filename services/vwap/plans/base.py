@@ -3,13 +3,12 @@
 A plan sees only valid updates: the engine's ledger has already refused deletes of absent tuples and
 non-positive volumes, so ``mult`` is a non-zero int (+k inserts k copies, -k deletes k present copies)
 and rows carry every column of their relation, with exact values (int or Decimal). Plans are pure and
-deterministic; the engine runs them under ``numbers.exact_context()``.
+deterministic; the engine runs them under ``exact.exact_context()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any, Protocol
 
 Row = Mapping[str, Any]
@@ -21,16 +20,9 @@ class Plan(Protocol):
         ...
 
     def result(self) -> Any:
-        """The query result as exact JSON (see ``numbers.to_json``)."""
+        """The query result as exact JSON (see ``exact.to_json``)."""
         ...
 
     def stats(self) -> dict[str, float]:
         """Numeric diagnostics (tree nodes, height, shifts, loop work); may be empty."""
         ...
-
-
-class Params(dict):
-    """Validated query parameters (Fractions for constants, strings for TPC-H literals)."""
-
-    def frac(self, name: str) -> Fraction:
-        return self[name]

@@ -1,14 +1,15 @@
-"""Strategy ``recompute``: every finance query evaluated literally as its SQL (spec §1.2, §2.1).
+"""Strategy ``recompute``: every finance query evaluated literally as its SQL.
 
-This is the test oracle of every other strategy, so each query is one function that reads like its
-SQL: nested loops over the live bag, every subquery re-scanned for every outer tuple, nothing hoisted
-or shared. Relations are bags (``tuple -> multiplicity``); a distinct tuple with multiplicity m stands
-for m identical rows, so it contributes ``value * m`` to every SUM, inner sums included, and a pair of
-tuples from a cross product contributes ``value * m1 * m2``.
+The queries are those of docs/algorithms/vwap.md §1.2 and §1.3, the strategy that of §5.1. This is
+the test oracle of every other strategy, so each query is one function that reads like its SQL: nested
+loops over the live bag, every subquery re-scanned for every outer tuple, nothing hoisted or shared.
+Relations are bags (``tuple -> multiplicity``); a distinct tuple with multiplicity m stands for m
+identical rows, so it contributes ``value * m`` to every SUM, inner sums included, and a pair of tuples
+from a cross product contributes ``value * m1 * m2``.
 
-Arithmetic is exact: column sums stay ints or Decimals (evaluated under ``numbers.exact_context()``),
+Arithmetic is exact: column sums stay ints or Decimals (evaluated under ``exact.exact_context()``),
 and the query constants (``fraction``, e.g. 0.25) are ``Fraction``s compared with ``Fraction(sum)``, so
-no float ever appears. An empty SUM is 0 (DBToaster's convention, spec §1.4); MST reports a broker iff
+no float ever appears. An empty SUM is 0 (DBToaster's convention, §1.5); MST reports a broker iff
 its GROUP BY group is non-empty (at least one qualifying (bid, ask) pair), whatever its sum.
 
 Speed is irrelevant here: VWAP is O(L²) per result, NQ2 O(L³), MST O(L_b·L_a·(L_b + L_a)) for L live
@@ -22,8 +23,8 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from services.vwap import catalog
-from services.vwap.numbers import Number, exact_context, to_json
-from services.vwap.plan import Plan, Row
+from services.vwap.exact import Number, exact_context, to_json
+from services.vwap.plans.base import Plan, Row
 
 QUERIES = catalog.FINANCE_QUERIES
 DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in QUERIES}  # the catalog's
@@ -77,7 +78,8 @@ def q(x: Number) -> Fraction:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The queries, one function each, literally as in spec §1.2. ``f`` is the query's ``fraction``.
+# The queries, one function each, literally as in docs/algorithms/vwap.md §1.2 and §1.3.
+# ``f`` is the query's ``fraction``.
 
 
 def ex21(R: Bag, f: Fraction) -> Number:
@@ -162,7 +164,7 @@ def psp(bids: Bag, asks: Bag, f: Fraction) -> Number:
 
 
 def sq1a(bids: Bag, f: Fraction) -> Number:
-    """SQ1, default reconstruction (spec §1.2):
+    """SQ1, default reconstruction (docs/algorithms/vwap.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1 WHERE b1.broker_id = b.broker_id)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price <= b.price)
@@ -176,7 +178,7 @@ def sq1a(bids: Bag, f: Fraction) -> Number:
 
 
 def sq1b(bids: Bag, f: Fraction) -> Number:
-    """SQ1, alternative reconstruction (spec §1.2):
+    """SQ1, alternative reconstruction (docs/algorithms/vwap.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1 WHERE b1.price >= b.price)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price <= b.price)
@@ -190,7 +192,7 @@ def sq1b(bids: Bag, f: Fraction) -> Number:
 
 
 def sq2(bids: Bag, f: Fraction) -> Number:
-    """SQ2 reconstruction (spec §1.2):
+    """SQ2 reconstruction (docs/algorithms/vwap.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price + b2.volume <= b.price)
@@ -204,7 +206,7 @@ def sq2(bids: Bag, f: Fraction) -> Number:
 
 
 def nq1(bids: Bag, f: Fraction) -> Number:
-    """NQ1 reconstruction (spec §1.2):
+    """NQ1 reconstruction (docs/algorithms/vwap.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1
                WHERE f * (SELECT SUM(b3.volume) FROM bids b3)
@@ -228,7 +230,8 @@ def nq1(bids: Bag, f: Fraction) -> Number:
 
 
 def nq2(bids: Bag, f: Fraction) -> Number:
-    """NQ2 reconstruction (spec §1.2): NQ1 with the lowest level also correlated with the outer query:
+    """NQ2 reconstruction (docs/algorithms/vwap.md §1.3): NQ1 with the lowest level also correlated
+    with the outer query:
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1
                WHERE f * (SELECT SUM(b3.volume) FROM bids b3)

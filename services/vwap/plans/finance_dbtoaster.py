@@ -1,4 +1,5 @@
-"""Strategy ``dbtoaster``: DBToaster-style partial incrementalization of the finance queries (spec §2.2).
+"""Strategy ``dbtoaster``: DBToaster-style partial incrementalization of the finance queries
+(docs/algorithms/vwap.md §5.2).
 
 What DBToaster's generated code does for a predicate comparing against a nested aggregate, emulated in
 pure Python with plain ints (or exact Decimals):
@@ -7,8 +8,8 @@ pure Python with plain ints (or exact Decimals):
   VWAP ``m1: price -> Σ price·volume``, ``m2 = Σ volume``, ``m3: price -> Σ volume``), maintained in O(1)
   per update by first-order deltas; an entry is deleted when its value reaches 0 (a missing key is 0);
 - the correlated predicate is *not* incrementalized: the result is re-evaluated from the maps by looping
-  over the outer map's keys and, for each, over the inner map's keys (the paper's Fig. 2b, with its
-  typos corrected: the loop adds ``map1[b_price]``, not ``map1[t.price]``).
+  over the outer map's keys and, for each, over the inner map's keys (the paper's Fig. 2b, read as in
+  §9.13: the loop adds ``map1[b_price]``, not ``map1[t.price]``).
 
 The re-evaluation runs in ``result()``, once per batch of updates (the engine asks for the result after
 every event, which is the paper's setting); asking twice without an update in between costs nothing.
@@ -28,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.vwap.finance_recompute import DEFAULTS, QUERIES, resolve_params
-from services.vwap.numbers import to_json
-from services.vwap.plan import Plan, Row
+from services.vwap.exact import to_json
+from services.vwap.plans.base import Plan, Row
+from services.vwap.plans.finance_recompute import DEFAULTS, QUERIES, resolve_params
 
 __all__ = ["DEFAULTS", "QUERIES", "make_plan"]
 

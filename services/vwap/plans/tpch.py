@@ -1,4 +1,4 @@
-"""TPC-H Q17 and Q18 plans (design spec §1.2, §2.2, §2.9, §2.11), each in three strategies.
+"""TPC-H Q17 and Q18 plans, each in three strategies (docs/algorithms/vwap.md §1.2, §4.7, §4.8, §5).
 
 Q17 (the paper's constants by default; DBToaster's ``query17.sql`` uses 'MED BOX')::
 
@@ -18,18 +18,18 @@ Q18 (DBToaster's ``query18.sql``: threshold 100, strict ``>``)::
 Strategies:
 
 - ``recompute``: the SQL evaluated literally with nested loops over the live bag, in ``Fraction``
-  arithmetic where the query divides; the test oracle.
-- ``dbtoaster`` (§2.2): every sub-aggregate in a hash map updated by first-order deltas. Q17 re-evaluates
+  arithmetic where the query divides; the test oracle (§5.1).
+- ``dbtoaster`` (§5.2): every sub-aggregate in a hash map updated by first-order deltas. Q17 re-evaluates
   the updated partkey's contribution by looping over its distinct quantities (domain extraction);
   Q18 is fully incremental: join aggregates per output group, moved by delta rules.
-- ``rpai`` (§2.9): Q17 keeps per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice`` and
-  (Σ quantity, count); the partkey's contribution is one ``prefix_lt`` below the exact cutoff, and the
+- ``rpai`` (§4.7, §4.8): Q17 keeps per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice``
+  and (Σ quantity, count); the partkey's contribution is one ``prefix_lt`` below the exact cutoff, and the
   global sum moves by ``part multiplicity * (C_new - C_old)``. Q18 keeps orderkey-level hash maps and
   materializes each order's output rows when it is touched.
 
 Bag semantics throughout: a tuple contributes with its multiplicity, joins multiply multiplicities, and
 ``mult`` may be any non-zero int (deletes only ever remove present tuples: the engine checks). All
-arithmetic is exact (ints and Decimals, run under ``numbers.exact_context()``); the empty SUM is 0.
+arithmetic is exact (ints and Decimals, run under ``exact.exact_context()``); the empty SUM is 0.
 """
 
 from __future__ import annotations
@@ -41,10 +41,9 @@ from typing import Any
 
 from services.vwap import catalog
 from services.vwap.catalog import TPCH_QUERIES
-from services.vwap.index import black_height
-from services.vwap.numbers import EXACT, decimal_quotient, to_json
-from services.vwap.plan import Plan, Row
-from services.vwap.rpai import RPAITree
+from services.vwap.exact import EXACT, decimal_quotient, to_json
+from services.vwap.plans.base import Plan, Row
+from services.vwap.trees.rpai import RPAITree, black_height
 from shared.events.tpch import TPCH_TABLES
 
 __all__ = [
@@ -275,9 +274,10 @@ class _Q17Incremental(_Q17Base):
 
 
 class Q17DBToaster(_Q17Incremental):
-    """Spec §2.2: ``partkey -> quantity -> Σ extendedprice`` and ``partkey -> (Σ qty, count)``; a lineitem
-    update re-evaluates its partkey's contribution by a loop over that partkey's distinct quantities,
-    comparing ``q·count·qty < p·Σqty`` for fraction p/q. Map entries are dropped at multiplicity 0."""
+    """docs/algorithms/vwap.md §5.2: ``partkey -> quantity -> Σ extendedprice`` and
+    ``partkey -> (Σ qty, count)``; a lineitem update re-evaluates its partkey's contribution by a loop
+    over that partkey's distinct quantities, comparing ``q·count·qty < p·Σqty`` for fraction p/q. Map
+    entries are dropped at multiplicity 0."""
 
     strategy = "dbtoaster"
 
@@ -340,8 +340,8 @@ class Q17DBToaster(_Q17Incremental):
 
 
 class Q17RPAI(_Q17Incremental):
-    """Spec §2.9: per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice``; C(pk) is
-    ``prefix_lt`` at the cutoff fraction·Σqty/count.
+    """docs/algorithms/vwap.md §4.7: per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice``;
+    C(pk) is ``prefix_lt`` at the cutoff fraction·Σqty/count.
 
     The cutoff is exact without Fractions on the hot path: with every quantity seen so far having at
     most ``s`` decimal places, qty < r  ⇔  qty·10^s < ⌈r·10^s⌉ (qty·10^s is an integer), and
@@ -572,9 +572,10 @@ class _Q18Maps(_Q18Base):
 
 
 class Q18DBToaster(_Q18Maps):
-    """Fully incremental (spec §2.2): per output group g = (orderkey, custkey, name, orderdate,
-    totalprice) the join aggregates js[g] = Σ quantity and jc[g] = Σ multiplicity over customer ⋈ orders
-    ⋈ lineitem, moved by first-order delta rules; the IN predicate filters groups by qty[orderkey]."""
+    """Fully incremental (docs/algorithms/vwap.md §5.2): per output group g = (orderkey, custkey, name,
+    orderdate, totalprice) the join aggregates js[g] = Σ quantity and jc[g] = Σ multiplicity over
+    customer ⋈ orders ⋈ lineitem, moved by first-order delta rules; the IN predicate filters groups by
+    qty[orderkey]."""
 
     strategy = "dbtoaster"
 
@@ -674,8 +675,8 @@ class Q18DBToaster(_Q18Maps):
 
 
 class Q18RPAI(_Q18Maps):
-    """Spec §2.9: the hash maps plus, per qualifying orderkey, its materialized output rows, rebuilt in
-    O(rows of that order) whenever the order, its lineitems or its customer change."""
+    """docs/algorithms/vwap.md §4.8: the hash maps plus, per qualifying orderkey, its materialized output
+    rows, rebuilt in O(rows of that order) whenever the order, its lineitems or its customer change."""
 
     strategy = "rpai"
 

@@ -1,17 +1,17 @@
 """RPAI tree: an ordered map with parent-relative keys (Abeysinghe, He, Rompf, SIGMOD 2022).
 
 Keys are exact numbers (int, Decimal or Fraction); values are abelian-group payloads (int, Decimal,
-Fraction or :class:`~services.vwap.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every node stores its
-key relative to its parent (the root's key is absolute), so adding ``d`` to all keys above a threshold
-touches one root-to-leaf path: ``shift`` is O(log n) for positive offsets and for the negative offsets
-that the aggregate-index driver produces. Balancing is a left-leaning red-black tree (Sedgewick 2008);
-every rotation re-bases the relative keys (design spec §2.5).
+Fraction or :class:`~services.vwap.trees.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every node
+stores its key relative to its parent (the root's key is absolute), so adding ``d`` to all keys above a
+threshold touches one root-to-leaf path: ``shift`` is O(log n) for positive offsets and for the
+negative offsets that the aggregate-index driver produces. Balancing is a left-leaning red-black tree
+(Sedgewick 2008); every rotation re-bases the relative keys (docs/algorithms/vwap.md §2.2, §2.5).
 
 Node fields: ``rk`` (key relative to the parent), ``val``, ``sm`` (subtree sum), ``mn``/``mx`` (minimum and
 maximum absolute key of the subtree, expressed in the same frame as ``rk``), ``red``, ``left``, ``right``.
 
 Decimal keys and values follow the current decimal context; callers run inside
-``services.vwap.numbers.exact_context()`` so relative-key arithmetic never rounds.
+``services.vwap.exact.exact_context()`` so relative-key arithmetic never rounds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["Node", "RPAITree"]
+__all__ = ["Node", "RPAITree", "black_height"]
 
 
 class Node:
@@ -669,7 +669,7 @@ class RPAITree:
         self._shift_path(k, d, inclusive)
 
     def _shift_path(self, k: Any, d: Any, incl: bool) -> None:
-        """Spec Alg. 1 (corrected), iterative: top-down key updates on one path, then mn/mx bottom-up.
+        """docs/algorithms/vwap.md §2.6, iterative: top-down key updates on one path, then mn/mx bottom-up.
 
         Only valid when the shift keeps BST order (d > 0, or d < 0 with s + d > p)."""
         x = self.root
@@ -785,7 +785,7 @@ class RPAITree:
     # -- invariants -------------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Assert the spec §2.5 invariants 1-4 and the length counter; AssertionError on violation."""
+        """Assert the invariants of docs/algorithms/vwap.md §2.3; AssertionError on violation."""
         root = self.root
         if root is None:
             if self._n != 0:
@@ -836,3 +836,15 @@ class RPAITree:
         cnt, _, _, _, _ = walk(root, 0, None, None)
         if cnt != self._n:
             raise AssertionError(f"len counter is {self._n} but the tree has {cnt} nodes")
+
+
+def black_height(tree: RPAITree) -> int:
+    """Black nodes on the leftmost root-to-leaf path: every path of a red-black tree has as many, so this
+    is the tree's black height, in O(log n) (its true height takes a walk of every node)."""
+    bh = 0
+    x = tree.root
+    while x is not None:
+        if not x.red:
+            bh += 1
+        x = x.left
+    return bh

@@ -1,8 +1,9 @@
-"""The inequality aggregate index of spec §2.6: one RPAI node per live group (price level), keyed by
-the group's current inner aggregate, so a single update moves a whole range of keys in O(log D).
+"""The inequality aggregate index of docs/algorithms/vwap.md §3.2-§3.5: one RPAI node per live group
+(price level), keyed by the group's current inner aggregate, so a single update moves a whole range of
+keys in O(log D).
 
 For an inner predicate ``inner.c θ outer.c`` the key of group q is Σ w over the tuples whose c stands
-in relation θ to q. All sums are taken over the state *before* the update (pitfall 3):
+in relation θ to q. All sums are taken over the state *before* the update (§9.3):
 
     θ     key(q)        shift by X·w        new key of p
     <=    Σ_{c<=q} w    keys >  Σ_{c<p}     old Σ_{c<=p} + X·w
@@ -21,7 +22,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.rpai import RPAITree
+from services.vwap.trees.rpai import RPAITree
 
 THETAS = ("<=", "<", ">=", ">")
 
@@ -36,7 +37,7 @@ class InequalityIndex:
             raise ValueError(f"theta must be one of {THETAS}, got {theta!r}")
         self.theta = theta
         self.zero = zero
-        self.bound = RPAITree()  # price -> Σ w: O(log D) prefix sums (pitfall 7)
+        self.bound = RPAITree()  # price -> Σ w, O(log D) prefix sums (docs/algorithms/vwap.md §9.7)
         self.cnt: dict[Any, int] = {}  # price -> number of live tuples (with multiplicity)
         self.total: Any = 0  # T = Σ w
         self.idx = RPAITree(zero)
@@ -111,18 +112,6 @@ class InequalityIndex:
             "shift_merges": self.idx.shift_merges,
             "shift_fallbacks": self.idx.shift_fallbacks,
         }
-
-
-def black_height(tree: RPAITree) -> int:
-    """Black nodes on the leftmost root-to-leaf path: every path of a red-black tree has as many, so this
-    is the tree's black height, in O(log n) (its true height takes a walk of every node)."""
-    bh = 0
-    x = tree.root
-    while x is not None:
-        if not x.red:
-            bh += 1
-        x = x.left
-    return bh
 
 
 def grid_floor(x: Fraction, grid: Any) -> Any:

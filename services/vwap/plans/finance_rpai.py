@@ -1,11 +1,12 @@
-"""The RPAI system's plans for the order-book queries and Ex. 2.1 (spec §2.3, §2.6, §2.7, §2.9, §2.10).
+"""The RPAI system's plans for the order-book queries and Ex. 2.1 (docs/algorithms/vwap.md §4.1-§4.6),
+and the cross-check (§5.3).
 
-- vwap / vwap-paper / mst / nq1: the §2.6 inequality index (one RPAI tree keyed by each price level's
+- vwap / vwap-paper / mst / nq1: the §3.2 inequality index (one RPAI tree keyed by each price level's
   inner aggregate), O(log D) per update;
 - psp: a non-shifting ordered index volume -> (count, Σ price) per side, O(log D);
-- ex21: the PAI hash map of the equality case, O(1);
-- sq1 / sq2 / nq2: the General Algorithm (§2.7) over ordered per-price state, O(D) or O(D log D);
-- crosscheck (vwap, vwap-paper): the independent price-keyed descent of §2.10, no key shifting.
+- ex21: the PAI hash map of the equality case (§3.1), O(1);
+- sq1 / sq2 / nq2: the General Algorithm (§4.6) over ordered per-price state, O(D) or O(D log D);
+- crosscheck (vwap, vwap-paper): the independent price-keyed descent of §5.3, no key shifting.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
-from services.vwap.numbers import to_json
-from services.vwap.plan import Row
-from services.vwap.rpai import RPAITree
-from services.vwap.vec import Vec
+from services.vwap.exact import to_json
+from services.vwap.plans.base import Row
+from services.vwap.trees.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
+from services.vwap.trees.rpai import RPAITree
+from services.vwap.trees.vec import Vec
 
 
 def _index_stats(prefix: str, ix: InequalityIndex) -> dict[str, float]:
@@ -166,7 +167,8 @@ class _BidsIndexPlan(_OneIndexPlan):
 
 
 class Nq1Plan(_BidsIndexPlan):
-    """Two nesting levels on one θ '<=' index with payload (volume, price·volume) (spec §2.9)."""
+    """Two nesting levels on one θ '<=' index with payload (volume, price·volume)
+    (docs/algorithms/vwap.md §4.5)."""
 
     def result(self) -> Any:
         ix = self.index
@@ -176,7 +178,7 @@ class Nq1Plan(_BidsIndexPlan):
 
 
 class Nq2Plan(_BidsIndexPlan):
-    """GA at the top level (spec §2.9): per outer price q, the middle aggregate
+    """GA at the top level (docs/algorithms/vwap.md §4.6): per outer price q, the middle aggregate
     M(q) = Σ vol over keys in (f·T, S≤(q)] + [S≤(q) > f·T]·Σ vol over prices > q, each O(log D)."""
 
     def result(self) -> Any:
@@ -196,7 +198,7 @@ class Nq2Plan(_BidsIndexPlan):
 
 
 class Sq1Plan:
-    """GA: both sides of the predicate vary per outer tuple (spec §1.2 reconstruction SQ1a / SQ1b).
+    """GA: both sides of the predicate vary per outer tuple (docs/algorithms/vwap.md §1.3, §4.6).
 
     a: f·Σ vol of the outer tuple's broker < S≤(price); b: f·Σ vol at prices >= price < S≤(price)."""
 
@@ -252,7 +254,8 @@ class Sq1Plan:
 
 
 class Sq2Plan:
-    """GA: the inner predicate compares price + volume with the outer price (spec §1.2 reconstruction)."""
+    """GA: the inner predicate compares price + volume with the outer price
+    (docs/algorithms/vwap.md §1.3, §4.6)."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
@@ -298,7 +301,8 @@ class Sq2Plan:
 
 
 class Ex21Plan:
-    """PAI hash map, equality correlation (spec §2.3): aggrMap groups' Σ b -> Σ their a·b."""
+    """PAI hash map, equality correlation (docs/algorithms/vwap.md §3.1): aggrMap groups' Σ b -> Σ of
+    their a·b."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
@@ -324,7 +328,8 @@ class Ex21Plan:
         old = self.m3.get(a, 0)
         oldv = self.m1.get(a, 0)
         if c:
-            self._move(old, -oldv)  # only group a's share leaves the shared bucket (pitfall 8)
+            # only group a's share leaves the shared bucket (docs/algorithms/vwap.md §9.8)
+            self._move(old, -oldv)
         c += mult
         self.m2 += mult * b
         if c:
@@ -346,8 +351,9 @@ class Ex21Plan:
 
 
 class CrossCheckPlan:
-    """§2.10: price-keyed trees of W and Σpv; descend by cumulative weight to the first qualifying
-    price p* (S≤(p*) > g·T, g = f in the paper form, 1 - f in DBToaster's) and sum pv above it."""
+    """docs/algorithms/vwap.md §5.3: price-keyed trees of W and Σpv; descend by cumulative weight to the
+    first qualifying price p* (S≤(p*) > g·T, g = f in the paper form, 1 - f in DBToaster's) and sum pv
+    above it."""
 
     def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
         f: Fraction = params["fraction"]
