@@ -45,6 +45,7 @@ from shared.dev.broker import BrokerProcess  # noqa: E402
 from shared.events import UpdateEvent  # noqa: E402
 from shared.metrics import RuntimeMetrics  # noqa: E402
 from shared.runtime import Worker  # noqa: E402
+from shared.runtime.gc_policy import worker_gc  # noqa: E402
 from shared.runtime.kafka import producer_settings  # noqa: E402
 from shared.service import load_service  # noqa: E402
 from shared.state import StateChanges, envelope_for, open_store  # noqa: E402
@@ -192,15 +193,13 @@ def worker_run(
             raise TimeoutError(f"worker did not catch up: {w.positions()}")
         return False
 
-    worker.run(until=caught_up)  # run() writes the final checkpoint before returning
+    with worker_gc():  # the GC policy `ivmstream run` uses by default
+        worker.run(until=caught_up)  # run() writes the final checkpoint before returning
     done = time.perf_counter()
     checkpoints = _histogram(metrics, "ivmstream_checkpoint_seconds")
-    result = worker_result = None
-    del worker_result
     check = open_store("rocksdb", f"triangles.{group}", state_dir=tmp)
     cp = check.load(topic, 0)
     check.close()
-    result = cp.offset
     return {
         "layout": layout,
         "events": stream,
@@ -209,7 +208,7 @@ def worker_run(
         "events_per_second": stream / (done - marks["first"]),
         "checkpoints": checkpoints["count"],
         "checkpoint_seconds_total": checkpoints["sum"],
-        "stored_offset": result,
+        "stored_offset": cp.offset,
     }
 
 
