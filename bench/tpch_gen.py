@@ -10,7 +10,7 @@ Sizes follow TPC-H at scale factor SF: 200 000·SF parts, 150 000·SF customers,
 1.5k customers). Value distributions imitate dbgen (brands ``Brand#MN``, containers such as ``WRAP BOX``,
 retail prices from the partkey, extended price = quantity * retail price, orders' total price from their
 lineitems, dates in 1992-1998, orderkeys sparse as in dbgen, no orders for customers with custkey ≡ 0
-mod 3), but text columns are short random words and nothing else of the TPC-H spec is promised.
+mod 3), but text columns are short random words and nothing else of the TPC-H specification is promised.
 
 Variants:
 
