@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: setup system-deps demo test bench lint clean
+.PHONY: setup system-deps demo test test-fast bench lint clean
 
 setup: system-deps $(STAMP)
 
@@ -35,6 +35,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Everything but the tests marked slow (the demo, benchmark smoke runs, kill -9 restarts).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 bench: setup
 	$(PY) bench/runtime.py

@@ -51,11 +51,12 @@ def available_services() -> dict[str, str]:
 
     The platform never imports a service statically: services depend on the platform, not back."""
     services = importlib.import_module("services")
-    return {
-        m.name: f"services.{m.name}.service"
-        for m in pkgutil.iter_modules(services.__path__)
-        if m.ispkg and (Path(services.__path__[0]) / m.name / "service.py").is_file()
-    }
+    found: dict[str, str] = {}
+    for portion in services.__path__:  # this project's folder, then any further services/ on sys.path
+        for m in pkgutil.iter_modules([portion]):
+            if m.ispkg and (Path(portion) / m.name / "service.py").is_file():
+                found.setdefault(m.name, f"services.{m.name}.service")  # the first portion wins, as in import
+    return found
 
 
 def load_service(name: str) -> ServiceDefinition:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -20,9 +19,6 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("ivmstream")
-
-REPO = Path(__file__).resolve().parents[1]
-DBTOASTER = REPO.parent / "shared" / "data" / "dbtoaster"  # public data beside the checkout, may be absent
 
 
 @pytest.fixture(scope="session")

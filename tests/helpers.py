@@ -119,7 +119,8 @@ def kill9_mid_stream_then_catch_up(
     alive_for: float = 1.3,
     before_kill: Callable[[], T] = lambda: None,
 ) -> list[T]:
-    """The crash test every service shares: while ``feed`` (file, key field, seconds) trickles into
+    """A crash run paced by the clock (every service gets ``shared.testing.check_kill9_restart``, which
+    waits for checkpoints instead): while ``feed`` (file, key field, seconds) trickles into
     ``{unique}.updates``, start a worker and ``kill -9`` it ``kills`` times (twice unless told),
     ``alive_for`` seconds after each start (1.3 s unless told); then run one until group ``{unique}-g``
     has caught up and stop it cleanly (all log to ``tmp_path / "w.log"``). Returns what ``before_kill``

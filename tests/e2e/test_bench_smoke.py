@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 
 def test_runtime_bench_smoke(tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from helpers import ivm
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 
 def _children_named(pattern: str) -> set[int]:

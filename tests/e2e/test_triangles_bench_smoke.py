@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 STRATEGIES = ("ivm-eps(1/2)", "first-order", "factorized", "recursive", "recompute")
 EPS = ("0", "1/4", "1/3", "1/2", "2/3", "3/4", "1")

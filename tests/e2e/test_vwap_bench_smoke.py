@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 QUERIES = ("vwap", "vwap-paper", "mst", "psp", "nq1", "sq1", "sq2", "nq2")
 

@@ -1,0 +1,105 @@
+"""A new service is one folder: a copy of services/reference under another name, kept in a ``services/``
+directory outside the repository and named on PYTHONPATH, is found by name and passes the whole
+conformance suite, with no edit anywhere else."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = Path(__file__).with_name("test_conformance.py")
+NEW = "copied_bags"
+
+
+def copy_reference_as(root: Path, name: str) -> Path:
+    """``root/services/<name>``: services/reference with its imports and its declared name rewritten."""
+    target = root / "services" / name
+    shutil.copytree(REPO / "services" / "reference", target, ignore=shutil.ignore_patterns("__pycache__"))
+    for module in target.glob("*.py"):
+        module.write_text(module.read_text().replace("services.reference.", f"services.{name}."))
+    declaration = target / "service.py"
+    text = declaration.read_text()
+    assert text.count('name="reference"') == 1
+    declaration.write_text(text.replace('name="reference"', f'name="{name}"'))
+    return target
+
+
+def environment(extra: Path) -> dict[str, str]:
+    """The project first (its ``services`` package is the one imported), then the extra directory."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(extra), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def suite_checks() -> set[str]:
+    """The conformance tests that run once per (service, workload)."""
+    spec = importlib.util.spec_from_file_location("conformance_suite", SUITE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {
+        name
+        for name, fn in vars(module).items()
+        if name.startswith("test_") and inspect.isfunction(fn) and "case" in inspect.signature(fn).parameters
+    }
+
+
+def test_copied_service_folder_is_found_without_other_edits(tmp_path):
+    extra = tmp_path / "elsewhere"
+    copy_reference_as(extra, NEW)
+    assert not (extra / "services" / "__init__.py").exists()
+    probe = "import json; from shared.service import available_services as a; print(json.dumps(a()))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=environment(extra), check=True
+    )
+    found = json.loads(out.stdout)
+    assert found[NEW] == f"services.{NEW}.service"
+    assert {"reference", "triangles", "vwap"} <= found.keys()  # the project's own folders are still seen
+
+
+@pytest.mark.slow
+def test_copied_service_folder_passes_the_conformance_suite(tmp_path):
+    extra = tmp_path / "elsewhere"
+    copy_reference_as(extra, NEW)
+    report = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(SUITE),
+            "-k",
+            NEW,
+            "--basetemp",
+            str(tmp_path / "child"),
+            "--junitxml",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment(extra),
+        cwd=REPO,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    ran: dict[str, list[str]] = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name, _, param = case.get("name", "").partition("[")
+        outcome = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        ran.setdefault(param.rstrip("]"), []).append(name)
+        assert not outcome, (case.get("name"), outcome)
+    assert set(ran) == {f"{NEW}/demo"}, ran
+    assert set(ran[f"{NEW}/demo"]) == suite_checks()
