@@ -7,15 +7,16 @@ import contextlib
 import logging
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import orjson
 
-from shared.config import ConfigError, load_config
-from shared.events import FORMATS, SourceError, read_source
-from shared.events.orderbook import BOOKS
+from shared.config import ConfigError, build_config, load_config, schema_of
+from shared.events import FORMATS, FormatRegistry, Schema, SourceError, read_source
+from shared.events.formats import parse_assignments
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -104,18 +105,52 @@ def _count_lines(path: str) -> int:
         return sum(1 for _ in fh)
 
 
-def _open_inputs(args: argparse.Namespace, key_field: str | None) -> tuple[Any, str]:
-    """Records of ``--input`` (one file, or several TPC-H tables interleaved) and a label for messages."""
+# Flags kept from before --read-option: each is an alias of the read option of the same name.
+_READ_OPTION_ALIASES = ("book", "brokers", "delimiter")
+
+
+def _read_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--read-option KEY=VALUE`` pairs plus the alias flags; the reader types and checks them."""
+    given = parse_assignments(args.read_option or [])
+    for key in _READ_OPTION_ALIASES:
+        value = getattr(args, key)
+        if value is None:
+            continue
+        if key in given and given[key] != value:
+            raise CliError(f"--{key} {value} and --read-option {key}={given[key]} disagree")
+        given[key] = value
+    return given
+
+
+def _formats_of(service: Any) -> FormatRegistry:
+    """The built-in formats plus the service's own."""
+    if not service.formats:
+        return FORMATS
+    try:
+        return FORMATS.extended(service.formats, owner=f"service {service.name}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _open_inputs(
+    args: argparse.Namespace,
+    key_field: str | None,
+    schema: Schema | None = None,
+    formats: FormatRegistry = FORMATS,
+) -> tuple[Any, str]:
+    """Records of ``--input`` (one file, or several TPC-H tables interleaved) and a label for messages.
+    ``schema`` (the consuming service's, when known) fills in what a file leaves out."""
     inputs: list[str] = args.input
+    options = _read_options(args)
     if len(inputs) == 1:
         source = read_source(
             inputs[0],
             args.format,
             relation=args.relation,
             key_field=key_field,
-            book=args.book,
-            brokers=args.brokers,
-            delimiter=args.delimiter,
+            schema=schema,
+            formats=formats,
+            options=options,
         )
         return source, inputs[0]
     if args.format != "tpch":
@@ -124,22 +159,54 @@ def _open_inputs(args: argparse.Namespace, key_field: str | None) -> tuple[Any, 
         raise CliError(
             "--relation names one table; with several tpch inputs each table comes from its file name"
         )
+    formats.get_format("tpch").parse_options(options)  # it takes none: any given is an error
     from shared.events.tpch import interleave_tpch
 
     return (rec for _rel, rec in interleave_tpch(inputs, key_field=key_field)), "+".join(inputs)
+
+
+def _warn_silent(silent: Sequence[str], declared: Sequence[str], service: str, label: str) -> None:
+    """One stderr line naming the declared relations no event arrived for (the view ignored them)."""
+    if silent:
+        print(
+            f"ivmstream: warning: no event for relation(s) {', '.join(silent)} in {label} "
+            f"({service} declares {', '.join(declared)})",
+            file=sys.stderr,
+        )
+
+
+def _produce_target(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``--service``/``--config``: the service the records are for and its config, or (None, None)."""
+    if args.service is None:
+        if args.config is not None:
+            raise CliError("--config needs --service (the service whose config it is)")
+        return None, None
+    if args.config is not None:
+        return _load(args.service, args.config)
+    from shared.service import load_service
+
+    service = load_service(args.service)
+    return service, build_config(service, {}, source=f"{service.name} defaults")
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from shared.runtime.kafka import check_reachable
     from shared.runtime.produce import produce_records
 
-    records, label = _open_inputs(args, args.key_field)
+    service, config = _produce_target(args)
+    schema = schema_of(service, config) if service is not None else None
+    key_field = args.key_field if args.key_field is not None or config is None else config.key_field
+    topic = args.topic if args.topic is not None or config is None else config.input_topic
+    if topic is None:
+        raise CliError("produce needs --topic (or --service, to use the service's input topic)")
+    formats = _formats_of(service) if service is not None else FORMATS
+    records, label = _open_inputs(args, key_field, schema, formats)
     check_reachable(args.bootstrap)
     total = sum(_count_lines(path) for path in args.input)
-    progress = Progress(f"producing to {args.topic}", total)
+    progress = Progress(f"producing to {topic}", total)
     report = produce_records(
         args.bootstrap,
-        args.topic,
+        topic,
         records,
         on_progress=lambda rec, n: progress.update(rec.lineno if len(args.input) == 1 else n),
         on_skip=lambda rec: print(f"{label}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr),
@@ -149,9 +216,17 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise CliError(
             f"{len(report.failures)} of {report.sent} records were not delivered: {report.failures[0]}"
         )
+    emitted = ", ".join(
+        f"{name if name is not None else '(no relation)'} {n}" for name, n in report.relations.items()
+    )
+    print(f"relations emitted: {emitted or 'none'}", file=sys.stderr)
+    if schema is not None:
+        declared = list(schema.relations)
+        silent = [r for r in declared if not report.relations.get(r)]
+        _warn_silent(silent, declared, service.name, label)
     skipped = len(report.skipped)
     print(
-        f"produced {report.sent} records to {args.topic}"
+        f"produced {report.sent} records to {topic}"
         + (f" ({skipped} unreadable lines skipped)" if skipped else "")
     )
     return 0
@@ -261,8 +336,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from shared.replay import Rejected, Replay
 
     service, config = _load(args.service, args.config)
-    records, label = _open_inputs(args, config.key_field)
     run = Replay(service, config)
+    schema = run.codec.schema
+    records, label = _open_inputs(args, config.key_field, schema, _formats_of(service))
     every = args.every
     if every is not None and every <= 0:
         raise CliError("--every must be a positive number of events")
@@ -277,6 +353,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 next_print += every
     if printed != run.applied:
         _print_json({"events": run.applied, "rejected": run.rejected, "result": run.result()})
+    _warn_silent(run.silent_relations(), list(schema.relations), service.name, label)
     return 0
 
 
@@ -368,15 +445,33 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=FORMATS,
-        help="input format (default: from the file suffix); tpch: a headerless |-separated TPC-H table",
+        metavar="FORMAT",
+        help=f"input format: {', '.join(FORMATS)} or one of the service's own (default: from the file "
+        "suffix; see the list below)",
     )
     p.add_argument(
-        "--relation", help="relation of a CSV file's rows; tpch: the table (default: from the file name)"
+        "--relation",
+        help="relation of a csv or tbl file's rows (tbl default: the file name up to its first dot); "
+        "tpch: the table (default: from the file name)",
     )
-    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
-    p.add_argument("--book", choices=BOOKS, default="bids", help="order book side(s) to emit (default bids)")
-    p.add_argument("--brokers", type=int, default=10, help="order book: broker_id = id mod BROKERS")
+    p.add_argument(
+        "--read-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of the format's reader (repeatable; listed below)",
+    )
+    p.add_argument("--delimiter", help="csv: the field separator (--read-option delimiter=C)")
+    p.add_argument("--book", help="orderbook: side(s) to emit, auto|bids|asks|both (--read-option book=B)")
+    p.add_argument("--brokers", help="orderbook: broker_id = id mod N (--read-option brokers=N)")
+
+
+def _formats_epilog() -> str:
+    listing = textwrap.indent(FORMATS.describe(), "  ")
+    return (
+        "input formats (--format NAME; options as --read-option KEY=VALUE):\n"
+        f"{listing}\n"
+        "A service may add formats of its own (see its page in docs/)."
+    )
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -401,10 +496,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_broker)
 
-    p = sub.add_parser("produce", help="publish an input file's updates to a topic")
+    p = sub.add_parser(
+        "produce",
+        help="publish an input file's updates to a topic",
+        epilog=_formats_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--key-field", help="row column whose value becomes the record key")
+    p.add_argument("--topic", help="topic to publish to (default with --service: its input topic)")
+    p.add_argument(
+        "--key-field",
+        help="row column whose value becomes the record key (default with --service: its key_field)",
+    )
+    p.add_argument(
+        "--service",
+        help="the service the updates are for: its relations type the input (tbl columns, order-book "
+        "sides) and its formats are accepted",
+    )
+    p.add_argument("--config", help="that service's config (default: the service's defaults)")
     _input_options(p)
     p.set_defaults(func=cmd_produce)
 
@@ -435,7 +544,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="output topic (default <service>.results)")
     p.set_defaults(func=cmd_results)
 
-    p = sub.add_parser("replay", help="run a service's engine offline over a file, without Kafka")
+    p = sub.add_parser(
+        "replay",
+        help="run a service's engine offline over a file, without Kafka",
+        epilog=_formats_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("service")
     p.add_argument("--config", required=True)
     p.add_argument("--every", type=int, help="also print the state every N events")

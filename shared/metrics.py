@@ -90,12 +90,23 @@ class RuntimeMetrics:
         self.assigned_partitions = Gauge(
             "ivmstream_assigned_partitions", "Input partitions owned by this worker", labels, registry=r
         ).labels(service)
+        self.relation_events = Counter(
+            "ivmstream_relation_events",
+            "Valid input events per relation (0 for a declared relation nothing arrived for)",
+            ("service", "relation"),
+            registry=r,
+        )
         self.engine_stat = Gauge(
             "ivmstream_engine_stat",
             "Engine-reported gauges summed over its keys",
             ("service", "stat"),
             registry=r,
         )
+
+    def count_relations(self, counts: Mapping[str, int]) -> None:
+        """Add a batch's events per relation; zero counts create the series (declared relations)."""
+        for relation, n in counts.items():
+            self.relation_events.labels(self.service, relation).inc(n)
 
     def reject(self, reason: str, n: int = 1) -> None:
         self.events_rejected.labels(self.service, reason).inc(n)

@@ -13,6 +13,7 @@ from typing import Any
 from shared.config import ServiceConfig, schema_of
 from shared.engine import Engine
 from shared.events import EventCodec, EventError, SourceRecord, UpdateEvent
+from shared.events.coverage import RelationCoverage
 from shared.service import ServiceDefinition
 
 KEYLESS = ""
@@ -35,6 +36,7 @@ class Replay:
 
     def __post_init__(self) -> None:
         self.codec = EventCodec(schema_of(self.service, self.config))
+        self.coverage = RelationCoverage(self.codec.schema.relations)
 
     def engine(self, key: str) -> Engine:
         e = self.engines.get(key)
@@ -71,12 +73,17 @@ class Replay:
             events, lines = per_key.setdefault(key, ([], []))
             events.append(item)
             lines.append(rec.lineno)
+        self.coverage.count(events for events, _lines in per_key.values())
         for key, (events, lines) in per_key.items():
             rejections = self.engine(key).apply(events)
             for r in rejections:
                 self.rejected += 1
                 yield Rejected(lines[r.index], r.code, r.detail)
             self.applied += len(events) - len(rejections)
+
+    def silent_relations(self) -> list[str]:
+        """Declared relations no valid event of the input belonged to (the view ignored them)."""
+        return self.coverage.silent()
 
     def result(self) -> Any:
         """The engine's result without key_field; ``{key: result}`` (sorted) with one."""

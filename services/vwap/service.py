@@ -21,7 +21,7 @@ SERVICE = ServiceDefinition(
         format="orderbook",
         config={"query": "vwap", "strategy": "rpai"},
         partitions=1,
-        read_options={"book": "bids"},
+        read_options={"book": "auto"},  # the sides the query's relations declare
     ),
     batch="services.vwap.batch:JOBS",
 )

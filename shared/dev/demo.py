@@ -21,10 +21,10 @@ from typing import Any
 
 import orjson
 
-from shared.config import build_config
+from shared.config import build_config, schema_of
 from shared.dev.broker import BrokerProcess
 from shared.dev.redis_server import RedisServer, free_port
-from shared.events import read_source
+from shared.events import FORMATS, read_source
 from shared.redis_client import connect
 from shared.replay import replay_all
 from shared.runtime.output import result_index, result_key
@@ -128,7 +128,16 @@ def run_demo(follow: bool = False, services: list[str] | None = None) -> int:
             demo = run.service.demo
             assert demo is not None
             cfg = build_config(run.service, dict(demo.config))
-            records = list(read_source(demo.input, demo.format, key_field=cfg.key_field, **demo.read_options))
+            records = list(
+                read_source(
+                    demo.input,
+                    demo.format,
+                    key_field=cfg.key_field,
+                    schema=schema_of(run.service, cfg),
+                    formats=FORMATS.extended(run.service.formats, owner=run.service.name),
+                    options=demo.read_options,
+                )
+            )
             expected[run.service.name] = replay_all(run.service, cfg, records).result()
             say(f"  {run.service.name}: producing {len(records)} update events from {demo.input.name}")
             feeder = threading.Thread(target=_feed, args=(broker.bootstrap, run.topic, records), daemon=True)

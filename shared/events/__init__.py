@@ -1,4 +1,4 @@
-"""Update events: model, codec and validation, and readers for input files."""
+"""Update events: model, codec and validation, and the input formats that read files into events."""
 
 from shared.events.codec import (
     CODECS,
@@ -10,16 +10,18 @@ from shared.events.codec import (
     UpdateEvent,
     encode_event,
 )
+from shared.events.formats import FormatRegistry, InputFormat, ReadOption, ReadRequest
 from shared.events.orderbook import OrderBookAdaptor
 from shared.events.readers import (
     FORMATS,
-    SourceError,
-    SourceRecord,
     read_csv,
     read_jsonl,
     read_orderbook,
     read_source,
+    read_tbl,
+    register_format,
 )
+from shared.events.source import SourceError, SourceRecord, relation_of
 
 __all__ = [
     "CODECS",
@@ -27,7 +29,11 @@ __all__ = [
     "FORMATS",
     "EventCodec",
     "EventError",
+    "FormatRegistry",
+    "InputFormat",
     "OrderBookAdaptor",
+    "ReadOption",
+    "ReadRequest",
     "Relation",
     "Schema",
     "SourceError",
@@ -38,4 +44,7 @@ __all__ = [
     "read_jsonl",
     "read_orderbook",
     "read_source",
+    "read_tbl",
+    "register_format",
+    "relation_of",
 ]

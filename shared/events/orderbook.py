@@ -9,7 +9,13 @@ delete a live order; unknown ids and X/C/T are ignored. Ids are looked up in bid
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from shared.events.source import SourceRecord
 
 BOOKS = ("bids", "asks", "both")
 _IGNORED = frozenset("XCT")
@@ -95,3 +101,26 @@ class OrderBookAdaptor:
         if row is not None:
             return "bids", row
         return "asks", self.live["asks"].get(oid)
+
+
+def read_orderbook(
+    path: str | Path, *, book: str = "bids", brokers: int = 10, key: str | None = None
+) -> Iterator[SourceRecord]:
+    """DBToaster finance traces (``t,id,action,volume,price``) through the adaptor; ``key`` (constant)
+    becomes every record's key. A line the adaptor refuses becomes an error record."""
+    adaptor = OrderBookAdaptor(book=book, brokers=brokers)  # bad options raise here, not on iteration
+    return _orderbook_records(Path(path), adaptor, key.encode() if key is not None else None)
+
+
+def _orderbook_records(path: Path, adaptor: OrderBookAdaptor, key: bytes | None) -> Iterator[SourceRecord]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                events = adaptor.feed_line(line)
+            except ValueError as exc:
+                yield SourceRecord(lineno, line.strip().encode(), key, error=str(exc))
+                continue
+            for ev in events:
+                yield SourceRecord(lineno, orjson.dumps(ev), key, relation=ev["relation"])

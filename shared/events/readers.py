@@ -1,56 +1,51 @@
-"""Input-file readers that turn jsonl, CSV, DBToaster order-book and TPC-H table files into wire records.
+"""The built-in input formats (jsonl, csv, tbl, orderbook, tpch) and ``read_source``, the front door.
 
 Every reader yields ``SourceRecord``s: the exact bytes that go on the topic (so ``produce`` and
 ``replay`` feed services identical input), the partition key, and the source line number for error
 reports. A line a reader cannot turn into an event at all yields a record with ``error`` set instead
-of being dropped silently.
+of being dropped silently. The readers live in their own modules (``delimited``, ``orderbook``,
+``tpch``); this one declares them as formats in ``FORMATS`` and depends on them, never the reverse.
 """
 
 from __future__ import annotations
 
-import csv
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from shared.events.orderbook import OrderBookAdaptor
+from shared.events.codec import Schema
+from shared.events.delimited import parse_scalar, read_csv, read_tbl
+from shared.events.formats import (
+    FormatRegistry,
+    InputFormat,
+    ReadOption,
+    ReadRequest,
+    choice,
+    merge_options,
+    name_list,
+    non_empty_text,
+    one_char,
+    positive_int,
+)
+from shared.events.orderbook import read_orderbook
+from shared.events.source import SourceError, SourceRecord, file_stem, key_of
+from shared.events.tpch import read_tpch
 
-FORMATS = ("jsonl", "csv", "orderbook", "tpch")
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # the integers orjson can encode
-
-
-@dataclass(slots=True, frozen=True)
-class SourceRecord:
-    lineno: int
-    value: bytes
-    key: bytes | None = None
-    error: str | None = None
-
-
-class SourceError(ValueError):
-    """The input as a whole cannot be read (missing file, bad options)."""
-
-
-def guess_format(path: str | Path) -> str:
-    suffix = Path(path).suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return "jsonl"
-    if suffix in (".csv", ".tbl"):
-        return "csv"
-    raise SourceError(f"cannot tell the format of {path}; pass --format ({'|'.join(FORMATS)})")
-
-
-def _key_of(row: Any, key_field: str | None) -> bytes | None:
-    if key_field is None or type(row) is not dict:
-        return None
-    kv = row.get(key_field)
-    if kv is None:
-        return None
-    return str(kv).encode()
+__all__ = [
+    "FORMATS",
+    "SourceError",
+    "SourceRecord",
+    "guess_format",
+    "parse_scalar",
+    "read_csv",
+    "read_jsonl",
+    "read_orderbook",
+    "read_source",
+    "read_tbl",
+    "register_format",
+]
 
 
 def read_jsonl(path: str | Path, key_field: str | None = None) -> Iterator[SourceRecord]:
@@ -66,94 +61,138 @@ def read_jsonl(path: str | Path, key_field: str | None = None) -> Iterator[Sourc
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     obj = None
-                key = _key_of(obj.get("row") if type(obj) is dict else None, key_field)
+                key = key_of(obj.get("row") if type(obj) is dict else None, key_field)
             yield SourceRecord(lineno, line, key)
 
 
-def parse_scalar(text: str) -> int | float | str | None:
-    """CSV cells carry no types: integers stay exact, then floats, else the string; empty is null."""
-    s = text.strip()
-    if s == "":
-        return None
-    if "_" in s or not s.isascii():
-        return s  # Python's int()/float() accept "1_000" and non-ASCII digits; CSV numbers do not
-    try:
-        i = int(s)
-    except ValueError:
-        pass
-    else:
-        # orjson cannot write integers outside 64 bits; the exact text still suits a decimal column
-        return i if _INT_MIN <= i <= _INT_MAX else s
-    try:
-        f = float(s)
-    except ValueError:
-        return s
-    # "nan"/"inf" have no JSON form (orjson would write null): keep the text so validation is honest
-    return f if math.isfinite(f) else s
+# --- the built-in formats: a ReadRequest in, the reader's records out ---------------------------------
 
 
-def read_csv(
-    path: str | Path,
-    relation: str,
-    *,
-    key_field: str | None = None,
-    delimiter: str = ",",
-    columns: list[str] | None = None,
-    delta_column: str = "delta",
-) -> Iterator[SourceRecord]:
-    """Rows of one relation. The header names the columns unless ``columns`` is given (headerless
-    files such as TPC-H ``.tbl``); a column named ``delta`` carries the multiplicity change, else +1.
-    Rows with too few or too many cells still become events so validation reports what is wrong."""
-    if not relation:
-        raise SourceError("CSV input needs --relation to say which relation its rows belong to")
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh, delimiter=delimiter, skipinitialspace=True)
-        header = columns
-        for row in reader:
-            lineno = reader.line_num
-            if header is None:
-                header = [h.strip() for h in row]
-                continue
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if delimiter == "|" and len(row) == len(header) + 1 and row[-1] == "":
-                row = row[:-1]  # TPC-H dbgen lines end with a trailing separator
-            values = [parse_scalar(c) for c in row]
-            delta: Any = 1
-            out: dict[str, Any] = {}
-            for i, name in enumerate(header):
-                if i >= len(values):
-                    break
-                if name == delta_column:
-                    delta = values[i]
-                else:
-                    out[name] = values[i]
-            for j in range(len(header), len(values)):
-                out[f"_extra{j - len(header) + 1}"] = values[j]
-            yield SourceRecord(
-                lineno,
-                orjson.dumps({"relation": relation, "row": out, "delta": delta}),
-                _key_of(out, key_field),
+def _jsonl(req: ReadRequest) -> Iterator[SourceRecord]:
+    return read_jsonl(req.path, req.key_field)
+
+
+def _csv(req: ReadRequest) -> Iterator[SourceRecord]:
+    opts = req.options
+    return read_csv(
+        req.path,
+        req.relation or "",
+        key_field=req.key_field,
+        delimiter=opts["delimiter"],
+        columns=opts["columns"],
+        delta_column=opts["delta_column"],
+    )
+
+
+BOOK_SIDES = ("bids", "asks")
+
+
+def orderbook_sides(book: str, schema: Schema | None) -> str:
+    """The side(s) to emit: ``auto`` is the sides the consuming service declares (both without one)."""
+    if book != "auto":
+        return book
+    if schema is None:
+        return "both"
+    sides = [s for s in BOOK_SIDES if s in schema.relations]
+    if not sides:
+        raise SourceError(
+            "format orderbook: the service declares neither bids nor asks "
+            f"(relations: {', '.join(schema.relations)}); pass --read-option book=bids|asks|both"
+        )
+    return "both" if len(sides) == 2 else sides[0]
+
+
+def _orderbook(req: ReadRequest) -> Iterator[SourceRecord]:
+    book = orderbook_sides(req.options["book"], req.schema)
+    return read_orderbook(req.path, book=book, brokers=req.options["brokers"])
+
+
+def _tbl(req: ReadRequest) -> Iterator[SourceRecord]:
+    relation = req.relation or file_stem(req.path)
+    how = "--relation" if req.relation else f"the file name {req.path.name!r}"
+    declared = req.schema.relations.get(relation) if req.schema is not None else None
+    columns = req.options["columns"]
+    if columns is None:
+        if req.schema is None:
+            raise SourceError(
+                f"format tbl needs the columns of {relation!r}: pass --read-option columns=a,b,c, or the "
+                "service whose relation it is (produce --service S [--config C]; replay knows it)"
             )
+        if declared is None:
+            raise SourceError(
+                f"format tbl: {relation!r} (from {how}) is not a relation of the service "
+                f"(relations: {', '.join(req.schema.relations)}); pass --relation"
+            )
+        columns = declared.column_names
+    types = dict(declared.columns) if declared is not None else None
+    return read_tbl(req.path, relation, columns, types=types, key_field=req.key_field)
 
 
-def read_orderbook(
-    path: str | Path, *, book: str = "bids", brokers: int = 10, key: str | None = None
-) -> Iterator[SourceRecord]:
-    """DBToaster finance traces (``t,id,action,volume,price``) through the order-book adaptor."""
-    adaptor = OrderBookAdaptor(book=book, brokers=brokers)
-    kbytes = key.encode() if key is not None else None
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                events = adaptor.feed_line(line)
-            except ValueError as exc:
-                yield SourceRecord(lineno, line.strip().encode(), kbytes, error=str(exc))
-                continue
-            for ev in events:
-                yield SourceRecord(lineno, orjson.dumps(ev), kbytes)
+def _tpch(req: ReadRequest) -> Iterator[SourceRecord]:
+    return read_tpch(req.path, req.relation, req.key_field)
+
+
+JSONL = InputFormat(
+    "jsonl",
+    'one update event per line, {"relation", "row", "delta"}, forwarded byte for byte',
+    _jsonl,
+    suffixes=(".jsonl", ".ndjson", ".json"),
+)
+CSV = InputFormat(
+    "csv",
+    "rows of --relation with a header row naming the columns; a delta column is optional (default +1)",
+    _csv,
+    {
+        "delimiter": ReadOption(",", one_char, "the field separator (alias --delimiter)"),
+        "columns": ReadOption(None, name_list, "column names of a file without a header row"),
+        "delta_column": ReadOption("delta", non_empty_text, "the column holding the multiplicity change"),
+    },
+    suffixes=(".csv",),
+)
+TBL = InputFormat(
+    "tbl",
+    "headerless |-separated rows of one relation (--relation, default the file name up to its first "
+    "dot), fields in the relation's declared column order, a trailing | allowed; inserts",
+    _tbl,
+    {
+        "columns": ReadOption(
+            None, name_list, "the fields in order (default: the relation's columns, from the service)"
+        ),
+    },
+    suffixes=(".tbl",),
+)
+ORDERBOOK = InputFormat(
+    "orderbook",
+    "DBToaster order-book trace t,id,action,volume,price: B/S insert bids/asks, E executes, D/F delete",
+    _orderbook,
+    {
+        "book": ReadOption(
+            "auto",
+            choice("auto", "bids", "asks", "both"),
+            "side(s) to emit; auto: those the service declares, both without a service (alias --book)",
+        ),
+        "brokers": ReadOption(10, positive_int, "broker_id = id mod brokers (alias --brokers)"),
+    },
+)
+TPCH = InputFormat(
+    "tpch",
+    "a TPC-H table (dbgen .tbl or DBToaster .csv), the table from --relation or the file name; "
+    "--input repeatable: the tables are interleaved in proportion to their sizes",
+    _tpch,
+)
+
+FORMATS = FormatRegistry([JSONL, CSV, TBL, ORDERBOOK, TPCH])
+
+
+def register_format(fmt: InputFormat) -> InputFormat:
+    """Add a format to the built-in registry (for code that is not a service; services declare theirs on
+    ``ServiceDefinition.formats``)."""
+    return FORMATS.register(fmt)
+
+
+def guess_format(path: str | Path) -> str:
+    """The built-in format a file's suffix names; SourceError if none does."""
+    return FORMATS.guess(path)
 
 
 def read_source(
@@ -162,31 +201,21 @@ def read_source(
     *,
     relation: str | None = None,
     key_field: str | None = None,
-    book: str = "bids",
-    brokers: int = 10,
-    delimiter: str = ",",
+    schema: Schema | None = None,
+    formats: FormatRegistry | None = None,
+    options: Mapping[str, Any] | None = None,
+    **read_options: Any,
 ) -> Iterator[SourceRecord]:
-    """Open any supported input; raises SourceError for a missing file or a bad option."""
-    p = Path(path)
-    if not p.is_file():
-        raise SourceError(f"input file not found: {path}")
-    fmt = fmt or guess_format(p)
-    # Options are checked now, not on first iteration of the (lazy) reader.
-    if fmt == "csv" and not relation:
-        raise SourceError("CSV input needs --relation to say which relation its rows belong to")
-    if fmt == "orderbook":
-        try:
-            OrderBookAdaptor(book=book, brokers=brokers)
-        except ValueError as exc:
-            raise SourceError(str(exc)) from None
-    if fmt == "jsonl":
-        return read_jsonl(p, key_field)
-    if fmt == "csv":
-        return read_csv(p, relation or "", key_field=key_field, delimiter=delimiter)
-    if fmt == "orderbook":
-        return read_orderbook(p, book=book, brokers=brokers)
-    if fmt == "tpch":  # headerless TPC-H .tbl/.csv; the table comes from --relation or the file name
-        from shared.events.tpch import read_tpch  # tpch imports this module
-
-        return read_tpch(p, relation, key_field)
-    raise SourceError(f"unknown input format {fmt!r} (known: {', '.join(FORMATS)})")
+    """Open any input: ``fmt`` (default: from the suffix) in ``formats`` (default the built-ins), with
+    read options from ``options`` and keyword arguments (``book="both"``, ``delimiter=";"``). ``schema``,
+    the consuming service's, lets readers fill in what the file leaves out (tbl columns, book sides).
+    Raises SourceError on the call for a missing file, an unknown format or a bad option."""
+    registry = formats if formats is not None else FORMATS
+    return registry.read(
+        path,
+        fmt,
+        options=merge_options(options or {}, read_options),
+        relation=relation,
+        key_field=key_field,
+        schema=schema,
+    )

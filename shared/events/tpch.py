@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.readers import SourceError, SourceRecord
+from shared.events.source import SourceError, SourceRecord, key_of
 
 __all__ = [
     "TPCH_TABLES",
@@ -185,13 +185,6 @@ def parse_tpch_line(relation: str, line: str, *, decimals: bool = False) -> dict
     return row
 
 
-def _key_of(row: dict[str, Any], key_field: str | None) -> bytes | None:
-    if key_field is None:
-        return None
-    v = row.get(key_field)
-    return None if v is None else str(v).encode()
-
-
 def _records(
     path: Path, relation: str, key_field: str | None, where: str | None = None
 ) -> Iterator[SourceRecord]:
@@ -204,17 +197,20 @@ def _records(
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield SourceRecord(lineno, data, None, error=f"{prefix}not valid UTF-8: {exc}")
+                yield SourceRecord(
+                    lineno, data, None, error=f"{prefix}not valid UTF-8: {exc}", relation=relation
+                )
                 continue
             try:
                 row = parse_tpch_line(relation, text)
             except ValueError as exc:
-                yield SourceRecord(lineno, data, None, error=f"{prefix}{exc}")
+                yield SourceRecord(lineno, data, None, error=f"{prefix}{exc}", relation=relation)
                 continue
             yield SourceRecord(
                 lineno,
                 orjson.dumps({"relation": relation, "row": row, "delta": 1}),
-                _key_of(row, key_field),
+                key_of(row, key_field),
+                relation=relation,
             )
 
 

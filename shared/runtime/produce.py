@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Producer
 
-from shared.events import SourceRecord
+from shared.events import SourceRecord, relation_of
 from shared.runtime.kafka import producer_settings
 
 
@@ -17,6 +18,7 @@ class ProduceReport:
     sent: int = 0
     skipped: list[SourceRecord] = field(default_factory=list)  # lines no event could be made of
     failures: list[str] = field(default_factory=list)
+    relations: Counter[str | None] = field(default_factory=Counter)  # records sent per relation they name
 
 
 def produce_records(
@@ -51,6 +53,7 @@ def produce_records(
             except BufferError:
                 producer.poll(0.05)
         report.sent += 1
+        report.relations[relation_of(rec)] += 1
         if report.sent % 1000 == 0:
             producer.poll(0)
             if on_progress is not None:

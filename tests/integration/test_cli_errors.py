@@ -145,3 +145,63 @@ def test_truncated_history_stops_the_worker_instead_of_skipping(broker, unique, 
     run = run_args("reference", broker.bootstrap, cfg, group=f"{unique}-g", state_dir=tmp_path / "s")
     line = error_of("run", *run)
     assert f"{topic}:0 starts at offset {low}, but the state needs offset 0" in line
+
+
+# --- input formats and read options --------------------------------------------------------------------
+
+BOOK = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data" / "finance-tiny.csv"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--format", "parquet"],
+            "unknown input format 'parquet' (known: jsonl, csv, tbl, orderbook, tpch)",
+        ),
+        (
+            ["--format", "orderbook", "--read-option", "book=sells"],
+            "format orderbook: read option 'book' must be one of auto, bids, asks, both (got 'sells')",
+        ),
+        (
+            ["--format", "orderbook", "--book", "sells"],  # the old flag is an alias: the same check
+            "format orderbook: read option 'book' must be one of auto, bids, asks, both (got 'sells')",
+        ),
+        (
+            ["--format", "orderbook", "--brokers", "ten"],
+            "format orderbook: read option 'brokers' must be a positive integer (got 'ten')",
+        ),
+        (
+            ["--format", "orderbook", "--read-option", "bok=bids"],
+            "format orderbook: unknown read option 'bok' (options: book, brokers)",
+        ),
+        (
+            ["--format", "csv", "--relation", "bids", "--book", "bids"],
+            "format csv: unknown read option 'book' (options: delimiter, columns, delta_column)",
+        ),
+        (["--format", "orderbook", "--read-option", "book"], "--read-option expects KEY=VALUE, got 'book'"),
+        (
+            ["--format", "orderbook", "--book", "asks", "--read-option", "book=bids"],
+            "--book asks and --read-option book=bids disagree",
+        ),
+        (
+            ["--format", "tbl"],
+            "format tbl: 'finance-tiny' (from the file name 'finance-tiny.csv') is not a relation of the "
+            "service (relations: bids, asks); pass --relation",
+        ),
+    ],
+)
+def test_format_and_read_option_mistakes_are_one_line(tmp_path, extra, message):
+    cfg = write_config(tmp_path / "c.json", query="psp")
+    line = replay_error(cfg, BOOK, *extra, service="vwap")
+    assert line == f"ivmstream: error: {message}"
+
+
+def test_produce_of_tbl_without_a_service_asks_for_columns(tmp_path):
+    tbl = tmp_path / "items.tbl"
+    tbl.write_text("fig|1|2\n")
+    produce = ["produce", "--bootstrap", "127.0.0.1:1", "--input", str(tbl)]
+    line = error_of(*produce, "--topic", "t")
+    assert "format tbl needs the columns of 'items': pass --read-option columns=a,b,c" in line
+    assert "produce needs --topic" in error_of(*produce)
+    assert "--config needs --service" in error_of(*produce, "--config", str(tmp_path / "c.json"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers import ivm, replay_result, write_config
 
 from services.vwap.engine import create_engine
-from shared.events import EventCodec, Schema
+from shared.events import EventCodec, Schema, UpdateEvent
 from shared.events.orderbook import OrderBookAdaptor
 from shared.events.tpch import interleave_tpch
 
@@ -17,11 +18,42 @@ TINY = DATA / "finance-tiny.csv"  # DBToaster's tiny order-book trace
 ORDERBOOK = ("--format", "orderbook")
 
 
+def book_events(book: str) -> list[UpdateEvent]:
+    """The tiny trace through the order-book adaptor, as the events an engine is given."""
+    adaptor = OrderBookAdaptor(book=book)
+    return [
+        UpdateEvent(ev["relation"], ev["row"], ev["delta"], None)
+        for line in TINY.read_text().splitlines()
+        for ev in adaptor.feed_line(line)
+    ]
+
+
 def test_replay_of_the_tiny_trace_reproduces_dbtoasters_vwap(tmp_path):
     cfg = write_config(tmp_path / "c.json", query="vwap")
-    last = replay_result(cfg, TINY, "vwap", extra=ORDERBOOK)
-    assert last["events"] == 84 and last["rejected"] == 0
-    assert last["result"]["vwap"] == 491070000  # DBToaster's published value (spec Appendix A)
+    bids_only = replay_result(cfg, TINY, "vwap", extra=[*ORDERBOOK, "--book", "bids"])
+    assert bids_only["events"] == 84 and bids_only["rejected"] == 0
+    assert bids_only["result"]["vwap"] == 491070000  # DBToaster's published value
+    # By default the reader emits the sides the service declares (both): the VWAP reads only bids.
+    default = replay_result(cfg, TINY, "vwap", extra=ORDERBOOK)
+    assert default["events"] == len(book_events("both")) > 84
+    assert default["result"]["vwap"] == 491070000
+
+
+@pytest.mark.parametrize("query", ["psp", "mst"])
+def test_two_sided_queries_read_both_book_sides_by_default(tmp_path, query):
+    """psp and mst read bids and asks: replay must not feed them one side (psp then answered 0)."""
+    cfg = write_config(tmp_path / "c.json", query=query)
+    proc = ivm("replay", "vwap", "--config", str(cfg), "--input", str(TINY), *ORDERBOOK)
+    last = json.loads(proc.stdout.strip().splitlines()[-1])
+    baseline = create_engine(query, "recompute")  # a different algorithm, given the trace's whole book
+    assert not baseline.apply(book_events("both"))
+    assert last["result"][query] == baseline.result()[query]
+    assert last["result"][query], "the tiny trace has orders on both sides"
+    assert "warning" not in proc.stderr
+    # One side only, asked for explicitly: the result ignores asks, and replay says so once.
+    proc = ivm("replay", "vwap", "--config", str(cfg), "--input", str(TINY), *ORDERBOOK, "--book", "bids")
+    assert proc.stderr.count("warning") == 1
+    assert "no event for relation(s) asks in" in proc.stderr and "(vwap declares bids, asks)" in proc.stderr
 
 
 def test_replay_of_several_tpch_tables_interleaves_them(tmp_path):
@@ -82,12 +114,8 @@ def test_refused_events_are_reported_with_line_numbers(tmp_path):
 
 def test_adaptor_and_cli_agree_on_both_books(tmp_path):
     cfg = write_config(tmp_path / "c.json", query="mst")
-    last = replay_result(cfg, TINY, "vwap", extra=[*ORDERBOOK, "--book", "both"])
-    adaptor = OrderBookAdaptor(book="both")
+    last = replay_result(cfg, TINY, "vwap", extra=[*ORDERBOOK, "--read-option", "book=both"])
     engine = create_engine("mst", "dbtoaster")
-    from shared.events import UpdateEvent
-
-    for line in TINY.read_text().splitlines():
-        for ev in adaptor.feed_line(line):
-            engine.apply([UpdateEvent(ev["relation"], ev["row"], ev["delta"], None)])
+    for event in book_events("both"):
+        engine.apply([event])
     assert last["result"]["mst"] == engine.result()["mst"]

@@ -1,4 +1,4 @@
-"""Input readers: jsonl, CSV / TPC-H .tbl, read_source and guess_format."""
+"""Input readers: jsonl, CSV, read_source and guess_format (the registry and tbl: test_formats.py)."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_csv_special_cells_stay_strings_and_never_crash(tmp_path: Path) -> None:
         ("a.json", "jsonl"),
         ("A.JSONL", "jsonl"),
         ("a.csv", "csv"),
-        ("x/lineitem.tbl", "csv"),
+        ("x/lineitem.tbl", "tbl"),
         ("a.CSV", "csv"),
     ],
 )
@@ -304,9 +304,9 @@ def test_read_source_csv_without_relation_fails_on_the_call(tmp_path: Path) -> N
 
 def test_read_source_bad_orderbook_options_fail_on_the_call(tmp_path: Path) -> None:
     p = write(tmp_path, "f.csv", "1,2,B,3,4\n")
-    with pytest.raises(SourceError, match="book must be one of"):
+    with pytest.raises(SourceError, match="format orderbook: read option 'book' must be one of auto, bids"):
         read_source(p, "orderbook", book="nope")
-    with pytest.raises(SourceError, match="brokers must be a positive integer"):
+    with pytest.raises(SourceError, match="format orderbook: read option 'brokers' must be a positive int"):
         read_source(p, "orderbook", brokers=0)
 
 
