@@ -263,8 +263,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             metrics.serve(args.metrics_port)
         except OSError as exc:
             raise CliError(f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}") from None
+    if args.silent_relation_after <= 0:
+        raise CliError("--silent-relation-after must be a positive number of input records")
     worker = Worker(
-        service, config, args.bootstrap, store, group=group, redis_client=redis_client, metrics=metrics
+        service,
+        config,
+        args.bootstrap,
+        store,
+        group=group,
+        redis_client=redis_client,
+        metrics=metrics,
+        silent_relation_after=args.silent_relation_after,
     )
     worker.install_signal_handlers()
     logging.getLogger("ivmstream").info(
@@ -533,6 +542,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("worker", "default"),
         default="worker",
         help="garbage-collector policy: worker (default; see docs/architecture.md) or Python's default",
+    )
+    p.add_argument(
+        "--silent-relation-after",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="log a relation of the service that received no event in the first N input records "
+        "(default 100000; at shutdown either way)",
     )
     p.set_defaults(func=cmd_run)
 

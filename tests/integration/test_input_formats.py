@@ -9,7 +9,15 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
-from helpers import ivm, read_topic, replay_result, stream_config, write_config
+from helpers import (
+    catch_up_with_workers,
+    ivm,
+    read_topic,
+    replay_result,
+    run_args,
+    stream_config,
+    write_config,
+)
 
 from shared.config import load_config
 from shared.events import OrderBookAdaptor, read_source
@@ -149,3 +157,18 @@ def test_worker_logs_a_relation_without_events_once_and_counts_events_per_relati
     assert (
         len(warnings) == 1 and f"asks received no event before shutdown ({bids} input records)" in warnings[0]
     )
+
+
+def test_run_names_a_silent_relation_once_after_the_given_input(broker, unique, tmp_path):
+    cfg = stream_config(tmp_path / "c.json", unique, query="mst", batch_size=10)
+    broker.create_topic(f"{unique}.updates", 1)
+    proc = ivm(
+        "produce", "--bootstrap", broker.bootstrap, "--service", "vwap", "--config", str(cfg),
+        "--input", str(TINY), "--format", "orderbook", "--book", "bids",
+    )  # fmt: skip
+    assert f"produced {tiny_book_counts()['bids']} records to {unique}.updates" in proc.stdout
+    args = run_args("vwap", broker.bootstrap, cfg, group=f"{unique}-g", state_dir=tmp_path / "s")
+    catch_up_with_workers([*args, "--silent-relation-after", "30"], broker, unique, tmp_path)
+    log = (tmp_path / "w0.log").read_text()
+    assert log.count("received no event") == 1, log
+    assert "vwap: relation asks received no event in the first " in log
