@@ -172,3 +172,62 @@ def test_run_names_a_silent_relation_once_after_the_given_input(broker, unique, 
     log = (tmp_path / "w0.log").read_text()
     assert log.count("received no event") == 1, log
     assert "vwap: relation asks received no event in the first " in log
+
+
+TOY_SERVICE = '''
+"""A service that reuses the reference engine and adds an input format of its own."""
+import dataclasses
+
+import orjson
+
+from shared.events import InputFormat, ReadOption, SourceRecord
+from shared.events.formats import positive_int
+from shared.service import load_service
+
+
+def read_pairs(req):
+    scale = req.options["scale"]
+    lines = req.path.read_text().split()
+
+    def records():
+        for i, line in enumerate(lines, 1):
+            item, qty = line.split("=")
+            row = {"item": item, "qty": int(qty) * scale, "price": 1}
+            yield SourceRecord(i, orjson.dumps({"relation": "items", "row": row, "delta": 1}))
+
+    return records()
+
+
+PAIRS = InputFormat("pairs", "item=qty words", read_pairs, {"scale": ReadOption(1, positive_int, "factor")})
+SERVICE = dataclasses.replace(load_service("reference"), name="toy", formats={"pairs": PAIRS})
+'''
+
+
+def test_replay_accepts_the_formats_a_service_declares(tmp_path, monkeypatch, capfd):
+    from shared.cli import main
+
+    (tmp_path / "toy_service.py").write_text(TOY_SERVICE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = write_config(tmp_path / "c.json")
+    words = tmp_path / "in.words"
+    words.write_text("fig=2 kiwi=5\n")
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text(
+        "".join(
+            json.dumps({"relation": "items", "row": {"item": i, "qty": q, "price": 1}, "delta": 1}) + "\n"
+            for i, q in (("fig", 6), ("kiwi", 15))
+        )
+    )
+    replay = ["replay", "toy_service:SERVICE", "--config", str(cfg), "--input", str(words)]
+    assert main([*replay, "--format", "pairs", "--read-option", "scale=3"]) == 0
+    got = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    assert got == replay_result(cfg, jsonl)
+    assert main([*replay, "--format", "pairs", "--read-option", "scale=0"]) == 1
+    err = capfd.readouterr().err
+    assert "format pairs: read option 'scale' must be a positive integer (got '0')" in err
+    assert main([*replay, "--format", "words"]) == 1
+    assert "(known: jsonl, csv, tbl, orderbook, tpch, pairs)" in capfd.readouterr().err
+    # the built-in registry is unchanged: other services do not see it
+    reference = ["replay", "reference", "--config", str(cfg), "--input", str(words)]
+    assert main([*reference, "--format", "pairs"]) == 1
+    assert "unknown input format 'pairs'" in capfd.readouterr().err
