@@ -105,9 +105,9 @@ class VwapEngine:
     def result(self) -> Any:
         with exact_context():
             out = dict(self.plan.result())
-        out["stats"] = {"events": self.events, "rejected": self.rejected} | {
-            k: v for k, v in self.plan.stats().items()
-        }
+        # Only state goes into a result: refusals and the plan's work counters depend on how the input
+        # was cut into batches and restarts, so they are gauges (``stats()``), not part of the view.
+        out["stats"] = {"events": self.events}
         return out
 
     def stats(self) -> dict[str, float]:
@@ -121,13 +121,14 @@ class VwapEngine:
             out["tree_height"] = float(max((black_height(t) for t in ts), default=0))
             out["tree_nodes"] = float(sum(len(t) for t in ts))
         out["live_tuples"] = float(self.live_tuples)
+        out["rejected"] = float(self.rejected)  # since this process started
         return out
 
     def snapshot(self) -> bytes:
         levels = None
         if self.info.book:
             levels = {rel: snap.book_levels(self.bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
-        counters = {"events": self.events, "rejected": self.rejected}
+        counters = {"events": self.events}
         return snap.encode(self.query, self.strategy, self.bag, levels, counters)
 
     def restore(self, data: bytes) -> None:
@@ -162,7 +163,7 @@ class VwapEngine:
         self.bag = bag
         self.live_tuples = sum(sum(b.values()) for b in bag.values())
         self.events = int(state["counters"].get("events", 0))
-        self.rejected = int(state["counters"].get("rejected", 0))
+        self.rejected = 0
 
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:

@@ -165,7 +165,7 @@ def test_refusals_have_reasons_and_change_nothing():
         (2, "absent-tuple"),
         (3, "broker-out-of-range"),
     ]
-    assert e.result()["stats"]["rejected"] == 4 and e.result()["stats"]["events"] == 1
+    assert e.stats()["rejected"] == 4 and e.result()["stats"]["events"] == 1
     assert comparable(e.result()) == {"mst": {}}
 
 
