@@ -620,7 +620,10 @@ def run_e2e(
     finally:
         check_store.close()
     restored = service.engine(config.options)
-    restored.restore(cp.snapshots[KEY])
+    if KEY in cp.entries:  # incremental checkpoints (the default state layout)
+        restored.restore_entries(cp.entries[KEY])
+    else:
+        restored.restore(cp.snapshots[KEY])
     offline = create_engine("graph", "ivm-eps", "1/2")
     t0 = time.perf_counter()
     rejected = offline.apply(events)
