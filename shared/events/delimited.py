@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.source import SourceError, SourceRecord, key_of
+from shared.events.source import SourceError, SourceRecord, key_of, text_lines
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # the integers orjson can encode
 
@@ -200,25 +200,20 @@ def _tbl_records(
     key_field: str | None,
 ) -> Iterator[SourceRecord]:
     n = len(columns)
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            data = raw.rstrip(b"\r\n")
-            if not data.strip():
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield SourceRecord(lineno, data, None, error=f"not valid UTF-8: {exc}", relation=relation)
-                continue
-            cells = text.split("|")
-            if len(cells) == n + 1 and cells[-1].strip() == "":
-                cells.pop()  # the trailing separator dbgen writes
-            values = [p(c) for p, c in zip(parsers, cells, strict=False)]
-            values += [parse_scalar(c) for c in cells[n:]]
-            row, delta = _row_event(relation, columns, values, None)
-            yield SourceRecord(
-                lineno,
-                orjson.dumps({"relation": relation, "row": row, "delta": delta}),
-                key_of(row, key_field),
-                relation=relation,
-            )
+    for line in text_lines(path, relation):
+        if isinstance(line, SourceRecord):
+            yield line
+            continue
+        lineno, _data, text = line
+        cells = text.split("|")
+        if len(cells) == n + 1 and cells[-1].strip() == "":
+            cells.pop()  # the trailing separator dbgen writes
+        values = [p(c) for p, c in zip(parsers, cells, strict=False)]
+        values += [parse_scalar(c) for c in cells[n:]]
+        row, delta = _row_event(relation, columns, values, None)
+        yield SourceRecord(
+            lineno,
+            orjson.dumps({"relation": relation, "row": row, "delta": delta}),
+            key_of(row, key_field),
+            relation=relation,
+        )

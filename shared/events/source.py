@@ -6,6 +6,7 @@ build on it without importing each other.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,21 @@ def relation_of(record: SourceRecord) -> str | None:
         return None
     name = obj.get("relation") if type(obj) is dict else None
     return name if type(name) is str else None
+
+
+def text_lines(
+    path: Path, relation: str, prefix: str = ""
+) -> Iterator[tuple[int, bytes, str] | SourceRecord]:
+    """``(lineno, raw, text)`` for each non-blank line of a headerless table file; a line that is not
+    UTF-8 comes as an error record instead, so one bad line never stops the file."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            data = raw.rstrip(b"\r\n")
+            if not data.strip():
+                continue
+            try:
+                yield lineno, data, data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield SourceRecord(
+                    lineno, data, None, error=f"{prefix}not valid UTF-8: {exc}", relation=relation
+                )

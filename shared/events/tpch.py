@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.source import SourceError, SourceRecord, key_of
+from shared.events.source import SourceError, SourceRecord, key_of, text_lines
 
 __all__ = [
     "TPCH_TABLES",
@@ -189,29 +189,22 @@ def _records(
     path: Path, relation: str, key_field: str | None, where: str | None = None
 ) -> Iterator[SourceRecord]:
     prefix = f"{where}: " if where else ""
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            data = raw.rstrip(b"\r\n")
-            if not data.strip():
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield SourceRecord(
-                    lineno, data, None, error=f"{prefix}not valid UTF-8: {exc}", relation=relation
-                )
-                continue
-            try:
-                row = parse_tpch_line(relation, text)
-            except ValueError as exc:
-                yield SourceRecord(lineno, data, None, error=f"{prefix}{exc}", relation=relation)
-                continue
-            yield SourceRecord(
-                lineno,
-                orjson.dumps({"relation": relation, "row": row, "delta": 1}),
-                key_of(row, key_field),
-                relation=relation,
-            )
+    for line in text_lines(path, relation, prefix):
+        if isinstance(line, SourceRecord):
+            yield line
+            continue
+        lineno, data, text = line
+        try:
+            row = parse_tpch_line(relation, text)
+        except ValueError as exc:
+            yield SourceRecord(lineno, data, None, error=f"{prefix}{exc}", relation=relation)
+            continue
+        yield SourceRecord(
+            lineno,
+            orjson.dumps({"relation": relation, "row": row, "delta": 1}),
+            key_of(row, key_field),
+            relation=relation,
+        )
 
 
 def read_tpch(
