@@ -147,6 +147,16 @@ def kill9_mid_stream_then_catch_up(
     return seen
 
 
+def write_file(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    """An input file with exactly these bytes (text is written as UTF-8, line endings untouched)."""
+    p = tmp_path / name
+    if isinstance(data, str):
+        p.write_text(data, encoding="utf-8", newline="")
+    else:
+        p.write_bytes(data)
+    return p
+
+
 def write_config(path: Path, **config: Any) -> Path:
     path.write_text(json.dumps(config))
     return path

@@ -391,7 +391,7 @@ class TriangleEngine:
             m = mult(*t)
             out.append(("t", orjson.dumps(t), value(t[0], t[1], m) if m else None))
         self._changed.clear()
-        out.extend(self._scalar_entries(full=False))
+        out.extend(self._scalar_entries())
         return out
 
     def all_entries(self) -> Iterator[Entry]:
@@ -400,7 +400,7 @@ class TriangleEngine:
             for x, row in self._rows(k):
                 for y, m in row.items():
                     yield "t", orjson.dumps((k, x, y)), value(k, x, m)
-        yield from self._scalar_entries(full=True)  # type: ignore[misc]
+        yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
         fwd: list[Index] = [{} for _ in range(self.nrel)]
@@ -437,7 +437,7 @@ class TriangleEngine:
         self._all_changed = False
         self._after_restore()
 
-    def _scalar_entries(self, full: bool) -> list[Entry]:
+    def _scalar_entries(self) -> list[Entry]:
         """Q and the counters change with every update, so every checkpoint writes them (a few bytes)."""
         return [
             ("s", b"q", orjson.dumps(str(self.q))),

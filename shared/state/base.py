@@ -12,7 +12,7 @@ A key's state is stored in one of two layouts: a whole snapshot (engines with on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -107,10 +107,10 @@ def split_entry_key(stored: bytes) -> tuple[str, str, bytes]:
     return key, rest[:sep].decode(), rest[sep + 1 :]
 
 
-def group_entries(rows: object) -> dict[str, list[Entry]]:
+def group_entries(rows: Iterable[tuple[bytes, bytes]]) -> dict[str, list[Entry]]:
     """Stored ``(e:-key, value)`` pairs (in any order) grouped into each key's entries."""
     out: dict[str, list[Entry]] = {}
-    for stored, value in rows:  # type: ignore[attr-defined]
+    for stored, value in rows:
         key, map_name, entry = split_entry_key(stored)
         out.setdefault(key, []).append((map_name, entry, value))
     return out

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import write_file as write
 
 from shared.events import (
     FORMATS,
@@ -38,15 +39,6 @@ QUOTES = Relation.of("quotes", sym="str", bid="int")
 SCHEMA = Schema.of(TRADES, QUOTES)
 BOOK_COLS = {"t": "int", "id": "int", "broker_id": "int", "volume": "int", "price": "int"}
 BIDS, ASKS = Relation.of("bids", **BOOK_COLS), Relation.of("asks", **BOOK_COLS)
-
-
-def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
-    p = tmp_path / name
-    if isinstance(data, str):
-        p.write_text(data, encoding="utf-8", newline="")
-    else:
-        p.write_bytes(data)
-    return p
 
 
 def rows(records: list[SourceRecord]) -> list[dict[str, Any]]:

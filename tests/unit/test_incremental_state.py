@@ -14,23 +14,15 @@ from services.triangles.engine import STRATEGIES as TRIANGLE_STRATEGIES
 from services.triangles.engine import create_engine
 from shared.engine import Engine, is_incremental
 from shared.events import UpdateEvent
+from shared.state import MemoryStore, StateChanges
+
+KEY = "k"
 
 
-class EntryStore:
-    """What a state backend does with change lists: later changes of an entry win."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, bytes], bytes] = {}
-
-    def commit(self, changes: Sequence[tuple[str, bytes, bytes | None]]) -> None:
-        for map_name, key, value in changes:
-            if value is None:
-                self.data.pop((map_name, key), None)
-            else:
-                self.data[(map_name, key)] = value
-
-    def entries(self) -> list[tuple[str, bytes, bytes]]:
-        return [(m, k, v) for (m, k), v in sorted(self.data.items())]
+def commit(store: MemoryStore, offset: int, engine: Engine) -> None:
+    """One checkpoint of one key, as the worker writes it."""
+    changes = StateChanges(entries={KEY: engine.changed_entries()})  # type: ignore[attr-defined]
+    store.commit("t", 0, offset, changes, b"{}")
 
 
 def run_with_crashes(
@@ -39,7 +31,7 @@ def run_with_crashes(
     """Feed ``events`` one by one to an engine that checkpoints or crashes at the planned positions (a
     crash loses everything since the last checkpoint, restores from the entries and re-applies the lost
     events, as a restarted worker re-reads them); and to an uninterrupted engine. Returns both."""
-    plain, live, store = factory(), factory(), EntryStore()
+    plain, live, store = factory(), factory(), MemoryStore()
     for event in events:
         plain.apply([event])
     acts = dict(plan)
@@ -48,20 +40,22 @@ def run_with_crashes(
     while i < len(events):
         act = acts.pop(i, None)
         if act == "checkpoint":
-            store.commit(live.changed_entries())  # type: ignore[attr-defined]
+            commit(store, i, live)
             committed = i
         elif act == "crash":
             live = factory()
-            if store.data:  # a key with nothing stored starts from a fresh engine, as in the worker
-                live.restore_entries(store.entries())  # type: ignore[attr-defined]
+            stored = store.load("t", 0).entries
+            if KEY in stored:  # a key with nothing stored starts from a fresh engine, as in the worker
+                live.restore_entries(stored[KEY])  # type: ignore[attr-defined]
             i = committed
             continue
         live.apply([events[i]])
         i += 1
-    store.commit(live.changed_entries())  # type: ignore[attr-defined]
+    commit(store, len(events), live)
     restored = factory()
-    if store.data:
-        restored.restore_entries(store.entries())  # type: ignore[attr-defined]
+    stored = store.load("t", 0).entries
+    if KEY in stored:
+        restored.restore_entries(stored[KEY])  # type: ignore[attr-defined]
     assert sorted(restored.all_entries()) == sorted(live.all_entries())  # type: ignore[attr-defined]
     return plain, restored
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import write_file as write
 
 from shared.events import (
     FORMATS,
@@ -26,15 +27,6 @@ from shared.events.readers import guess_format, parse_scalar
 TRADES = Relation.of("trades", qty="int", px="float", sym="str")
 CODEC = EventCodec(Schema.of(TRADES))
 KEYED = EventCodec(Schema.of(TRADES, key_field="acct"))
-
-
-def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
-    p = tmp_path / name
-    if isinstance(data, str):
-        p.write_text(data, encoding="utf-8", newline="")
-    else:
-        p.write_bytes(data)
-    return p
 
 
 def events(records: list[SourceRecord]) -> list[dict[str, Any]]:
