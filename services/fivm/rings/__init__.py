@@ -1,0 +1,1 @@
+"""Payload rings for F-IVM view trees (docs/algorithms/fivm.md §2.8)."""
