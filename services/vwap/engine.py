@@ -9,15 +9,17 @@ plan from it (§6.1, §6.2).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from services.vwap import snapshot as snap
 from services.vwap.catalog import QUERIES, QueryInfo
 from services.vwap.exact import exact_context
 from services.vwap.plans import make_plan
 from services.vwap.trees.rpai import black_height
-from shared.engine import EngineError, Rejection
+from shared.engine import EngineError, Entry, EntryChange, Rejection
 from shared.events import UpdateEvent
 
 
@@ -43,6 +45,7 @@ class VwapEngine:
         self.events = 0
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
+        self._changed: set[tuple[str, tuple[Any, ...]]] = set()  # bag tuples touched since a checkpoint
 
     # --- Engine protocol -------------------------------------------------------------------------------
 
@@ -53,6 +56,7 @@ class VwapEngine:
         reads = self._reads
         update = self.plan.update
         book = self.info.book
+        changed = self._changed.add
         net = 0
         with exact_context():
             for i, ev in enumerate(events):
@@ -84,6 +88,7 @@ class VwapEngine:
                     ledger[vals] = new
                 else:
                     del ledger[vals]
+                changed((rel, vals))
                 net += delta
                 if rel in reads:
                     update(rel, row, delta)
@@ -150,6 +155,17 @@ class VwapEngine:
                             f"snapshot's {rel} price levels disagree with its tuples ({len(theirs)} levels "
                             f"given, {len(levels[rel])} derived): refusing a corrupt snapshot"
                         )
+        self._install(bag, levels, int(state["counters"].get("events", 0)))
+
+    def _install(
+        self,
+        bag: dict[str, dict[tuple[Any, ...], int]],
+        levels: Mapping[str, list[snap.Level]] | None,
+        events: int,
+    ) -> None:
+        """Make ``bag`` the state: the plan is derived from it (docs/algorithms/vwap.md §6.2)."""
+        if levels is None and self.info.book:
+            levels = {rel: snap.book_levels(bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
         plan = make_plan(self.query, self.strategy, self.params)
         with exact_context():
             if levels is not None and hasattr(plan, "load_levels"):
@@ -162,8 +178,62 @@ class VwapEngine:
         self.plan = plan
         self.bag = bag
         self.live_tuples = sum(sum(b.values()) for b in bag.values())
-        self.events = int(state["counters"].get("events", 0))
+        self.events = events
         self.rejected = 0
+        self._changed.clear()
+
+    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/vwap.md §6.2) ----------
+    # Map "b": one entry per live bag tuple, key [relation, col1, ..., colN] (exact JSON), value its
+    # multiplicity. Map "s": the event counter and the query/strategy the entries belong to. The plan's
+    # trees are a function of the bag and are rebuilt on restore, as from a snapshot.
+
+    def changed_entries(self) -> list[EntryChange]:
+        out: list[EntryChange] = []
+        bag = self.bag
+        for rel, vals in self._changed:
+            m = bag[rel].get(vals)
+            out.append(("b", _bag_key(rel, vals), orjson.dumps(m) if m else None))
+        self._changed.clear()
+        out.extend(self._scalar_entries())
+        return out
+
+    def all_entries(self) -> Iterator[Entry]:
+        for rel in sorted(self.bag):
+            for vals, m in self.bag[rel].items():
+                yield "b", _bag_key(rel, vals), orjson.dumps(m)
+        yield from self._scalar_entries()
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
+        types = {name: snap.column_types(r) for name, r in self.relations.items()}
+        scalars: dict[bytes, Any] = {}
+        for map_name, key, value in entries:
+            if map_name == "b":
+                rel, *vals = orjson.loads(key)
+                if rel not in bag:
+                    raise EngineError(f"state entry of relation {rel!r}, not one of query {self.query}")
+                m = orjson.loads(value)
+                if type(m) is not int or m <= 0:
+                    raise EngineError(f"corrupt vwap state: {rel} tuple {vals} has multiplicity {m!r}")
+                bag[rel][snap.decode_row(vals, types[rel])] = m
+            elif map_name == "s":
+                scalars[key] = orjson.loads(value)
+            else:
+                raise EngineError(f"unknown vwap state map {map_name!r}")
+        owner = scalars.get(b"query")
+        if owner != [self.query, self.strategy]:
+            raise EngineError(f"state entries were written by {owner!r}, not {[self.query, self.strategy]}")
+        self._install(bag, None, int(scalars.get(b"events", 0)))
+
+    def _scalar_entries(self) -> list[Entry]:
+        return [
+            ("s", b"events", orjson.dumps(self.events)),
+            ("s", b"query", orjson.dumps([self.query, self.strategy])),
+        ]
+
+
+def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:
+    return orjson.dumps([rel, *snap.encode_row(vals)])
 
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:

@@ -29,8 +29,19 @@ VERSION = 1
 Level = tuple[Any, Any, int, Any]  # price, W, cnt, PV
 
 
-def _encode_row(values: Sequence[Any]) -> list[Any]:
+def encode_row(values: Sequence[Any]) -> list[Any]:
+    """A bag tuple as JSON: exact decimals as exact strings, ints and text unchanged."""
     return [to_json(v) if isinstance(v, Decimal) else v for v in values]
+
+
+def column_types(relation: Relation) -> list[str]:
+    return [t for _c, t in relation.columns]
+
+
+def decode_row(values: Sequence[Any], types: Sequence[str]) -> tuple[Any, ...]:
+    """The inverse of ``encode_row`` for a relation with the given column types."""
+    exact = ("exact", "decimal")
+    return tuple(from_json(v) if t in exact else v for v, t in zip(values, types, strict=False))
 
 
 def _sort_key(values: Sequence[Any]) -> tuple[Any, ...]:
@@ -49,7 +60,7 @@ def encode(
     for rel in sorted(bag):
         rows = [[*list(values), m] for values, m in bag[rel].items() if m]
         rows.sort(key=lambda r: _sort_key(r[:-1]))
-        out["bag"][rel] = [[*_encode_row(r[:-1]), r[-1]] for r in rows]
+        out["bag"][rel] = [[*encode_row(r[:-1]), r[-1]] for r in rows]
     if levels is not None:
         out["levels"] = {rel: [[to_json(x) for x in lv] for lv in levels[rel]] for rel in sorted(levels)}
     if counters is not None:
@@ -66,18 +77,13 @@ def decode(data: bytes, relations: Mapping[str, Relation]) -> dict[str, Any]:
     for rel, rows in obj["bag"].items():
         if rel not in relations:
             raise ValueError(f"snapshot has relation {rel!r}, which this query does not declare")
-        types = [t for _c, t in relations[rel].columns]
+        types = column_types(relations[rel])
         table: dict[tuple[Any, ...], int] = {}
         for r in rows:
             *vals, m = r
             if len(vals) != len(types) or type(m) is not int or m <= 0:
                 raise ValueError(f"malformed {rel} row in snapshot: {r!r}")
-            table[
-                tuple(
-                    from_json(v) if t in ("exact", "decimal") else v
-                    for v, t in zip(vals, types, strict=False)
-                )
-            ] = m
+            table[decode_row(vals, types)] = m
         bag[rel] = table
     levels = None
     if "levels" in obj:

@@ -5,6 +5,7 @@ restoring from entries equals restoring from a whole snapshot."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -12,9 +13,12 @@ from hypothesis import strategies as st
 
 from services.triangles.engine import STRATEGIES as TRIANGLE_STRATEGIES
 from services.triangles.engine import create_engine
-from shared.engine import Engine, is_incremental
+from services.vwap.catalog import QUERIES as VWAP_QUERIES
+from services.vwap.engine import create_engine as create_vwap_engine
+from shared.engine import Engine, EngineError, is_incremental
 from shared.events import UpdateEvent
 from shared.state import MemoryStore, StateChanges
+from tests.unit.test_vwap_engine import book_events
 
 KEY = "k"
 
@@ -142,3 +146,98 @@ def test_triangles_restore_from_entries_equals_restore_from_snapshot(mode, strat
     from_entries.restore_entries(list(engine.all_entries()))
     assert_same_engine(from_snapshot, from_entries)
     assert from_entries.result() == engine.result()
+
+
+# --- vwap: every query, every strategy ---------------------------------------------------------------
+
+VWAP_CASES = [(q, s) for q, info in VWAP_QUERIES.items() for s in info.strategies]
+
+# Small domains per column type, so tuples recur (multiplicities > 1), TPC-H keys join and the text
+# predicates of Q17/Q18 (brand, container) are met by some rows.
+_DOMAINS: dict[str, list[object]] = {
+    "int": [1, 2, 3],
+    "exact": [Decimal(1), Decimal("2.5"), Decimal(4), Decimal("0.25")],
+    "decimal": [Decimal(1), Decimal("2.5"), Decimal(4)],
+    "str": ["Brand#23", "WRAP BOX", "x"],
+}
+
+vwap_ops = st.lists(
+    st.tuples(st.integers(0, 10**6), st.sampled_from([1, 1, 1, -1, 2]), st.integers(0, 10**6)),
+    max_size=80,
+)
+
+
+def vwap_events(query: str, draws: Sequence[tuple[int, int, int]]) -> list[UpdateEvent]:
+    """Random valid updates of every relation of the query: inserts of rows from small domains and
+    deletes of live rows (refused events cannot change state, which the conformance suite checks)."""
+    info = VWAP_QUERIES[query]
+    if info.book:
+        ops = [
+            (("insert", "delete", "execute")[a % 3], ("bids", "asks")[b % 2], 1 + a % 7, 1 + c % 4, c % 5, c)
+            for a, b, c in draws
+        ]
+        return book_events(ops)
+    live: list[tuple[str, dict[str, object]]] = []
+    out = []
+    for a, d, c in draws:
+        if d < 0 and live:
+            rel, row = live.pop(c % len(live))
+            out.append(UpdateEvent(rel, row, -1))
+            continue
+        relation = info.relations[a % len(info.relations)]
+        row = {}
+        for j, (name, typ) in enumerate(relation.columns):
+            domain = _DOMAINS[typ]
+            row[name] = domain[(a // (j + 1) + c * (j + 3)) % len(domain)]
+        live.extend([(relation.name, row)] * abs(d))
+        out.append(UpdateEvent(relation.name, row, abs(d)))
+    return out
+
+
+@pytest.mark.parametrize(("query", "strategy"), VWAP_CASES)
+@settings(max_examples=15, deadline=None)
+@given(ops=vwap_ops, plan=plans)
+def test_vwap_restores_from_entries_at_any_checkpoint_and_crash(query, strategy, ops, plan):
+    events = vwap_events(query, ops)
+    plain, restored = run_with_crashes(lambda: create_vwap_engine(query, strategy), events, plan)
+    assert_same_engine(plain, restored)
+    assert restored.snapshot() == plain.snapshot()
+
+
+@pytest.mark.parametrize(("query", "strategy"), VWAP_CASES)
+def test_vwap_restore_from_entries_equals_restore_from_snapshot(query, strategy):
+    import random
+
+    rng = random.Random(11)
+    draws = [(rng.randrange(10**6), rng.choice([1, 1, 1, -1, 2]), rng.randrange(10**6)) for _ in range(600)]
+    engine = create_vwap_engine(query, strategy)
+    assert is_incremental(engine)
+    assert not any(engine.apply(vwap_events(query, draws)))  # valid updates only
+    assert engine.stats()["live_tuples"] > 0
+    from_snapshot = create_vwap_engine(query, strategy)
+    from_snapshot.restore(engine.snapshot())
+    from_entries = create_vwap_engine(query, strategy)
+    from_entries.restore_entries(list(engine.all_entries()))
+    assert_same_engine(from_snapshot, from_entries)
+    assert from_entries.result() == engine.result()
+    assert from_entries.snapshot() == engine.snapshot()
+
+
+def test_vwap_entries_of_another_query_are_refused():
+    engine = create_vwap_engine("vwap", "rpai")
+    engine.apply(vwap_events("vwap", [(1, 1, 2), (3, 1, 4)]))
+    other = create_vwap_engine("sq1", "rpai")
+    with pytest.raises(EngineError, match="written by"):
+        other.restore_entries(list(engine.all_entries()))
+
+
+def test_vwap_checkpoint_writes_only_touched_tuples_and_deletes_emptied_ones():
+    engine = create_vwap_engine("vwap", "rpai")
+    row = {"t": 1, "id": 1, "broker_id": 0, "volume": 2, "price": 5}
+    engine.apply([UpdateEvent("bids", {**row, "id": i}, 1) for i in range(100)])
+    assert len([c for c in engine.changed_entries() if c[0] == "b"]) == 100
+    engine.apply([UpdateEvent("bids", row, -1), UpdateEvent("bids", {**row, "id": 500}, 1)])
+    changes = {key: value for name, key, value in engine.changed_entries() if name == "b"}
+    assert len(changes) == 2
+    assert sorted(v is None for v in changes.values()) == [False, True]
+    assert engine.changed_entries() == [c for c in engine.changed_entries() if c[0] == "s"]
