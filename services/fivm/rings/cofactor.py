@@ -1,0 +1,271 @@
+"""The degree-m cofactor (covariance) ring with block payloads (docs/algorithms/fivm-rings.md §2).
+
+A payload ``(c, s, Q)`` aggregates a bag of tuples: ``c`` is the (signed) number of tuples, ``s`` the
+sum of each lifted variable, ``Q`` the sum of each product of two lifted variables. The root payload
+of a view tree holds the Gram matrix of the whole join, from which every least-squares model over any
+label and feature subset follows (``services.fivm.model``).
+
+Lifted variables are numbered in view-tree preorder, so the variables lifted below any view form one
+contiguous index range: a payload stores only its *block* ``[lo, lo+k)`` (§2.2), ``Q`` only as its
+upper triangle. Payloads are immutable (their arrays are read-only) so ring operations may share them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+_EMPTY = np.zeros(0, dtype=np.float64)
+_EMPTY.flags.writeable = False
+
+
+class BlockLayoutError(RuntimeError):
+    """Payloads whose blocks cannot be combined: an engine bug, never a data error (§2.3)."""
+
+
+def _frozen(values: Any) -> FloatArray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.flags.writeable:
+        arr.flags.writeable = False
+    return arr
+
+
+def tri_size(k: int) -> int:
+    """Entries of a k-by-k upper triangle including the diagonal."""
+    return k * (k + 1) // 2
+
+
+@lru_cache(maxsize=4096)
+def _product_layout(ka: int, kb: int) -> npt.NDArray[np.intp]:
+    """Gather indexes assembling the product's upper triangle from ``[Q_a | s_a s_bᵀ | Q_b]`` (§2.3).
+
+    Row i < ka of the result is row i of Q_a followed by row i of the cross block; rows i >= ka are
+    the rows of Q_b. Only block widths matter, so the layout is computed once per (ka, kb).
+    """
+    k = ka + kb
+    rows, cols = np.triu_indices(k)
+    cross_at = tri_size(ka)
+    qb_at = cross_at + ka * kb
+    out = np.empty(len(rows), dtype=np.intp)
+    in_a = cols < ka
+    in_b = rows >= ka
+    cross = ~in_a & ~in_b
+    ra, ca = rows[in_a], cols[in_a]
+    out[in_a] = ra * ka - ra * (ra - 1) // 2 + (ca - ra)
+    out[cross] = cross_at + rows[cross] * kb + (cols[cross] - ka)
+    rb, cb = rows[in_b] - ka, cols[in_b] - ka
+    out[in_b] = qb_at + rb * kb - rb * (rb - 1) // 2 + (cb - rb)
+    out.flags.writeable = False
+    return out
+
+
+def upper(dense: npt.ArrayLike) -> FloatArray:
+    """The upper triangle (row-major, diagonal included) of a square matrix."""
+    mat = np.asarray(dense, dtype=np.float64)
+    return _frozen(mat[np.triu_indices(mat.shape[0])])
+
+
+def symmetric(quad: FloatArray, k: int) -> FloatArray:
+    """The full symmetric k-by-k matrix of an upper triangle."""
+    full = np.zeros((k, k), dtype=np.float64)
+    rows, cols = np.triu_indices(k)
+    full[rows, cols] = quad
+    full[cols, rows] = quad
+    return full
+
+
+class Cofactor:
+    """One block payload ``(count, sums, quad)`` over lifted variables ``[lo, lo + k)`` (§2.2).
+
+    ``count`` is an exact int; ``sums`` has k floats; ``quad`` is Q's upper triangle, k(k+1)/2 floats.
+    An empty block (k = 0) is a scalar ``count · 1``; its ``lo`` is 0 and carries no meaning.
+    Equality is ring equality: entries outside a block are zero, so blocks of different placement can
+    still be equal when their sums and products are all zero.
+    """
+
+    __slots__ = ("count", "lo", "quad", "sums")
+
+    def __init__(self, lo: int, count: int, sums: Any = _EMPTY, quad: Any = _EMPTY) -> None:
+        self.sums = _frozen(sums)
+        self.quad = _frozen(quad)
+        k = len(self.sums)
+        if self.sums.ndim != 1 or self.quad.shape != (tri_size(k),):
+            raise BlockLayoutError(f"block of {k} sums needs {tri_size(k)} products, got {self.quad.shape}")
+        self.lo = lo if k else 0
+        self.count = int(count)
+
+    @property
+    def k(self) -> int:
+        return len(self.sums)
+
+    @property
+    def hi(self) -> int:
+        return self.lo + self.k
+
+    def dense(self, lo: int, hi: int) -> tuple[FloatArray, FloatArray]:
+        """``s`` and the full symmetric ``Q`` over the index range [lo, hi), zeros outside the block."""
+        if self.k and (self.lo < lo or self.hi > hi):
+            raise BlockLayoutError(f"block [{self.lo}, {self.hi}) outside [{lo}, {hi})")
+        s = np.zeros(hi - lo, dtype=np.float64)
+        q = np.zeros((hi - lo, hi - lo), dtype=np.float64)
+        at = self.lo - lo
+        s[at : at + self.k] = self.sums
+        q[at : at + self.k, at : at + self.k] = symmetric(self.quad, self.k)
+        return s, q
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cofactor):
+            return NotImplemented
+        if self.count != other.count:
+            return False
+        if self.lo == other.lo and self.k == other.k:
+            return bool(np.array_equal(self.sums, other.sums) and np.array_equal(self.quad, other.quad))
+        blocks = [p for p in (self, other) if p.k]
+        lo, hi = min(p.lo for p in blocks), max(p.hi for p in blocks)
+        (s1, q1), (s2, q2) = self.dense(lo, hi), other.dense(lo, hi)
+        return bool(np.array_equal(s1, s2) and np.array_equal(q1, q2))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        sums, quad = self.sums.tolist(), self.quad.tolist()
+        return f"Cofactor(lo={self.lo}, count={self.count}, sums={sums}, quad={quad})"
+
+
+# lo: u32, k: u32, byte length of the count: u8, then the count (signed little-endian), the sums and
+# the upper triangle as little-endian float64 (§2.5).
+_HEADER = struct.Struct("<IIB")
+_F8 = np.dtype("<f8")
+
+
+def int_to_bytes(value: int) -> bytes:
+    """The shortest signed little-endian encoding of an exact int (0 → empty)."""
+    return value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True) if value else b""
+
+
+class CofactorRing:
+    """Degree-m matrix ring over the lifted variables ``lifted`` (view-tree preorder), §2.1 to §2.5."""
+
+    name = "cofactor"
+
+    def __init__(self, lifted: Sequence[str]) -> None:
+        if len(set(lifted)) != len(lifted):
+            raise ValueError(f"lifted variables must be distinct: {list(lifted)}")
+        self.variables: tuple[str, ...] = tuple(lifted)
+        self.index: dict[str, int] = {v: i for i, v in enumerate(self.variables)}
+        self._zero = Cofactor(0, 0)
+        self._one = Cofactor(0, 1)
+
+    def zero(self) -> Cofactor:
+        return self._zero
+
+    def one(self) -> Cofactor:
+        return self._one
+
+    def add(self, a: Cofactor, b: Cofactor) -> Cofactor:
+        """Componentwise sum; both blocks must be equal unless one is empty (§2.3)."""
+        if not b.k:
+            return Cofactor(a.lo, a.count + b.count, a.sums, a.quad) if b.count else a
+        if not a.k:
+            return Cofactor(b.lo, a.count + b.count, b.sums, b.quad) if a.count else b
+        if a.lo != b.lo or a.k != b.k:
+            raise BlockLayoutError(f"adding blocks [{a.lo}, {a.hi}) and [{b.lo}, {b.hi}) of different views")
+        return Cofactor(a.lo, a.count + b.count, a.sums + b.sums, a.quad + b.quad)
+
+    def mul(self, a: Cofactor, b: Cofactor) -> Cofactor:
+        """``(c_a c_b, c_b s_a + c_a s_b, c_b Q_a + c_a Q_b + s_a s_bᵀ + s_b s_aᵀ)``, adjacent blocks (§2.3).
+
+        Operands may come in either order; the block with the lower index goes first.
+        """
+        if not a.k or not b.k:
+            scalar, block = (a, b) if not a.k else (b, a)
+            return self.scale(scalar.count, block)
+        if a.lo > b.lo:
+            a, b = b, a
+        if a.hi != b.lo:
+            raise BlockLayoutError(
+                f"multiplying non-adjacent or overlapping blocks [{a.lo}, {a.hi}) and [{b.lo}, {b.hi}): "
+                "partial products must cover contiguous preorder ranges"
+            )
+        ca, cb = float(a.count), float(b.count)
+        sums = np.concatenate((cb * a.sums, ca * b.sums))
+        parts = np.concatenate((cb * a.quad, np.outer(a.sums, b.sums).ravel(), ca * b.quad))
+        return Cofactor(a.lo, a.count * b.count, sums, parts[_product_layout(a.k, b.k)])
+
+    def neg(self, a: Cofactor) -> Cofactor:
+        return Cofactor(a.lo, -a.count, -a.sums, -a.quad)
+
+    def scale(self, k: int, a: Cofactor) -> Cofactor:
+        if k == 1:
+            return a
+        f = float(k)
+        return Cofactor(a.lo, k * a.count, f * a.sums, f * a.quad)
+
+    def is_zero(self, a: Cofactor) -> bool:
+        """Zero iff count, every sum and every product are zero (a cancelled count is not enough, §2.4)."""
+        return a.count == 0 and not a.sums.any() and not a.quad.any()
+
+    def lifts(self, var: str) -> bool:
+        return var in self.index
+
+    def lift(self, var: str, value: Any) -> Cofactor:
+        """``g_j(x) = (1, x·e_j, x²·e_j e_jᵀ)``; variables that are not lifted give ``one()``."""
+        j = self.index.get(var)
+        if j is None:
+            return self._one
+        x = float(value)
+        return Cofactor(j, 1, (x,), (x * x,))
+
+    def lift_block(self, variables: Sequence[str], values: Sequence[Any]) -> Cofactor:
+        """The product of the lifts of consecutive variables, ``(1, x⃗, x⃗x⃗ᵀ)``, built in one step (§2.3).
+
+        Used for the private variables of a relation that a leaf marginalizes together.
+        """
+        idx = [self.index[v] for v in variables]
+        if not idx:
+            return self._one
+        if idx != list(range(idx[0], idx[0] + len(idx))):
+            raise BlockLayoutError(f"variables {list(variables)} are not consecutive in preorder")
+        x = np.asarray([float(v) for v in values], dtype=np.float64)
+        return Cofactor(idx[0], 1, x, upper(np.outer(x, x)))
+
+    def encode(self, a: Cofactor) -> bytes:
+        count = int_to_bytes(a.count)
+        return b"".join(
+            (
+                _HEADER.pack(a.lo, a.k, len(count)),
+                count,
+                a.sums.astype(_F8, copy=False).tobytes(),
+                a.quad.astype(_F8, copy=False).tobytes(),
+            )
+        )
+
+    def decode(self, data: bytes) -> Cofactor:
+        lo, k, n = _HEADER.unpack_from(data)
+        at = _HEADER.size
+        count = int.from_bytes(data[at : at + n], "little", signed=True)
+        at += n
+        sums = np.frombuffer(data, dtype=_F8, count=k, offset=at)
+        quad = np.frombuffer(data, dtype=_F8, count=tri_size(k), offset=at + 8 * k)
+        if at + 8 * (k + tri_size(k)) != len(data):
+            raise ValueError(f"cofactor payload of {len(data)} bytes does not match its header")
+        return Cofactor(lo, count, sums.astype(np.float64), quad.astype(np.float64))
+
+    def to_json(self, a: Cofactor) -> dict[str, Any]:
+        """Count, sums and the full symmetric ``sumprod`` matrix over *all* lifted variables (§2.6)."""
+        s, q = a.dense(0, len(self.variables))
+        return {"count": a.count, "variables": list(self.variables), "sum": s.tolist(), "sumprod": q.tolist()}
+
+
+def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
+    """Registry factory: ``"cofactor": make_cofactor_ring``."""
+    if options:
+        raise ValueError(f"the cofactor ring takes no options, got {sorted(options)}")
+    return CofactorRing(lifted)
