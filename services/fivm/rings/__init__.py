@@ -1,1 +1,29 @@
-"""Payload rings for F-IVM view trees (docs/algorithms/fivm.md §2.8)."""
+"""Payload rings for F-IVM view trees (docs/algorithms/fivm.md §8), selected by name.
+
+``RINGS`` maps a ring name to its factory (``services.fivm.rings.base.RingFactory``): called once per
+query with the lifted variables in view-tree preorder and the ring's options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from services.fivm.rings.base import Ring, RingFactory
+from services.fivm.rings.scalar import make_count_ring, make_sum_ring
+
+RINGS: dict[str, RingFactory] = {
+    "count": make_count_ring,
+    "sum": make_sum_ring,
+}
+
+
+def make_ring(name: str, lifted: Sequence[str], **options: Any) -> Ring[Any]:
+    """The ring ``name`` over ``lifted`` (view-tree preorder); ValueError for unknown names or options."""
+    factory = RINGS.get(name)
+    if factory is None:
+        raise ValueError(f"unknown ring {name!r} (available: {', '.join(sorted(RINGS))})")
+    return factory(lifted, **options)
+
+
+__all__ = ["RINGS", "Ring", "RingFactory", "make_ring"]

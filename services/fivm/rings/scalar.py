@@ -1,0 +1,113 @@
+"""COUNT and SUM payloads: the ring of integers (exact) or of reals (floats), docs/algorithms/fivm.md §8.
+
+COUNT lifts nothing: every variable's lift is 1, so the root payload is the number of join tuples
+(with multiplicity). SUM over a product of variables lifts each summed variable by the identity (or a
+power when a variable is summed more than once, ``SUM(x·x)``) and every other variable by 1. Integer
+payloads are Python ints, so they never overflow; real payloads are floats.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_F8 = struct.Struct("<d")
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+DOMAINS = ("int", "float")
+
+
+class ScalarRing:
+    """(Z or R, +, ·, 0, 1) with identity (or power) lifts on ``lifted`` and lift 1 elsewhere."""
+
+    def __init__(self, name: str, lifted: Sequence[str], powers: Mapping[str, int], domain: str) -> None:
+        if domain not in DOMAINS:
+            raise ValueError(f"scalar ring domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
+        if len(set(lifted)) != len(lifted):
+            raise ValueError(f"lifted variables must be distinct: {list(lifted)}")
+        unknown = set(powers) - set(lifted)
+        if unknown:
+            raise ValueError(f"powers given for variables that are not lifted: {sorted(unknown)}")
+        self.name = name
+        self.domain = domain
+        self.exact = domain == "int"
+        self.variables: tuple[str, ...] = tuple(lifted)
+        self.powers: dict[str, int] = {v: int(powers.get(v, 1)) for v in lifted}
+        for v, k in self.powers.items():
+            if k < 1:
+                raise ValueError(f"the power of {v!r} must be a positive integer, got {k}")
+        self._zero: int | float = 0 if self.exact else 0.0
+        self._one: int | float = 1 if self.exact else 1.0
+
+    def zero(self) -> int | float:
+        return self._zero
+
+    def one(self) -> int | float:
+        return self._one
+
+    def add(self, a: Any, b: Any) -> Any:
+        return a + b
+
+    def mul(self, a: Any, b: Any) -> Any:
+        return a * b
+
+    def neg(self, a: Any) -> Any:
+        return -a
+
+    def scale(self, k: int, a: Any) -> Any:
+        return k * a
+
+    def is_zero(self, a: Any) -> bool:
+        return a == 0
+
+    def lifts(self, var: str) -> bool:
+        return var in self.powers
+
+    def lift(self, var: str, value: Any) -> Any:
+        k = self.powers.get(var)
+        if k is None:
+            return self._one
+        x = value if self.exact else float(value)
+        return x if k == 1 else x**k
+
+    def encode(self, a: Any) -> bytes:
+        """Floats: 8 bytes IEEE; ints: minimal little-endian two's complement (any size)."""
+        if self.exact:
+            return int(a).to_bytes((int(a).bit_length() + 8) // 8, "little", signed=True)
+        return _F8.pack(a)
+
+    def decode(self, data: bytes) -> Any:
+        if self.exact:
+            return int.from_bytes(data, "little", signed=True)
+        if len(data) != _F8.size:
+            raise ValueError(f"a real payload is 8 bytes, got {len(data)}")
+        return _F8.unpack(data)[0]
+
+    def to_json(self, a: Any) -> int | float | str:
+        """Ints outside int64 become exact decimal strings (a JSON reader would otherwise round them)."""
+        if self.exact:
+            return a if INT64_MIN <= a <= INT64_MAX else str(a)
+        return float(a)
+
+
+def make_count_ring(lifted: Sequence[str], **options: Any) -> ScalarRing:
+    """Registry factory for ``count``: lifts nothing, exact integers."""
+    if lifted:
+        raise ValueError(f"the count ring lifts no variable, got {list(lifted)}")
+    if options:
+        raise ValueError(f"the count ring takes no options, got {sorted(options)}")
+    return ScalarRing("count", (), {}, "int")
+
+
+def make_sum_ring(lifted: Sequence[str], **options: Any) -> ScalarRing:
+    """Registry factory for ``sum``: SUM of the product of ``lifted`` (each to its power, option
+    ``powers``, default 1) over Z (option ``domain="int"``: every summed variable is an integer) or R
+    (``"float"``, the default)."""
+    if not lifted:
+        raise ValueError("the sum ring needs at least one summed variable (use count otherwise)")
+    unknown = set(options) - {"domain", "powers"}
+    if unknown:
+        raise ValueError(f"the sum ring takes options domain and powers, got {sorted(unknown)}")
+    return ScalarRing("sum", lifted, options.get("powers") or {}, options.get("domain", "float"))
