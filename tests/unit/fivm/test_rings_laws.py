@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.fivm.rings.cofactor import Cofactor, CofactorRing, tri_size
+from services.fivm.rings.degree import DegreeRing
 
 SMALL = st.integers(-4, 4)
 
@@ -65,7 +66,31 @@ COFACTOR = RingCase(
     all_zero=lambda a: a.count == 0 and not np.any(a.sums) and not np.any(a.quad),
 )
 
-CASES = {"cofactor": COFACTOR}
+# --- degree: one shape; monomials over a few variables, zero entries allowed in the input -----------
+
+_MONOMIALS = st.lists(st.integers(0, 3), max_size=2).map(lambda ix: tuple(sorted(ix)))
+
+
+def _degree_element(_shape: None) -> st.SearchStrategy[dict]:
+    return st.dictionaries(_MONOMIALS, SMALL, max_size=6).map(
+        lambda d: {k: (v if not k else float(v)) for k, v in d.items()}
+    )
+
+
+def _without_zeros(a: dict) -> dict:
+    return {k: v for k, v in a.items() if v != 0}
+
+
+DEGREE = RingCase(
+    ring=DegreeRing([f"x{i}" for i in range(4)]),
+    element=_degree_element,
+    add_shape=st.just(None),
+    mul_shapes=lambda n: st.just([None] * n),
+    all_zero=lambda a: all(v == 0 for v in a.values()),
+    equal=lambda a, b: _without_zeros(a) == _without_zeros(b),
+)
+
+CASES = {"cofactor": COFACTOR, "degree": DEGREE}
 
 case_names = pytest.mark.parametrize("name", sorted(CASES))
 
