@@ -8,7 +8,7 @@ snapshot (randomized engines seed their RNG from configuration and input positio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from shared.events import UpdateEvent
@@ -74,6 +74,46 @@ class IncrementalEngine(Protocol):
 
 def is_incremental(engine: object) -> bool:
     return isinstance(engine, IncrementalEngine)
+
+
+class StoredMap(NamedTuple):
+    """Read access to one map of one key as last checkpointed, bound by the runtime to its state store.
+
+    Engines stay pure: they see two callables, never a store. ``get`` answers one entry (None: absent);
+    ``scan`` yields every stored entry of the map (for ``snapshot()`` and ``all_entries()``)."""
+
+    get: Callable[[bytes], bytes | None]
+    scan: Callable[[], Iterator[tuple[bytes, bytes]]]
+
+
+@runtime_checkable
+class StoreBackedEngine(Protocol):
+    """Optional, for an IncrementalEngine: maps it keeps in the state store instead of in memory.
+
+    A key's state may then outgrow what one process wants to hold: the engine reads those maps
+    through ``StoredMap`` (keeping a bounded cache) and still reports their puts and deletes in
+    ``changed_entries()``. The runtime does not load those maps on restore; it calls
+    ``attach_stored_maps`` on each new engine before ``restore_entries`` or ``apply``. Read-through is
+    exactly-once because the store holds exactly the last checkpoint and the engine keeps every entry
+    changed since then in memory until ``changed_entries()`` hands it out (the runtime commits those
+    before the next ``apply``). An engine never attached (replay, tests, bootstrap, the snapshot layout)
+    keeps everything in memory.
+    """
+
+    def store_backed_maps(self) -> Collection[str]:
+        """Names of the maps read through the store (empty: none, everything stays resident)."""
+        ...
+
+    def attach_stored_maps(self, maps: Mapping[str, StoredMap]) -> None:
+        """Read each named map through the store from now on (called once, on a fresh engine)."""
+        ...
+
+
+def store_backed_maps(engine: object) -> frozenset[str]:
+    """The maps ``engine`` wants kept in the store (none for engines without the protocol)."""
+    if isinstance(engine, StoreBackedEngine) and isinstance(engine, IncrementalEngine):
+        return frozenset(engine.store_backed_maps())
+    return frozenset()
 
 
 class EngineStats(Protocol):

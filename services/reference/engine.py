@@ -4,22 +4,31 @@ Small on purpose, yet as sensitive to delivery mistakes as the real engines: a r
 update changes the counts, the sums and the fingerprint (a sum of per-tuple hashes weighted by
 multiplicity, so it depends only on the bag, which lets a Spark bootstrap build the same state).
 The platform's exactly-once tests, the Spark framework tests and the demo use it.
+
+Its state is checkpointed incrementally: the bag (one entry per distinct tuple, map ``bag``) and its
+running aggregates (one small entry, map ``s``), so ``result()`` never scans the bag. With the option
+``resident_entries: N`` the bag is read through the state store with at most N tuples cached
+(``shared.backed_map``): a key's bag may then be larger than the worker's memory.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
-from shared.engine import Rejection
+from shared.backed_map import StoreBackedMap
+from shared.engine import Entry, EntryChange, Rejection, StoredMap
 from shared.events import UpdateEvent
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 _MOD = 2**128
+BAG = "bag"  # map of tuples: orjson [relation, [values]] -> multiplicity
+SCALARS = "s"  # map of the running aggregates: one entry
+_AGGREGATES = b"aggregates"
 
 
 def _canonical(value: Any) -> str:
@@ -34,24 +43,69 @@ def decimal_text(value: Decimal) -> str:
     return format((value + 0).normalize(), "f")
 
 
-def tuple_hash(relation: str, values: tuple) -> int:
-    """A 128-bit hash of one tuple of a relation."""
-    encoded = orjson.dumps([relation, list(values)], default=_canonical)
-    return int.from_bytes(hashlib.blake2b(encoded, digest_size=16).digest(), "big")
+def _float_member(v: float) -> float:
+    return 0.0 if v == 0 else v  # -0.0 == 0.0
+
+
+def _number_member(v: int | float) -> int | float:
+    return int(v) if type(v) is float and v.is_integer() else v  # 1.0 == 1
+
+
+def _exact_member(v: int | Decimal) -> int | Decimal:
+    return int(v) if type(v) is Decimal and v == v.to_integral_value() else v  # Decimal("2.0") == 2
+
+
+# Values of a column type that compare equal in Python but print differently are one bag member: each
+# is written in one form (decimals by ``_canonical``). The other types print one way per value.
+_MEMBER_FORM: dict[str, Callable[[Any], Any]] = {
+    "float": _float_member,
+    "number": _number_member,
+    "exact": _exact_member,
+}
+
+
+def _read_value(v: Any, typ: str) -> Any:
+    """A value of a column of type ``typ`` as a snapshot or a member key holds it (decimals as text)."""
+    if typ == "decimal" or (typ == "exact" and isinstance(v, str)):
+        return Decimal(v)
+    return v
+
+
+def member_hash(member: bytes) -> int:
+    """A 128-bit hash of one tuple of a relation, given as its member key."""
+    return int.from_bytes(hashlib.blake2b(member, digest_size=16).digest(), "big")
+
+
+def _encode_mult(m: int) -> bytes:
+    return str(m).encode()
 
 
 class BagEngine:
-    def __init__(self, relations: Mapping[str, Mapping[str, str]], allow_negative: bool = False) -> None:
+    def __init__(
+        self,
+        relations: Mapping[str, Mapping[str, str]],
+        allow_negative: bool = False,
+        resident_entries: int | None = None,
+    ) -> None:
+        """``resident_entries``: keep the bag in the state store with at most this many tuples cached
+        (None: the whole bag stays in memory)."""
         self.types = {r: dict(cols) for r, cols in relations.items()}
         self.allow_negative = allow_negative
-        self.bags: dict[str, dict[tuple, int]] = {r: {} for r in relations}
+        self.resident_entries = resident_entries
+        forms = {r: [_MEMBER_FORM.get(t) for t in cols.values()] for r, cols in self.types.items()}
+        self._forms: dict[str, list[Callable[[Any], Any]] | None] = {
+            r: [f or _same for f in fs] if any(fs) else None for r, fs in forms.items()
+        }
+        self.bag: StoreBackedMap[int] = StoreBackedMap(BAG, _encode_mult, int, resident_entries)
         self.sums: dict[str, dict[str, Any]] = {
             r: {c: (Decimal(0) if t == "decimal" else 0) for c, t in cols.items() if t in _NUMERIC}
             for r, cols in relations.items()
         }
         self.counts: dict[str, int] = {r: 0 for r in relations}
+        self.distinct: dict[str, int] = {r: 0 for r in relations}  # tuples of nonzero multiplicity
         self.fingerprint = 0
         self.applied = 0
+        self._aggregates_changed = False
 
     @classmethod
     def from_bags(
@@ -72,32 +126,46 @@ class BagEngine:
         engine.applied = 0
         return engine
 
+    def member(self, relation: str, values: Sequence[Any]) -> bytes:
+        """The bag's entry key of a tuple: equal tuples (by the column types' equality) give equal bytes."""
+        forms = self._forms[relation]
+        if forms is not None:
+            values = [f(v) for f, v in zip(forms, values, strict=True)]
+        return orjson.dumps([relation, list(values)], default=_canonical)
+
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
+        bag, member = self.bag, self.member
         for i, ev in enumerate(events):
-            bag = self.bags[ev.relation]
-            tup = tuple(ev.row.values())
-            new = bag.get(tup, 0) + ev.delta
+            rel = ev.relation
+            values = tuple(ev.row.values())
+            key = member(rel, values)
+            old = bag.get(key) or 0
+            new = old + ev.delta
             if new < 0 and not self.allow_negative:
                 rejected.append(
                     Rejection(
                         i,
                         "absent-tuple",
-                        f"delete of {-ev.delta} copies of {tup!r} "
-                        f"from {ev.relation} which holds {bag.get(tup, 0)}",
+                        f"delete of {-ev.delta} copies of {values!r} from {rel} which holds {old}",
                     )
                 )
                 continue
             if new == 0:
-                del bag[tup]
+                if old:
+                    bag.delete(key)
+                    self.distinct[rel] -= 1
             else:
-                bag[tup] = new
-            self.counts[ev.relation] += ev.delta
-            sums = self.sums[ev.relation]
+                bag.put(key, new)
+                if not old:
+                    self.distinct[rel] += 1
+            self.counts[rel] += ev.delta
+            sums = self.sums[rel]
             for col in sums:
                 sums[col] += ev.row[col] * ev.delta
-            self.fingerprint = (self.fingerprint + ev.delta * tuple_hash(ev.relation, tup)) % _MOD
+            self.fingerprint = (self.fingerprint + ev.delta * member_hash(key)) % _MOD
             self.applied += 1
+            self._aggregates_changed = True
         return rejected
 
     def result(self) -> dict[str, Any]:
@@ -106,23 +174,97 @@ class BagEngine:
             "relations": {
                 r: {
                     "count": self.counts[r],
-                    "distinct": len(self.bags[r]),
+                    "distinct": self.distinct[r],
                     "sums": {
                         c: (decimal_text(s) if isinstance(s, Decimal) else s) for c, s in self.sums[r].items()
                     },
                 }
-                for r in self.bags
+                for r in self.types
             },
             "fingerprint": f"{self.fingerprint:032x}",
         }
 
     def stats(self) -> dict[str, float]:
-        return {"tuples": float(sum(len(b) for b in self.bags.values())), "applied": float(self.applied)}
+        bag = self.bag
+        return {
+            "tuples": float(sum(self.distinct.values())),
+            "applied": float(self.applied),
+            "resident_tuples": float(bag.resident),
+            "bag_cache_hits": float(bag.hits),
+            "bag_cache_misses": float(bag.misses),
+            "bag_cache_evictions": float(bag.evictions),
+        }
 
-    def snapshot(self) -> bytes:
+    # --- the bag in the state store (shared.engine.StoreBackedEngine) ---------------------------------
+
+    def store_backed_maps(self) -> Collection[str]:
+        return (BAG,) if self.resident_entries is not None else ()
+
+    def attach_stored_maps(self, maps: Mapping[str, StoredMap]) -> None:
+        if BAG in maps:
+            self.bag.attach(maps[BAG])
+
+    # --- incremental checkpoints (shared.engine.IncrementalEngine) ------------------------------------
+
+    def changed_entries(self) -> list[EntryChange]:
+        out = self.bag.changes()
+        if self._aggregates_changed:
+            out.append((SCALARS, _AGGREGATES, self._aggregates()))
+            self._aggregates_changed = False
+        return out
+
+    def all_entries(self) -> Iterator[Entry]:
+        yield from self.bag.entries()
+        yield SCALARS, _AGGREGATES, self._aggregates()
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        bag: list[tuple[bytes, bytes]] = []
+        for map_name, key, value in entries:
+            if map_name == BAG:
+                bag.append((key, value))
+            elif map_name == SCALARS and key == _AGGREGATES:
+                self._restore_aggregates(orjson.loads(value))
+            else:
+                raise ValueError(f"unknown reference state entry {map_name}/{key!r}")
+        self.bag.load(bag)
+        self._aggregates_changed = False
+
+    def _aggregates(self) -> bytes:
         return orjson.dumps(
             {
-                "bags": {r: [[list(t), m] for t, m in bag.items()] for r, bag in self.bags.items()},
+                "sums": {r: {c: str(s) for c, s in s_.items()} for r, s_ in self.sums.items()},
+                "counts": self.counts,
+                "distinct": self.distinct,
+                "fingerprint": str(self.fingerprint),
+                "applied": self.applied,
+            }
+        )
+
+    def _restore_aggregates(self, agg: Mapping[str, Any]) -> None:
+        for r, sums in agg["sums"].items():
+            self.sums[r] = {c: _typed_sum(s, self.types[r][c]) for c, s in sums.items()}
+        self.counts = dict(agg["counts"])
+        if "distinct" in agg:
+            self.distinct = dict(agg["distinct"])
+        self.fingerprint = int(agg["fingerprint"])
+        self.applied = agg["applied"]
+
+    # --- whole snapshots (every tuple, in member-key order) -------------------------------------------
+
+    def tuples(self) -> Iterator[tuple[str, tuple, int]]:
+        """Every ``(relation, tuple, multiplicity)`` of the bag, in member-key order (reads the whole bag)."""
+        for key, m in sorted(self.bag.items()):
+            rel, values = orjson.loads(key)
+            types = self.types[rel].values()
+            yield rel, tuple(_read_value(v, t) for v, t in zip(values, types, strict=True)), m
+
+    def snapshot(self) -> bytes:
+        bags: dict[str, list[list[Any]]] = {r: [] for r in self.types}
+        for rel, tup, m in self.tuples():
+            bags[rel].append([list(tup), m])
+        return orjson.dumps(
+            {
+                "bags": bags,
                 "sums": {r: {c: str(s) for c, s in s_.items()} for r, s_ in self.sums.items()},
                 "counts": self.counts,
                 "fingerprint": str(self.fingerprint),
@@ -133,18 +275,20 @@ class BagEngine:
 
     def restore(self, data: bytes) -> None:
         snap = orjson.loads(data)
+        members: dict[bytes, int] = {}
+        distinct = dict.fromkeys(self.types, 0)
         for r, rows in snap["bags"].items():
-            cols = list(self.types[r].values())
-            self.bags[r] = {tuple(_typed(v, t) for v, t in zip(row, cols, strict=True)): m for row, m in rows}
-        for r, sums in snap["sums"].items():
-            self.sums[r] = {c: _typed_sum(s, self.types[r][c]) for c, s in sums.items()}
-        self.counts = dict(snap["counts"])
-        self.fingerprint = int(snap["fingerprint"])
-        self.applied = snap["applied"]
+            types = list(self.types[r].values())
+            for row, m in rows:
+                members[self.member(r, [_read_value(v, t) for v, t in zip(row, types, strict=True)])] = m
+                distinct[r] += 1
+        self.bag.replace(members.items())
+        self._restore_aggregates({**snap, "distinct": distinct})
+        self._aggregates_changed = True
 
 
-def _typed(v: Any, typ: str) -> Any:
-    return Decimal(v) if typ == "decimal" else v
+def _same(v: Any) -> Any:
+    return v
 
 
 def _typed_sum(s: str, typ: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.events import COLUMN_TYPES, Relation
-from shared.options import Option, boolean
+from shared.options import Option, boolean, optional, positive_int
 
 DEFAULT_RELATIONS = {"items": {"item": "str", "qty": "int", "price": "decimal"}}
 
@@ -26,6 +26,12 @@ def parse_relations(v: Any) -> dict[str, dict[str, str]]:
 OPTIONS = {
     "relations": Option(DEFAULT_RELATIONS, parse_relations, "relations as {name: {column: type}}"),
     "allow_negative": Option(False, boolean(), "accept deletes that drive a multiplicity below 0"),
+    "resident_entries": Option(
+        None,
+        optional(positive_int()),
+        "keep each key's bag in the state store, at most this many tuples cached in memory "
+        "(null: the whole bag in memory)",
+    ),
 }
 
 

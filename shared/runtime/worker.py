@@ -36,7 +36,7 @@ from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
 from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
-from shared.runtime.partition import PartitionState
+from shared.runtime.partition import PartitionState, store_backing
 from shared.service import ServiceDefinition
 from shared.state import StateStore, check_envelope, envelope_for
 
@@ -76,6 +76,9 @@ class Worker:
         self.service = service
         self.config = config
         self.store = store
+        # maps the engines read through the store: not loaded on assignment (refused here if unservable)
+        probe = service.engine(config.options)
+        self._backed = store_backing(store, probe, config.state_layout == "incremental")
         self.group = group or f"ivmstream.{service.name}"
         self.codec = EventCodec(schema_of(service, config))
         self.metrics = metrics or RuntimeMetrics(service.name)
@@ -159,7 +162,7 @@ class Worker:
 
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
         for tp in tps:
-            cp = self.store.load(tp.topic, tp.partition)
+            cp = self.store.load(tp.topic, tp.partition, skip_maps=self._backed)
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
             check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
             self._check_history(consumer, tp, cp.offset)
@@ -169,6 +172,8 @@ class Worker:
                 self._new_engine,
                 cp,
                 incremental=self.config.state_layout == "incremental",
+                store=self.store if self._backed else None,  # type: ignore[arg-type]  # store_backing checked it
+                backed=self._backed,
             )
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
             log.info(

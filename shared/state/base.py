@@ -12,9 +12,9 @@ A key's state is stored in one of two layouts: a whole snapshot (engines with on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from shared.engine import Entry, EntryChange
 
@@ -61,7 +61,10 @@ class CommitStats:
 class StateStore(Protocol):
     name: str
 
-    def load(self, topic: str, partition: int) -> PartitionCheckpoint: ...
+    def load(self, topic: str, partition: int, skip_maps: Collection[str] = ()) -> PartitionCheckpoint:
+        """Everything stored for the partition, except the entries of the maps named in ``skip_maps``
+        (maps engines read through the store instead: see ``EntryReader``)."""
+        ...
 
     def commit(
         self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
@@ -78,6 +81,24 @@ class StateStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class EntryReader(Protocol):
+    """Optional: a store that serves single entries and one map's entries, so an engine can keep a map
+    in the store instead of in memory (``shared.engine.StoreBackedEngine``)."""
+
+    name: str
+
+    def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
+        """One committed entry (None: absent)."""
+        ...
+
+    def scan_entries(
+        self, topic: str, partition: int, key: str, map_name: str
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed ``(entry, value)`` of one map of one key."""
+        ...
 
 
 # --- the key layout every backend shares ------------------------------------------------------------
@@ -107,10 +128,14 @@ def split_entry_key(stored: bytes) -> tuple[str, str, bytes]:
     return key, rest[:sep].decode(), rest[sep + 1 :]
 
 
-def group_entries(rows: Iterable[tuple[bytes, bytes]]) -> dict[str, list[Entry]]:
-    """Stored ``(e:-key, value)`` pairs (in any order) grouped into each key's entries."""
+def group_entries(
+    rows: Iterable[tuple[bytes, bytes]], skip_maps: Collection[str] = ()
+) -> dict[str, list[Entry]]:
+    """Stored ``(e:-key, value)`` pairs (in any order) grouped into each key's entries, leaving out the
+    maps named in ``skip_maps``."""
     out: dict[str, list[Entry]] = {}
     for stored, value in rows:
         key, map_name, entry = split_entry_key(stored)
-        out.setdefault(key, []).append((map_name, entry, value))
+        if map_name not in skip_maps:
+            out.setdefault(key, []).append((map_name, entry, value))
     return out

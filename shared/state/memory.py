@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
+
 from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
 
 
@@ -19,14 +21,31 @@ class MemoryStore:
     def __init__(self) -> None:
         self._data: dict[tuple[str, int], _Partition] = {}
 
-    def load(self, topic: str, partition: int) -> PartitionCheckpoint:
+    def load(self, topic: str, partition: int, skip_maps: Collection[str] = ()) -> PartitionCheckpoint:
         p = self._data.get((topic, partition))
         if p is None:
             return PartitionCheckpoint()
-        entries = {
-            key: [(m, e, v) for (m, e), v in sorted(maps.items())] for key, maps in p.entries.items() if maps
-        }
+        entries = {}
+        for key, maps in p.entries.items():
+            kept = [(m, e, v) for (m, e), v in sorted(maps.items()) if m not in skip_maps]
+            if kept:
+                entries[key] = kept
         return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope)
+
+    def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
+        """One stored entry, for maps an engine keeps in the store rather than in memory."""
+        p = self._data.get((topic, partition))
+        maps = p.entries.get(key) if p is not None else None
+        return None if maps is None else maps.get((map_name, entry))
+
+    def scan_entries(
+        self, topic: str, partition: int, key: str, map_name: str
+    ) -> Iterator[tuple[bytes, bytes]]:
+        p = self._data.get((topic, partition))
+        maps = p.entries.get(key) if p is not None else None
+        for (m, e), v in sorted((maps or {}).items()):
+            if m == map_name:
+                yield e, v
 
     def commit(
         self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes

@@ -7,7 +7,7 @@ per partition lists the keys that have entry hashes, so a restore reads exactly 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import redis
 
@@ -46,11 +46,12 @@ class RedisStore:
     def _field(map_name: str, entry: bytes) -> bytes:
         return map_name.encode() + b"\x00" + entry
 
-    def load(self, topic: str, partition: int) -> PartitionCheckpoint:
+    def load(self, topic: str, partition: int, skip_maps: Collection[str] = ()) -> PartitionCheckpoint:
+        skip = {m.encode() for m in skip_maps}
         try:
             fields = self.client.hgetall(self._hash(topic, partition))
             keys = sorted(k.decode() for k in self.client.smembers(self._keys_set(topic, partition)))
-            entries = {key: list(self._scan_entries(topic, partition, key)) for key in keys}
+            entries = {key: list(self._scan_entries(topic, partition, key, skip)) for key in keys}
         except redis.RedisError as exc:
             raise StateError(f"cannot read state from Redis: {exc}") from None
         raw = fields.pop(OFFSET_KEY, None)
@@ -65,9 +66,14 @@ class RedisStore:
             envelope,
         )
 
-    def _scan_entries(self, topic: str, partition: int, key: str) -> Iterator[tuple[str, bytes, bytes]]:
+    def _scan_entries(
+        self, topic: str, partition: int, key: str, skip: Collection[bytes] = ()
+    ) -> Iterator[tuple[str, bytes, bytes]]:
+        """A key's entries, page by page; those of the maps in ``skip`` are dropped as each page arrives."""
         for f, v in self.client.hscan_iter(self._entries_hash(topic, partition, key), count=_SCAN_COUNT):
             sep = f.index(b"\x00")
+            if skip and f[:sep] in skip:
+                continue
             yield f[:sep].decode(), f[sep + 1 :], v
 
     def commit(
@@ -116,6 +122,23 @@ class RedisStore:
         except redis.RedisError as exc:
             raise StateError(f"cannot read state from Redis: {exc}") from None
 
+    def scan_entries(
+        self, topic: str, partition: int, key: str, map_name: str
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored entry of one map of one key (HSCAN of the key's hash, matching the map's fields)."""
+        field_prefix = self._field(map_name, b"")
+        pattern = _glob_escape(field_prefix) + b"*"
+        seen: set[bytes] = set()
+        try:
+            for f, v in self.client.hscan_iter(
+                self._entries_hash(topic, partition, key), match=pattern, count=_SCAN_COUNT
+            ):
+                if f.startswith(field_prefix) and f not in seen:  # HSCAN may repeat a field
+                    seen.add(f)
+                    yield f[len(field_prefix) :], v
+        except redis.RedisError as exc:
+            raise StateError(f"cannot read state from Redis: {exc}") from None
+
     def size_bytes(self, topic: str, partition: int) -> int | None:
         try:
             names = [self._hash(topic, partition).encode()] + [
@@ -131,3 +154,13 @@ class RedisStore:
 
     def close(self) -> None:
         pass
+
+
+def _glob_escape(raw: bytes) -> bytes:
+    """``raw`` as a literal in a Redis glob pattern."""
+    out = bytearray()
+    for b in raw:
+        if b in b"*?[]\\":
+            out += b"\\"
+        out.append(b)
+    return bytes(out)

@@ -9,7 +9,7 @@ closes it on revocation, and RocksDB's lock file guards against two owners at on
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
@@ -27,6 +27,7 @@ from shared.state.base import (
     entry_key,
     entry_prefix,
     group_entries,
+    split_entry_key,
 )
 
 
@@ -71,11 +72,29 @@ class RocksDBStore:
                 break
             yield k, v
 
-    def load(self, topic: str, partition: int) -> PartitionCheckpoint:
+    @staticmethod
+    def _scan_skipping(db: Rdict, skip_maps: Collection[str]) -> Iterator[tuple[bytes, bytes]]:
+        """Every ``e:`` entry except those of ``skip_maps``: on the first entry of a skipped map of a key
+        the iterator seeks past that map, so its entries are never read into Python."""
+        it = db.iter()
+        it.seek(ENTRY_PREFIX)
+        while it.valid():
+            k = it.key()
+            if not k.startswith(ENTRY_PREFIX):
+                break
+            _key, map_name, entry = split_entry_key(k)
+            if map_name in skip_maps:
+                it.seek(k[: len(k) - len(entry) - 1] + b"\x01")  # "<map>\0" + anything sorts below "<map>\1"
+                continue
+            yield k, it.value()
+            it.next()
+
+    def load(self, topic: str, partition: int, skip_maps: Collection[str] = ()) -> PartitionCheckpoint:
         db = self._db(topic, partition)
         raw = db.get(OFFSET_KEY)
         snapshots = {k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in self._scan(db, SNAPSHOT_PREFIX)}
-        entries = group_entries(self._scan(db, ENTRY_PREFIX))
+        rows = self._scan_skipping(db, skip_maps) if skip_maps else self._scan(db, ENTRY_PREFIX)
+        entries = group_entries(rows)
         return PartitionCheckpoint(
             int(raw) if raw is not None else None, snapshots, entries, db.get(ENVELOPE_KEY)
         )
@@ -114,6 +133,15 @@ class RocksDBStore:
     def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
         """One stored entry, for maps an engine keeps in the store rather than in memory."""
         return self._db(topic, partition).get(entry_key(entry_prefix(key), map_name, entry))
+
+    def scan_entries(
+        self, topic: str, partition: int, key: str, map_name: str
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored entry of one map of one key: one prefix scan."""
+        prefix = entry_key(entry_prefix(key), map_name, b"")
+        n = len(prefix)
+        for k, v in self._scan(self._db(topic, partition), prefix):
+            yield k[n:], v
 
     def size_bytes(self, topic: str, partition: int) -> int | None:
         db = self._db(topic, partition)
