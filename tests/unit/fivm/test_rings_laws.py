@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from services.fivm.rings.cofactor import Cofactor, CofactorRing, tri_size
 from services.fivm.rings.degree import DegreeRing
+from services.fivm.rings.listing import Listing, ListingRing
 
 SMALL = st.integers(-4, 4)
 
@@ -90,7 +91,28 @@ DEGREE = RingCase(
     equal=lambda a, b: _without_zeros(a) == _without_zeros(b),
 )
 
-CASES = {"cofactor": COFACTOR, "degree": DEGREE}
+# --- listing: shapes are schemas (ascending column indexes); products need disjoint schemas ---------
+
+
+def _listing_element(schema: tuple[int, ...]) -> st.SearchStrategy[Listing]:
+    row = st.tuples(*(st.integers(0, 2) for _ in schema))
+    return st.dictionaries(row, SMALL, max_size=4).map(lambda rows: Listing(schema, rows))
+
+
+def _disjoint_schemas(n: int) -> st.SearchStrategy[list[tuple[int, ...]]]:
+    owner = st.lists(st.integers(-1, n - 1), min_size=6, max_size=6)  # column -> factor (-1: none)
+    return owner.map(lambda own: [tuple(c for c, f in enumerate(own) if f == i) for i in range(n)])
+
+
+LISTING = RingCase(
+    ring=ListingRing([f"x{i}" for i in range(6)]),
+    element=_listing_element,
+    add_shape=_disjoint_schemas(1).map(lambda s: s[0]),
+    mul_shapes=_disjoint_schemas,
+    all_zero=lambda a: all(m == 0 for m in a.rows.values()),
+)
+
+CASES = {"cofactor": COFACTOR, "degree": DEGREE, "listing": LISTING}
 
 case_names = pytest.mark.parametrize("name", sorted(CASES))
 
