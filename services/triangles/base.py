@@ -165,6 +165,9 @@ class TriangleEngine:
         self.work_last = 0
         self._changed: set[tuple[int, Any, Any]] = set()  # tuples touched since the last checkpoint
         self._all_changed = False  # after BUILD every tuple is new
+        self._rows_moved: set[tuple[int, Any]] = set()  # rows whose part changed (strategies with parts)
+        # The heavy rows as of the previous changed_entries() or restore: what the store's "h" map holds.
+        self._stored_parts: set[tuple[int, Any]] = set()
 
     # --- intake ------------------------------------------------------------------------------------
 
@@ -256,8 +259,7 @@ class TriangleEngine:
             w0 = self.work
             update(0, u, v, m)
             update(0, v, u, m)
-            changed((0, u, v))
-            changed((0, v, u))
+            changed((0, u, v))  # one entry per undirected edge: the checkpoint stores it once
             self.work_last = self.work - w0
             self.events += 1
 
@@ -374,32 +376,68 @@ class TriangleEngine:
             setattr(self, name, snap["counters"][name])
         self.work = self.work_total
         self._after_restore()
+        self._stored_parts = self._heavy_rows()
 
     # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -----------
-    # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity. Map "s": Q, the
-    # counters, the configuration and strategy extras (the heavy keys of IVM^ε). Views and reverse
-    # indexes are functions of these and are rebuilt on restore, as from a snapshot.
+    # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
+    # per undirected edge, key [0, a, b] with (a, b) = _edge(x, y). Map "h": the rows [k, x] a strategy
+    # with heavy/light parts (IVM^ε) keeps in the heavy part, so moving a row between parts rewrites one
+    # entry, not its tuples. Map "s": Q, the counters and the configuration. Views and reverse indexes
+    # are functions of these and are rebuilt on restore, as from a snapshot.
 
     def changed_entries(self) -> list[EntryChange]:
         if self._all_changed:
             self._all_changed = False
             self._changed.clear()
+            self._rows_moved.clear()
+            self._stored_parts = self._heavy_rows()
             return list(self.all_entries())
-        mult, value = self._mult, self._entry_value
+        mult, dumps = self._mult, orjson.dumps
+        moved = self._rows_moved
         out: list[EntryChange] = []
-        for t in self._changed:
-            m = mult(*t)
-            out.append(("t", orjson.dumps(t), value(t[0], t[1], m) if m else None))
+        if self.graph:
+            edges = {_edge(x, y) for _k, x, y in self._changed}  # both directions: one entry
+            for a, b in edges:
+                out.append(("t", dumps((0, a, b)), _edge_bytes(mult(0, a, b), mult(0, b, a))))
+                moved.add((0, a))
+                moved.add((0, b))
+        else:
+            for t in self._changed:
+                m = mult(*t)
+                out.append(("t", dumps(t), _mult_bytes(m) if m else None))
+                moved.add((t[0], t[1]))
         self._changed.clear()
+        if self._has_parts():
+            stored = self._stored_parts
+            heavy = self._is_heavy
+            for row in moved:
+                now = heavy(*row)
+                if now != (row in stored):
+                    out.append(("h", dumps(row), b"1" if now else None))
+                    (stored.add if now else stored.discard)(row)
+        moved.clear()
         out.extend(self._scalar_entries())
         return out
 
     def all_entries(self) -> Iterator[Entry]:
-        value = self._entry_value
-        for k in range(self.nrel):
-            for x, row in self._rows(k):
-                for y, m in row.items():
-                    yield "t", orjson.dumps((k, x, y)), value(k, x, m)
+        dumps = orjson.dumps
+        if self.graph:
+            mult = self._mult
+            for x, row in self._rows(0):
+                for y in row:
+                    a, b = _edge(x, y)
+                    if a == x or not mult(0, y, x):  # each edge once, from its stored direction
+                        value = _edge_bytes(mult(0, a, b), mult(0, b, a))
+                        assert value is not None
+                        yield "t", dumps((0, a, b)), value
+        else:
+            for k in range(self.nrel):
+                for x, row in self._rows(k):
+                    for y, m in row.items():
+                        yield "t", dumps((k, x, y)), _mult_bytes(m)
+        if self._has_parts():
+            for row in self._heavy_rows():
+                yield "h", dumps(row), b"1"
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
@@ -407,18 +445,28 @@ class TriangleEngine:
         heavy: set[tuple[int, Any]] = set()
         scalars: dict[bytes, bytes] = {}
         loads = orjson.loads
+        graph = self.graph
         for map_name, key, value in entries:
             if map_name == "t":
                 k, x, y = loads(key)
-                row = fwd[k].get(x)
-                if row is None:
-                    row = fwd[k][x] = {}
-                m = loads(value)
-                if m.__class__ is list:  # [m, part]: strategies that partition rows (IVM^ε)
-                    m, part = m
-                    if part:
-                        heavy.add((k, x))
-                row[y] = int(m)
+                stored = loads(value)
+                if stored.__class__ is list:  # graph mode, a directed pair with unequal multiplicities
+                    m, back = int(stored[0]), int(stored[1])
+                else:
+                    m = back = int(stored)
+                if m:
+                    row = fwd[k].get(x)
+                    if row is None:
+                        row = fwd[k][x] = {}
+                    row[y] = m
+                if graph and back:  # the other direction of the undirected edge
+                    row = fwd[0].get(y)
+                    if row is None:
+                        row = fwd[0][y] = {}
+                    row[x] = back
+            elif map_name == "h":
+                k, x = loads(key)
+                heavy.add((k, x))
             elif map_name == "s":
                 scalars[key] = value
             else:
@@ -434,8 +482,10 @@ class TriangleEngine:
             setattr(self, name, counters[name])
         self.work = self.work_total
         self._changed.clear()
+        self._rows_moved.clear()
         self._all_changed = False
         self._after_restore()
+        self._stored_parts = self._heavy_rows()
 
     def _scalar_entries(self) -> list[Entry]:
         """Q and the counters change with every update, so every checkpoint writes them (a few bytes)."""
@@ -482,9 +532,15 @@ class TriangleEngine:
         """Install restored relations (``fwd[k][x][y] = m``; ``heavy``: rows stored in a heavy part)."""
         raise NotImplementedError
 
-    def _entry_value(self, k: int, x: Any, m: int) -> bytes:
-        """The stored value of a tuple of row x of relation k with multiplicity m."""
-        return _mult_bytes(m)
+    def _has_parts(self) -> bool:
+        """Whether rows live in a heavy or a light part (then ``_is_heavy``/``_heavy_rows`` apply)."""
+        return False
+
+    def _is_heavy(self, k: int, x: Any) -> bool:
+        return False
+
+    def _heavy_rows(self) -> set[tuple[int, Any]]:
+        return set()
 
     def _after_restore(self) -> None:
         """Rebuild state derived from the restored relations and counters (either restore path)."""
@@ -494,6 +550,21 @@ class TriangleEngine:
 
     def _view_name(self, k: int) -> str:
         return "V" if self.graph else VIEW_NAMES[k]
+
+
+def _edge(x: Any, y: Any) -> tuple[Any, Any]:
+    """The stored direction of an undirected edge: the smaller id first (ints before strings)."""
+    if x.__class__ is y.__class__:
+        return (x, y) if x < y else (y, x)
+    return (x, y) if x.__class__ is int else (y, x)
+
+
+def _edge_bytes(forward: int, backward: int) -> bytes | None:
+    """An undirected edge's value: its multiplicity, or both directions' when they differ (only tuples
+    applied one direction at a time with ``apply_tuple`` do); None when neither direction is stored."""
+    if forward == backward:
+        return _mult_bytes(forward) if forward else None
+    return orjson.dumps((json_int(forward), json_int(backward)))
 
 
 def _mult_bytes(m: int) -> bytes:

@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-import orjson
-
 from services.triangles.base import (
     EDGE_RELATION,
     REL_NAMES,
@@ -28,7 +26,6 @@ from services.triangles.base import (
     bump,
     count_triangles,
     dump_index,
-    json_int,
     load_index,
     support,
     transpose,
@@ -281,11 +278,10 @@ class IvmEpsEngine(TriangleEngine):
         q0 = self.q
         w0 = self.work
         apply_update = self._apply_update
-        changed = self._changed.add
         for y, m in moved:
             apply_update(k, not to_heavy, x, y, -m)
             apply_update(k, to_heavy, x, y, m)
-            changed((k, x, y))
+        self._rows_moved.add((k, x))  # the tuples keep their multiplicities; only the part is new
         work = self.work - w0
         self.work = w0
         self.minor_work_total += work
@@ -344,6 +340,7 @@ class IvmEpsEngine(TriangleEngine):
             hf: Index = {}
             lf: Index = {}
             hs = ls = 0
+            self._rows_moved.update((k, x) for x in self.hf[k])  # heavy before or after: maybe moved
             for part in (self.hf[k], self.lf[k]):
                 for x, row in part.items():
                     if len(row) >= theta:
@@ -355,7 +352,7 @@ class IvmEpsEngine(TriangleEngine):
             self.hf[k], self.lf[k], self.hb[k] = hf, lf, transpose(hf)
             self.hsize[k], self.lsize[k] = hs, ls
             work += 2 * hs + ls
-            self._changed.update((k, x, y) for part in (hf, lf) for x, row in part.items() for y in row)
+            self._rows_moved.update((k, x) for x in hf)
         return work + self._rebuild_views()
 
     def _rebuild_views(self) -> int:
@@ -446,9 +443,14 @@ class IvmEpsEngine(TriangleEngine):
         yield from self.hf[k].items()
         yield from self.lf[k].items()
 
-    def _entry_value(self, k: int, x: Any, m: int) -> bytes:
-        """[m, 1] in the heavy part, [m, 0] in the light one: the parts are state (§5.2)."""
-        return orjson.dumps((json_int(m), 1 if x in self.hf[k] else 0))
+    def _has_parts(self) -> bool:
+        return True  # the parts are state (§5.2): which rows are heavy is checkpointed
+
+    def _is_heavy(self, k: int, x: Any) -> bool:
+        return x in self.hf[k]
+
+    def _heavy_rows(self) -> set[tuple[int, Any]]:
+        return {(k, x) for k in range(self.nrel) for x in self.hf[k]}
 
     def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
         for k in range(self.nrel):

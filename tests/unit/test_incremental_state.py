@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -241,3 +242,58 @@ def test_vwap_checkpoint_writes_only_touched_tuples_and_deletes_emptied_ones():
     assert len(changes) == 2
     assert sorted(v is None for v in changes.values()) == [False, True]
     assert engine.changed_entries() == [c for c in engine.changed_entries() if c[0] == "s"]
+
+
+# --- triangles: what a checkpoint writes ----------------------------------------------------------------
+
+
+def test_triangles_graph_checkpoint_writes_one_entry_per_undirected_edge():
+    engine = create_engine("graph", "ivm-eps", "1/2", False)
+    engine.changed_entries()
+    engine.apply([UpdateEvent("edges", {"src": u, "dst": u + 1}, 1) for u in range(50)])
+    engine.apply([UpdateEvent("edges", {"src": 7, "dst": 6}, -1)])  # deleted from the other direction
+    tuples = {key: value for name, key, value in engine.changed_entries() if name == "t"}
+    assert len(tuples) == 50
+    assert [key for key, value in tuples.items() if value is None] == [b"[0,6,7]"]
+
+
+@pytest.mark.parametrize("strategy", TRIANGLE_STRATEGIES)
+def test_triangles_graph_directed_tuples_survive_entries_restore(strategy):
+    """apply_tuple may store one direction only (or unequal ones); entries keep both exactly."""
+    engine = create_engine("graph", strategy, None, False)
+    for x, y, m in [(1, 2, 1), (2, 1, 3), (3, 1, 1), (4, 4, 2), ("a", 1, 1), (1, "b", -1)]:
+        engine.apply_tuple("E", x, y, m)
+    restored = create_engine("graph", strategy, None, False)
+    restored.restore_entries(list(engine.all_entries()))
+    from_snapshot = create_engine("graph", strategy, None, False)
+    from_snapshot.restore(engine.snapshot())
+    assert_same_engine(restored, from_snapshot)
+    again = create_engine("graph", strategy, None, False)
+    store = MemoryStore()
+    store.commit("t", 0, 1, StateChanges(entries={KEY: engine.changed_entries()}), b"{}")
+    again.restore_entries(store.load("t", 0).entries[KEY])
+    assert_same_engine(again, from_snapshot)
+
+
+def test_triangles_moving_a_row_between_parts_rewrites_one_entry_not_its_tuples():
+    engine = create_engine("relations", "ivm-eps", "1/2", False)
+    engine.apply([UpdateEvent("S", {"b": y, "c": y}, 1) for y in range(2000)])
+    engine.changed_entries()
+    y = 0
+    while (0, 0) not in engine._heavy_rows():  # grow R's row a=0 one tuple per checkpoint until heavy
+        assert y < 2000, "row a=0 never became heavy"
+        changes = engine.changed_entries()
+        engine.apply([UpdateEvent("R", {"a": 0, "b": y}, 1)])
+        y += 1
+    assert y > 1  # it started light
+    changes = engine.changed_entries()
+    assert ("h", b"[0,0]", b"1") in changes
+    assert [c[1] for c in changes if c[0] == "t"] == [orjson.dumps((0, 0, y - 1))]  # not its other tuples
+    while (0, 0) in engine._heavy_rows():  # and back: deletes until the row is light again
+        y -= 1
+        engine.apply([UpdateEvent("R", {"a": 0, "b": y}, -1)])
+    changes = engine.changed_entries()
+    assert ("h", b"[0,0]", None) in changes
+    restored = create_engine("relations", "ivm-eps", "1/2", False)
+    restored.restore_entries(list(engine.all_entries()))
+    assert_same_engine(restored, engine)
