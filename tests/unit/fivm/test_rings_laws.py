@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from services.fivm.rings.cofactor import Cofactor, CofactorRing, tri_size
 from services.fivm.rings.degree import DegreeRing
+from services.fivm.rings.factorized import Factor, FactorizedRing
 from services.fivm.rings.listing import Listing, ListingRing
 
 SMALL = st.integers(-4, 4)
@@ -112,7 +113,32 @@ LISTING = RingCase(
     all_zero=lambda a: all(m == 0 for m in a.rows.values()),
 )
 
-CASES = {"cofactor": COFACTOR, "degree": DEGREE, "listing": LISTING}
+# --- factorized: shapes are an output variable's index, or None for a plain count ---------------
+
+
+def _factorized_element(var: int | None) -> st.SearchStrategy[Any]:
+    if var is None:
+        return SMALL
+    return st.dictionaries(st.integers(0, 3), SMALL, max_size=4).map(
+        lambda vals: Factor(var, vals, sum(vals.values()))
+    )
+
+
+def _distinct_variables(n: int) -> st.SearchStrategy[list[int | None]]:
+    return st.tuples(st.permutations(range(6)), st.lists(st.booleans(), min_size=n, max_size=n)).map(
+        lambda pv: [v if keep else None for v, keep in zip(pv[0], pv[1], strict=False)]
+    )
+
+
+FACTORIZED = RingCase(
+    ring=FactorizedRing([f"x{i}" for i in range(6)]),
+    element=_factorized_element,
+    add_shape=st.one_of(st.none(), st.integers(0, 3)),
+    mul_shapes=_distinct_variables,
+    all_zero=lambda a: a == 0 if isinstance(a, int) else a.count == 0 and not any(a.values.values()),
+)
+
+CASES = {"cofactor": COFACTOR, "degree": DEGREE, "listing": LISTING, "factorized": FACTORIZED}
 
 case_names = pytest.mark.parametrize("name", sorted(CASES))
 
