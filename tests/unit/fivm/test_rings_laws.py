@@ -21,6 +21,7 @@ from services.fivm.rings.cofactor import Cofactor, CofactorRing, tri_size
 from services.fivm.rings.degree import DegreeRing
 from services.fivm.rings.factorized import Factor, FactorizedRing
 from services.fivm.rings.listing import Listing, ListingRing
+from services.fivm.rings.matrix import MatrixEntryRing
 
 SMALL = st.integers(-4, 4)
 
@@ -138,7 +139,21 @@ FACTORIZED = RingCase(
     all_zero=lambda a: a == 0 if isinstance(a, int) else a.count == 0 and not any(a.values.values()),
 )
 
-CASES = {"cofactor": COFACTOR, "degree": DEGREE, "listing": LISTING, "factorized": FACTORIZED}
+MATRIX = RingCase(
+    ring=MatrixEntryRing(),
+    element=lambda _shape: SMALL.map(float),
+    add_shape=st.just(None),
+    mul_shapes=lambda n: st.just([None] * n),
+    all_zero=lambda a: a == 0.0,
+)
+
+CASES = {
+    "cofactor": COFACTOR,
+    "degree": DEGREE,
+    "listing": LISTING,
+    "factorized": FACTORIZED,
+    "matrix": MATRIX,
+}
 
 case_names = pytest.mark.parametrize("name", sorted(CASES))
 
