@@ -1,0 +1,270 @@
+"""The F-IVM engine: event intake and state persistence in front of one maintenance strategy.
+
+docs/algorithms/fivm.md §5 (updates), §7 (edge cases) and §9 (state). ``FivmEngine(config)`` parses
+the configuration (``services.fivm.query``), builds the strategy named by ``strategy`` from
+``STRATEGIES`` and feeds it consolidated per-relation deltas. Baselines (first-order IVM, a
+DBToaster-style hierarchy, re-evaluation) plug in as further strategies exposing the same maintainer
+interface (``Maintainer`` below). Pure and deterministic: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+from services.fivm import state as st
+from services.fivm.intake import Intake, consolidate
+from services.fivm.maintain import FivmMaintainer, Support
+from services.fivm.order import VariableOrder
+from services.fivm.query import Query, parse_query
+from services.fivm.rings import Ring
+from services.fivm.views import Key, View
+from shared.engine import EngineError, Entry, EntryChange, Rejection
+from shared.events import UpdateEvent
+
+SNAPSHOT_FORMAT = "ivmstream.fivm/1"
+
+
+class Maintainer(Protocol):
+    """What the engine needs from a strategy: its state as named views (and supports), the phase, and
+    one entry point per consolidated relation delta. Baselines implement the same interface."""
+
+    ring: Ring[Any]
+    order: VariableOrder
+    loading: bool
+    updatable: frozenset[str]
+    views: dict[str, View]
+    supports: dict[str, Support]
+    dropped: dict[str, list[Key]]
+
+    def seal(self) -> None: ...
+
+    def apply_relation(self, base: str, delta: dict[Key, int]) -> None: ...
+
+    def roots(self) -> list[View]: ...
+
+    def rebuild_derived(self) -> None: ...
+
+
+STRATEGIES: dict[str, Callable[[Query], Maintainer]] = {
+    "fivm": FivmMaintainer,  # U = every relation, or the configured ``updatable``
+    "fivm-one": FivmMaintainer,  # U = the one relation ``updatable`` names (checked by parse_query)
+}
+
+
+class FivmEngine:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.query = parse_query(config)
+        self.maint = STRATEGIES[self.query.strategy](self.query)
+        self.intake = Intake(self.query)
+        self.ring = self.maint.ring
+        self._check: Callable[[], None] | None = None
+        if self.query.debug:
+            from services.fivm.check import check_invariants
+
+            self._check = lambda: check_invariants(self.maint)  # type: ignore[arg-type]
+
+    # --- Engine protocol ---------------------------------------------------------------------------------
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        """Validate, consolidate per relation (§5.1) and propagate each relation's delta in turn (§5.4).
+
+        While static relations load, the first event of an updatable relation first propagates what came
+        before it and then ends the loading phase; later events of static relations are refused."""
+        rejections: list[Rejection] = []
+        pending: dict[str, dict[Key, int]] = {}
+        maint = self.maint
+        parse = self.intake.parse
+        for i, ev in enumerate(events):
+            parsed = parse(i, ev)
+            if isinstance(parsed, Rejection):
+                rejections.append(parsed)
+                continue
+            rel, t, m = parsed
+            if rel not in maint.updatable:
+                if not maint.loading:
+                    rejections.append(
+                        Rejection(
+                            i,
+                            "static-relation",
+                            f"{rel} is static (not updatable) and its loading ended with the first update "
+                            f"to {', '.join(sorted(maint.updatable))}",
+                        )
+                    )
+                    continue
+            elif maint.loading:
+                self._flush(pending)
+                pending = {}
+                maint.seal()
+            batch = pending.get(rel)
+            if batch is None:
+                batch = pending[rel] = {}
+            batch[t] = batch.get(t, 0) + m
+        self._flush(pending)
+        return rejections
+
+    def _flush(self, pending: Mapping[str, Mapping[Key, int]]) -> None:
+        for rel, batch in pending.items():
+            delta = consolidate(batch)
+            if delta:
+                self.maint.apply_relation(rel, delta)
+                if self._check is not None:
+                    self._check()
+
+    def result(self) -> dict[str, Any]:
+        """``{"value": v}`` or ``{"groups": [{"key": {...}, "value": v}, ...]}`` sorted by key, and stats."""
+        ring = self.ring
+        free = self.query.group_by
+        roots = self.maint.roots()
+        out: dict[str, Any]
+        if not free:
+            payload = ring.one()
+            for view in roots:
+                p = view.get(())
+                payload = ring.mul(payload, p) if p is not None else ring.zero()
+            out = {"value": ring.to_json(payload)}
+        else:
+            groups = []
+            for combo in itertools.product(*(list(v.items()) for v in roots)):
+                named: dict[str, Any] = {}
+                payload = ring.one()
+                for view, (key, p) in zip(roots, combo, strict=True):
+                    named.update(zip(view.keys, key, strict=True))
+                    payload = ring.mul(payload, p)
+                if not ring.is_zero(payload):
+                    groups.append((tuple(named[v] for v in free), payload))
+            groups.sort(key=lambda g: g[0])
+            out = {
+                "groups": [
+                    {"key": dict(zip(free, k, strict=True)), "value": ring.to_json(p)} for k, p in groups
+                ]
+            }
+        out["stats"] = self.stats_exact()
+        return out
+
+    def stats_exact(self) -> dict[str, Any]:
+        """State-only diagnostics: entries per materialized view, the variable order, the phase."""
+        maint = self.maint
+        return {
+            "views": {name: len(view) for name, view in sorted(maint.views.items())},
+            "variable_order": maint.order.to_json(),
+            "variable_order_derived": maint.order.derived,
+            "updatable": sorted(maint.updatable),
+            "loading": maint.loading,
+        }
+
+    def stats(self) -> dict[str, float]:
+        out = {f"view_entries_{name}": float(len(v)) for name, v in self.maint.views.items()}
+        out["views"] = float(len(self.maint.views))
+        out["loading"] = float(self.maint.loading)
+        return out
+
+    def snapshot(self) -> bytes:
+        """Every entry, maps by name and entries by key: equal states give equal bytes (§9.2)."""
+        maps: dict[str, list[tuple[bytes, bytes]]] = {}
+        for name, key, value in self.all_entries():
+            maps.setdefault(name, []).append((key, value))
+        body = {
+            "format": SNAPSHOT_FORMAT,
+            "maps": {
+                name: [[k.decode(), base64.b64encode(v).decode()] for k, v in sorted(rows)]
+                for name, rows in sorted(maps.items())
+            },
+        }
+        return orjson.dumps(body)
+
+    def restore(self, data: bytes) -> None:
+        try:
+            snap = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise EngineError(f"fivm snapshot is not valid JSON: {exc}") from None
+        if not isinstance(snap, dict) or snap.get("format") != SNAPSHOT_FORMAT:
+            raise EngineError(f"not a {SNAPSHOT_FORMAT} snapshot")
+        self.restore_entries(
+            (name, k.encode(), base64.b64decode(v)) for name, rows in snap["maps"].items() for k, v in rows
+        )
+
+    # --- IncrementalEngine (§9.1) ------------------------------------------------------------------------
+
+    def changed_entries(self) -> list[EntryChange]:
+        maint = self.maint
+        ring = self.ring
+        out: list[EntryChange] = []
+        for name, keys in maint.dropped.items():
+            out.extend((name, st.encode_key(k), None) for k in keys)
+        maint.dropped.clear()
+        for name, view in maint.views.items():
+            for key, sp in view.drain_changes():
+                value = None if sp is None else st.encode_view_value(sp[0], ring.encode(sp[1]))
+                out.append((name, st.encode_key(key), value))
+        for rel, support in maint.supports.items():
+            name = st.support_map(rel)
+            for t in support.changed:
+                m = support.data.get(t)
+                out.append((name, st.encode_key(t), None if m is None else st.encode_int(m)))
+            support.changed.clear()
+        out.extend(self._meta_entries())
+        return out
+
+    def all_entries(self) -> Iterator[Entry]:
+        maint = self.maint
+        ring = self.ring
+        for name, view in maint.views.items():
+            for key, payload in view.data.items():
+                yield name, st.encode_key(key), st.encode_view_value(view.seq[key], ring.encode(payload))
+        for rel, support in maint.supports.items():
+            name = st.support_map(rel)
+            for t, m in support.data.items():
+                yield name, st.encode_key(t), st.encode_int(m)
+        yield from self._meta_entries()
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        maps: dict[str, list[tuple[bytes, bytes]]] = {}
+        for name, key, value in entries:
+            maps.setdefault(name, []).append((key, value))
+        meta = {k: orjson.loads(v) for k, v in maps.pop(st.META, [])}
+        if meta.get(b"config") != self.query.raw:
+            raise EngineError(f"fivm state was written with {meta.get(b'config')!r}, not {self.query.raw}")
+        fresh = STRATEGIES[self.query.strategy](self.query)
+        fresh.loading = meta[b"phase"] == "loading"
+        fresh.rebuild_derived()
+        fresh.dropped.clear()
+        seqs: dict[str, int] = meta[b"seq"]
+        ring = fresh.ring
+        for name, rows in maps.items():
+            if name.startswith(st.SUPPORT_PREFIX):
+                support = fresh.supports.get(name[len(st.SUPPORT_PREFIX) :])
+                if support is None:
+                    raise EngineError(f"fivm state has support map {name!r}, which this query does not keep")
+                support.data = {st.decode_key(k): st.decode_int(v) for k, v in rows}
+                continue
+            view = fresh.views.get(name)
+            if view is None:
+                raise EngineError(f"fivm state has view {name!r}, which this query does not materialize now")
+            loaded = []
+            for k, v in rows:
+                seq, payload = st.decode_view_value(v)
+                loaded.append((st.decode_key(k), seq, ring.decode(payload)))
+            view.load(loaded, seqs[name])
+        for name, view in fresh.views.items():
+            view.next_seq = seqs.get(name, view.next_seq)
+        fresh.rebuild_derived()
+        fresh.dropped.clear()
+        self.maint = fresh
+        self.ring = ring
+
+    def _meta_entries(self) -> list[Entry]:
+        maint = self.maint
+        return [
+            (st.META, b"config", st.encode_json(self.query.raw)),
+            (st.META, b"phase", st.encode_json("loading" if maint.loading else "sealed")),
+            (st.META, b"seq", st.encode_json({name: v.next_seq for name, v in maint.views.items()})),
+        ]
+
+
+def create_engine(config: Mapping[str, Any]) -> FivmEngine:
+    return FivmEngine(config)

@@ -1,0 +1,256 @@
+"""F-IVM maintenance: materialized views of one view tree, kept current by per-relation triggers.
+
+docs/algorithms/fivm.md §4 to §6. An update to relation R is one consolidated delta (tuple ->
+non-zero multiplicity) propagated from each of R's leaves to the root in sequence: R's own leaf, each
+alias of R (self-joins), then R's indicator projections. Each step joins the delta with the stored
+siblings, multiplies payloads (and the lift of a bound variable), groups by the parent's keys and adds
+the result into the parent when it is materialized.
+
+Static relations (not in U) load before the first update to U: until then every view of μ(τ, all) is
+maintained; at the first update to U the views outside μ(τ, U) are dropped (§4.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from services.fivm.order import VariableOrder, build_order
+from services.fivm.query import RING_FACTORY, Query
+from services.fivm.rings import Ring, make_ring
+from services.fivm.triggers import GET, INDEX, LeafPlan, compile_plans, required_indexes
+from services.fivm.views import Key, View
+from services.fivm.viewtree import INDICATOR, LEAF, ViewTree, build_view_tree, materialized
+from shared.engine import EngineError
+
+Delta = dict[Key, Any]
+
+
+class Support:
+    """A base relation as full tuple -> multiplicity (never 0), for indicator projections (§6.3)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.data: dict[Key, int] = {}
+        self.changed: dict[Key, None] = {}
+
+    def add(self, t: Key, m: int) -> tuple[int, int]:
+        """Add m copies of t; returns (old, new) multiplicity."""
+        old = self.data.get(t, 0)
+        new = old + m
+        if new:
+            self.data[t] = new
+        else:
+            del self.data[t]
+        self.changed[t] = None
+        return old, new
+
+
+class FivmMaintainer:
+    """The view tree, its materialized views and trigger plans for one query (strategies fivm, fivm-one)."""
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        self.order: VariableOrder = build_order(query)
+        self.tree: ViewTree = build_view_tree(query, self.order)
+        try:
+            self.ring: Ring[Any] = make_ring(
+                RING_FACTORY.get(query.ring, query.ring), self.tree.lifted, **query.ring_factory_options()
+            )
+        except ValueError as exc:
+            raise EngineError(f"ring {query.ring}: {exc}") from None
+        self.nodes = self.tree.by_name()
+        self.plans = compile_plans(self.tree, query)
+        self.relations = tuple(r.name for r in query.relations)
+        self.updatable = frozenset(query.updatable)
+        # §4.3: with static relations, the engine starts in the loading phase.
+        self.loading = bool(set(self.relations) - self.updatable)
+        self.views: dict[str, View] = {}
+        self.dropped: dict[str, list[Key]] = {}  # views dropped at the seal, with their keys, until drained
+        with_indicators = {p.occurrence for ps in self.plans.values() for p in ps if p.kind == INDICATOR}
+        self.supports: dict[str, Support] = {
+            r: Support(r)
+            for r in self.relations
+            if query.debug or any(o.name in with_indicators for o in query.occurrences_of(r))
+        }
+        self.counts: dict[str, dict[Key, int]] = {
+            p.leaf: {} for ps in self.plans.values() for p in ps if p.kind == INDICATOR
+        }
+        self._one = self.ring.one()
+        self._materialize()
+
+    # --- materialization -------------------------------------------------------------------------------
+
+    def active_relations(self) -> frozenset[str]:
+        """Relations whose updates are accepted now: every relation while loading, else U."""
+        return frozenset(self.relations) if self.loading else self.updatable
+
+    def target_views(self) -> frozenset[str]:
+        active = self.active_relations()
+        occs = {o.name for o in self.query.occurrences if o.base in active}
+        return materialized(self.tree, occs, self.query.distributed)
+
+    def _materialize(self) -> None:
+        """Create the views of μ (empty), drop the others, and keep exactly the indexes the plans of the
+        active relations probe."""
+        target = self.target_views()
+        for name in list(self.views):
+            if name not in target:
+                self.dropped[name] = list(self.views.pop(name).data)
+        ring = self.ring
+        for node in self.tree.nodes():
+            if node.name in target and node.name not in self.views:
+                self.views[node.name] = View(node.name, node.keys, ring.add, ring.is_zero)
+        need = required_indexes(self.plans, set(self.active_relations()))
+        for name, view in self.views.items():
+            wanted = need.get(name, set())
+            for pos in list(view.indexes):
+                if pos not in wanted:
+                    view.drop_index(pos)
+            for pos in sorted(wanted):
+                view.add_index(pos)
+
+    def seal(self) -> None:
+        """End the loading phase (the first update to U arrived): keep only μ(τ, U)."""
+        if self.loading:
+            self.loading = False
+            self._materialize()
+
+    def rebuild_derived(self) -> None:
+        """Indexes and indicator counts from the stored views and supports (after a restore)."""
+        self._materialize()
+        for plans in self.plans.values():
+            for plan in plans:
+                if plan.kind != INDICATOR:
+                    continue
+                counts = self.counts[plan.leaf] = {}
+                for t in self.supports[self.query_base(plan.occurrence)].data:
+                    a = tuple([t[i] for i in plan.key_pos])
+                    counts[a] = counts.get(a, 0) + 1
+
+    def query_base(self, occurrence: str) -> str:
+        return next(o.base for o in self.query.occurrences if o.name == occurrence)
+
+    # --- updates -----------------------------------------------------------------------------------------
+
+    def apply_relation(self, base: str, delta: dict[Key, int]) -> None:
+        """Propagate one consolidated delta of ``base`` (no zero multiplicities) through all its leaves."""
+        transitions: list[tuple[Key, int]] = []
+        support = self.supports.get(base)
+        if support is not None:
+            for t, m in delta.items():
+                old, new = support.add(t, m)
+                if not old:
+                    transitions.append((t, 1))
+                elif not new:
+                    transitions.append((t, -1))
+        for plan in self.plans[base]:
+            d = (
+                self._leaf_delta(plan, delta)
+                if plan.kind == LEAF
+                else self._indicator_delta(plan, transitions)
+            )
+            if d:
+                self._propagate(plan, d)
+
+    def _leaf_delta(self, plan: LeafPlan, delta: dict[Key, int]) -> Delta:
+        """δ of the leaf: base tuples projected on its keys, payload m·Π lifts of the composed variables."""
+        ring = self.ring
+        key_pos = plan.key_pos
+        lifted = plan.lifted
+        block = getattr(ring, "lift_block", None)
+        out: Delta = {}
+        for t, m in delta.items():
+            if not lifted:
+                p = ring.scale(m, self._one)
+            elif block is not None:
+                p = ring.scale(m, block([v for v, _ in lifted], [t[i] for _, i in lifted]))
+            else:
+                p = self._one
+                for v, i in lifted:
+                    p = ring.mul(p, ring.lift(v, t[i]))
+                p = ring.scale(m, p)
+            key = tuple([t[i] for i in key_pos])
+            prev = out.get(key)
+            out[key] = p if prev is None else ring.add(prev, p)
+        return {k: p for k, p in out.items() if not ring.is_zero(p)}
+
+    def _indicator_delta(self, plan: LeafPlan, transitions: list[tuple[Key, int]]) -> Delta:
+        """δ∃ (§6.3): +1 for projections whose count of supporting tuples went 0 -> positive, -1 for
+        positive -> 0, from the base tuples whose multiplicity went 0 <-> non-zero."""
+        counts = self.counts[plan.leaf]
+        before: dict[Key, bool] = {}
+        for t, s in transitions:
+            a = tuple([t[i] for i in plan.key_pos])
+            c = counts.get(a, 0)
+            before.setdefault(a, c > 0)
+            if c + s:
+                counts[a] = c + s
+            else:
+                del counts[a]
+        out: Delta = {}
+        for a, was in before.items():
+            now = a in counts
+            if now != was:
+                out[a] = self.ring.scale(1 if now else -1, self._one)
+        return out
+
+    def _propagate(self, plan: LeafPlan, delta: Delta) -> None:
+        """The trigger of §5.2 along one leaf-to-root path; every materialized view on it is updated."""
+        ring = self.ring
+        mul, add, is_zero = ring.mul, ring.add, ring.is_zero
+        views = self.views
+        leaf = views.get(plan.leaf)
+        if leaf is not None:
+            leaf.add_all(delta.items())
+        for step in plan.steps:
+            out: Delta = {}
+            for key, p in delta.items():
+                rows: list[tuple[Key, tuple[Any, ...]]] = [(key, (p,))]
+                for probe in step.probes:
+                    view = views[probe.view]
+                    data = view.data
+                    nxt: list[tuple[Key, tuple[Any, ...]]] = []
+                    if probe.mode == GET:
+                        for row, pays in rows:
+                            q = data.get(tuple([row[i] for i in probe.probe]))
+                            if q is not None:
+                                nxt.append((row, (*pays, q)))
+                    elif probe.mode == INDEX:
+                        ext = probe.extend
+                        for row, pays in rows:
+                            for k in view.lookup(probe.index, tuple([row[i] for i in probe.probe])):
+                                nxt.append((row + tuple([k[i] for i in ext]), (*pays, data[k])))
+                    else:
+                        ext = probe.extend
+                        for row, pays in rows:
+                            for k, q in data.items():
+                                nxt.append((row + tuple([k[i] for i in ext]), (*pays, q)))
+                    rows = nxt
+                    if not rows:
+                        break
+                order = step.mul_order
+                for row, pays in rows:
+                    prod = pays[order[0]]
+                    for i in order[1:]:
+                        prod = mul(prod, pays[i])
+                    if step.lift_pos >= 0:
+                        prod = mul(ring.lift(step.lift_var, row[step.lift_pos]), prod)
+                    ok = tuple([row[i] for i in step.out])
+                    prev = out.get(ok)
+                    out[ok] = prod if prev is None else add(prev, prod)
+            delta = {k: v for k, v in out.items() if not is_zero(v)}
+            target = views.get(step.view)
+            if target is not None:
+                target.add_all(delta.items())
+            if not delta:
+                break
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def roots(self) -> list[View]:
+        """The root view of each tree of the forest; the query is their product (§7)."""
+        return [self.views[r.name] for r in self.tree.roots]
+
+    def stored(self) -> Iterable[tuple[str, View]]:
+        return self.views.items()

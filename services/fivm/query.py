@@ -1,0 +1,320 @@
+"""The F-IVM query configuration: relations, ring, free variables, variable order, updatable relations.
+
+One configuration is one query (docs/algorithms/fivm.md §1): a group-by aggregate over the natural
+join of the relations (shared column names join), with payloads in one ring. ``parse_query`` checks
+the configuration once and reports the first problem in one line (``EngineError``); everything after
+it (order, view tree, plans, engine) may then trust the ``Query``.
+
+A relation is ``name: [col, {col: type}, ...]`` (a bare column is a float) or a self-join alias
+``name: {alias_of: other, columns: [c1, c2, ...]}``: the same stored relation with its columns renamed
+positionally (docs/algorithms/fivm.md §5.4). Events address the relation, never an alias.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from shared.engine import EngineError
+
+COLUMN_TYPES = ("int", "float", "str")
+RING_NAMES = ("count", "sum", "covariance", "listing", "factorized", "matrix")
+STRATEGY_NAMES = ("fivm", "fivm-one")
+KEYS = (
+    "relations",
+    "ring",
+    "sum",
+    "features",
+    "free",
+    "variable_order",
+    "updatable",
+    "strategy",
+    "indicators",
+    "ring_options",
+    "debug",
+)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Rings whose payloads carry the free variables themselves (a listing, a factorized relation): the
+# view tree then marginalizes every variable and lifts the free ones (docs/algorithms/fivm.md §8).
+LIFT_FREE_RINGS = frozenset({"listing", "factorized"})
+# Rings whose result is spread over every view (enumeration reads them all): μ stores every view.
+DISTRIBUTED_RINGS = frozenset({"factorized"})
+# The registry name of each configured ring (the covariance task computes in the cofactor ring).
+RING_FACTORY = {"covariance": "cofactor"}
+
+
+@dataclass(frozen=True)
+class RelationDef:
+    """One occurrence of a stored relation in the join: ``base`` is the relation events update."""
+
+    name: str
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    base: str
+
+    @property
+    def is_alias(self) -> bool:
+        return self.name != self.base
+
+
+@dataclass(frozen=True)
+class Query:
+    occurrences: tuple[RelationDef, ...]  # every relation and alias, in configuration order
+    ring: str
+    sum: tuple[str, ...]  # sum ring: the summed variables (repeats are powers)
+    features: tuple[str, ...]  # covariance: the lifted variables
+    free: tuple[str, ...]
+    variable_order: Any  # the nested mapping as given (validated by services.fivm.order), or None
+    updatable: tuple[str, ...]  # base relations U (configuration order)
+    strategy: str
+    indicators: bool
+    ring_options: tuple[tuple[str, Any], ...]
+    debug: bool
+    raw: dict[str, Any]  # the normalized configuration (snapshots record it)
+
+    @property
+    def relations(self) -> tuple[RelationDef, ...]:
+        """The stored relations (no aliases), in configuration order."""
+        return tuple(o for o in self.occurrences if not o.is_alias)
+
+    def occurrences_of(self, base: str) -> tuple[RelationDef, ...]:
+        return tuple(o for o in self.occurrences if o.base == base)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """Every variable, in order of first appearance."""
+        out: dict[str, None] = {}
+        for o in self.occurrences:
+            out.update(dict.fromkeys(o.columns))
+        return tuple(out)
+
+    @property
+    def var_types(self) -> dict[str, str]:
+        return {c: t for o in self.occurrences for c, t in zip(o.columns, o.types, strict=True)}
+
+    def occurrence_count(self, var: str) -> int:
+        return sum(var in o.columns for o in self.occurrences)
+
+    @property
+    def group_by(self) -> tuple[str, ...]:
+        """The free variables the view tree keeps in keys (none for rings that carry them in payloads)."""
+        return () if self.ring in LIFT_FREE_RINGS else self.free
+
+    @property
+    def lifted(self) -> frozenset[str]:
+        """The variables whose lift may differ from 1 (docs/algorithms/fivm.md §1.1, §8)."""
+        if self.ring == "sum":
+            return frozenset(self.sum)
+        if self.ring == "covariance":
+            return frozenset(self.features)
+        if self.ring in LIFT_FREE_RINGS:
+            return frozenset(self.free)
+        return frozenset()
+
+    @property
+    def distributed(self) -> bool:
+        return self.ring in DISTRIBUTED_RINGS
+
+    def ring_factory_options(self) -> dict[str, Any]:
+        """Keyword options for the ring factory: the sum ring's domain and powers, plus ``ring_options``."""
+        out: dict[str, Any] = {}
+        if self.ring == "sum":
+            types = self.var_types
+            out["domain"] = "int" if all(types[v] == "int" for v in self.sum) else "float"
+            powers = {v: self.sum.count(v) for v in dict.fromkeys(self.sum)}
+            if any(k > 1 for k in powers.values()):
+                out["powers"] = powers
+        out.update(dict(self.ring_options))
+        return out
+
+
+def _fail(msg: str) -> EngineError:
+    return EngineError(msg)
+
+
+def _name(v: Any, what: str) -> str:
+    if not isinstance(v, str) or not _NAME.match(v):
+        raise _fail(f"{what} must be an identifier, got {v!r}")
+    return v
+
+
+def _names(v: Any, what: str, allow_repeats: bool = False) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list | tuple):
+        raise _fail(f"{what} must be a name or a list of names, got {v!r}")
+    out = tuple(_name(x, f"{what} entry") for x in items)
+    if not allow_repeats and len(set(out)) != len(out):
+        raise _fail(f"{what} lists a name twice: {list(out)}")
+    return out
+
+
+def _columns(rel: str, spec: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not isinstance(spec, list | tuple) or not spec:
+        raise _fail(f"relation {rel!r}: columns must be a non-empty list, got {spec!r}")
+    names: list[str] = []
+    types: list[str] = []
+    for item in spec:
+        if isinstance(item, str):
+            col, typ = item, "float"
+        elif isinstance(item, Mapping) and len(item) == 1:
+            ((col, typ),) = item.items()
+        else:
+            raise _fail(f"relation {rel!r}: a column is 'name' or {{name: type}}, got {item!r}")
+        _name(col, f"relation {rel!r}: column name")
+        if typ not in COLUMN_TYPES:
+            raise _fail(f"relation {rel!r}: column {col!r} has type {typ!r}, not one of {COLUMN_TYPES}")
+        names.append(col)
+        types.append(typ)
+    if len(set(names)) != len(names):
+        raise _fail(f"relation {rel!r} has a duplicate column: {names}")
+    return tuple(names), tuple(types)
+
+
+def _occurrences(spec: Any) -> tuple[RelationDef, ...]:
+    if not isinstance(spec, Mapping) or not spec:
+        raise _fail("'relations' must be a non-empty mapping relation -> columns")
+    plain: dict[str, RelationDef] = {}
+    aliases: list[tuple[str, Any]] = []
+    order = list(spec)
+    for rel, cols in spec.items():
+        _name(rel, "a relation name")
+        if isinstance(cols, Mapping):
+            aliases.append((rel, cols))
+            continue
+        names, types = _columns(rel, cols)
+        plain[rel] = RelationDef(rel, names, types, rel)
+    out = dict(plain)
+    for rel, alias in aliases:
+        if set(alias) != {"alias_of", "columns"}:
+            raise _fail(f"alias {rel!r} must be {{alias_of: relation, columns: [...]}}, got {dict(alias)}")
+        base = plain.get(alias["alias_of"])
+        if base is None:
+            raise _fail(f"alias {rel!r}: alias_of names no relation: {alias['alias_of']!r}")
+        cols = _names(alias["columns"], f"alias {rel!r} columns")
+        if len(cols) != len(base.columns):
+            raise _fail(f"alias {rel!r} renames {len(base.columns)} columns of {base.name}, got {list(cols)}")
+        out[rel] = RelationDef(rel, cols, base.types, base.name)
+    return tuple(out[r] for r in order)
+
+
+def parse_query(config: Mapping[str, Any]) -> Query:
+    """Validate and normalize a configuration (see the module docstring); EngineError on the first fault."""
+    if not isinstance(config, Mapping):
+        raise _fail(f"the fivm configuration must be a mapping, got {type(config).__name__}")
+    unknown = [k for k in config if k not in KEYS]
+    if unknown:
+        raise _fail(f"unknown configuration key(s) {unknown} (known: {', '.join(KEYS)})")
+    occs = _occurrences(config.get("relations"))
+    types: dict[str, str] = {}
+    for o in occs:
+        for c, t in zip(o.columns, o.types, strict=True):
+            if types.setdefault(c, t) != t:
+                raise _fail(f"variable {c!r} is {types[c]} in one relation and {t} in {o.name!r}")
+    ring = config.get("ring", "count")
+    if ring not in RING_NAMES:
+        raise _fail(f"ring must be one of {', '.join(RING_NAMES)}, got {ring!r}")
+
+    def variables(key: str, allow_repeats: bool = False) -> tuple[str, ...]:
+        out = _names(config.get(key), f"'{key}'", allow_repeats)
+        missing = [v for v in out if v not in types]
+        if missing:
+            raise _fail(f"'{key}' names variables no relation has: {missing}")
+        return out
+
+    free = variables("free")
+    sums = variables("sum", allow_repeats=True)
+    features = variables("features")
+    if ring == "sum" and not sums:
+        raise _fail("ring sum needs 'sum': the variable (or list of variables) summed")
+    if ring != "sum" and sums:
+        raise _fail(f"'sum' applies only to ring sum, not {ring!r}")
+    if ring != "covariance" and features:
+        raise _fail(f"'features' applies only to ring covariance, not {ring!r}")
+    if ring == "covariance" and not features:
+        counts = {v: sum(v in o.columns for o in occs) for v in types}
+        features = tuple(v for v in types if counts[v] == 1 and v not in free)
+    for v in (*sums, *features):
+        if types[v] == "str":
+            raise _fail(f"variable {v!r} is a string; only int and float variables can be summed")
+        if v in free and ring not in LIFT_FREE_RINGS:
+            raise _fail(f"variable {v!r} is free (a group-by key), so it cannot also be aggregated")
+
+    bases = [o.name for o in occs if not o.is_alias]
+    updatable_raw = config.get("updatable")
+    updatable = bases if updatable_raw is None else list(_names(updatable_raw, "'updatable'"))
+    for r in updatable:
+        if r not in bases:
+            raise _fail(f"'updatable' names {r!r}, which is not a relation (aliases follow their relation)")
+    strategy = config.get("strategy", "fivm")
+    if strategy not in STRATEGY_NAMES:
+        raise _fail(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {strategy!r}")
+    if strategy == "fivm-one" and (updatable_raw is None or len(updatable) != 1):
+        raise _fail(
+            "strategy fivm-one needs 'updatable' to name exactly one relation (the largest); "
+            "the engine cannot know sizes before the data arrives"
+        )
+    indicators = config.get("indicators", False)
+    debug = config.get("debug", False)
+    for key, v in (("indicators", indicators), ("debug", debug)):
+        if not isinstance(v, bool):
+            raise _fail(f"'{key}' must be true or false, got {v!r}")
+    ring_options = config.get("ring_options") or {}
+    if not isinstance(ring_options, Mapping):
+        raise _fail(f"'ring_options' must be a mapping, got {ring_options!r}")
+    order = config.get("variable_order")
+    if order is not None and not isinstance(order, Mapping):
+        raise _fail(f"'variable_order' must be a nested mapping {{var: {{child: ...}}}}, got {order!r}")
+    updatable_t = tuple(r for r in bases if r in updatable)
+    raw = {
+        "relations": {
+            o.name: (
+                {"alias_of": o.base, "columns": list(o.columns)}
+                if o.is_alias
+                else [{c: t} for c, t in zip(o.columns, o.types, strict=True)]
+            )
+            for o in occs
+        },
+        "ring": ring,
+        "sum": list(sums),
+        "features": list(features),
+        "free": list(free),
+        "variable_order": order,
+        "updatable": list(updatable_t),
+        "strategy": strategy,
+        "indicators": indicators,
+        "ring_options": dict(ring_options),
+        "debug": debug,
+    }
+    try:
+        raw = orjson.loads(orjson.dumps(raw))  # JSON-equal to what state entries record
+    except TypeError as exc:
+        raise _fail(f"the configuration must be JSON-serializable: {exc}") from None
+    return Query(
+        occurrences=occs,
+        ring=ring,
+        sum=sums,
+        features=features,
+        free=free,
+        variable_order=order,
+        updatable=updatable_t,
+        strategy=strategy,
+        indicators=indicators,
+        ring_options=tuple(sorted(ring_options.items())),
+        debug=debug,
+        raw=raw,
+    )
+
+
+def columns_of(query: Query, relation: str) -> Sequence[str] | None:
+    """The columns events of ``relation`` carry (None: not a relation events may address)."""
+    for o in query.relations:
+        if o.name == relation:
+            return o.columns
+    return None

@@ -1,0 +1,58 @@
+"""The state layout: named maps of byte entries (docs/algorithms/fivm.md §9.1).
+
+* one map per materialized view, named like the view (``V@X``, a relation's name, ``I@X:R``): entry
+  key = the key tuple as JSON, value = the key's creation number (8 bytes, big-endian) followed by the
+  ring's encoding of the payload;
+* ``@base:R``: the support of relation R (kept when R has indicator projections, or in debug mode):
+  entry key = the full tuple as JSON, value = its multiplicity (signed little-endian bytes);
+* ``@meta``: ``config`` (the normalized configuration), ``phase`` (``loading`` or ``sealed``), ``seq``
+  (each view's next creation number).
+
+Map names never collide: relation names are identifiers, the other names contain ``@``. Indexes and
+indicator counts are derived and rebuilt on restore.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+
+from services.fivm.views import Key
+
+META = "@meta"
+SUPPORT_PREFIX = "@base:"
+_SEQ = struct.Struct(">Q")
+
+
+def support_map(relation: str) -> str:
+    return SUPPORT_PREFIX + relation
+
+
+def encode_key(key: Key) -> bytes:
+    return orjson.dumps(key)
+
+
+def decode_key(data: bytes) -> Key:
+    return tuple(orjson.loads(data))
+
+
+def encode_view_value(seq: int, payload: bytes) -> bytes:
+    return _SEQ.pack(seq) + payload
+
+
+def decode_view_value(data: bytes) -> tuple[int, bytes]:
+    return _SEQ.unpack_from(data)[0], data[_SEQ.size :]
+
+
+def encode_int(m: int) -> bytes:
+    return m.to_bytes((m.bit_length() + 8) // 8, "little", signed=True)
+
+
+def decode_int(data: bytes) -> int:
+    return int.from_bytes(data, "little", signed=True)
+
+
+def encode_json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

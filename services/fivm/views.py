@@ -1,0 +1,114 @@
+"""The view store: one materialized view as key tuple -> payload, with secondary indexes.
+
+docs/algorithms/fivm.md §5.3 and §9. A key holds the view's key variables in the view's key order.
+Zero payloads are never stored: a key whose payload becomes zero leaves the view and every index, and a
+later change re-creates it (§7). Indexes serve sibling joins that bind only some of a view's key
+variables; which ones a view needs is fixed when the trigger plans are compiled.
+
+Iteration order is part of the state: sums of floats depend on it. Keys iterate in the order they were
+created; each key carries its creation number (``seq``), stored with the payload, so that a view rebuilt
+from entries that arrive in any order iterates exactly as the original did (§9.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+Key = tuple[Any, ...]
+
+
+class View:
+    def __init__(
+        self, name: str, keys: tuple[str, ...], add: Callable[[Any, Any], Any], is_zero: Callable[[Any], bool]
+    ) -> None:
+        self.name = name
+        self.keys = keys
+        self.data: dict[Key, Any] = {}
+        self.seq: dict[Key, int] = {}
+        self.next_seq = 0
+        # index positions (into the key) -> bound values -> keys (an insertion-ordered set)
+        self.indexes: dict[tuple[int, ...], dict[Key, dict[Key, None]]] = {}
+        self.changed: dict[Key, None] = {}  # keys put or deleted since the last checkpoint
+        self._add = add
+        self._is_zero = is_zero
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key: Key) -> Any:
+        """The payload of ``key``, or None when it is absent (zero)."""
+        return self.data.get(key)
+
+    def items(self) -> Iterable[tuple[Key, Any]]:
+        return self.data.items()
+
+    def lookup(self, positions: tuple[int, ...], values: Key) -> Iterable[Key]:
+        """The keys whose components at ``positions`` equal ``values`` (the index must exist)."""
+        return self.indexes[positions].get(values, ())
+
+    def add_index(self, positions: tuple[int, ...]) -> None:
+        if positions in self.indexes:
+            return
+        index: dict[Key, dict[Key, None]] = {}
+        for key in self.data:
+            index.setdefault(tuple([key[i] for i in positions]), {})[key] = None
+        self.indexes[positions] = index
+
+    def drop_index(self, positions: tuple[int, ...]) -> None:
+        self.indexes.pop(positions, None)
+
+    def add(self, key: Key, delta: Any) -> None:
+        """payload[key] += delta; zero payloads leave the view and its indexes."""
+        old = self.data.get(key)
+        self.changed[key] = None
+        if old is None:
+            if self._is_zero(delta):
+                return
+            self._insert(key, delta, self.next_seq)
+            self.next_seq += 1
+            return
+        new = self._add(old, delta)
+        if self._is_zero(new):
+            self._remove(key)
+        else:
+            self.data[key] = new
+
+    def add_all(self, delta: Iterable[tuple[Key, Any]]) -> None:
+        for key, payload in delta:
+            self.add(key, payload)
+
+    def load(self, rows: Iterable[tuple[Key, int, Any]], next_seq: int) -> None:
+        """Install (key, seq, payload) rows into an empty view, in creation order whatever their order."""
+        for key, seq, payload in sorted(rows, key=lambda r: r[1]):
+            self._insert(key, payload, seq)
+        self.next_seq = next_seq
+        self.changed.clear()
+
+    def drain_changes(self) -> Iterator[tuple[Key, tuple[int, Any] | None]]:
+        """(key, (seq, payload) or None when deleted) for every key changed since the last call."""
+        for key in self.changed:
+            payload = self.data.get(key)
+            yield key, None if payload is None else (self.seq[key], payload)
+        self.changed.clear()
+
+    def _insert(self, key: Key, payload: Any, seq: int) -> None:
+        self.data[key] = payload
+        self.seq[key] = seq
+        for positions, index in self.indexes.items():
+            bucket = tuple([key[i] for i in positions])
+            entry = index.get(bucket)
+            if entry is None:
+                index[bucket] = {key: None}
+            else:
+                entry[key] = None
+
+    def _remove(self, key: Key) -> None:
+        del self.data[key]
+        del self.seq[key]
+        for positions, index in self.indexes.items():
+            bucket = tuple([key[i] for i in positions])
+            entry = index[bucket]
+            del entry[key]
+            if not entry:
+                del index[bucket]
