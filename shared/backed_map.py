@@ -106,10 +106,12 @@ class StoreBackedMap(Generic[V]):
     def put(self, key: bytes, value: V) -> None:
         self._clean.pop(key, None)
         self._dirty[key] = value
+        self._evict()
 
     def delete(self, key: bytes) -> None:
         self._clean.pop(key, None)
         self._dirty[key] = None
+        self._evict()
 
     # --- checkpoints ----------------------------------------------------------------------------------
 

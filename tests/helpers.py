@@ -359,13 +359,25 @@ def spark_bootstrap(
     return run_bootstrap(spark, service, config, str(snapshot), store, bootstrap_servers=bootstrap, **options)
 
 
-def rocksdb_snapshots(group: str, state_dir: Path, topic: str, partitions: int) -> dict[str, bytes]:
-    """Every key's engine snapshot in a RocksDB state dir over the topic's partitions, as bootstrap wrote."""
+def rocksdb_snapshots(
+    group: str, state_dir: Path, topic: str, partitions: int, new_engine: Callable[[], Any] | None = None
+) -> dict[str, bytes]:
+    """Every key's engine snapshot in a RocksDB state dir over the topic's partitions, as bootstrap wrote;
+    keys stored as entries are rebuilt in ``new_engine()`` and snapshotted (left out without it)."""
     from shared.state import open_store
 
     store = open_store("rocksdb", group, state_dir=state_dir)
+    out: dict[str, bytes] = {}
     try:
-        return {k: s for p in range(partitions) for k, s in store.load(topic, p).snapshots.items()}
+        for p in range(partitions):
+            cp = store.load(topic, p)
+            out.update(cp.snapshots)
+            for key, entries in cp.entries.items():
+                if new_engine is not None:
+                    engine = new_engine()
+                    engine.restore_entries(entries)
+                    out[key] = engine.snapshot()
+        return out
     finally:
         store.close()
 

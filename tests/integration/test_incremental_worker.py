@@ -88,3 +88,35 @@ def test_worker_refuses_state_of_another_configuration_in_one_line(broker, redis
     assert proc.returncode != 0
     assert len(lines) == 1 and lines[0].startswith("ivmstream: error: "), proc.stderr
     assert 'strategy="ivm-eps"' in lines[0] and 'strategy="first-order"' in lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["rocksdb", "redis"])
+def test_kill9_with_the_bag_in_the_store_equals_uninterrupted(
+    backend, broker, redis_server, unique, tmp_path
+):
+    """The reference service with each key's bag read through the store (4 tuples cached): every kill
+    lands with uncheckpointed work, and the stored bag is the replayed one, entry for entry."""
+    from shared.engine import store_backed_maps
+    from shared.testing import check_kill9_restart, conformance_cases
+
+    [case] = [c for c in conformance_cases(["reference"]) if c.workload.name == "store-backed"]
+    assert case.config.options["resident_entries"] == 4
+    kills = check_kill9_restart(case, broker, redis_server.url, tmp_path, unique, backend=backend)
+    assert len(kills) == 2 and all(0 < k.checkpointed < k.total and k.published_beyond > 0 for k in kills)
+
+    service = case.service
+    store = open_store(
+        backend, f"reference.{unique}-g", state_dir=tmp_path / f"{unique}.state", redis_url=redis_server.url
+    )
+    try:
+        stored = {k: v for p in range(3) for k, v in store.load(f"{unique}.updates", p).entries.items()}
+    finally:
+        store.close()
+    replayed = case.events_by_key()
+    assert stored.keys() == replayed.keys()
+    for key, events in replayed.items():
+        engine = service.engine(case.config.options)
+        assert store_backed_maps(engine) == {"bag"}
+        engine.apply(events)
+        assert sorted(stored[key]) == sorted(engine.all_entries())

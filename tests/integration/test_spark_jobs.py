@@ -82,7 +82,9 @@ def test_bootstrap_then_stream_equals_streaming_everything(
         from_offsets="latest",
     )
     assert report.partitions == {0: 0, 1: 0, 2: 0} and report.keys == 5
-    states = rocksdb_snapshots(group, state_dir, topic, partitions=3)
+    states = rocksdb_snapshots(
+        group, state_dir, topic, partitions=3, new_engine=lambda: service.engine(config.options)
+    )
     from_engine = replay_all(service, config, read_source(head, key_field="store"))
     for key, engine in from_engine.engines.items():
         fresh = service.engine(config.options)
