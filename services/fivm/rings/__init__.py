@@ -10,11 +10,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.fivm.rings.base import Ring, RingFactory
+from services.fivm.rings.cofactor import make_cofactor_ring
+from services.fivm.rings.degree import make_degree_ring
+from services.fivm.rings.factorized import make_factorized_ring
+from services.fivm.rings.listing import make_listing_ring
+from services.fivm.rings.matrix import make_matrix_ring
 from services.fivm.rings.scalar import make_count_ring, make_sum_ring
 
 RINGS: dict[str, RingFactory] = {
     "count": make_count_ring,
     "sum": make_sum_ring,
+    "cofactor": make_cofactor_ring,
+    "degree": make_degree_ring,
+    "listing": make_listing_ring,
+    "factorized": make_factorized_ring,
+    "matrix": make_matrix_ring,
 }
 
 

@@ -246,3 +246,12 @@ def test_encode_decode_round_trip(name, data):
     back = ring.decode(raw)
     assert eq(back, a)
     assert ring.encode(back) == raw
+
+
+def test_the_registry_builds_each_ring_by_name():
+    from services.fivm.rings import make_ring
+
+    for name, case in CASES.items():
+        lifted = list(getattr(case.ring, "variables", ()))
+        ring = make_ring(name, lifted)
+        assert type(ring) is type(case.ring) and ring.name == name
