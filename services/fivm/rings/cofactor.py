@@ -269,3 +269,79 @@ def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
     if options:
         raise ValueError(f"the cofactor ring takes no options, got {sorted(options)}")
     return CofactorRing(lifted)
+
+
+class CofactorRows:
+    """n payloads of one block in columns, for batch evaluation (§2.7): counts int64[n] (exact while
+    they fit in 64 bits), sums float64[n, k], quad float64[n, k(k+1)/2]."""
+
+    __slots__ = ("counts", "lo", "quad", "sums")
+
+    def __init__(self, lo: int, counts: Any, sums: Any, quad: Any) -> None:
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.sums = np.asarray(sums, dtype=np.float64)
+        self.quad = np.asarray(quad, dtype=np.float64)
+        n, k = self.sums.shape
+        if len(self.counts) != n or self.quad.shape != (n, tri_size(k)):
+            raise BlockLayoutError(
+                f"columns of {len(self.counts)} counts, sums {self.sums.shape}, quad {self.quad.shape}"
+            )
+        self.lo = lo if k else 0
+
+    @classmethod
+    def of(cls, payloads: Sequence[Cofactor]) -> CofactorRows:
+        """Payloads of one block (empty blocks allowed only when all are empty) as columns."""
+        blocks = {(p.lo, p.k) for p in payloads}
+        if len(blocks) > 1:
+            raise BlockLayoutError(f"rows of different blocks {sorted(blocks)}")
+        lo, k = blocks.pop() if blocks else (0, 0)
+        return cls(
+            lo,
+            [p.count for p in payloads],
+            np.array([p.sums for p in payloads]).reshape(len(payloads), k),
+            np.array([p.quad for p in payloads]).reshape(len(payloads), tri_size(k)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def row(self, i: int) -> Cofactor:
+        return Cofactor(self.lo, int(self.counts[i]), self.sums[i].copy(), self.quad[i].copy())
+
+
+def mul_rows(a: CofactorRows, b: CofactorRows) -> CofactorRows:
+    """Row i of the result is ``a[i] · b[i]``: the block product of §2.3, vectorized over rows."""
+    if len(a) != len(b):
+        raise ValueError(f"row counts differ: {len(a)} and {len(b)}")
+    ka, kb = a.sums.shape[1], b.sums.shape[1]
+    if ka and kb and a.lo > b.lo:
+        a, b, ka, kb = b, a, kb, ka
+    if ka and kb and a.lo + ka != b.lo:
+        raise BlockLayoutError(f"multiplying non-adjacent or overlapping blocks at {a.lo}+{ka} and {b.lo}")
+    ca, cb = a.counts.astype(np.float64)[:, None], b.counts.astype(np.float64)[:, None]
+    sums = np.concatenate((cb * a.sums, ca * b.sums), axis=1)
+    cross = (a.sums[:, :, None] * b.sums[:, None, :]).reshape(len(a), ka * kb)
+    parts = np.concatenate((cb * a.quad, cross, ca * b.quad), axis=1)
+    lo = a.lo if ka else b.lo
+    return CofactorRows(lo, a.counts * b.counts, sums, parts[:, _product_layout(ka, kb)])
+
+
+def sum_by(groups: npt.ArrayLike, rows: CofactorRows) -> tuple[npt.NDArray[Any], CofactorRows]:
+    """The ring sum of the rows of each group: the distinct group ids (sorted) and one row per id.
+
+    Sort by group, then ``np.add.reduceat`` over each run (§2.7).
+    """
+    ids = np.asarray(groups)
+    if len(ids) != len(rows):
+        raise ValueError(f"{len(ids)} group ids for {len(rows)} rows")
+    if not len(ids):
+        return ids, rows
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+
+    def reduce(col: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return np.add.reduceat(col[order], starts, axis=0)
+
+    summed = CofactorRows(rows.lo, reduce(rows.counts), reduce(rows.sums), reduce(rows.quad))
+    return sorted_ids[starts], summed

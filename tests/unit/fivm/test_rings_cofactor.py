@@ -15,7 +15,10 @@ from services.fivm.rings.cofactor import (
     BlockLayoutError,
     Cofactor,
     CofactorRing,
+    CofactorRows,
     make_cofactor_ring,
+    mul_rows,
+    sum_by,
     tri_size,
 )
 
@@ -221,3 +224,35 @@ def test_to_json_of_a_bag_is_its_count_sums_and_symmetric_products(bag):
     for i, j in itertools.product(range(3), repeat=2):
         assert out["sumprod"][i][j] == sum(m * t[i] * t[j] for t, m in bag)
     assert out["sum"] == [float(sum(m * t[i] for t, m in bag)) for i in range(3)]
+
+
+def _block_rows(data, lo, k, n):
+    ints = st.integers(-4, 4)
+    return [
+        Cofactor(
+            lo,
+            data.draw(ints),
+            data.draw(st.lists(ints.map(float), min_size=k, max_size=k)),
+            data.draw(st.lists(ints.map(float), min_size=tri_size(k), max_size=tri_size(k))),
+        )
+        for _ in range(n)
+    ]
+
+
+@given(st.data(), st.integers(0, 6), st.integers(0, 3), st.integers(0, 3), st.booleans())
+def test_batch_product_and_group_sum_equal_the_per_tuple_ring(data, n, ka, kb, swap):
+    ring = CofactorRing([f"v{i}" for i in range(8)])
+    left, right = _block_rows(data, 1, ka, n), _block_rows(data, 1 + ka, kb, n)
+    a, b = CofactorRows.of(left), CofactorRows.of(right)
+    product = mul_rows(b, a) if swap else mul_rows(a, b)
+    want = [ring.mul(x, y) for x, y in zip(left, right, strict=True)]
+    assert [product.row(i) for i in range(n)] == want
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    ids, summed = sum_by(groups, product)
+    expected: dict = {}
+    for g, p in zip(groups, want, strict=True):
+        expected[g] = ring.add(expected.get(g, ring.zero()), p)
+    assert ids.tolist() == sorted(expected)
+    assert [summed.row(i) for i in range(len(ids))] == [expected[g] for g in sorted(expected)]
+    with pytest.raises(BlockLayoutError):
+        mul_rows(CofactorRows.of(_block_rows(data, 0, 1, 1)), CofactorRows.of(_block_rows(data, 2, 1, 1)))
