@@ -119,12 +119,18 @@ class StoreBackedMap(Generic[V]):
         """Puts and deletes since the previous call, as entry changes; they become clean (evictable)."""
         name, encode = self.name, self._encode
         out: list[EntryChange] = [(name, k, None if v is None else encode(v)) for k, v in self._dirty.items()]
-        clean = self._clean
-        keep_absent = self._source is not None  # without a store, absent entries need no memory
-        for k, v in self._dirty.items():
-            if v is not None or keep_absent:
-                clean[k] = v
-        self._dirty.clear()
+        clean, dirty, cap = self._clean, self._dirty, self.capacity
+        if self._source is None:  # everything stays; absent entries need no memory
+            for k, v in dirty.items():
+                if v is not None:
+                    clean[k] = v
+        else:  # those that would be evicted at once are not cached at all
+            keep: Iterable[tuple[bytes, V | None]] = dirty.items()
+            if cap is not None and len(dirty) > cap:
+                keep = list(keep)[-cap:]
+                self.evictions += len(dirty) - cap
+            clean.update(keep)
+        dirty.clear()
         self._evict()
         return out
 
