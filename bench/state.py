@@ -40,7 +40,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.common import machine_info, produce_all  # noqa: E402
 from services.triangles.engine import create_engine  # noqa: E402
-from shared.config import build_config  # noqa: E402
+from shared.config import RUNTIME_OPTIONS, build_config  # noqa: E402
 from shared.dev.broker import BrokerProcess  # noqa: E402
 from shared.events import UpdateEvent  # noqa: E402
 from shared.metrics import RuntimeMetrics  # noqa: E402
@@ -53,6 +53,7 @@ from shared.state import StateChanges, envelope_for, open_store  # noqa: E402
 RESULTS = REPO / "bench" / "results"
 KEY = ""  # the service runs without key_field: one key, one ordered partition
 OPTIONS = {"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2", "id_type": "int"}
+BATCH = RUNTIME_OPTIONS["batch_size"].default  # the batches the worker applies
 
 
 class Graph:
@@ -127,6 +128,19 @@ def checkpoint_costs(engine: Any, graph: Graph, churn: int, repeats: int, tmp: P
         "snapshot_seconds_all": full_s,
         "incremental_seconds_all": inc_s,
     }
+
+
+def engine_run(engine: Any, graph: Graph, stream: int, batch: int) -> dict[str, Any]:
+    """The engine alone on the same kind of stream, in the worker's batches: no broker, no decoding,
+    no checkpoints. The worker's throughput over this is the share the runtime leaves to the engine."""
+    events = events_of(graph.churn(stream))
+    t0 = time.perf_counter()
+    for i in range(0, len(events), batch):
+        errors = engine.apply(events[i : i + batch])
+        assert not errors, errors[:3]
+    seconds = time.perf_counter() - t0
+    engine.changed_entries()  # not part of this measurement
+    return {"events": stream, "batch": batch, "seconds": seconds, "events_per_second": stream / seconds}
 
 
 def worker_run(
@@ -250,10 +264,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
     b.loglog(edges, [r["cost"]["snapshot_bytes"] for r in rows], "o-", label="whole snapshot")
     b.loglog(edges, [r["cost"]["incremental_bytes"] for r in rows], "s-", label="incremental entries")
     b.set(xlabel="edges in the key's state", ylabel="bytes per checkpoint", title="bytes written")
+    alone = [(r["edges"], r["engine"]["events_per_second"]) for r in rows if "engine" in r]
+    if alone:
+        c.semilogx(*zip(*alone, strict=True), "^--", label="engine alone (no runtime)")
     for layout, marker in (("snapshot", "o-"), ("incremental", "s-")):
         pts = [(r["edges"], r["worker"][layout]["events_per_second"]) for r in rows if layout in r["worker"]]
         if pts:
-            c.semilogx(*zip(*pts, strict=True), marker, label=layout)
+            c.semilogx(*zip(*pts, strict=True), marker, label=f"worker, {layout}")
     c.set(xlabel="edges in the key's state", ylabel="events/s through the worker", title="worker throughput")
     for ax in (a, b, c):
         ax.grid(True, which="both", alpha=0.3)
@@ -274,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     layouts = [s for s in args.worker_layouts.split(",") if s]
     tmp = Path(tempfile.mkdtemp(prefix="ivmstream-state-bench-"))
-    rows = []
+    rows: list[dict[str, Any]] = []
     started = time.time()
     try:
         with BrokerProcess() as broker:
@@ -294,10 +311,17 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+                alone = engine_run(engine, graph, args.stream, BATCH)
+                print(
+                    f"[{n:,} edges] engine alone: {alone['events_per_second']:,.0f} events/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 worker = {}
                 for layout in layouts:
                     worker[layout] = worker_run(engine, graph, args.stream, layout, broker, tmp)
                     w = worker[layout]
+                    w["share_of_engine_alone"] = w["events_per_second"] / alone["events_per_second"]
                     print(
                         f"[{n:,} edges] worker {layout}: {w['events_per_second']:,.0f} events/s, "
                         f"{w['checkpoints']:.0f} checkpoints ({w['checkpoint_seconds_total']:.2f}s), "
@@ -305,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-                rows.append({"edges": n, "build_seconds": build, "cost": cost, "worker": worker})
+                rows.append(
+                    {"edges": n, "build_seconds": build, "cost": cost, "engine": alone, "worker": worker}
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     first, last = rows[0], rows[-1]
@@ -314,10 +340,19 @@ def main(argv: list[str] | None = None) -> int:
         / first["cost"]["incremental_seconds"],
         "snapshot_checkpoint_growth": last["cost"]["snapshot_seconds"] / first["cost"]["snapshot_seconds"],
     }
+    summary["engine_alone_throughput_ratio_largest_vs_smallest"] = (
+        last["engine"]["events_per_second"] / first["engine"]["events_per_second"]
+    )
     for layout in layouts:
         summary[f"worker_{layout}_throughput_ratio_largest_vs_smallest"] = (
             last["worker"][layout]["events_per_second"] / first["worker"][layout]["events_per_second"]
         )
+        summary[f"worker_{layout}_share_of_engine_alone_smallest"] = first["worker"][layout][
+            "share_of_engine_alone"
+        ]
+        summary[f"worker_{layout}_share_of_engine_alone_largest"] = last["worker"][layout][
+            "share_of_engine_alone"
+        ]
     results = {
         "benchmark": "state",
         "run_id": uuid.uuid4().hex[:8],

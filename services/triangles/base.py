@@ -168,6 +168,7 @@ class TriangleEngine:
         self._rows_moved: set[tuple[int, Any]] = set()  # rows whose part changed (strategies with parts)
         # The heavy rows as of the previous changed_entries() or restore: what the store's "h" map holds.
         self._stored_parts: set[tuple[int, Any]] = set()
+        self._directed = False  # graph mode: whether some edge's two directions differ (apply_tuple only)
 
     # --- intake ------------------------------------------------------------------------------------
 
@@ -281,6 +282,7 @@ class TriangleEngine:
         w0 = self.work
         self._update(k, x, y, m)
         self._changed.add((k, x, y))
+        self._directed = self._directed or self.graph
         self.work_last = self.work - w0
         self._finish_batch()
         self.work_total = self.work
@@ -377,6 +379,7 @@ class TriangleEngine:
         self.work = self.work_total
         self._after_restore()
         self._stored_parts = self._heavy_rows()
+        self._directed = self.graph and not self._symmetric()
 
     # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -----------
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
@@ -394,21 +397,31 @@ class TriangleEngine:
             return list(self.all_entries())
         mult, dumps = self._mult, orjson.dumps
         moved = self._rows_moved
+        # A row's part changes by a rebalancing (recorded in ``moved``) or by an update that empties a
+        # heavy row or, when new rows start heavy, creates one: only those rows of touched tuples count.
+        stored = self._stored_parts
+        every_row = self._rows_born_heavy()
         out: list[EntryChange] = []
         if self.graph:
             edges = {_edge(x, y) for _k, x, y in self._changed}  # both directions: one entry
+            directed = self._directed
             for a, b in edges:
-                out.append(("t", dumps((0, a, b)), _edge_bytes(mult(0, a, b), mult(0, b, a))))
-                moved.add((0, a))
-                moved.add((0, b))
+                m = mult(0, a, b)
+                value = _edge_bytes(m, mult(0, b, a)) if directed else (_mult_bytes(m) if m else None)
+                out.append(("t", dumps((0, a, b)), value))
+                if stored or every_row:
+                    for row in ((0, a), (0, b)):
+                        if every_row or row in stored:
+                            moved.add(row)
         else:
             for t in self._changed:
                 m = mult(*t)
                 out.append(("t", dumps(t), _mult_bytes(m) if m else None))
-                moved.add((t[0], t[1]))
+                row = (t[0], t[1])
+                if every_row or row in stored:
+                    moved.add(row)
         self._changed.clear()
         if self._has_parts():
-            stored = self._stored_parts
             heavy = self._is_heavy
             for row in moved:
                 now = heavy(*row)
@@ -446,12 +459,14 @@ class TriangleEngine:
         scalars: dict[bytes, bytes] = {}
         loads = orjson.loads
         graph = self.graph
+        directed = False
         for map_name, key, value in entries:
             if map_name == "t":
                 k, x, y = loads(key)
                 stored = loads(value)
                 if stored.__class__ is list:  # graph mode, a directed pair with unequal multiplicities
                     m, back = int(stored[0]), int(stored[1])
+                    directed = True
                 else:
                     m = back = int(stored)
                 if m:
@@ -486,6 +501,7 @@ class TriangleEngine:
         self._all_changed = False
         self._after_restore()
         self._stored_parts = self._heavy_rows()
+        self._directed = directed
 
     def _scalar_entries(self) -> list[Entry]:
         """Q and the counters change with every update, so every checkpoint writes them (a few bytes)."""
@@ -531,6 +547,15 @@ class TriangleEngine:
     def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
         """Install restored relations (``fwd[k][x][y] = m``; ``heavy``: rows stored in a heavy part)."""
         raise NotImplementedError
+
+    def _symmetric(self) -> bool:
+        """Graph mode: whether every stored tuple's reverse has the same multiplicity (O(N))."""
+        mult = self._mult
+        return all(mult(0, y, x) == m for x, row in self._rows(0) for y, m in row.items())
+
+    def _rows_born_heavy(self) -> bool:
+        """Whether an update can create a row in a heavy part (IVM^ε with ε = 0)."""
+        return False
 
     def _has_parts(self) -> bool:
         """Whether rows live in a heavy or a light part (then ``_is_heavy``/``_heavy_rows`` apply)."""

@@ -443,6 +443,9 @@ class IvmEpsEngine(TriangleEngine):
         yield from self.hf[k].items()
         yield from self.lf[k].items()
 
+    def _rows_born_heavy(self) -> bool:
+        return any(self._eps_zero)
+
     def _has_parts(self) -> bool:
         return True  # the parts are state (§5.2): which rows are heavy is checkpointed
 

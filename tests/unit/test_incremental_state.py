@@ -297,3 +297,15 @@ def test_triangles_moving_a_row_between_parts_rewrites_one_entry_not_its_tuples(
     restored = create_engine("relations", "ivm-eps", "1/2", False)
     restored.restore_entries(list(engine.all_entries()))
     assert_same_engine(restored, engine)
+
+
+@pytest.mark.parametrize("epsilon", ["0", "1"])
+@settings(max_examples=30)
+@given(ops=rel_ops, plan=plans)
+def test_triangles_ivm_eps_extreme_epsilons_restore_from_entries(epsilon, ops, plan):
+    """ε = 0: every new row starts heavy; ε = 1: none is ever heavy (the part map stays empty)."""
+    events = [UpdateEvent(r, {COLS[r][0]: x, COLS[r][1]: y}, d) for r, x, y, d in ops]
+    factory = lambda: create_engine("relations", "ivm-eps", epsilon, False)  # noqa: E731
+    plain, restored = run_with_crashes(factory, events, plan)
+    assert_same_engine(plain, restored)
+    restored.check_invariants()
