@@ -164,6 +164,7 @@ class TriangleEngine:
         self.work_total = 0
         self.work_last = 0
         self._changed: set[tuple[int, Any, Any]] = set()  # tuples touched since the last checkpoint
+        self._edge_changes: dict[tuple[Any, Any], int] = {}  # graph events: stored edge -> its new m
         self._all_changed = False  # after BUILD every tuple is new
         self._rows_moved: set[tuple[int, Any]] = set()  # rows whose part changed (strategies with parts)
         # The heavy rows as of the previous changed_entries() or restore: what the store's "h" map holds.
@@ -219,7 +220,7 @@ class TriangleEngine:
 
     def _apply_graph(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
         update = self._update
-        changed = self._changed.add
+        changed = self._edge_changes
         mult = self._mult
         for i, ev in enumerate(events):
             if ev.relation != EDGE_RELATION:
@@ -260,7 +261,8 @@ class TriangleEngine:
             w0 = self.work
             update(0, u, v, m)
             update(0, v, u, m)
-            changed((0, u, v))  # one entry per undirected edge: the checkpoint stores it once
+            # One entry per undirected edge, and its multiplicity is known here: none to look up later.
+            changed[_edge(u, v)] = 1 if m == 1 else 0
             self.work_last = self.work - w0
             self.events += 1
 
@@ -380,6 +382,9 @@ class TriangleEngine:
         self._after_restore()
         self._stored_parts = self._heavy_rows()
         self._directed = self.graph and not self._symmetric()
+        self._changed.clear()
+        self._edge_changes.clear()
+        self._rows_moved.clear()
 
     # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -----------
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
@@ -392,6 +397,7 @@ class TriangleEngine:
         if self._all_changed:
             self._all_changed = False
             self._changed.clear()
+            self._edge_changes.clear()
             self._rows_moved.clear()
             self._stored_parts = self._heavy_rows()
             return list(self.all_entries())
@@ -403,11 +409,18 @@ class TriangleEngine:
         every_row = self._rows_born_heavy()
         out: list[EntryChange] = []
         if self.graph:
-            edges = {_edge(x, y) for _k, x, y in self._changed}  # both directions: one entry
+            edges: dict[tuple[Any, Any], int | None] = dict(self._edge_changes)
+            self._edge_changes.clear()
+            for _k, x, y in self._changed:  # apply_tuple's directed tuples: look them up
+                edges[_edge(x, y)] = None
             directed = self._directed
-            for a, b in edges:
-                m = mult(0, a, b)
-                value = _edge_bytes(m, mult(0, b, a)) if directed else (_mult_bytes(m) if m else None)
+            for (a, b), m in edges.items():
+                if directed:
+                    value = _edge_bytes(mult(0, a, b), mult(0, b, a))
+                else:
+                    if m is None:
+                        m = mult(0, a, b)
+                    value = _mult_bytes(m) if m else None
                 out.append(("t", dumps((0, a, b)), value))
                 if stored or every_row:
                     for row in ((0, a), (0, b)):
@@ -497,6 +510,7 @@ class TriangleEngine:
             setattr(self, name, counters[name])
         self.work = self.work_total
         self._changed.clear()
+        self._edge_changes.clear()
         self._rows_moved.clear()
         self._all_changed = False
         self._after_restore()
