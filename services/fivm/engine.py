@@ -1,6 +1,6 @@
 """The F-IVM engine: event intake and state persistence in front of one maintenance strategy.
 
-docs/algorithms/fivm.md §5 (updates), §7 (edge cases) and §9 (state). ``FivmEngine(config)`` parses
+docs/algorithms/fivm.md §2.5 (updates), §2.12 (edge cases) and §4 (state). ``FivmEngine(config)`` parses
 the configuration (``services.fivm.query``), builds the strategy named by ``strategy`` from
 ``STRATEGIES`` and feeds it consolidated per-relation deltas. Baselines (first-order IVM, a
 DBToaster-style hierarchy, re-evaluation) plug in as further strategies exposing the same maintainer
@@ -71,7 +71,7 @@ class FivmEngine:
     # --- Engine protocol ---------------------------------------------------------------------------------
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
-        """Validate, consolidate per relation (§5.1) and propagate each relation's delta in turn (§5.4).
+        """Validate, consolidate per relation (§1.2) and propagate each relation's delta in turn (§2.6).
 
         While static relations load, the first event of an updatable relation first propagates what came
         before it and then ends the loading phase; later events of static relations are refused."""
@@ -164,7 +164,7 @@ class FivmEngine:
         return out
 
     def snapshot(self) -> bytes:
-        """Every entry, maps by name and entries by key: equal states give equal bytes (§9.2)."""
+        """Every entry, maps by name and entries by key: equal states give equal bytes (§4.2)."""
         maps: dict[str, list[tuple[bytes, bytes]]] = {}
         for name, key, value in self.all_entries():
             maps.setdefault(name, []).append((key, value))
@@ -188,7 +188,7 @@ class FivmEngine:
             (name, k.encode(), base64.b64decode(v)) for name, rows in snap["maps"].items() for k, v in rows
         )
 
-    # --- IncrementalEngine (§9.1) ------------------------------------------------------------------------
+    # --- IncrementalEngine (§4.1) ------------------------------------------------------------------------
 
     def changed_entries(self) -> list[EntryChange]:
         maint = self.maint

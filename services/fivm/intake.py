@@ -1,11 +1,11 @@
-"""Event intake: typed, canonical tuples and batch consolidation (docs/algorithms/fivm.md §5.1, §7).
+"""Event intake: typed, canonical tuples and batch consolidation (docs/algorithms/fivm.md §1.2, §2.12).
 
 Each event names a relation, carries every column of it and a non-zero integer multiplicity change.
 Values are made canonical once, here, so that join keys compare by exact equality: floats are finite
 and ``-0.0`` becomes ``0.0``; ints given for float columns become floats; ints must fit int64 (state
 stores and Spark keep int64 keys). NULL never joins (natural-join semantics), so an event with a NULL
 value is refused rather than stored. Deletes of absent tuples are *not* refused: relations are
-Z-relations and a negative multiplicity is legal (§7).
+Z-relations and a negative multiplicity is legal (§2.12).
 """
 
 from __future__ import annotations
@@ -96,5 +96,5 @@ def canonical(v: Any, typ: str) -> Any:
 
 
 def consolidate(batch: Mapping[Key, int]) -> dict[Key, int]:
-    """Drop tuples whose changes cancelled (§5.1: duplicates and insert/delete pairs net out first)."""
+    """Drop tuples whose changes cancelled (§1.2: duplicates and insert/delete pairs net out first)."""
     return {t: m for t, m in batch.items() if m}

@@ -1,13 +1,13 @@
 """F-IVM maintenance: materialized views of one view tree, kept current by per-relation triggers.
 
-docs/algorithms/fivm.md §4 to §6. An update to relation R is one consolidated delta (tuple ->
+docs/algorithms/fivm.md §2.5 to §2.7 and §2.9. An update to relation R is one consolidated delta (tuple ->
 non-zero multiplicity) propagated from each of R's leaves to the root in sequence: R's own leaf, each
 alias of R (self-joins), then R's indicator projections. Each step joins the delta with the stored
 siblings, multiplies payloads (and the lift of a bound variable), groups by the parent's keys and adds
 the result into the parent when it is materialized.
 
 Static relations (not in U) load before the first update to U: until then every view of μ(τ, all) is
-maintained; at the first update to U the views outside μ(τ, U) are dropped (§4.3).
+maintained; at the first update to U the views outside μ(τ, U) are dropped (§2.7).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Delta = dict[Key, Any]
 
 
 class Support:
-    """A base relation as full tuple -> multiplicity (never 0), for indicator projections (§6.3)."""
+    """A base relation as full tuple -> multiplicity (never 0), for indicator projections (§2.9)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -63,7 +63,7 @@ class FivmMaintainer:
         self.plans = compile_plans(self.tree, query)
         self.relations = tuple(r.name for r in query.relations)
         self.updatable = frozenset(query.updatable)
-        # §4.3: with static relations, the engine starts in the loading phase.
+        # §2.7: with static relations, the engine starts in the loading phase.
         self.loading = bool(set(self.relations) - self.updatable)
         self.views: dict[str, View] = {}
         self.dropped: dict[str, list[Key]] = {}  # views dropped at the seal, with their keys, until drained
@@ -176,7 +176,7 @@ class FivmMaintainer:
         return {k: p for k, p in out.items() if not ring.is_zero(p)}
 
     def _indicator_delta(self, plan: LeafPlan, transitions: list[tuple[Key, int]]) -> Delta:
-        """δ∃ (§6.3): +1 for projections whose count of supporting tuples went 0 -> positive, -1 for
+        """δ∃ (§2.9): +1 for projections whose count of supporting tuples went 0 -> positive, -1 for
         positive -> 0, from the base tuples whose multiplicity went 0 <-> non-zero."""
         counts = self.counts[plan.leaf]
         before: dict[Key, bool] = {}
@@ -196,7 +196,7 @@ class FivmMaintainer:
         return out
 
     def _propagate(self, plan: LeafPlan, delta: Delta) -> None:
-        """The trigger of §5.2 along one leaf-to-root path; every materialized view on it is updated."""
+        """The trigger of §2.5 along one leaf-to-root path; every materialized view on it is updated."""
         ring = self.ring
         mul, add, is_zero = ring.mul, ring.add, ring.is_zero
         views = self.views
@@ -249,7 +249,7 @@ class FivmMaintainer:
     # --- reading -----------------------------------------------------------------------------------------
 
     def roots(self) -> list[View]:
-        """The root view of each tree of the forest; the query is their product (§7)."""
+        """The root view of each tree of the forest; the query is their product (§2.11)."""
         return [self.views[r.name] for r in self.tree.roots]
 
     def stored(self) -> Iterable[tuple[str, View]]:

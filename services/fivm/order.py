@@ -1,4 +1,4 @@
-"""Variable orders: the forest of join variables a view tree follows (docs/algorithms/fivm.md §2).
+"""Variable orders: the forest of join variables a view tree follows (docs/algorithms/fivm.md §2.1).
 
 A variable order is a rooted forest with one node per variable such that the variables of every
 relation lie on one root-to-leaf path; each relation hangs as a leaf under its lowest variable. Free
@@ -7,7 +7,7 @@ relation lie on one root-to-leaf path; each relation hangs as a leaf under its l
 The configuration may give an order as a nested mapping ``{var: {child: {...}}}``. It must name every
 join variable and every free variable; a bound variable private to one relation may be left out, and
 is then placed on a chain just above that relation's leaf (the view tree composes such chains into
-the leaf, §3.2). Without a configured order, ``derive_order`` builds one with the heuristic of §2.3.
+the leaf, §2.4). Without a configured order, ``derive_order`` builds one with the heuristic of §2.3.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class VariableOrder:
 
 
 def dependency_sets(order: VariableOrder, query: Query) -> dict[str, tuple[str, ...]]:
-    """dep(X): the ancestors of X that occur in a relation below X (§2.2), root first."""
+    """dep(X): the ancestors of X that occur in a relation below X (§2.1), root first."""
     schemas = {o.name: set(o.columns) for o in query.occurrences}
     anc = order.ancestors()
     out: dict[str, tuple[str, ...]] = {}

@@ -7,7 +7,7 @@ it (order, view tree, plans, engine) may then trust the ``Query``.
 
 A relation is ``name: [col, {col: type}, ...]`` (a bare column is a float) or a self-join alias
 ``name: {alias_of: other, columns: [c1, c2, ...]}``: the same stored relation with its columns renamed
-positionally (docs/algorithms/fivm.md §5.4). Events address the relation, never an alias.
+positionally (docs/algorithms/fivm.md §2.6). Events address the relation, never an alias.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ KEYS = (
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Rings whose payloads carry the free variables themselves (a listing, a factorized relation): the
-# view tree then marginalizes every variable and lifts the free ones (docs/algorithms/fivm.md §8).
+# view tree then marginalizes every variable and lifts the free ones (docs/algorithms/fivm.md §2.8).
 LIFT_FREE_RINGS = frozenset({"listing", "factorized"})
 # Rings whose result is spread over every view (enumeration reads them all): μ stores every view.
 DISTRIBUTED_RINGS = frozenset({"factorized"})
@@ -107,7 +107,7 @@ class Query:
 
     @property
     def lifted(self) -> frozenset[str]:
-        """The variables whose lift may differ from 1 (docs/algorithms/fivm.md §1.1, §8)."""
+        """The variables whose lift may differ from 1 (docs/algorithms/fivm.md §1.1, §2.8)."""
         if self.ring == "sum":
             return frozenset(self.sum)
         if self.ring == "covariance":

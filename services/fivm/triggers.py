@@ -1,15 +1,15 @@
 """Trigger plans: how a delta entering a leaf climbs to the root, compiled once per query.
 
-docs/algorithms/fivm.md §5.2. For every leaf (a relation occurrence, or an indicator projection) the
+docs/algorithms/fivm.md §2.5. For every leaf (a relation occurrence, or an indicator projection) the
 plan lists, for each view on the path to the root, the siblings to join with and how to find the
 matching sibling entries: a point lookup when the variables bound so far cover the sibling's keys, an
 index on the bound variables otherwise, a scan when nothing is bound (a Cartesian product). The
-indexes each view needs follow from the plans (§5.3) and are created once.
+indexes each view needs follow from the plans (§2.5) and are created once.
 
 A partial join row is a tuple of variable values (the delta's keys, then each sibling's new keys);
 payloads are collected per child and multiplied in the parent's product order, the lift of the
 parent's variable last: block-layout rings need every partial product to cover contiguous preorder
-ranges (docs/algorithms/fivm.md §8).
+ranges (docs/algorithms/fivm.md §2.8).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def compile_plan(tree: ViewTree, leaf: ViewNode, query: Query) -> LeafPlan:
 
 
 def compile_plans(tree: ViewTree, query: Query) -> dict[str, list[LeafPlan]]:
-    """Base relation -> the plans of its leaves, in the order an update runs them (§5.4): each
+    """Base relation -> the plans of its leaves, in the order an update runs them (§2.6): each
     occurrence's own leaf (configuration order), then its indicator leaves."""
     out: dict[str, list[LeafPlan]] = {r.name: [] for r in query.relations}
     for occ in query.occurrences:
@@ -125,7 +125,7 @@ def compile_plans(tree: ViewTree, query: Query) -> dict[str, list[LeafPlan]]:
 def required_indexes(
     plans: dict[str, list[LeafPlan]], relations: set[str]
 ) -> dict[str, set[tuple[int, ...]]]:
-    """View -> the index positions the plans of ``relations`` probe (§5.3)."""
+    """View -> the index positions the plans of ``relations`` probe (§2.5)."""
     out: dict[str, set[tuple[int, ...]]] = {}
     for base in relations:
         for plan in plans[base]:

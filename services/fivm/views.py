@@ -1,13 +1,13 @@
 """The view store: one materialized view as key tuple -> payload, with secondary indexes.
 
-docs/algorithms/fivm.md §5.3 and §9. A key holds the view's key variables in the view's key order.
+docs/algorithms/fivm.md §2.5 and §4. A key holds the view's key variables in the view's key order.
 Zero payloads are never stored: a key whose payload becomes zero leaves the view and every index, and a
-later change re-creates it (§7). Indexes serve sibling joins that bind only some of a view's key
+later change re-creates it (§2.12). Indexes serve sibling joins that bind only some of a view's key
 variables; which ones a view needs is fixed when the trigger plans are compiled.
 
 Iteration order is part of the state: sums of floats depend on it. Keys iterate in the order they were
 created; each key carries its creation number (``seq``), stored with the payload, so that a view rebuilt
-from entries that arrive in any order iterates exactly as the original did (§9.2).
+from entries that arrive in any order iterates exactly as the original did (§4.2).
 """
 
 from __future__ import annotations

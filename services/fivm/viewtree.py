@@ -1,10 +1,10 @@
 """View trees τ(ω, F), indicator projections and the materialization set μ(τ, U).
 
-docs/algorithms/fivm.md §3 (view trees), §4 (μ) and §6 (indicator projections). A view tree has one
+docs/algorithms/fivm.md §2.4 (view trees), §2.7 (μ) and §2.9 (indicator projections). A view tree has one
 view per variable of the order, ``V@X``, keyed by dep(X) plus the free variables below X; it joins its
 children and, when X is bound, marginalizes X (multiplying by the lift g_X). Leaves are the relations,
-with the bound variables private to the relation composed into the leaf (§3.2). Free variables whose
-view would equal its only child's are not repeated (§3.3).
+with the bound variables private to the relation composed into the leaf (§2.4). Free variables whose
+view would equal its only child's are not repeated (§2.4).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ class ViewTree:
 
 
 def build_view_tree(query: Query, order: VariableOrder) -> ViewTree:
-    """τ(ω, F) (§3.1), with chain composition (§3.2), shared free views (§3.3) and, when configured,
-    indicator projections (§6)."""
+    """τ(ω, F) (§2.4), with chain composition and shared free views and, when configured,
+    indicator projections (§2.9)."""
     free = set(query.group_by)
     lifted = query.lifted
     dep = dependency_sets(order, query)
@@ -126,7 +126,7 @@ def build_view_tree(query: Query, order: VariableOrder) -> ViewTree:
         kids = [build(c) for c in n.children]
         keys = set(dep[n.var]) | (free & set().union(*(set(k.keys) for k in kids)))
         if n.var in free and len(kids) == 1 and set(kids[0].keys) == keys:
-            return kids[0]  # §3.3: the view would equal its only child
+            return kids[0]  # §2.4: the view would equal its only child
         node = ViewNode(
             name=view_name(n.var),
             kind=VAR,
@@ -155,7 +155,7 @@ def build_view_tree(query: Query, order: VariableOrder) -> ViewTree:
 
 
 def _add_indicators(node: ViewNode, query: Query, rank: dict[str, int]) -> None:
-    """ind(τ) of §6.2, bottom-up: under each V@X, add ∃_{sch(R)∩S} R for every relation R outside the
+    """ind(τ) of §2.9, bottom-up: under each V@X, add ∃_{sch(R)∩S} R for every relation R outside the
     subtree whose projection closes a cycle with the children (its hyperedge survives GYO reduction)."""
     if node.kind != VAR or node.var is None:
         return
@@ -189,7 +189,7 @@ def _add_indicators(node: ViewNode, query: Query, rank: dict[str, int]) -> None:
 
 
 def gyo_survivors(edges: list[tuple[str | None, frozenset[str]]]) -> set[str]:
-    """Labels of the labelled edges left non-empty by GYO reduction (§6.2): repeatedly drop vertices
+    """Labels of the labelled edges left non-empty by GYO reduction (§2.9): repeatedly drop vertices
     that occur in one edge only and edges contained in another edge. Of two equal edges the labelled
     one (else the later one) goes, so a projection that adds nothing is never kept."""
     live = [(label, set(vs)) for label, vs in edges]
@@ -226,7 +226,7 @@ def gyo_survivors(edges: list[tuple[str | None, frozenset[str]]]) -> set[str]:
 
 
 def materialized(tree: ViewTree, updatable: set[str], distributed: bool = False) -> frozenset[str]:
-    """μ(τ, U) of §4: every root, and every child some sibling of which can change. ``updatable`` holds
+    """μ(τ, U) of §2.7: every root, and every child some sibling of which can change. ``updatable`` holds
     occurrences (a relation's aliases and indicator leaves change with it). Distributed payloads keep
     every view."""
     if distributed:

@@ -1,4 +1,4 @@
-"""COUNT and SUM payloads: the ring of integers (exact) or of reals (floats), docs/algorithms/fivm.md §8.
+"""COUNT and SUM payloads: the ring of integers (exact) or of reals (floats), docs/algorithms/fivm.md §2.8.
 
 COUNT lifts nothing: every variable's lift is 1, so the root payload is the number of join tuples
 (with multiplicity). SUM over a product of variables lifts each summed variable by the identity (or a
