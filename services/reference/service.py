@@ -19,15 +19,6 @@ SERVICE = ServiceDefinition(
         config={"key_field": "store"},
         partitions=3,
     ),
-    # the same input with each key's bag in the state store and 4 tuples cached (shared.backed_map)
-    workloads=(
-        DemoWorkload(
-            input=Path(__file__).with_name("sample.jsonl"),
-            config={"key_field": "store", "resident_entries": 4},
-            partitions=3,
-            name="store-backed",
-        ),
-    ),
     state_version=2,  # 2: the bag and its aggregates are checkpointed as entries
     batch="services.reference.batch:JOBS",
     platform_only=True,

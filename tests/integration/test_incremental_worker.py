@@ -98,14 +98,21 @@ def test_kill9_with_the_bag_in_the_store_equals_uninterrupted(
     """The reference service with each key's bag read through the store (4 tuples cached): every kill
     lands with uncheckpointed work, and the stored bag is the replayed one, entry for entry."""
     from shared.engine import store_backed_maps
-    from shared.testing import check_kill9_restart, conformance_cases
+    from shared.service import DemoWorkload
+    from shared.testing import Case, check_kill9_restart
 
-    [case] = [c for c in conformance_cases(["reference"]) if c.workload.name == "store-backed"]
-    assert case.config.options["resident_entries"] == 4
+    service = load_service("reference")
+    assert service.demo is not None
+    workload = DemoWorkload(
+        input=service.demo.input,
+        config={**service.demo.config, "resident_entries": 4},
+        partitions=service.demo.partitions,
+        name="store-backed",
+    )
+    case = Case("reference", service, workload)
     kills = check_kill9_restart(case, broker, redis_server.url, tmp_path, unique, backend=backend)
     assert len(kills) == 2 and all(0 < k.checkpointed < k.total and k.published_beyond > 0 for k in kills)
 
-    service = case.service
     store = open_store(
         backend, f"reference.{unique}-g", state_dir=tmp_path / f"{unique}.state", redis_url=redis_server.url
     )
