@@ -30,11 +30,14 @@ class Option:
     """One config key: its default (used when the key is absent), a parser, and a help line.
 
     The parser returns the typed value or raises ValueError; the helpers below make parsers whose
-    message names what is allowed."""
+    message names what is allowed. ``state`` says whether the value decides what stored state means:
+    such options go into the checkpoint envelope, so state written under one value is refused under
+    another. Tuning knobs (cache sizes) set it False and may change between restarts."""
 
     default: Any
     parse: Callable[[Any], Any]
     help: str
+    state: bool = True
 
 
 class Parser(Generic[T]):

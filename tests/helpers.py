@@ -363,7 +363,7 @@ def rocksdb_snapshots(
     group: str, state_dir: Path, topic: str, partitions: int, new_engine: Callable[[], Any] | None = None
 ) -> dict[str, bytes]:
     """Every key's engine snapshot in a RocksDB state dir over the topic's partitions, as bootstrap wrote;
-    keys stored as entries are rebuilt in ``new_engine()`` and snapshotted (left out without it)."""
+    keys stored as entries are rebuilt in ``new_engine()`` and snapshotted (an error without it)."""
     from shared.state import open_store
 
     store = open_store("rocksdb", group, state_dir=state_dir)
@@ -373,10 +373,11 @@ def rocksdb_snapshots(
             cp = store.load(topic, p)
             out.update(cp.snapshots)
             for key, entries in cp.entries.items():
-                if new_engine is not None:
-                    engine = new_engine()
-                    engine.restore_entries(entries)
-                    out[key] = engine.snapshot()
+                if new_engine is None:
+                    raise AssertionError(f"key {key!r} is stored as entries: pass new_engine to rebuild it")
+                engine = new_engine()
+                engine.restore_entries(entries)
+                out[key] = engine.snapshot()
         return out
     finally:
         store.close()

@@ -31,6 +31,7 @@ OPTIONS = {
         optional(positive_int()),
         "keep each key's bag in the state store, at most this many tuples cached in memory "
         "(null: the whole bag in memory)",
+        state=False,  # the stored entries are the same whatever the cache size
     ),
 }
 

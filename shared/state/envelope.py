@@ -66,8 +66,11 @@ def _short(v: Any) -> str:
 
 
 def envelope_for(service: Any, options: Mapping[str, Any], state_layout: str = "incremental") -> Envelope:
-    """The envelope a worker of ``service`` with these (validated) options writes and expects."""
-    canonical = orjson.loads(orjson.dumps(dict(options), option=orjson.OPT_SORT_KEYS, default=str))
+    """The envelope a worker of ``service`` with these (validated) options writes and expects: the
+    options that decide what the state means, not tuning knobs declared with ``Option(state=False)``."""
+    declared = getattr(service, "options", {})
+    meaning = {k: v for k, v in options.items() if k not in declared or declared[k].state}
+    canonical = orjson.loads(orjson.dumps(meaning, option=orjson.OPT_SORT_KEYS, default=str))
     return Envelope(service.name, service.state_version, canonical, state_layout)
 
 

@@ -18,9 +18,9 @@ from helpers import (
     trickle,
 )
 
-from shared.config import load_config
+from shared.config import load_config, resolve_options
 from shared.service import load_service
-from shared.state import check_envelope, envelope_for, open_store
+from shared.state import StateError, check_envelope, envelope_for, open_store
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
 
@@ -127,3 +127,16 @@ def test_kill9_with_the_bag_in_the_store_equals_uninterrupted(
         assert store_backed_maps(engine) == {"bag"}
         engine.apply(events)
         assert sorted(stored[key]) == sorted(engine.all_entries())
+
+
+def test_tuning_options_stay_out_of_the_envelope():
+    """A cache size does not change what the stored entries mean: restarting with another is allowed,
+    while an option that does (allow_negative) still refuses the state."""
+    service = load_service("reference")
+    small = envelope_for(service, resolve_options(service, {"resident_entries": 10}))
+    large = envelope_for(service, resolve_options(service, {"resident_entries": 10_000}))
+    assert small == large
+    check_envelope(small.to_bytes(), large, "stored", has_state=True)
+    other = envelope_for(service, resolve_options(service, {"allow_negative": True}))
+    with pytest.raises(StateError, match="allow_negative=true"):
+        check_envelope(other.to_bytes(), large, "stored", has_state=True)

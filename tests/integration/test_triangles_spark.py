@@ -100,8 +100,11 @@ def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique
     )
     assert report.keys == 2
     # The bootstrapped engines answer exactly what the engine's own replay of the head answers.
-    snaps = rocksdb_snapshots(group, state, topic, partitions=2)
+    snaps = rocksdb_snapshots(
+        group, state, topic, partitions=2, new_engine=lambda: service.engine(config.options)
+    )
     head_results = offline_results(cfg, head, service="triangles")
+    assert sorted(snaps) == sorted(head_results)  # every key bootstrapped, none left out
     for key, snap in snaps.items():
         engine = service.engine(config.options)
         engine.restore(snap)
