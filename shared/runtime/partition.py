@@ -106,6 +106,8 @@ class PartitionState:
             engine = self.engines[key]
             if key not in self._incremental:
                 changes.snapshots[key] = engine.snapshot()
+                if is_incremental(engine):  # it logs its changes anyway: drop them, or the log grows
+                    engine.changed_entries()  # type: ignore[attr-defined]
             elif key in self._rewrite:
                 # all of them, then an empty change log (a store-backed map reads what it had not
                 # handed out, so all_entries() comes first)

@@ -309,3 +309,21 @@ def test_triangles_ivm_eps_extreme_epsilons_restore_from_entries(epsilon, ops, p
     plain, restored = run_with_crashes(factory, events, plan)
     assert_same_engine(plain, restored)
     restored.check_invariants()
+
+
+def test_whole_snapshot_checkpoints_drain_an_incremental_engines_change_log():
+    """With state_layout snapshot the runtime never writes entries, but the engine still logs what
+    changed: each checkpoint must empty that log, or it grows with every update."""
+    from shared.runtime.partition import PartitionState
+    from shared.state import PartitionCheckpoint
+
+    cp = PartitionCheckpoint(None, {}, {}, None)
+    state = PartitionState(
+        "t", 0, lambda: create_engine("graph", "ivm-eps", "1/2", False), cp, incremental=False
+    )
+    engine = state.engine(KEY)
+    engine.apply([UpdateEvent("edges", {"src": u, "dst": u + 1}, 1) for u in range(100)])
+    state.dirty.add(KEY)
+    changes = state.take_changes()
+    assert KEY in changes.snapshots and not changes.entries
+    assert [c for c in engine.changed_entries() if c[0] != "s"] == []
