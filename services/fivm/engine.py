@@ -229,11 +229,14 @@ class FivmEngine:
         meta = {k: orjson.loads(v) for k, v in maps.pop(st.META, [])}
         if meta.get(b"config") != self.query.raw:
             raise EngineError(f"fivm state was written with {meta.get(b'config')!r}, not {self.query.raw}")
+        phase = meta.get(b"phase")
+        if phase not in ("loading", "sealed"):
+            raise EngineError(f"fivm state has no valid phase entry, got {phase!r}")
         fresh = STRATEGIES[self.query.strategy](self.query)
-        fresh.loading = meta[b"phase"] == "loading"
+        fresh.loading = phase == "loading"
         fresh.rebuild_derived()
         fresh.dropped.clear()
-        seqs: dict[str, int] = meta[b"seq"]
+        seqs: dict[str, int] = meta.get(b"seq") or {}
         ring = fresh.ring
         for name, rows in maps.items():
             if name.startswith(st.SUPPORT_PREFIX):
@@ -249,9 +252,9 @@ class FivmEngine:
             for k, v in rows:
                 seq, payload = st.decode_view_value(v)
                 loaded.append((st.decode_key(k), seq, ring.decode(payload)))
-            view.load(loaded, seqs[name])
+            view.load(loaded, seqs.get(name, max((r[1] for r in loaded), default=-1) + 1))
         for name, view in fresh.views.items():
-            view.next_seq = seqs.get(name, view.next_seq)
+            view.next_seq = max(view.next_seq, seqs.get(name, 0))
         fresh.rebuild_derived()
         fresh.dropped.clear()
         self.maint = fresh
