@@ -12,7 +12,6 @@ maintained; at the first update to U the views outside μ(τ, U) are dropped (§
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from services.fivm.order import VariableOrder, build_order
@@ -251,6 +250,3 @@ class FivmMaintainer:
     def roots(self) -> list[View]:
         """The root view of each tree of the forest; the query is their product (§2.11)."""
         return [self.views[r.name] for r in self.tree.roots]
-
-    def stored(self) -> Iterable[tuple[str, View]]:
-        return self.views.items()

@@ -13,7 +13,7 @@ positionally (docs/algorithms/fivm.md §2.6). Events address the relation, never
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,11 +310,3 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         debug=debug,
         raw=raw,
     )
-
-
-def columns_of(query: Query, relation: str) -> Sequence[str] | None:
-    """The columns events of ``relation`` carry (None: not a relation events may address)."""
-    for o in query.relations:
-        if o.name == relation:
-            return o.columns
-    return None
