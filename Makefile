@@ -44,6 +44,8 @@ bench: setup
 	$(PY) bench/runtime.py
 	$(PY) bench/triangles.py
 	$(PY) bench/vwap.py
+	$(PY) bench/state.py
+	$(PY) bench/backed_state.py
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
 lint: setup

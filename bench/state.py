@@ -15,7 +15,7 @@ size the script:
    caught up, the final checkpoint included. Restore time is reported separately. Both layouts run.
 
 Writes ``bench/results/state.json`` and ``state.png``. Run: ``.venv/bin/python bench/state.py``
-(``--sizes 10000,100000`` and ``--out`` for a quick run). ``--markdown FILE.json`` prints the section
+(``--quick`` for a smoke run, writing ``state_quick.*``). ``--markdown FILE.json`` prints the section
 of docs/benchmarks.md from a report.
 """
 
@@ -375,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-layouts", default="incremental,snapshot")
     p.add_argument("--out", default=str(RESULTS / "state.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs section of a stored report")
+    p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, one repeat")
     args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.repeats, args.stream, args.churn = "2000,6000", 1, 3000, 500
+        if args.out == str(RESULTS / "state.json"):
+            args.out = str(RESULTS / "state_quick.json")
     if args.markdown:
         print(markdown(orjson.loads(Path(args.markdown).read_bytes())), end="")
         return 0
@@ -453,11 +458,12 @@ def main(argv: list[str] | None = None) -> int:
         "churn": args.churn,
         "repeats": args.repeats,
         "stream": args.stream,
+        "quick": args.quick,
         "machine": machine_info(),
         "summary": summary,
         "sizes": rows,
     }
-    out = Path(args.out)
+    out = Path(args.out).with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     plot(results, out.with_suffix(".png"))
