@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from services.fivm import state as st
+from services.fivm.baselines.registry import BASELINES
 from services.fivm.intake import Intake, consolidate
 from services.fivm.maintain import FivmMaintainer, Support
 from services.fivm.order import VariableOrder
@@ -53,6 +54,7 @@ class Maintainer(Protocol):
 STRATEGIES: dict[str, Callable[[Query], Maintainer]] = {
     "fivm": FivmMaintainer,  # U = every relation, or the configured ``updatable``
     "fivm-one": FivmMaintainer,  # U = the one relation ``updatable`` names (checked by parse_query)
+    **BASELINES,  # docs/algorithms/fivm-baselines.md
 }
 
 

@@ -23,7 +23,22 @@ from shared.engine import EngineError
 
 COLUMN_TYPES = ("int", "float", "str")
 RING_NAMES = ("count", "sum", "covariance", "listing", "factorized", "matrix")
-STRATEGY_NAMES = ("fivm", "fivm-one")
+STRATEGY_NAMES = (
+    "fivm",
+    "fivm-one",
+    # baselines, docs/algorithms/fivm-baselines.md
+    "1-ivm",
+    "1-ivm-ring",
+    "dbt",
+    "dbt-ring",
+    "sql-opt",
+    "f-re",
+    "dbt-re",
+    "reeval",
+    "list-keys",
+    "list-payloads",
+    "fact-payloads",
+)
 KEYS = (
     "relations",
     "ring",
