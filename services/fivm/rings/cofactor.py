@@ -8,6 +8,10 @@ label and feature subset follows (``services.fivm.model``).
 Lifted variables are numbered in view-tree preorder, so the variables lifted below any view form one
 contiguous index range: a payload stores only its *block* ``[lo, lo+k)`` (§2.2), ``Q`` only as its
 upper triangle. Payloads are immutable (their arrays are read-only) so ring operations may share them.
+
+With ``decimals = N`` (§8) the ring is exact: sums and products are numpy *object* arrays of Python
+ints (the same vectorised code adds, multiplies and gathers them), ``s`` counting 10^-N units and
+``Q`` 10^-2N units, so payloads do not depend on the order of additions and cancel to exact zeros.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from services.fivm.rings.decimals import check_decimals, from_units, to_units
+
 FloatArray = npt.NDArray[np.float64]
 
 _EMPTY = np.zeros(0, dtype=np.float64)
@@ -31,7 +37,11 @@ class BlockLayoutError(RuntimeError):
 
 
 def _frozen(values: Any) -> FloatArray:
-    arr = np.asarray(values, dtype=np.float64)
+    """A read-only float64 array, or the same object array of exact ints (§8)."""
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        arr = values
+    else:
+        arr = np.asarray(values, dtype=np.float64)
     if arr.flags.writeable:
         arr.flags.writeable = False
     return arr
@@ -66,15 +76,25 @@ def _product_layout(ka: int, kb: int) -> npt.NDArray[np.intp]:
     return out
 
 
+def exact_array(values: Sequence[int]) -> FloatArray:
+    """A read-only object array of Python ints (an exact payload component, §8)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    arr.flags.writeable = False
+    return arr
+
+
 def upper(dense: npt.ArrayLike) -> FloatArray:
-    """The upper triangle (row-major, diagonal included) of a square matrix."""
-    mat = np.asarray(dense, dtype=np.float64)
+    """The upper triangle (row-major, diagonal included) of a square matrix (object arrays stay exact)."""
+    mat = np.asarray(dense)
+    if mat.dtype != object:
+        mat = mat.astype(np.float64)
     return _frozen(mat[np.triu_indices(mat.shape[0])])
 
 
 def symmetric(quad: FloatArray, k: int) -> FloatArray:
-    """The full symmetric k-by-k matrix of an upper triangle."""
-    full = np.zeros((k, k), dtype=np.float64)
+    """The full symmetric k-by-k matrix of an upper triangle, of the triangle's dtype."""
+    full = np.zeros((k, k), dtype=quad.dtype)
     rows, cols = np.triu_indices(k)
     full[rows, cols] = quad
     full[cols, rows] = quad
@@ -84,7 +104,8 @@ def symmetric(quad: FloatArray, k: int) -> FloatArray:
 class Cofactor:
     """One block payload ``(count, sums, quad)`` over lifted variables ``[lo, lo + k)`` (§2.2).
 
-    ``count`` is an exact int; ``sums`` has k floats; ``quad`` is Q's upper triangle, k(k+1)/2 floats.
+    ``count`` is an exact int; ``sums`` has k floats; ``quad`` is Q's upper triangle, k(k+1)/2 floats
+    (or, in an exact ring, object arrays of ints: §8).
     An empty block (k = 0) is a scalar ``count · 1``; its ``lo`` is 0 and carries no meaning.
     Equality is ring equality: entries outside a block are zero, so blocks of different placement can
     still be equal when their sums and products are all zero.
@@ -113,8 +134,8 @@ class Cofactor:
         """``s`` and the full symmetric ``Q`` over the index range [lo, hi), zeros outside the block."""
         if self.k and (self.lo < lo or self.hi > hi):
             raise BlockLayoutError(f"block [{self.lo}, {self.hi}) outside [{lo}, {hi})")
-        s = np.zeros(hi - lo, dtype=np.float64)
-        q = np.zeros((hi - lo, hi - lo), dtype=np.float64)
+        s = np.zeros(hi - lo, dtype=self.sums.dtype)
+        q = np.zeros((hi - lo, hi - lo), dtype=self.sums.dtype)
         at = self.lo - lo
         s[at : at + self.k] = self.sums
         q[at : at + self.k, at : at + self.k] = symmetric(self.quad, self.k)
@@ -140,9 +161,14 @@ class Cofactor:
 
 
 # lo: u32, k: u32, byte length of the count: u8, then the count (signed little-endian), the sums and
-# the upper triangle as little-endian float64 (§2.5).
+# the upper triangle as little-endian float64 (§2.5). Exact payloads (§8) follow the count with a u32
+# width w and every sum and product as a w-byte signed little-endian int; w is 8 whenever every value
+# fits 64 bits, else the least width that fits them all (equal payloads give equal bytes).
 _HEADER = struct.Struct("<IIB")
+_WIDTH = struct.Struct("<I")
 _F8 = np.dtype("<f8")
+_I8 = np.dtype("<i8")
+_I8_MIN, _I8_MAX = -(2**63), 2**63 - 1
 
 
 def int_to_bytes(value: int) -> bytes:
@@ -151,13 +177,17 @@ def int_to_bytes(value: int) -> bytes:
 
 
 class CofactorRing:
-    """Degree-m matrix ring over the lifted variables ``lifted`` (view-tree preorder), §2.1 to §2.5."""
+    """Degree-m matrix ring over the lifted variables ``lifted`` (view-tree preorder), §2.1 to §2.5;
+    exact over ints counting 10^-decimals units when ``decimals`` is given (§8)."""
 
     name = "cofactor"
 
-    def __init__(self, lifted: Sequence[str]) -> None:
+    def __init__(self, lifted: Sequence[str], decimals: int | None = None) -> None:
         if len(set(lifted)) != len(lifted):
             raise ValueError(f"lifted variables must be distinct: {list(lifted)}")
+        self.decimals = None if decimals is None else check_decimals(decimals)
+        self.exact = self.decimals is not None
+        self._coefficient: type[int] | type[float] = int if self.exact else float
         self.variables: tuple[str, ...] = tuple(lifted)
         self.index: dict[str, int] = {v: i for i, v in enumerate(self.variables)}
         self._zero = Cofactor(0, 0)
@@ -194,7 +224,7 @@ class CofactorRing:
                 f"multiplying non-adjacent or overlapping blocks [{a.lo}, {a.hi}) and [{b.lo}, {b.hi}): "
                 "partial products must cover contiguous preorder ranges"
             )
-        ca, cb = float(a.count), float(b.count)
+        ca, cb = self._coefficient(a.count), self._coefficient(b.count)
         sums = np.concatenate((cb * a.sums, ca * b.sums))
         parts = np.concatenate((cb * a.quad, np.outer(a.sums, b.sums).ravel(), ca * b.quad))
         return Cofactor(a.lo, a.count * b.count, sums, parts[_product_layout(a.k, b.k)])
@@ -205,7 +235,7 @@ class CofactorRing:
     def scale(self, k: int, a: Cofactor) -> Cofactor:
         if k == 1:
             return a
-        f = float(k)
+        f = self._coefficient(k)
         return Cofactor(a.lo, k * a.count, f * a.sums, f * a.quad)
 
     def is_zero(self, a: Cofactor) -> bool:
@@ -220,6 +250,9 @@ class CofactorRing:
         j = self.index.get(var)
         if j is None:
             return self._one
+        if self.decimals is not None:
+            u = to_units(value, self.decimals)
+            return Cofactor(j, 1, exact_array((u,)), exact_array((u * u,)))
         x = float(value)
         return Cofactor(j, 1, (x,), (x * x,))
 
@@ -233,11 +266,18 @@ class CofactorRing:
             return self._one
         if idx != list(range(idx[0], idx[0] + len(idx))):
             raise BlockLayoutError(f"variables {list(variables)} are not consecutive in preorder")
+        if self.decimals is not None:
+            u = exact_array([to_units(v, self.decimals) for v in values])
+            return Cofactor(idx[0], 1, u, upper(np.outer(u, u)))
         x = np.asarray([float(v) for v in values], dtype=np.float64)
         return Cofactor(idx[0], 1, x, upper(np.outer(x, x)))
 
     def encode(self, a: Cofactor) -> bytes:
         count = int_to_bytes(a.count)
+        if self.exact:
+            return (
+                _HEADER.pack(a.lo, a.k, len(count)) + count + _encode_ints(a.sums.tolist() + a.quad.tolist())
+            )
         return b"".join(
             (
                 _HEADER.pack(a.lo, a.k, len(count)),
@@ -252,6 +292,9 @@ class CofactorRing:
         at = _HEADER.size
         count = int.from_bytes(data[at : at + n], "little", signed=True)
         at += n
+        if self.exact:
+            values = _decode_ints(data, at, k + tri_size(k))
+            return Cofactor(lo, count, exact_array(values[:k]), exact_array(values[k:]))
         sums = np.frombuffer(data, dtype=_F8, count=k, offset=at)
         quad = np.frombuffer(data, dtype=_F8, count=tri_size(k), offset=at + 8 * k)
         if at + 8 * (k + tri_size(k)) != len(data):
@@ -259,16 +302,45 @@ class CofactorRing:
         return Cofactor(lo, count, sums.astype(np.float64), quad.astype(np.float64))
 
     def to_json(self, a: Cofactor) -> dict[str, Any]:
-        """Count, sums and the full symmetric ``sumprod`` matrix over *all* lifted variables (§2.6)."""
+        """Count, sums and the full symmetric ``sumprod`` matrix over *all* lifted variables (§2.6);
+        exact payloads as the nearest floats of their exact values (§8)."""
         s, q = a.dense(0, len(self.variables))
-        return {"count": a.count, "variables": list(self.variables), "sum": s.tolist(), "sumprod": q.tolist()}
+        out = {"count": a.count, "variables": list(self.variables), "sum": s.tolist(), "sumprod": q.tolist()}
+        if self.decimals is not None:
+            e = self.decimals
+            out["sum"] = [from_units(v, e) for v in out["sum"]]
+            out["sumprod"] = [[from_units(v, 2 * e) for v in row] for row in out["sumprod"]]
+        return out
+
+
+def _encode_ints(values: list[int]) -> bytes:
+    """The width and the values, each as a signed little-endian int of that width (the format above)."""
+    if all(_I8_MIN <= v <= _I8_MAX for v in values):
+        return _WIDTH.pack(8) + np.array(values, dtype=_I8).tobytes()
+    width = max((v.bit_length() + 8) // 8 for v in values)
+    return _WIDTH.pack(width) + b"".join(v.to_bytes(width, "little", signed=True) for v in values)
+
+
+def _decode_ints(data: bytes, at: int, n: int) -> list[int]:
+    (width,) = _WIDTH.unpack_from(data, at)
+    at += _WIDTH.size
+    if at + n * width != len(data):
+        raise ValueError(f"exact cofactor payload of {len(data)} bytes does not match its header")
+    if width == 8:
+        values: list[int] = np.frombuffer(data, dtype=_I8, count=n, offset=at).tolist()
+        return values
+    return [
+        int.from_bytes(data[at + i * width : at + (i + 1) * width], "little", signed=True) for i in range(n)
+    ]
 
 
 def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
-    """Registry factory: ``"cofactor": make_cofactor_ring``."""
-    if options:
-        raise ValueError(f"the cofactor ring takes no options, got {sorted(options)}")
-    return CofactorRing(lifted)
+    """Registry factory: ``"cofactor": make_cofactor_ring``; option ``decimals`` (an int, or None for
+    floats) makes it exact (§8)."""
+    unknown = set(options) - {"decimals"}
+    if unknown:
+        raise ValueError(f"the cofactor ring takes the option decimals only, got {sorted(unknown)}")
+    return CofactorRing(lifted, options.get("decimals"))
 
 
 class CofactorRows:

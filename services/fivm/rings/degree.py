@@ -8,7 +8,9 @@ degree d). Multiplication multiplies monomials and drops those of total degree a
 is the polynomial ring truncated at degree 2 and computes the same aggregates as the cofactor ring.
 
 Payloads are canonical dicts: entries whose value is zero are dropped, so equal payloads are equal
-dicts and the zero payload is ``{}``. The count entry stays an exact int.
+dicts and the zero payload is ``{}``. The count entry stays an exact int. With ``decimals = N``
+(docs/algorithms/fivm-rings.md §8) every entry is an exact int: a monomial of degree d counts units of
+10^-(N·d), so the ring computes exactly what the exact cofactor ring computes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.fivm.rings.cofactor import int_to_bytes
+from services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 Monomial = tuple[int, ...]
 DegreeMap = dict[Monomial, float]
@@ -44,13 +47,15 @@ _INT_FLAG = 4
 
 
 class DegreeRing:
-    """Truncated polynomial ring over the lifted variables (view-tree preorder), §3."""
+    """Truncated polynomial ring over the lifted variables (view-tree preorder), §3; exact over ints
+    counting decimal units when ``decimals`` is given (§8)."""
 
     name = "degree"
 
-    def __init__(self, lifted: Sequence[str]) -> None:
+    def __init__(self, lifted: Sequence[str], decimals: int | None = None) -> None:
         if len(set(lifted)) != len(lifted):
             raise ValueError(f"lifted variables must be distinct: {list(lifted)}")
+        self.decimals = None if decimals is None else check_decimals(decimals)
         self.variables: tuple[str, ...] = tuple(lifted)
         self.index: dict[str, int] = {v: i for i, v in enumerate(self.variables)}
 
@@ -99,7 +104,7 @@ class DegreeRing:
         j = self.index.get(var)
         if j is None:
             return self.one()
-        x = float(value)
+        x = float(value) if self.decimals is None else to_units(value, self.decimals)
         return _canonical({(): 1, (j,): x, (j, j): x * x})
 
     def lift_block(self, variables: Sequence[str], values: Sequence[Any]) -> DegreeMap:
@@ -143,20 +148,22 @@ class DegreeRing:
 
     def to_json(self, a: DegreeMap) -> dict[str, Any]:
         """The cofactor ring's result form: count, sums and the symmetric ``sumprod`` matrix (§2.6)."""
+        e = self.decimals
         m = len(self.variables)
         sums = [0.0] * m
         prods = [[0.0] * m for _ in range(m)]
         for key, value in a.items():
             if len(key) == 1:
-                sums[key[0]] = float(value)
+                sums[key[0]] = float(value) if e is None else from_units(int(value), e)
             elif len(key) == 2:
                 i, j = key
-                prods[i][j] = prods[j][i] = float(value)
+                prods[i][j] = prods[j][i] = float(value) if e is None else from_units(int(value), 2 * e)
         return {"count": a.get((), 0), "variables": list(self.variables), "sum": sums, "sumprod": prods}
 
 
 def make_degree_ring(lifted: Sequence[str], **options: Any) -> DegreeRing:
-    """Registry factory: ``"degree": make_degree_ring``."""
-    if options:
-        raise ValueError(f"the degree ring takes no options, got {sorted(options)}")
-    return DegreeRing(lifted)
+    """Registry factory: ``"degree": make_degree_ring``; option ``decimals`` makes it exact (§8)."""
+    unknown = set(options) - {"decimals"}
+    if unknown:
+        raise ValueError(f"the degree ring takes the option decimals only, got {sorted(unknown)}")
+    return DegreeRing(lifted, options.get("decimals"))
