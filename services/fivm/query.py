@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from services.fivm.rings.decimals import MAX_DECIMALS
 from shared.engine import EngineError
 
 COLUMN_TYPES = ("int", "float", "str")
@@ -51,6 +52,7 @@ KEYS = (
     "indicators",
     "ring_options",
     "debug",
+    "decimals",
 )
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -91,6 +93,7 @@ class Query:
     ring_options: tuple[tuple[str, Any], ...]
     debug: bool
     raw: dict[str, Any]  # the normalized configuration (snapshots record it)
+    decimals: int | None = None  # exact decimals for sum/covariance values (docs/algorithms/fivm-rings.md §8)
 
     @property
     def relations(self) -> tuple[RelationDef, ...]:
@@ -136,7 +139,8 @@ class Query:
         return self.ring in DISTRIBUTED_RINGS
 
     def ring_factory_options(self) -> dict[str, Any]:
-        """Keyword options for the ring factory: the sum ring's domain and powers, plus ``ring_options``."""
+        """Keyword options for the ring factory: the sum ring's domain and powers, ``decimals`` when set,
+        plus ``ring_options``."""
         out: dict[str, Any] = {}
         if self.ring == "sum":
             types = self.var_types
@@ -144,6 +148,8 @@ class Query:
             powers = {v: self.sum.count(v) for v in dict.fromkeys(self.sum)}
             if any(k > 1 for k in powers.values()):
                 out["powers"] = powers
+        if self.decimals is not None:
+            out["decimals"] = self.decimals
         out.update(dict(self.ring_options))
         return out
 
@@ -280,6 +286,12 @@ def parse_query(config: Mapping[str, Any]) -> Query:
     for key, v in (("indicators", indicators), ("debug", debug)):
         if not isinstance(v, bool):
             raise _fail(f"'{key}' must be true or false, got {v!r}")
+    decimals = config.get("decimals")
+    if decimals is not None:
+        if decimals.__class__ is not int or not 0 <= decimals <= MAX_DECIMALS:
+            raise _fail(f"'decimals' must be an integer from 0 to {MAX_DECIMALS} (or null), got {decimals!r}")
+        if ring not in ("sum", "covariance"):
+            raise _fail(f"'decimals' applies to rings sum and covariance, not {ring!r}")
     ring_options = config.get("ring_options") or {}
     if not isinstance(ring_options, Mapping):
         raise _fail(f"'ring_options' must be a mapping, got {ring_options!r}")
@@ -307,6 +319,8 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         "ring_options": dict(ring_options),
         "debug": debug,
     }
+    if decimals is not None:
+        raw["decimals"] = decimals
     try:
         raw = orjson.loads(orjson.dumps(raw))  # JSON-equal to what state entries record
     except TypeError as exc:
@@ -324,4 +338,5 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         ring_options=tuple(sorted(ring_options.items())),
         debug=debug,
         raw=raw,
+        decimals=decimals,
     )
