@@ -1,0 +1,133 @@
+"""The fivm service from the command line: replay of the bundled jsonl sample (one query instance per
+region) and of the authors' ``|``-separated tables (the relation from the file name, the columns from
+the configured query), compared with the engine and with sums computed here from the files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+from helpers import REPO, ivm, replay_result, write_config
+
+from services.fivm.engine import FivmEngine
+from services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
+from shared.config import build_config
+from shared.events import UpdateEvent
+
+SAMPLE = REPO / "services" / "fivm" / "data" / "housing.jsonl"
+SAMPLE_CONFIG = REPO / "services" / "fivm" / "data" / "housing.yaml"
+TABLES = REPO / "tests" / "data" / "fivm_housing"
+
+
+def engine_results(config: dict, path: Path, key_field: str) -> dict:
+    """Per key, the shaped result of a bare ``FivmEngine`` given all of that key's events at once."""
+    options = build_config(SERVICE, config).options
+    events: dict[str, list[UpdateEvent]] = defaultdict(list)
+    for line in path.read_bytes().splitlines():
+        ev = orjson.loads(line)
+        row = dict(ev["row"])
+        key = row.pop(key_field)
+        events[key].append(UpdateEvent(ev["relation"], row, ev["delta"], key))
+    out = {}
+    for key, evs in events.items():
+        engine = FivmEngine(query_config(options))
+        assert engine.apply(evs) == []
+        out[key] = orjson.loads(orjson.dumps(shape_result(engine.query, engine.result(), options["model"])))
+    return out
+
+
+def table_rows(name: str) -> list[dict[str, float]]:
+    """A table of the authors' format read here, independently of the platform's reader."""
+    rows = []
+    for line in (TABLES / f"{name}.tbl").read_text().splitlines():
+        fields = line.rstrip("|").split("|")
+        rows.append(dict(zip(HOUSING[name], map(float, fields), strict=True)))
+    return rows
+
+
+def test_the_sample_config_file_is_the_demo_config():
+    assert yaml.safe_load(SAMPLE_CONFIG.read_text()) == DEMO_CONFIG
+
+
+def test_replay_of_the_sample_gives_each_region_the_engines_result_with_a_model():
+    out = replay_result(SAMPLE_CONFIG, SAMPLE, "fivm")
+    assert out["events"] == len(SAMPLE.read_bytes().splitlines()) and out["rejected"] == 0
+    results = out["result"]
+    assert results == engine_results(dict(DEMO_CONFIG), SAMPLE, "region")
+    assert set(results) == {"north", "east", "south"}
+    for result in results.values():
+        assert set(result) == {"count", "variables", "sum", "sumprod", "model", "stats"}
+        assert sorted(result["variables"]) == sorted(DEMO_CONFIG["features"])  # in view-tree order
+        assert result["model"]["status"] == "ok" and result["model"]["label"] == "price"
+        assert result["count"] > 0
+
+
+def test_replay_every_n_events_prints_progress_lines(tmp_path):
+    proc = ivm("replay", "fivm", "--config", str(SAMPLE_CONFIG), "--input", str(SAMPLE), "--every", "500")
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["events"] for line in lines] == [500, 1000, 1500, len(SAMPLE.read_bytes().splitlines())]
+
+
+def test_replay_of_an_authors_table_takes_the_relation_from_the_file_name(tmp_path):
+    house = table_rows("House")
+    cfg = write_config(
+        tmp_path / "house.json",
+        relations={"House": list(HOUSING["House"])},
+        ring="sum",
+        sum="price",
+        free=["nbbedrooms"],
+    )
+    out = replay_result(cfg, TABLES / "House.tbl", "fivm", extra=["--format", "tbl"])
+    assert out["events"] == len(house) and out["rejected"] == 0
+    want: dict[float, float] = defaultdict(float)
+    for row in house:
+        want[row["nbbedrooms"]] += row["price"]
+    groups = out["result"]["groups"]
+    assert [g["key"]["nbbedrooms"] for g in groups] == sorted(want)
+    for g in groups:
+        assert g["value"] == pytest.approx(want[g["key"]["nbbedrooms"]], rel=1e-12)
+
+
+def test_replay_of_a_table_under_the_default_housing_query_names_the_relations_left_empty(tmp_path):
+    cfg = write_config(tmp_path / "count.json", ring="count", free=["nbbedrooms"])
+    proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(TABLES / "Shop.tbl"))
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["events"] == len(table_rows("Shop")) and out["result"]["groups"] == []  # nothing joins yet
+    assert out["result"]["stats"]["views"]["Shop"] == len({r["postcode"] for r in table_rows("Shop")})
+    assert "no event for relation(s) House, Institution, Restaurant, Demographics, Transport" in proc.stderr
+
+
+def test_a_table_of_a_relation_the_query_lacks_is_one_error_line(tmp_path):
+    cfg = write_config(tmp_path / "house.json", relations={"House": list(HOUSING["House"])})
+    proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(TABLES / "Shop.tbl"), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("ivmstream: error:") and "'Shop'" in proc.stderr
+
+
+def test_a_bad_query_is_one_error_line_naming_the_key(tmp_path):
+    for config, needle in [
+        ({"ring": "covariance", "model": {"label": "nope"}}, "'model' label 'nope'"),
+        ({"ring": "count", "model": {"label": "price"}}, "'model' needs ring covariance"),
+        ({"model": {"label": "price", "ridge": -1}}, "'ridge' must be a finite number >= 0"),
+        ({"ring": "sum"}, "ring sum needs 'sum'"),
+        ({"free": 3}, "config key 'free' must be a variable name or a list of names"),
+    ]:
+        cfg = write_config(tmp_path / "bad.json", **config)
+        proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(SAMPLE), check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("ivmstream: error:") and needle in proc.stderr, (config, proc.stderr)
+
+
+def test_counts_per_group_over_a_table_are_exact(tmp_path):
+    shop = table_rows("Shop")
+    cfg = write_config(
+        tmp_path / "shop.json", relations={"Shop": list(HOUSING["Shop"])}, ring="count", free=["tesco", "ms"]
+    )
+    out = replay_result(cfg, TABLES / "Shop.tbl", "fivm")
+    want = Counter((r["tesco"], r["ms"]) for r in shop)
+    got = {(g["key"]["tesco"], g["key"]["ms"]): g["value"] for g in out["result"]["groups"]}
+    assert got == dict(want)
