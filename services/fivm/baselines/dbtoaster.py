@@ -183,7 +183,9 @@ class DbtMaintainer:
         names = {d.name: d for d in h.defs.values()}
         for name in list(self.views):
             if name not in names:
-                self.dropped[name] = list(self.views.pop(name).data)
+                # Keys deleted since the last checkpoint are still stored: drop them too.
+                view = self.views.pop(name)
+                self.dropped[name] = list(dict.fromkeys([*view.data, *view.changed]))
         for name, d in names.items():
             if name not in self.views:
                 ring = self.ring_of(d.powers)
