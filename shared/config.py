@@ -83,6 +83,20 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "snapshot: every checkpoint writes each changed key's whole state",
     ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
+    "shard_by": Option(
+        None,
+        optional(string()),
+        "scale one query over workers (two-phase aggregation): the variable whose value routes an event "
+        "to an input partition; events of relations without it go to the broadcast topic",
+    ),
+    "broadcast_topic": Option(
+        None, optional(topic_name), "with shard_by: the one-partition topic (default <input_topic>.broadcast)"
+    ),
+    "global_topic": Option(
+        None,
+        optional(topic_name),
+        "with shard_by: where the coordinator publishes the global result (default <output_topic>.global)",
+    ),
     "kafka": Option(
         {},
         mapping(mapping(), keys=("consumer", "producer")),
@@ -107,6 +121,13 @@ class ServiceConfig:
     kafka: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = "<inline>"
     state_layout: str = "incremental"
+    shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
+    broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
+    global_topic: str = ""  # with shard_by: the coordinator's output
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_by is not None
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -163,12 +184,16 @@ def build_config(
     service_options = {k: values[k] for k in service.options}
     _validate(service, service_options, source)
     name = service.name
+    if values["shard_by"] is not None:
+        _check_sharding(service, service_options, values, source)
+    input_topic = values["input_topic"] or f"{name}.updates"
+    output_topic = values["output_topic"] or f"{name}.results"
     return ServiceConfig(
         service=name,
         options=service_options,
         key_field=values["key_field"],
-        input_topic=values["input_topic"] or f"{name}.updates",
-        output_topic=values["output_topic"] or f"{name}.results",
+        input_topic=input_topic,
+        output_topic=output_topic,
         dlq_topic=values["dlq_topic"] or f"{name}.dlq",
         batch_size=values["batch_size"],
         checkpoint_interval=values["checkpoint_interval"],
@@ -176,7 +201,38 @@ def build_config(
         session_timeout_ms=values["session_timeout_ms"],
         kafka=values["kafka"],
         source=source,
+        shard_by=values["shard_by"],
+        broadcast_topic=values["broadcast_topic"] or f"{input_topic}.broadcast",
+        global_topic=values["global_topic"] or f"{output_topic}.global",
     )
+
+
+def _check_sharding(
+    service: ServiceDefinition, options: Mapping[str, Any], values: Mapping[str, Any], source: str
+) -> None:
+    """``shard_by`` names a column of the service's relations, the service can sum partial results, and
+    its own check accepts the query (docs/architecture.md, "Scaling one query over workers")."""
+    from shared.service import load_sharding
+
+    shard_by = values["shard_by"]
+    if values["key_field"] is not None:
+        raise ConfigError(
+            f"{source}: shard_by and key_field exclude each other: a sharded query keeps one engine per "
+            "input partition"
+        )
+    sharding = load_sharding(service)
+    if sharding is None:
+        raise ConfigError(f"{source}: service {service.name} cannot be sharded (it sums no partial results)")
+    try:
+        relations = service.relations(options)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if not any(shard_by in r.column_names for r in relations):
+        raise ConfigError(f"{source}: shard_by {shard_by!r} is a column of no relation of {service.name}")
+    try:
+        sharding.check_shard_by(options, shard_by)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: shard_by {shard_by!r}: {exc}") from None
 
 
 def load_config(service: ServiceDefinition, path: str | Path) -> ServiceConfig:

@@ -11,9 +11,9 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from shared.engine import Engine
+from shared.engine import JSON, Engine
 from shared.events import InputFormat, Relation
 from shared.options import ConfigError, Option
 
@@ -30,6 +30,23 @@ class DemoWorkload:
     name: str = "demo"
 
 
+class Sharding(Protocol):
+    """What a service provides to scale one query over workers (docs/architecture.md, "Scaling one
+    query over workers"): each input partition's engine computes the query over its slice of the data,
+    and the coordinator publishes the sum of their results."""
+
+    def check_shard_by(self, options: Mapping[str, Any], shard_by: str) -> None:
+        """Raise ValueError (saying why) unless the sum over shards of this query, each shard holding
+        the events whose ``shard_by`` value hashes to it plus every event without that column, is the
+        query over all events."""
+        ...
+
+    def combine_partials(self, options: Mapping[str, Any], partials: Sequence[JSON]) -> JSON:
+        """The query's result from the shards' results (``Engine.result()`` of each): their sum. With no
+        partial at all, the result of the empty database."""
+        ...
+
+
 @dataclass(frozen=True)
 class ServiceDefinition:
     name: str
@@ -44,6 +61,20 @@ class ServiceDefinition:
     batch: str | None = None  # "module:attribute" of its Spark BatchJobs (imported only when needed)
     platform_only: bool = False  # reference services used by the platform's own tests and demo
     formats: Mapping[str, InputFormat] = field(default_factory=dict)  # its own input formats, by name
+    sharding: str | None = None  # "module:attribute" of its Sharding, if one query can span workers
+
+
+def load_sharding(service: ServiceDefinition) -> Sharding | None:
+    """The service's ``Sharding`` (imported on first use), or None if it declares none."""
+    if service.sharding is None:
+        return None
+    module_name, _, attr = service.sharding.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"service {service.name}: cannot load its sharding {service.sharding!r}: {exc}"
+        ) from None
 
 
 def available_services() -> dict[str, str]:

@@ -69,3 +69,16 @@ def check_reachable(bootstrap: str, timeout: float = 5.0, overrides: Mapping[str
         AdminClient(conf).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None
+
+
+def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+    """How many partitions ``topic`` has (None: no such topic). Asks for every topic's metadata, so a
+    broker that creates topics on demand does not create this one."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
+    try:
+        meta = AdminClient(conf).list_topics(timeout=timeout).topics.get(topic)
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None
+    if meta is None or meta.error is not None:
+        return None
+    return len(meta.partitions)

@@ -70,13 +70,15 @@ class Output:
         ]
         self._produce(self.dlq_topic, msg.value() or b"", msg.key(), headers)
 
-    def publish(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
-        """Publish (key, record) pairs to the topic and, in one pipeline, to Redis."""
+    def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:
+        """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1
+        places each record by its key."""
         pipe = self.redis.pipeline(transaction=False) if self.redis is not None else None
         n = 0
         for key, record in records:
             value = orjson.dumps(record)
-            self._produce(self.output_topic, value, key.encode())  # keyless: b"", one partition
+            # keyless: b"", one partition
+            self._produce(self.output_topic, value, key.encode(), partition=partition)
             if pipe is not None:
                 pipe.set(result_key(self.output_topic, key), value)
                 pipe.sadd(result_index(self.output_topic), key)

@@ -1,4 +1,5 @@
-"""The state of one assigned input partition: an engine per partition key and the next offset."""
+"""The state of one assigned input partition: an engine per partition key and the next offset (and,
+for a sharded query, the next broadcast offset its state covers)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ class PartitionState:
         self.next_offset: int | None = cp.offset  # None until the first record is consumed
         self.committed_offset: int | None = cp.offset  # what the state store holds
         self.group_offset: int | None = None  # what the consumer group holds, once we committed it
+        # sharded query: the broadcast records before this offset are applied (shared/runtime/broadcast.py)
+        self.broadcast_next: int | None = cp.broadcast_offset
+        self.committed_broadcast: int | None = cp.broadcast_offset  # what the state store holds
         self.dirty: set[str] = set(self._rewrite)
 
     def _new_engine(self, key: str) -> Engine:
@@ -97,7 +101,11 @@ class PartitionState:
 
     @property
     def needs_checkpoint(self) -> bool:
-        return bool(self.dirty) or self.next_offset != self.committed_offset
+        return (
+            bool(self.dirty)
+            or self.next_offset != self.committed_offset
+            or self.broadcast_next != self.committed_broadcast
+        )
 
     def take_changes(self) -> StateChanges:
         """What changed since the last checkpoint: entries of incremental engines, else snapshots."""
@@ -118,6 +126,7 @@ class PartitionState:
                 changes.entries[key] = engine.changed_entries()  # type: ignore[attr-defined]
         self._rewrite.clear()
         self.dirty.clear()
+        changes.broadcast_offset = self.broadcast_next
         return changes
 
     @property

@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 
 from shared.events import SourceRecord, relation_of
 from shared.runtime.kafka import producer_settings
+from shared.runtime.routing import ShardRouting
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ProduceReport:
     skipped: list[SourceRecord] = field(default_factory=list)  # lines no event could be made of
     failures: list[str] = field(default_factory=list)
     relations: Counter[str | None] = field(default_factory=Counter)  # records sent per relation they name
+    topics: Counter[str] = field(default_factory=Counter)  # records sent per topic
 
 
 def produce_records(
@@ -29,9 +31,12 @@ def produce_records(
     on_progress: Callable[[SourceRecord, int], None] | None = None,
     on_skip: Callable[[SourceRecord], None] | None = None,
     flush_timeout: float = 60.0,
+    routing: ShardRouting | None = None,
 ) -> ProduceReport:
     """Keyed records are hashed like the Java client (murmur2); unkeyed ones form one ordered stream on
-    partition 0, since a service without a partition key is a single query instance."""
+    partition 0, since a service without a partition key is a single query instance. With ``routing``
+    (a sharded query) each record goes where it says, ``topic`` unused: its shard's input partition or
+    the broadcast topic, the partition passed explicitly."""
     producer = Producer(producer_settings(bootstrap))
     report = ProduceReport()
 
@@ -45,14 +50,18 @@ def produce_records(
             if on_skip is not None:
                 on_skip(rec)
             continue
-        partition = -1 if rec.key is not None else 0
+        if routing is not None:
+            target, partition, key = routing.route(rec.value)
+        else:
+            target, partition, key = topic, (-1 if rec.key is not None else 0), rec.key
         while True:
             try:
-                producer.produce(topic, rec.value, rec.key, partition=partition, on_delivery=on_delivery)
+                producer.produce(target, rec.value, key, partition=partition, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.05)
         report.sent += 1
+        report.topics[target] += 1
         report.relations[relation_of(rec)] += 1
         if report.sent % 1000 == 0:
             producer.poll(0)

@@ -6,6 +6,10 @@ Exactly-once state rests on three rules kept here:
 2. A checkpoint first flushes every published result and dead letter, then writes the changed
    engine snapshots and the next offset in one atomic store write.
 3. On revocation and on shutdown the owned partitions are checkpointed before they are released.
+
+A sharded query (config key ``shard_by``) keeps one engine per input partition, also applies the
+broadcast partition to each (``shared.runtime.broadcast``) and publishes each partition's result as a
+partial result tagged with both offsets; ``shared.runtime.coordinator`` sums them.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from shared.config import ServiceConfig, schema_of
-from shared.events import EventCodec, UpdateEvent
+from shared.config import ConfigError, ServiceConfig, schema_of
+from shared.events import EventCodec, EventError, UpdateEvent
 from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
+from shared.runtime.broadcast import BroadcastFeed, first_unapplied, resume_offset
 from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState, store_backing
+from shared.runtime.routing import ShardRouting, routing_of
 from shared.service import ServiceDefinition
 from shared.state import StateStore, check_envelope, envelope_for
 
@@ -70,9 +76,11 @@ class Worker:
         metrics: RuntimeMetrics | None = None,
         fault_hook: FaultHook | None = None,
         silent_relation_after: int | None = 100_000,
+        codec: Any = None,
     ) -> None:
         """``silent_relation_after``: input records after which a declared relation that received no
-        event is logged (once; and at shutdown either way)."""
+        event is logged (once; and at shutdown either way). ``codec``: what turns input records into
+        events, if not the service's ``EventCodec`` (the coordinator reads published results)."""
         self.service = service
         self.config = config
         self.store = store
@@ -80,7 +88,7 @@ class Worker:
         probe = service.engine(config.options)
         self._backed = store_backing(store, probe, config.state_layout == "incremental")
         self.group = group or f"ivmstream.{service.name}"
-        self.codec = EventCodec(schema_of(service, config))
+        self.codec = codec if codec is not None else EventCodec(schema_of(service, config))
         self.metrics = metrics or RuntimeMetrics(service.name)
         self._fault = fault_hook or (lambda _point: None)
         self.consumer = Consumer(
@@ -99,9 +107,42 @@ class Worker:
         self._options = config.options
         self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
         self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))
-        self._envelope = envelope_for(service, config.options, config.state_layout)
+        self.routing: ShardRouting | None = None
+        self.broadcast: BroadcastFeed | None = None
+        sharding = self._setup_sharding(bootstrap) if config.sharded else None
+        self._envelope = envelope_for(service, config.options, config.state_layout, sharding)
         self._envelope_bytes = self._envelope.to_bytes()
         self._last_size_probe = 0.0
+
+    def _setup_sharding(self, bootstrap: str) -> dict[str, Any]:
+        """A sharded query: its routing over the input topic's partitions, and the broadcast reader
+        (only if some relation lacks the shard variable). Returns the envelope's sharding entry."""
+        config = self.config
+        topics = self.consumer.list_topics(timeout=10).topics  # every topic: creates none
+        meta = topics.get(config.input_topic)
+        if meta is None or not meta.partitions:
+            raise ConfigError(
+                f"{config.source}: the input topic {config.input_topic} of a sharded query must exist "
+                "before its workers start (its partition count is the number of shards)"
+            )
+        shards = len(meta.partitions)
+        self.routing = routing_of(self.codec.schema.relations.values(), config, shards)
+        if self.routing.broadcast:
+            bmeta = topics.get(config.broadcast_topic)
+            if bmeta is None or len(bmeta.partitions) != 1:
+                found = "does not exist" if bmeta is None else f"has {len(bmeta.partitions)} partitions"
+                raise ConfigError(
+                    f"{config.source}: the broadcast topic {config.broadcast_topic} {found}; it must have "
+                    f"exactly one partition (events of {', '.join(sorted(self.routing.broadcast))})"
+                )
+            self.broadcast = BroadcastFeed(
+                bootstrap,
+                config.broadcast_topic,
+                self.group,
+                config.session_timeout_ms,
+                config.kafka.get("consumer", {}),
+            )
+        return {"shard_by": config.shard_by, "shards": shards}
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -120,12 +161,18 @@ class Worker:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        feed = self.broadcast
         try:
             while not self._stop.is_set():
-                msgs = self.consumer.consume(self.config.batch_size, 0.2)
+                msgs = self.consumer.consume(self.config.batch_size, 0.2 if feed is None else 0.1)
                 if msgs:
                     self._process(msgs)
-                else:
+                if feed is not None:  # the same loop: no engine is ever applied to twice at once
+                    side = feed.consume(self.config.batch_size, 0.0 if msgs else 0.1)
+                    if side:
+                        self._process_broadcast(side)
+                    msgs = msgs or side
+                if not msgs:
                     self.producer.poll(0)
                 if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
                     self.checkpoint()
@@ -142,6 +189,8 @@ class Worker:
     def close(self) -> None:
         """Leave the group cleanly: the revocation checkpoints whatever is still owned."""
         self.consumer.close()
+        if self.broadcast is not None:
+            self.broadcast.close()
         self.output.flush()
         self.store.close()
 
@@ -152,6 +201,8 @@ class Worker:
         self.partitions.clear()
         try:
             self.consumer.close()
+            if self.broadcast is not None:
+                self.broadcast.close()
         finally:
             self.store.close()
 
@@ -166,7 +217,9 @@ class Worker:
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
             check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
             self._check_history(consumer, tp, cp.offset)
-            self.partitions[tp.partition] = PartitionState(
+            if self.broadcast is not None:
+                self._check_broadcast_history(tp, cp.broadcast_offset)
+            state = self.partitions[tp.partition] = PartitionState(
                 tp.topic,
                 tp.partition,
                 self._new_engine,
@@ -175,6 +228,10 @@ class Worker:
                 store=self.store if self._backed else None,  # type: ignore[arg-type]  # store_backing checked it
                 backed=self._backed,
             )
+            if self.routing is not None and state.next_offset is None:
+                # _check_history: without a checkpoint the log starts at 0; a broadcast record may be
+                # applied before the first input record, and the checkpoint then needs an input offset
+                state.next_offset = 0
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
             log.info(
                 "assigned %s:%d from offset %s",
@@ -183,7 +240,23 @@ class Worker:
                 cp.offset if cp.offset is not None else "earliest",
             )
         consumer.assign(tps)
+        self._restart_broadcast()
         self._update_gauges()
+
+    def _check_broadcast_history(self, tp: TopicPartition, stored: int | None) -> None:
+        assert self.broadcast is not None
+        low = self.broadcast.low_watermark()
+        if (stored or 0) < low:
+            raise HistoryTruncated(
+                f"{self.broadcast.topic}:0 starts at offset {low}, but the state of "
+                f"{tp.topic}:{tp.partition} needs broadcast offset {stored or 0}: records were deleted by "
+                "retention; bootstrap the state from a snapshot (ivmstream bootstrap) or raise the retention"
+            )
+
+    def _restart_broadcast(self) -> None:
+        """Read the broadcast partition from the smallest offset an owned partition still needs."""
+        if self.broadcast is not None:
+            self.broadcast.start_at(resume_offset(s.broadcast_next for s in self.partitions.values()))
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
@@ -210,6 +283,7 @@ class Worker:
         for tp in tps:
             if self.partitions.pop(tp.partition, None) is not None:
                 self.store.release(tp.topic, tp.partition)
+        self._restart_broadcast()
         self._update_gauges()
 
     # --- processing --------------------------------------------------------------------------------
@@ -247,20 +321,10 @@ class Worker:
                     continue
             touched = self._apply_partition(state, pmsgs)
             state.next_offset = pmsgs[-1].offset() + 1
-            published += self.output.publish(
-                (
-                    key,
-                    build_record(
-                        self.service.name,
-                        key,
-                        state.engines[key].result(),
-                        state.topic,
-                        partition,
-                        state.next_offset,
-                    ),
-                )
-                for key in touched
-            )
+            if self.routing is not None:
+                published += self._publish_partial(state)
+                continue
+            published += self.output.publish((key, self._record(state, key)) for key in touched)
         self.metrics.events_in.inc(len(msgs))
         for relation in self.coverage.observe(len(msgs)):
             self._warn_silent(relation, f"in the first {self.coverage.records} input records")
@@ -271,7 +335,7 @@ class Worker:
     def _apply_partition(self, state: PartitionState, msgs: list[Message]) -> list[str]:
         """Decode and apply one partition's records; each key's events keep their log order."""
         codec = self.codec
-        if codec.schema.key_field is None and state.partition != 0:
+        if codec.schema.key_field is None and state.partition != 0 and self.routing is None:
             detail = (
                 "service has no key_field, so its input must be one ordered stream on partition 0, "
                 f"not partition {state.partition}"
@@ -289,6 +353,8 @@ class Worker:
             for i, item in enumerate(decoded):
                 if item.__class__ is not UpdateEvent:
                     self._reject(msgs[i], item.code, item.detail)
+        if self.routing is not None:
+            groups = self._drop_misrouted(state.partition, msgs, decoded, groups)
         applied = 0
         index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
         for key, events in groups.items():
@@ -303,6 +369,117 @@ class Worker:
             state.dirty.add(key)
         self.metrics.events_applied.inc(applied)
         return list(groups)
+
+    def _record(self, state: PartitionState, key: str) -> dict[str, Any]:
+        """A key's published record; an engine that sums upstream results (the coordinator) also says
+        which upstream offsets its result reflects."""
+        engine = state.engines[key]
+        record = build_record(
+            self.service.name, key, engine.result(), state.topic, state.partition, state.next_offset or 0
+        )
+        reflects = getattr(engine, "reflects", None)
+        if reflects is not None:
+            record["reflects"] = reflects()
+        return record
+
+    def _drop_misrouted(
+        self,
+        partition: int,
+        msgs: list[Message],
+        decoded: list[UpdateEvent | EventError],
+        groups: dict[str, list[UpdateEvent]],
+    ) -> dict[str, list[UpdateEvent]]:
+        """A sharded query's input partition: dead-letter the events that belong elsewhere (another
+        partition, or the broadcast topic), since joined with this slice they would count wrongly."""
+        routing = self.routing
+        assert routing is not None
+        kept: dict[str, list[UpdateEvent]] = {}
+        index: dict[int, int] | None = None
+        for key, events in groups.items():
+            ok = []
+            for ev in events:
+                detail = routing.misplaced_input(ev, partition)
+                if detail is None:
+                    ok.append(ev)
+                    continue
+                if index is None:
+                    index = {id(item): i for i, item in enumerate(decoded)}
+                self._reject(msgs[index[id(ev)]], "misrouted", detail)
+            if ok:
+                kept[key] = ok
+        return kept
+
+    def _process_broadcast(self, msgs: list[Message]) -> None:
+        """Apply broadcast records to every owned partition that has not applied them yet, in log order,
+        and publish each such partition's partial result. A refused broadcast record is dead-lettered
+        once, by the owner of input partition 0, rather than once per partition."""
+        started = time.perf_counter()
+        routing = self.routing
+        assert routing is not None
+        good = []
+        for msg in msgs:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                if err.fatal() or not err.retriable():
+                    raise KafkaException(err)
+                log.warning("broadcast consumer error: %s", err.str())
+        if not good or not self.partitions:
+            return
+        decoded = self.codec.decode_many(map(_message_value, good))
+        refused: dict[int, tuple[str, str]] = {}
+        events: list[tuple[int, UpdateEvent]] = []
+        for i, item in enumerate(decoded):
+            if item.__class__ is not UpdateEvent:
+                refused[i] = (item.code, item.detail)  # type: ignore[union-attr]
+                continue
+            detail = routing.misplaced_broadcast(item)  # type: ignore[arg-type]
+            if detail is not None:
+                refused[i] = ("misrouted", detail)
+            else:
+                events.append((i, item))  # type: ignore[arg-type]
+        self.metrics.count_relations(self.coverage.count([[ev for _i, ev in events]]))
+        offsets = [m.offset() for m in good]
+        positions = [i for i, _ev in events]
+        published = applied = 0
+        for state in sorted(self.partitions.values(), key=lambda s: s.partition):
+            start = first_unapplied(offsets, state.broadcast_next)
+            if start == len(good):
+                continue  # applied all of them before (the reader restarted behind this partition)
+            first = first_unapplied(positions, start)
+            mine = [ev for _i, ev in events[first:]]
+            rejections = state.engine(KEYLESS).apply(list(mine)) if mine else []
+            if mine:
+                state.dirty.add(KEYLESS)
+            applied += len(mine) - len(rejections)
+            if state.partition == 0:
+                for i in range(start, len(good)):
+                    if i in refused:
+                        self._reject(good[i], *refused[i])
+                for r in rejections:
+                    self._reject(good[positions[first + r.index]], r.code, r.detail)
+            state.broadcast_next = offsets[-1] + 1
+            published += self._publish_partial(state)
+        self.metrics.events_in.inc(len(good))
+        self.metrics.events_applied.inc(applied)
+        self.metrics.events_out.inc(published)
+        self.metrics.batch_seconds.observe(time.perf_counter() - started)
+
+    def _publish_partial(self, state: PartitionState) -> int:
+        """A sharded query's partition result, keyed by its input partition and tagged with its input and
+        broadcast offsets; every partial goes to partition 0 of the output topic, the coordinator's input."""
+        record = build_record(
+            self.service.name,
+            state.label,
+            state.engine(KEYLESS).result(),
+            state.topic,
+            state.partition,
+            state.next_offset or 0,
+        )
+        if self.broadcast is not None:
+            record["offsets"][f"{self.broadcast.topic}:0"] = state.broadcast_next or 0
+        return self.output.publish([(state.label, record)], partition=0)
 
     def _warn_silent(self, relation: str, when: str) -> None:
         log.warning(
@@ -344,6 +521,7 @@ class Worker:
                 size += stats.bytes
                 entries += stats.entries
                 state.committed_offset = state.next_offset
+                state.committed_broadcast = state.broadcast_next
             self._fault("after-state-commit")
             self.metrics.checkpoints.inc()
             self.metrics.checkpoint_bytes.observe(size)

@@ -33,10 +33,14 @@ class PartitionCheckpoint:
     snapshots: dict[str, bytes] = field(default_factory=dict)  # key -> whole snapshot
     entries: dict[str, list[Entry]] = field(default_factory=dict)  # key -> its map entries
     envelope: bytes | None = None  # as stored; compared by the caller
+    # next offset of the broadcast partition a sharded query's partition applied (None: none applied)
+    broadcast_offset: int | None = None
 
     @property
     def empty(self) -> bool:
-        return self.offset is None and not self.snapshots and not self.entries
+        return (
+            self.offset is None and self.broadcast_offset is None and not self.snapshots and not self.entries
+        )
 
 
 @dataclass
@@ -46,6 +50,8 @@ class StateChanges:
     snapshots: dict[str, bytes] = field(default_factory=dict)  # keys stored whole
     entries: dict[str, list[EntryChange]] = field(default_factory=dict)  # keys stored as entries
     drop_snapshots: set[str] = field(default_factory=set)  # keys moving from a snapshot to entries
+    # a sharded query's partition: the next broadcast offset its state covers, written with the rest
+    broadcast_offset: int | None = None
 
     @property
     def entry_count(self) -> int:
@@ -69,7 +75,8 @@ class StateStore(Protocol):
     def commit(
         self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
     ) -> CommitStats:
-        """Atomically store the changes, the envelope and the next offset."""
+        """Atomically store the changes, the envelope and the next offset (and ``changes.broadcast_offset``
+        when given)."""
         ...
 
     def size_bytes(self, topic: str, partition: int) -> int | None:
@@ -104,6 +111,7 @@ class EntryReader(Protocol):
 # --- the key layout every backend shares ------------------------------------------------------------
 
 OFFSET_KEY = b"\x00offset"
+BROADCAST_OFFSET_KEY = b"\x00broadcast-offset"  # only in the state of a sharded query's partition
 ENVELOPE_KEY = b"\x00envelope"
 SNAPSHOT_PREFIX = b"k:"
 ENTRY_PREFIX = b"e:"

@@ -25,24 +25,30 @@ class Envelope:
     options: Mapping[str, Any]  # the service's own options: they decide what the state means
     state_layout: str = "incremental"  # or "snapshot" (config key state_layout)
     layout: int = LAYOUT
+    # a sharded query's partition: {"shard_by": variable, "shards": input partitions}; the state is the
+    # slice of those shards, so it means nothing under another variable or partition count
+    sharding: Mapping[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(
-            {
-                "service": self.service,
-                "state_version": self.state_version,
-                "options": self.options,
-                "state_layout": self.state_layout,
-                "layout": self.layout,
-            },
-            option=orjson.OPT_SORT_KEYS,
-            default=str,
-        )
+        body = {
+            "service": self.service,
+            "state_version": self.state_version,
+            "options": self.options,
+            "state_layout": self.state_layout,
+            "layout": self.layout,
+        }
+        if self.sharding is not None:  # absent otherwise: unsharded envelopes keep their bytes
+            body["sharding"] = self.sharding
+        return orjson.dumps(body, option=orjson.OPT_SORT_KEYS, default=str)
 
     def describe(self) -> str:
         opts = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.options.items()))
+        shards = ""
+        if self.sharding is not None:
+            shards = f"; sharded by {self.sharding.get('shard_by')} over {self.sharding.get('shards')}"
         return (
-            f"{self.service} state v{self.state_version} ({opts}; {self.state_layout} layout {self.layout})"
+            f"{self.service} state v{self.state_version} ({opts}; {self.state_layout} layout {self.layout}"
+            f"{shards})"
         )
 
     @classmethod
@@ -55,6 +61,7 @@ class Envelope:
                 body["options"],
                 body["state_layout"],
                 int(body["layout"]),
+                body.get("sharding"),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             raise StateError(f"unreadable checkpoint envelope {raw[:80]!r}") from None
@@ -65,13 +72,19 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def envelope_for(service: Any, options: Mapping[str, Any], state_layout: str = "incremental") -> Envelope:
+def envelope_for(
+    service: Any,
+    options: Mapping[str, Any],
+    state_layout: str = "incremental",
+    sharding: Mapping[str, Any] | None = None,
+) -> Envelope:
     """The envelope a worker of ``service`` with these (validated) options writes and expects: the
-    options that decide what the state means, not tuning knobs declared with ``Option(state=False)``."""
+    options that decide what the state means, not tuning knobs declared with ``Option(state=False)``;
+    ``sharding`` for a partition of a sharded query (see ``Envelope.sharding``)."""
     declared = getattr(service, "options", {})
     meaning = {k: v for k, v in options.items() if k not in declared or declared[k].state}
     canonical = orjson.loads(orjson.dumps(meaning, option=orjson.OPT_SORT_KEYS, default=str))
-    return Envelope(service.name, service.state_version, canonical, state_layout)
+    return Envelope(service.name, service.state_version, canonical, state_layout, sharding=sharding)
 
 
 def check_envelope(stored: bytes | None, expected: Envelope, where: str, has_state: bool) -> None:

@@ -10,6 +10,7 @@ from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
 class _Partition:
     def __init__(self) -> None:
         self.offset: int | None = None
+        self.broadcast_offset: int | None = None
         self.envelope: bytes | None = None
         self.snapshots: dict[str, bytes] = {}
         self.entries: dict[str, dict[tuple[str, bytes], bytes]] = {}
@@ -30,7 +31,7 @@ class MemoryStore:
             kept = [(m, e, v) for (m, e), v in sorted(maps.items()) if m not in skip_maps]
             if kept:
                 entries[key] = kept
-        return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope)
+        return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope, p.broadcast_offset)
 
     def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
         """One stored entry, for maps an engine keeps in the store rather than in memory."""
@@ -65,6 +66,8 @@ class MemoryStore:
                     maps[(map_name, entry)] = value
                     size += len(entry) + len(value)
         p.offset = offset
+        if changes.broadcast_offset is not None:
+            p.broadcast_offset = changes.broadcast_offset
         p.envelope = envelope
         return CommitStats(size, changes.entry_count)
 

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterator
 import redis
 
 from shared.state.base import (
+    BROADCAST_OFFSET_KEY,
     ENVELOPE_KEY,
     OFFSET_KEY,
     SNAPSHOT_PREFIX,
@@ -56,6 +57,7 @@ class RedisStore:
             raise StateError(f"cannot read state from Redis: {exc}") from None
         raw = fields.pop(OFFSET_KEY, None)
         envelope = fields.pop(ENVELOPE_KEY, None)
+        broadcast = fields.pop(BROADCAST_OFFSET_KEY, None)
         snapshots = {
             k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in fields.items() if k.startswith(SNAPSHOT_PREFIX)
         }
@@ -64,6 +66,7 @@ class RedisStore:
             snapshots,
             {k: v for k, v in entries.items() if v},
             envelope,
+            int(broadcast) if broadcast is not None else None,
         )
 
     def _scan_entries(
@@ -88,6 +91,8 @@ class RedisStore:
         size += sum(len(v) for v in changes.snapshots.values())
         mapping[OFFSET_KEY] = str(offset).encode()
         mapping[ENVELOPE_KEY] = envelope
+        if changes.broadcast_offset is not None:
+            mapping[BROADCAST_OFFSET_KEY] = str(changes.broadcast_offset).encode()
         if changes.entries:
             pipe.sadd(self._keys_set(topic, partition), *changes.entries)
         for key, items in changes.entries.items():

@@ -15,6 +15,7 @@ from pathlib import Path
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from shared.state.base import (
+    BROADCAST_OFFSET_KEY,
     ENTRY_PREFIX,
     ENVELOPE_KEY,
     OFFSET_KEY,
@@ -95,8 +96,13 @@ class RocksDBStore:
         snapshots = {k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in self._scan(db, SNAPSHOT_PREFIX)}
         rows = self._scan_skipping(db, skip_maps) if skip_maps else self._scan(db, ENTRY_PREFIX)
         entries = group_entries(rows)
+        broadcast = db.get(BROADCAST_OFFSET_KEY)
         return PartitionCheckpoint(
-            int(raw) if raw is not None else None, snapshots, entries, db.get(ENVELOPE_KEY)
+            int(raw) if raw is not None else None,
+            snapshots,
+            entries,
+            db.get(ENVELOPE_KEY),
+            int(broadcast) if broadcast is not None else None,
         )
 
     def commit(
@@ -126,6 +132,8 @@ class RocksDBStore:
                     size += len(stored) + len(value)
         batch.put(ENVELOPE_KEY, envelope)
         batch.put(OFFSET_KEY, str(offset).encode())
+        if changes.broadcast_offset is not None:
+            batch.put(BROADCAST_OFFSET_KEY, str(changes.broadcast_offset).encode())
         self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
         db.write(batch, self._write_opts)
         return CommitStats(size, changes.entry_count)
