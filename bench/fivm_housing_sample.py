@@ -8,8 +8,8 @@ given arguments. What it does (services/fivm/data/README.md):
 
 * keeps every ``stride``-th postcode, ``N`` of them, and gives each a ``region`` (the partition key:
   one independent query instance per region);
-* writes every value in fixed point, ``round(x · 10⁴)`` as an int (``postcode`` as its index), so the
-  covariance sums are exact whatever the batching;
+* writes every value rounded to four decimals (half to even, from its exact decimal text), the precision
+  the demo query computes in exactly (its ``decimals: 4``), and ``postcode`` as its index;
 * emits the static relations (Demographics, Transport) first, then the other four per postcode, then
   churn: deletes of some tuples, followed by re-inserts, some unchanged and some with one value taken
   from another postcode's row (an update is a delete plus an insert).
@@ -35,19 +35,19 @@ from services.fivm.service import HOUSING  # noqa: E402
 STATIC = ("Demographics", "Transport")
 UPDATABLE = ("House", "Shop", "Institution", "Restaurant")
 REGIONS = ("north", "east", "south")
-SCALE = Decimal(10_000)  # four decimal places
+DECIMALS = Decimal("0.0001")  # the demo config's decimals: 4
 POSTCODE_STEPS = 24_999  # postcodes are k / 24999 for k = 0..24999 in the authors' files
 
 Row = dict[str, Any]
 
 
-def fixed(text: str) -> int:
-    """A normalised value in fixed point: round(x · 10⁴), half to even, from its exact decimal text."""
-    return int((Decimal(text) * SCALE).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+def rounded(text: str) -> float:
+    """A value rounded to four decimals, half to even, from its exact decimal text."""
+    return float(Decimal(text).quantize(DECIMALS, rounding=ROUND_HALF_EVEN))
 
 
 def read_table(path: Path, columns: tuple[str, ...]) -> dict[int, Row]:
-    """One table by postcode index, every value in fixed point."""
+    """One table by postcode index, every other value rounded."""
     rows: dict[int, Row] = {}
     for line in path.read_text().splitlines():
         fields = line.rstrip("|").split("|")
@@ -56,7 +56,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> dict[int, Row]:
         postcode = round(float(fields[0]) * POSTCODE_STEPS)
         if postcode in rows:
             raise ValueError(f"{path.name}: postcode {fields[0]} appears twice")
-        values = {c: fixed(v) for c, v in zip(columns[1:], fields[1:], strict=True)}
+        values = {c: rounded(v) for c, v in zip(columns[1:], fields[1:], strict=True)}
         rows[postcode] = {"postcode": postcode} | values
     return rows
 

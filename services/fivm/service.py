@@ -17,7 +17,7 @@ from services.fivm import model
 from services.fivm.engine import FivmEngine
 from services.fivm.query import KEYS, RING_NAMES, STRATEGY_NAMES, Query, parse_query
 from shared.events import Relation
-from shared.options import Option, Parser, boolean, choice, mapping, optional
+from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int, optional
 from shared.service import DemoWorkload, ServiceDefinition
 
 DATA = Path(__file__).with_name("data")
@@ -90,6 +90,12 @@ OPTIONS: dict[str, Option] = {
     "indicators": Option(False, boolean(), "add indicator projections to cyclic joins"),
     "ring_options": Option({}, mapping(), "options of the ring (listing: {rows: true} lists the rows)"),
     "debug": Option(False, boolean(), "check the view invariants after every relation delta (slow)"),
+    "decimals": Option(
+        None,
+        optional(non_negative_int()),
+        "rings sum and covariance: compute exactly in this many decimals (results then do not depend "
+        "on batching); null: floats",
+    ),
     "model": Option(
         None,
         optional(Parser("a mapping {label: name, ridge: number >= 0}", _model)),
@@ -168,9 +174,9 @@ def make_engine(options: Mapping[str, Any]) -> ServiceEngine:
     return ServiceEngine(query_config(options), options["model"])
 
 
-# The demo: a covariance ring over the Housing sample (services/fivm/data/README.md) in fixed point
-# (ints), so every sum is exact and results do not depend on how the stream is batched. Demographics
-# and Transport are static: they load first, then updates to them are refused.
+# The demo: a covariance ring over the Housing sample (services/fivm/data/README.md), computed exactly
+# in four decimals, so results do not depend on how the stream is batched. Demographics and Transport
+# are static: they load first, then updates to them are refused.
 DEMO_FEATURES = (
     "price",
     "livingarea",
@@ -182,9 +188,10 @@ DEMO_FEATURES = (
     "distancecitycentre",
 )
 DEMO_CONFIG: dict[str, Any] = {
-    "relations": {name: [{c: "int"} for c in cols] for name, cols in HOUSING.items()},
+    "relations": {name: [{"postcode": "int"}, *cols[1:]] for name, cols in HOUSING.items()},
     "ring": "covariance",
     "features": list(DEMO_FEATURES),
+    "decimals": 4,
     "updatable": ["House", "Shop", "Institution", "Restaurant"],
     "model": {"label": "price", "ridge": 1.0},
     "key_field": "region",

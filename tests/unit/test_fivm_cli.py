@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -109,13 +110,15 @@ def test_a_table_of_a_relation_the_query_lacks_is_one_error_line(tmp_path):
 
 
 def test_a_bad_query_is_one_error_line_naming_the_key(tmp_path):
-    for config, needle in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"ring": "covariance", "model": {"label": "nope"}}, "'model' label 'nope'"),
         ({"ring": "count", "model": {"label": "price"}}, "'model' needs ring covariance"),
         ({"model": {"label": "price", "ridge": -1}}, "'ridge' must be a finite number >= 0"),
         ({"ring": "sum"}, "ring sum needs 'sum'"),
         ({"free": 3}, "config key 'free' must be a variable name or a list of names"),
-    ]:
+        ({"ring": "count", "decimals": 4}, "'decimals' applies to rings sum and covariance"),
+    ]
+    for config, needle in cases:
         cfg = write_config(tmp_path / "bad.json", **config)
         proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(SAMPLE), check=False)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
