@@ -3,7 +3,8 @@
 Each ring supplies a case: strategies for payloads of a given *shape* (a cofactor block, a listing
 schema, a factorized variable), shapes that may be added (one shape) or multiplied (shapes a view tree
 can multiply: adjacent blocks, disjoint schemas), an independent "every component is zero" test and
-exact ring equality. Values are small integers so float arithmetic is exact and the laws hold with ==.
+exact ring equality. Values are small integers so float arithmetic is exact and the laws hold with ==;
+the exact (decimal) cofactor and degree rings (§8) are checked on ints of any size.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import Cofactor, CofactorRing, tri_size
+from services.fivm.rings.cofactor import Cofactor, CofactorRing, exact_array, tri_size
 from services.fivm.rings.degree import DegreeRing
 from services.fivm.rings.factorized import Factor, FactorizedRing
 from services.fivm.rings.listing import Listing, ListingRing
 from services.fivm.rings.matrix import MatrixEntryRing
 
 SMALL = st.integers(-4, 4)
+# Exact payloads: small ints, and ints past 64 bits (wide encodings, products of big sums).
+EXACT = st.one_of(SMALL, st.integers(-(2**70), 2**70))
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class RingCase:
     mul_shapes: Callable[[int], st.SearchStrategy[list[Any]]]  # n shapes multipliable in any order
     all_zero: Callable[[Any], bool]  # every component zero, computed without the ring
     equal: Callable[[Any, Any], bool] = lambda a, b: bool(a == b)
+    options: dict[str, Any] | None = None  # registry options building the same ring
 
 
 # --- cofactor: shapes are blocks (lo, k) -------------------------------------------------------
@@ -69,6 +73,26 @@ COFACTOR = RingCase(
     all_zero=lambda a: a.count == 0 and not np.any(a.sums) and not np.any(a.quad),
 )
 
+
+def _exact_cofactor_element(shape: tuple[int, int]) -> st.SearchStrategy[Cofactor]:
+    lo, k = shape
+    return st.builds(
+        lambda c, s, q: Cofactor(lo, c, exact_array(s), exact_array(q)),
+        EXACT,
+        st.lists(EXACT, min_size=k, max_size=k),
+        st.lists(EXACT, min_size=tri_size(k), max_size=tri_size(k)),
+    )
+
+
+EXACT_COFACTOR = RingCase(
+    ring=CofactorRing([f"x{i}" for i in range(16)], decimals=2),
+    element=_exact_cofactor_element,
+    add_shape=COFACTOR.add_shape,
+    mul_shapes=_consecutive_blocks,
+    all_zero=lambda a: a.count == 0 and all(v == 0 for v in [*a.sums.tolist(), *a.quad.tolist()]),
+    options={"decimals": 2},
+)
+
 # --- degree: one shape; monomials over a few variables, zero entries allowed in the input -----------
 
 _MONOMIALS = st.lists(st.integers(0, 3), max_size=2).map(lambda ix: tuple(sorted(ix)))
@@ -91,6 +115,16 @@ DEGREE = RingCase(
     mul_shapes=lambda n: st.just([None] * n),
     all_zero=lambda a: all(v == 0 for v in a.values()),
     equal=lambda a, b: _without_zeros(a) == _without_zeros(b),
+)
+
+EXACT_DEGREE = RingCase(
+    ring=DegreeRing([f"x{i}" for i in range(4)], decimals=3),
+    element=lambda _shape: st.dictionaries(_MONOMIALS, EXACT, max_size=6),
+    add_shape=st.just(None),
+    mul_shapes=lambda n: st.just([None] * n),
+    all_zero=lambda a: all(v == 0 for v in a.values()),
+    equal=lambda a, b: _without_zeros(a) == _without_zeros(b),
+    options={"decimals": 3},
 )
 
 # --- listing: shapes are schemas (ascending column indexes); products need disjoint schemas ---------
@@ -149,7 +183,9 @@ MATRIX = RingCase(
 
 CASES = {
     "cofactor": COFACTOR,
+    "cofactor-exact": EXACT_COFACTOR,
     "degree": DEGREE,
+    "degree-exact": EXACT_DEGREE,
     "listing": LISTING,
     "factorized": FACTORIZED,
     "matrix": MATRIX,
@@ -251,7 +287,8 @@ def test_encode_decode_round_trip(name, data):
 def test_the_registry_builds_each_ring_by_name():
     from services.fivm.rings import make_ring
 
-    for name, case in CASES.items():
+    for case in CASES.values():
         lifted = list(getattr(case.ring, "variables", ()))
-        ring = make_ring(name, lifted)
-        assert type(ring) is type(case.ring) and ring.name == name
+        ring = make_ring(case.ring.name, lifted, **(case.options or {}))
+        assert type(ring) is type(case.ring)
+        assert getattr(ring, "decimals", None) == getattr(case.ring, "decimals", None)
