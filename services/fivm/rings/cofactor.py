@@ -168,7 +168,6 @@ _HEADER = struct.Struct("<IIB")
 _WIDTH = struct.Struct("<I")
 _F8 = np.dtype("<f8")
 _I8 = np.dtype("<i8")
-_I8_MIN, _I8_MAX = -(2**63), 2**63 - 1
 
 
 def int_to_bytes(value: int) -> bytes:
@@ -276,7 +275,7 @@ class CofactorRing:
         count = int_to_bytes(a.count)
         if self.exact:
             return (
-                _HEADER.pack(a.lo, a.k, len(count)) + count + _encode_ints(a.sums.tolist() + a.quad.tolist())
+                _HEADER.pack(a.lo, a.k, len(count)) + count + _encode_ints(np.concatenate((a.sums, a.quad)))
             )
         return b"".join(
             (
@@ -313,12 +312,15 @@ class CofactorRing:
         return out
 
 
-def _encode_ints(values: list[int]) -> bytes:
-    """The width and the values, each as a signed little-endian int of that width (the format above)."""
-    if all(_I8_MIN <= v <= _I8_MAX for v in values):
-        return _WIDTH.pack(8) + np.array(values, dtype=_I8).tobytes()
-    width = max((v.bit_length() + 8) // 8 for v in values)
-    return _WIDTH.pack(width) + b"".join(v.to_bytes(width, "little", signed=True) for v in values)
+def _encode_ints(values: FloatArray) -> bytes:
+    """The width and the values (an object array of ints), each as a signed little-endian int of that
+    width (the format above)."""
+    try:
+        return _WIDTH.pack(8) + values.astype(_I8).tobytes()
+    except OverflowError:
+        ints: list[int] = values.tolist()
+        width = max((v.bit_length() + 8) // 8 for v in ints)
+        return _WIDTH.pack(width) + b"".join(v.to_bytes(width, "little", signed=True) for v in ints)
 
 
 def _decode_ints(data: bytes, at: int, n: int) -> list[int]:
