@@ -134,3 +134,55 @@ def test_counts_per_group_over_a_table_are_exact(tmp_path):
     want = Counter((r["tesco"], r["ms"]) for r in shop)
     got = {(g["key"]["tesco"], g["key"]["ms"]): g["value"] for g in out["result"]["groups"]}
     assert got == dict(want)
+
+
+def test_every_query_key_is_a_config_key():
+    from services.fivm.query import KEYS
+
+    assert set(KEYS) | {"model"} == set(SERVICE.options)
+
+
+def test_result_forms_per_ring_from_replay(tmp_path):
+    """House and Shop of the authors' first postcodes with multiplicities, deletes included; each ring's
+    result form (docs/algorithms/fivm.md §7.2) against the join computed here."""
+    house, shop = table_rows("House"), table_rows("Shop")
+    lines = [{"relation": "House", "row": r, "delta": 1} for r in house]
+    lines += [{"relation": "Shop", "row": r, "delta": 2 if i % 3 == 0 else 1} for i, r in enumerate(shop)]
+    lines += [{"relation": "House", "row": r, "delta": -1} for r in house[::4]]
+    data = tmp_path / "hs.jsonl"
+    data.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for ev in lines))
+    mult: dict[str, Counter] = {"House": Counter(), "Shop": Counter()}
+    rows: dict[tuple[str, float], dict[str, float]] = {}
+    for ev in lines:
+        mult[ev["relation"]][ev["row"]["postcode"]] += ev["delta"]
+        rows[ev["relation"], ev["row"]["postcode"]] = ev["row"]
+    weight = {p: m * mult["Shop"][p] for p, m in mult["House"].items() if m * mult["Shop"][p]}
+    join_size = sum(weight.values())
+    per_tesco: Counter = Counter()
+    for p, w in weight.items():
+        per_tesco[rows["Shop", p]["tesco"]] += w
+    relations = {"House": list(HOUSING["House"]), "Shop": list(HOUSING["Shop"])}
+
+    def replay(**query: Any) -> dict[str, Any]:
+        cfg = write_config(tmp_path / "q.json", relations=relations, **query)
+        out = replay_result(cfg, data, "fivm")
+        assert out["rejected"] == 0 and "stats" in out["result"]
+        return {k: v for k, v in out["result"].items() if k != "stats"}
+
+    assert replay(ring="count") == {"value": join_size}
+    assert replay(ring="count", free="tesco") == {
+        "groups": [{"key": {"tesco": t}, "value": n} for t, n in sorted(per_tesco.items())]
+    }
+    listing = replay(ring="listing", free=["postcode"], ring_options={"rows": True})
+    assert listing == {
+        "join_size": join_size,
+        "distinct": len(weight),
+        "columns": ["postcode"],
+        "rows": [[p, w] for p, w in sorted(weight.items())],
+    }
+    factorized = replay(ring="factorized", free=["postcode"])
+    assert factorized["join_size"] == join_size
+    assert factorized["values"] == [[p, w] for p, w in sorted(weight.items())]
+    grouped = replay(ring="covariance", features=["price"], free=["tesco"], decimals=6)
+    assert [(g["key"]["tesco"], g["value"]["count"]) for g in grouped["groups"]] == sorted(per_tesco.items())
+    assert set(grouped["groups"][0]["value"]) == {"count", "variables", "sum", "sumprod"}
