@@ -319,7 +319,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| {r['edges']:,} | {c['snapshot_seconds'] * 1e3:,.1f} ms "
             f"| {c['incremental_seconds'] * 1e3:,.1f} ms "
-            f"| {c.get('incremental_engine_seconds', float('nan')) * 1e3:,.1f} ms | {c['snapshot_bytes']:,.0f} "
+            f"| {c['incremental_engine_seconds'] * 1e3:,.1f} ms | {c['snapshot_bytes']:,.0f} "
             f"| {c['incremental_bytes']:,.0f} | {c['incremental_entries']:,.0f} |"
         )
     lines += [
