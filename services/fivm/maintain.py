@@ -95,7 +95,10 @@ class FivmMaintainer:
         target = self.target_views()
         for name in list(self.views):
             if name not in target:
-                self.dropped[name] = list(self.views.pop(name).data)
+                view = self.views.pop(name)
+                # Its stored entries: the keys it holds, and the keys deleted since the last checkpoint
+                # (still in the store until that checkpoint deletes them).
+                self.dropped[name] = list(dict.fromkeys([*view.data, *view.changed]))
         ring = self.ring
         for node in self.tree.nodes():
             if node.name in target and node.name not in self.views:

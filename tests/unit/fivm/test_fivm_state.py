@@ -120,3 +120,36 @@ def test_snapshots_are_deterministic_and_refuse_another_configuration() -> None:
         other.restore(a.snapshot())
     with pytest.raises(EngineError, match="snapshot"):
         other.restore(b"not json")
+
+
+def test_views_dropped_at_the_seal_delete_their_keys_deleted_since_the_last_checkpoint() -> None:
+    """fivm-one drops the views outside μ(τ, U) at the first update of U; a key such a view deleted
+    after the last checkpoint is still stored, and the drop must delete it too."""
+    config = {
+        "relations": {
+            "R": [{"A": "int"}, {"B": "int"}],
+            "S": [{"B": "int"}, {"C": "int"}],
+            "T": [{"C": "int"}, {"A": "int"}],
+        },
+        "ring": "count",
+        "strategy": "fivm-one",
+        "updatable": ["R"],
+        "variable_order": {"A": {"B": {"C": {}}}},
+    }
+    engine = FivmEngine(config)
+    store: dict[tuple[str, bytes], bytes] = {}
+
+    def checkpoint() -> None:
+        for name, key, value in engine.changed_entries():
+            if value is None:
+                store.pop((name, key), None)
+            else:
+                store[(name, key)] = value
+
+    t = {"C": 0, "A": 0}
+    engine.apply([UpdateEvent("T", t, 1)])
+    checkpoint()
+    engine.apply([UpdateEvent("T", t, 1), UpdateEvent("T", t, -2)])  # T's tuple is gone again
+    engine.apply([UpdateEvent("R", {"A": 0, "B": 0}, 1)])  # the seal
+    checkpoint()
+    assert store == {(n, k): v for n, k, v in engine.all_entries()}
