@@ -146,19 +146,19 @@ def test_result_forms_per_ring_from_replay(tmp_path):
     """House and Shop of the authors' first postcodes with multiplicities, deletes included; each ring's
     result form (docs/algorithms/fivm.md §7.2) against the join computed here."""
     house, shop = table_rows("House"), table_rows("Shop")
-    lines = [{"relation": "House", "row": r, "delta": 1} for r in house]
+    lines: list[dict[str, Any]] = [{"relation": "House", "row": r, "delta": 1} for r in house]
     lines += [{"relation": "Shop", "row": r, "delta": 2 if i % 3 == 0 else 1} for i, r in enumerate(shop)]
     lines += [{"relation": "House", "row": r, "delta": -1} for r in house[::4]]
     data = tmp_path / "hs.jsonl"
     data.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for ev in lines))
-    mult: dict[str, Counter] = {"House": Counter(), "Shop": Counter()}
+    mult: dict[str, Counter[float]] = {"House": Counter(), "Shop": Counter()}
     rows: dict[tuple[str, float], dict[str, float]] = {}
     for ev in lines:
         mult[ev["relation"]][ev["row"]["postcode"]] += ev["delta"]
         rows[ev["relation"], ev["row"]["postcode"]] = ev["row"]
     weight = {p: m * mult["Shop"][p] for p, m in mult["House"].items() if m * mult["Shop"][p]}
     join_size = sum(weight.values())
-    per_tesco: Counter = Counter()
+    per_tesco: Counter[float] = Counter()
     for p, w in weight.items():
         per_tesco[rows["Shop", p]["tesco"]] += w
     relations = {"House": list(HOUSING["House"]), "Shop": list(HOUSING["Shop"])}
