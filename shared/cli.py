@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import logging
 import os
 import sys
@@ -138,23 +139,26 @@ def _open_inputs(
     schema: Schema | None = None,
     formats: FormatRegistry = FORMATS,
 ) -> tuple[Any, str]:
-    """Records of ``--input`` (one file, or several TPC-H tables interleaved) and a label for messages.
-    ``schema`` (the consuming service's, when known) fills in what a file leaves out."""
+    """Records of ``--input`` and a label for messages: one file, several files one after another (each
+    ``.tbl`` or ``.csv`` table's relation from its name unless ``--relation`` is given), or several
+    TPC-H tables interleaved. ``schema`` (the consuming service's, when known) fills in what a file
+    leaves out."""
     inputs: list[str] = args.input
     options = _read_options(args)
-    if len(inputs) == 1:
-        source = read_source(
-            inputs[0],
-            args.format,
-            relation=args.relation,
-            key_field=key_field,
-            schema=schema,
-            formats=formats,
-            options=options,
-        )
-        return source, inputs[0]
-    if args.format != "tpch":
-        raise CliError("several --input files are only supported with --format tpch (tables interleaved)")
+    if args.format != "tpch" or len(inputs) == 1:
+        sources = [
+            read_source(
+                path,
+                args.format,
+                relation=args.relation,
+                key_field=key_field,
+                schema=schema,
+                formats=formats,
+                options=options,
+            )
+            for path in inputs
+        ]
+        return (sources[0] if len(sources) == 1 else itertools.chain.from_iterable(sources)), "+".join(inputs)
     if args.relation:
         raise CliError(
             "--relation names one table; with several tpch inputs each table comes from its file name"
@@ -202,6 +206,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
     formats = _formats_of(service) if service is not None else FORMATS
     records, label = _open_inputs(args, key_field, schema, formats)
     check_reachable(args.bootstrap)
+    routing = (
+        _routing(args.bootstrap, topic, schema, config) if config is not None and config.sharded else None
+    )
     total = sum(_count_lines(path) for path in args.input)
     progress = Progress(f"producing to {topic}", total)
     report = produce_records(
@@ -210,6 +217,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         records,
         on_progress=lambda rec, n: progress.update(rec.lineno if len(args.input) == 1 else n),
         on_skip=lambda rec: print(f"{label}:{rec.lineno}: skipped: {rec.error}", file=sys.stderr),
+        routing=routing,
     )
     progress.done(progress.total or report.sent)
     if report.failures:
@@ -225,11 +233,38 @@ def cmd_produce(args: argparse.Namespace) -> int:
         silent = [r for r in declared if not report.relations.get(r)]
         _warn_silent(silent, declared, service.name, label)
     skipped = len(report.skipped)
+    where = topic if routing is None else ", ".join(f"{n} to {t}" for t, n in sorted(report.topics.items()))
     print(
-        f"produced {report.sent} records to {topic}"
+        f"produced {report.sent} records to {where}"
         + (f" ({skipped} unreadable lines skipped)" if skipped else "")
     )
     return 0
+
+
+def _routing(bootstrap: str, topic: str, schema: Any, config: Any) -> Any:
+    """A sharded config's routing over the existing input topic's partitions (one shard each); the
+    broadcast topic must exist with one partition if some relation lacks the shard variable."""
+    import dataclasses
+
+    from shared.runtime.kafka import partition_count
+    from shared.runtime.routing import routing_of
+
+    shards = partition_count(bootstrap, topic)
+    if shards is None:
+        raise CliError(
+            f"the input topic {topic} of a sharded query must exist: its partition count is the number "
+            "of shards"
+        )
+    routing = routing_of(schema.relations.values(), dataclasses.replace(config, input_topic=topic), shards)
+    if routing.broadcast:
+        found = partition_count(bootstrap, config.broadcast_topic)
+        if found != 1:
+            raise CliError(
+                f"the broadcast topic {config.broadcast_topic} must exist with one partition "
+                f"(events of {', '.join(sorted(routing.broadcast))}); it "
+                + ("does not exist" if found is None else f"has {found}")
+            )
+    return routing
 
 
 def _load(service_name: str, config_path: str):
@@ -248,6 +283,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from shared.state import open_store
 
     service, config = _load(args.service, args.config)
+    codec = None
+    if args.role == "coordinator":
+        from shared.runtime.coordinator import coordinator_of
+
+        service, config, codec = coordinator_of(service, config)
     group = args.group or f"ivmstream.{service.name}"
     backend = args.state_backend or ("rocksdb")
     redis_client = connect(args.redis) if args.redis else None
@@ -274,6 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         redis_client=redis_client,
         metrics=metrics,
         silent_relation_after=args.silent_relation_after,
+        codec=codec,
     )
     worker.install_signal_handlers()
     logging.getLogger("ivmstream").info(
@@ -536,6 +577,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis", help="Redis URL: results are published there (and state, with --state-backend redis)"
     )
     p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
+    p.add_argument(
+        "--role",
+        choices=("worker", "coordinator"),
+        default="worker",
+        help="with a sharded config (shard_by): worker (default) publishes its partitions' partial "
+        "results; coordinator sums them into the global result (its group defaults to "
+        "ivmstream.<service>.coordinator)",
+    )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument(
         "--gc",

@@ -186,3 +186,22 @@ def test_result_forms_per_ring_from_replay(tmp_path):
     grouped = replay(ring="covariance", features=["price"], free=["tesco"], decimals=6)
     assert [(g["key"]["tesco"], g["value"]["count"]) for g in grouped["groups"]] == sorted(per_tesco.items())
     assert set(grouped["groups"][0]["value"]) == {"count", "variables", "sum", "sumprod"}
+
+
+def test_replay_of_several_tables_reads_them_one_after_another(tmp_path):
+    """``--input`` repeated: each table's relation from its file name; the join count over all six
+    equals the product of per-postcode row counts computed here from the files."""
+    cfg = write_config(tmp_path / "count.json", ring="count")
+    names = ["Demographics", "Transport", "House", "Shop", "Institution", "Restaurant"]
+    inputs = [arg for name in names for arg in ("--input", str(TABLES / f"{name}.tbl"))]
+    proc = ivm("replay", "fivm", "--config", str(cfg), "--format", "tbl", *inputs)
+    out = json.loads(proc.stdout.splitlines()[-1])
+    per_postcode = {name: Counter(row["postcode"] for row in table_rows(name)) for name in names}
+    want = 0
+    for postcode, n in per_postcode["House"].items():
+        product = n
+        for name in names[:2] + names[3:]:
+            product *= per_postcode[name][postcode]
+        want += product
+    assert out["events"] == sum(len(table_rows(name)) for name in names) and out["rejected"] == 0
+    assert want > 0 and out["result"]["value"] == want
