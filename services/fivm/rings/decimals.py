@@ -57,12 +57,3 @@ def from_units(units: int, exponent: int) -> float:
         return units / 10**exponent if exponent else float(units)
     except OverflowError:
         return math.inf if units > 0 else -math.inf
-
-
-def units_text(units: int, exponent: int) -> str:
-    """``units / 10^exponent`` as an exact decimal string (``"-12.50"`` for -1250, 2)."""
-    sign = "-" if units < 0 else ""
-    digits = str(abs(units)).rjust(exponent + 1, "0")
-    if not exponent:
-        return sign + digits
-    return f"{sign}{digits[:-exponent]}.{digits[-exponent:]}"
