@@ -231,11 +231,14 @@ def root_payload(engine: FivmEngine) -> Any:
 
 
 def assert_exact_units(config: dict[str, Any], engine: FivmEngine, aggs: tuple) -> None:
-    """The root payload's ints are the oracle's decimals in units of 10^-N (10^-2N for products)."""
+    """The root payload's ints are the oracle's decimals in units of 10^-N per factor (a sum of int
+    variables only is plain ints)."""
     n = config["decimals"]
     p = root_payload(engine)
     if config["ring"] == "sum":
-        assert p == aggs[0].scaleb(n * len(config["sum"]))
+        types = {c: t for _, _, cols, ts in occurrences(config) for c, t in zip(cols, ts, strict=True)}
+        int_only = all(types[v] == "int" for v in config["sum"])  # exact already: no decimal scale
+        assert p == aggs[0].scaleb(0 if int_only else n * len(config["sum"]))
         return
     assert isinstance(p, Cofactor)
     variables = engine.ring.variables  # type: ignore[attr-defined]
