@@ -368,6 +368,11 @@ def markdown(results: dict[str, Any]) -> str:
             f"{s['worker_snapshot_share_of_engine_alone_largest']:.2f} of the engine's rate at the largest "
             "size."
         )
+    lines += [
+        "",
+        "The section above is printed by `.venv/bin/python bench/state.py --markdown "
+        "bench/results/state.json`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
