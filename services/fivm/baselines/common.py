@@ -99,11 +99,21 @@ def query_ring(query: Query, lifted: Sequence[str], any_order: bool) -> Ring[Any
     """The query's ring over ``lifted``. ``any_order``: the caller multiplies lifts in join order, so
     covariance uses full-width payloads instead of preorder blocks (§2.3)."""
     if any_order and query.ring == "covariance":
+        _refuse_decimals(query)
         return DenseCofactorRing(lifted)
     try:
         return make_ring(RING_FACTORY.get(query.ring, query.ring), lifted, **query.ring_factory_options())
     except ValueError as exc:
         raise EngineError(f"ring {query.ring}: {exc}") from None
+
+
+def _refuse_decimals(query: Query) -> None:
+    """Covariance payloads here are floats; exact decimals would silently not apply (§1)."""
+    if query.decimals is not None:
+        raise EngineError(
+            f"strategy {query.strategy} computes covariance in floats; decimals is supported by the "
+            "fivm, fivm-one, sql-opt, f-re and dbt-re strategies"
+        )
 
 
 def require(query: Query, rings: Sequence[str], *, aliases: bool = True, debug: bool = False) -> None:
@@ -286,6 +296,7 @@ def scalar_aggregates(query: Query, lifted: Sequence[str]) -> list[tuple[Monomia
     sum ring per monomial (the count exact, the sums over floats)."""
     if query.ring != "covariance":
         return [((), query_ring(query, lifted, any_order=True))]
+    _refuse_decimals(query)
     out: list[tuple[Monomial, Ring[Any]]] = []
     for mono in monomials(len(lifted)):
         if not mono:

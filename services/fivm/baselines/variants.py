@@ -43,7 +43,8 @@ class SqlOptMaintainer(FivmMaintainer):
         require(query, ("covariance",), debug=True)
         super().__init__(query)
         # Same tree, same lifted numbering; only the payload ring differs. No view holds data yet.
-        self.ring = make_ring("degree", self.tree.lifted)
+        exact = {} if query.decimals is None else {"decimals": query.decimals}
+        self.ring = make_ring("degree", self.tree.lifted, **exact)
         self._one = self.ring.one()
         self.views.clear()
         self._materialize()

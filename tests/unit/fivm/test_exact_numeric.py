@@ -451,3 +451,34 @@ def test_the_model_fits_the_exact_result(rows: list[tuple[float, float]]) -> Non
     tol = 1e-7 * (1.0 + float(np.abs(y).max()))
     assert model["intercept"] == pytest.approx(theta[0], abs=tol * (1.0 + float(np.abs(x).max())))
     assert model["coefficients"]["x"] == pytest.approx(theta[1], abs=tol)
+
+
+# --- baselines ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["sql-opt", "f-re", "dbt-re"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_baselines_in_exact_decimals_equal_fivm_bit_for_bit(strategy: str, data: st.DataObject) -> None:
+    """The degree-indexed baseline and the re-evaluations compute the same exact moments as the
+    cofactor ring, however either stream is batched."""
+    config = data.draw(exact_query(rings=("covariance",)))
+    config["debug"] = False
+    events = data.draw(stream(config))
+    fivm = run(config, data.draw(batched(events)))
+    other = run(config | {"strategy": strategy}, data.draw(batched(events)))
+    views = {k: v for k, v in fivm.result().items() if k != "stats"}
+    assert orjson.dumps({k: v for k, v in other.result().items() if k != "stats"}) == orjson.dumps(views)
+
+
+@pytest.mark.parametrize("strategy", ["1-ivm", "1-ivm-ring", "dbt", "dbt-ring"])
+def test_strategies_with_float_covariance_payloads_refuse_decimals(strategy: str) -> None:
+    config = {
+        "relations": {"R": [{"a": "int"}, "x"], "S": [{"a": "int"}, "y"]},
+        "ring": "covariance",
+        "features": ["x", "y"],
+        "decimals": 2,
+        "strategy": strategy,
+    }
+    with pytest.raises(EngineError, match="decimals is supported by"):
+        FivmEngine(config)
