@@ -46,6 +46,7 @@ bench: setup
 	$(PY) bench/vwap.py
 	$(PY) bench/state.py
 	$(PY) bench/backed_state.py
+	$(PY) bench/fivm.py
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
 lint: setup
