@@ -205,6 +205,7 @@ def run_stream(config: Mapping[str, Any], stream: Stream, budget: float) -> tupl
         "load_seconds": load_s if stream.load else None,
         "views": len(engine.maint.views),
         "view_entries": sum(len(v) for v in engine.maint.views.values()),
+        "view_sizes": {name: len(v) for name, v in sorted(engine.maint.views.items())},
         "stored_entries": entries,
         "stored_bytes": nbytes,
         "series": series,  # [tuples processed, seconds] along the stream
@@ -286,6 +287,47 @@ def e1_sum(scales: Sequence[int], postcodes: int, budget: float) -> list[dict[st
         progress(f"  E1 s={s}: {stream.tuples:,} tuples")
         configs = {
             st: housing_config("sum", sum=["postcode", "postcode"], strategy=st) for st in E1_STRATEGIES
+        }
+        rows.append(
+            {
+                "scale": s,
+                "fanout": fan,
+                "tuples": stream.tuples,
+                "runs": compare_case(configs, stream, budget, "fivm", check),
+            }
+        )
+    return rows
+
+
+def shuffled(database: Mapping[str, Sequence[dict[str, Any]]], seed: int) -> dict[str, list[dict[str, Any]]]:
+    """Each relation's rows in a random order: the generator lists a postcode's rows together, so a batch
+    of 1,000 tuples holds few postcodes and a strategy that evaluates once per distinct join value in a
+    batch (1-ivm, docs/algorithms/fivm-baselines.md §3) shares that work among a postcode's rows."""
+    rng = random.Random(seed)
+    out = {}
+    for name, rows in database.items():
+        copy = list(rows)
+        rng.shuffle(copy)
+        out[name] = copy
+    return out
+
+
+def e1_shuffled(scales: Sequence[int], postcodes: int, budget: float) -> list[dict[str, Any]]:
+    """E1's query and data, every relation's rows shuffled: fivm, dbt and 1-ivm."""
+    rows = []
+    for s in scales:
+        fan = housing_fanout(s)
+        stream = Stream(events(shuffled(housing(s, postcodes, seed=s), seed=s)))
+        expected = fan**3 * sum(float(p) ** 2 for p in range(postcodes))
+
+        def check(got: Any, expected: float = expected) -> str | None:
+            diff = rel_diff(got["value"], expected)
+            return None if diff <= REL_TOL else f"SUM {got['value']} != closed form {expected}"
+
+        progress(f"  E1 shuffled s={s}: {stream.tuples:,} tuples")
+        configs = {
+            st: housing_config("sum", sum=["postcode", "postcode"], strategy=st)
+            for st in ("fivm", "dbt", "1-ivm")
         }
         rows.append(
             {
@@ -754,6 +796,21 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
             "growing": all(b >= a for a, b in itertools.pairwise(ratios)),
             "met": bool(last and last >= 3 and ratios[-1] > ratios[0]),
         }
+    e1s = report.get("e1_shuffled") or []
+    if e1s:
+        s["e1_shuffled_fivm_over_1ivm"] = {
+            r["scale"]: _ratio(_rate(r["runs"], "fivm"), _rate(r["runs"], "1-ivm")) for r in e1s
+        }
+        s["e1_shuffled_fivm_over_dbt"] = {
+            r["scale"]: _ratio(_rate(r["runs"], "fivm"), _rate(r["runs"], "dbt")) for r in e1s
+        }
+        ratios = [s["e1_shuffled_fivm_over_1ivm"][r["scale"]] for r in e1s]
+        s["goal_e1_shuffled"] = {
+            "text": f"the same on the shuffled stream, s = {e1s[-1]['scale']}",
+            "value": ratios[-1],
+            "growing": all(b >= a for a, b in itertools.pairwise(ratios)),
+            "met": bool(ratios[-1] and ratios[-1] >= 3 and ratios[-1] > ratios[0]),
+        }
     e3 = report.get("e3") or {}
     if e3.get("rows"):
         rows = e3["rows"]
@@ -876,6 +933,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     if report.get("e1"):
         rates(a[0], report["e1"], "scale", "E1 SUM(postcode²), Housing", "scale s")
+        for label in ("fivm", "1-ivm"):
+            pts = [
+                (r["scale"], r["runs"][label]["tuples_per_second"]) for r in report.get("e1_shuffled") or []
+            ]
+            if pts:
+                a[0].semilogy(*zip(*pts, strict=True), "--", alpha=0.7, label=f"{label}, rows shuffled")
+        a[0].legend(fontsize=8)
         last = report["e1"][-1]
         for label, rec in last["runs"].items():
             pts = rec["series"]
@@ -1016,7 +1080,7 @@ def markdown(report: dict[str, Any]) -> str:
         "stored entries and bytes are the engine's state entries as it encodes them, a deterministic memory "
         f"measure. Housing uses {o['postcodes']:,} postcodes (E1), {o['e4_postcodes']:,} (E4) and "
         f"{o['e8_postcodes']:,} (E8) instead of 25,000, to fit the run in minutes; at scale s three "
-        "relations hold round(0.9·s) rows per postcode (`bench/fivm_data.py`).",
+        "relations hold max(1, ⌊0.9·s + 0.5⌋) rows per postcode (`bench/fivm_data.py`).",
     ]
     if report.get("e1"):
         lines += [
@@ -1034,11 +1098,31 @@ def markdown(report: dict[str, Any]) -> str:
                 + f" | {_x(s['e1_fivm_over_1ivm'][str(sc)])} | {_x(s['e1_fivm_over_dbt'][str(sc)])} "
                 f"| {_x(s['e1_fivm_over_fre'][str(sc)])} |"
             )
-        g = s["goal_e1"]
+    if report.get("e1_shuffled"):
         lines += [
             "",
-            f"Goal: {g['text']}: {_met(g['met'])} ({_x(g['value'])}; growing with s: {g['growing']}).",
+            "The same query with every relation's rows shuffled (the generator lists a postcode's rows "
+            "together, so a batch of the stream above holds about 1,000 / fan-out postcodes, and `1-ivm`, "
+            "which evaluates each other relation once per distinct postcode in a batch, shares that work "
+            "among them):",
+            "",
+            "| s | fivm | dbt | 1-ivm | fivm / 1-ivm | fivm / dbt |",
+            "|---|---|---|---|---|---|",
         ]
+        for r in report["e1_shuffled"]:
+            sc = str(r["scale"])
+            lines.append(
+                f"| {sc} | "
+                + " | ".join(_fmt_rate(r["runs"].get(st)) for st in ("fivm", "dbt", "1-ivm"))
+                + f" | {_x(s['e1_shuffled_fivm_over_1ivm'][sc])} | {_x(s['e1_shuffled_fivm_over_dbt'][sc])} |"
+            )
+    for key in ("goal_e1", "goal_e1_shuffled"):
+        if key in s:
+            g = s[key]
+            lines += [
+                "",
+                f"Goal: {g['text']}: {_met(g['met'])} ({_x(g['value'])}; growing with s: {g['growing']}).",
+            ]
     e3 = report.get("e3") or {}
     if e3.get("rows"):
         lines += [
@@ -1278,6 +1362,7 @@ def main(argv: list[str] | None = None) -> int:
     with worker_gc():  # the GC policy a worker process runs under, for the engine runs too
         if "e1" in wanted:
             report["e1"] = e1_sum(_ints(args.e1_scales), args.postcodes, args.budget)
+            report["e1_shuffled"] = e1_shuffled(_ints(args.e1_scales), args.postcodes, args.budget)
         if "e3" in wanted:
             report["e3"] = e3_dense(
                 _ints(args.e3_sizes), _ints(args.e3_sizes)[-1], _ints(args.e3_ranks), args.e3_updates, 3
