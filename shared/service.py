@@ -41,9 +41,14 @@ class Sharding(Protocol):
         query over all events."""
         ...
 
+    def partial_result(self, engine: Engine) -> JSON:
+        """What a shard publishes: its engine's result in a form ``combine_partials`` sums exactly (for
+        a ring, the root payloads themselves rather than their rounded JSON)."""
+        ...
+
     def combine_partials(self, options: Mapping[str, Any], partials: Sequence[JSON]) -> JSON:
-        """The query's result from the shards' results (``Engine.result()`` of each): their sum. With no
-        partial at all, the result of the empty database."""
+        """The query's result, in the engine's result form, from the shards' ``partial_result``s: their
+        sum. With no partial at all, the result over the empty database."""
         ...
 
 

@@ -206,4 +206,5 @@ SERVICE = ServiceDefinition(
     validate=validate,
     demo=DemoWorkload(input=DATA / "housing.jsonl", config=DEMO_CONFIG, partitions=2),
     state_version=1,
+    sharding="services.fivm.sharding:SHARDING",  # one query over workers: docs/architecture.md
 )

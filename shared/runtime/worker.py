@@ -43,7 +43,7 @@ from shared.runtime.kafka import consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
-from shared.service import ServiceDefinition
+from shared.service import ServiceDefinition, load_sharding
 from shared.state import StateStore, check_envelope, envelope_for
 
 log = logging.getLogger("ivmstream.runtime")
@@ -127,6 +127,9 @@ class Worker:
             )
         shards = len(meta.partitions)
         self.routing = routing_of(self.codec.schema.relations.values(), config, shards)
+        sharding = load_sharding(self.service)
+        assert sharding is not None  # build_config refuses shard_by otherwise
+        self._partial_result = sharding.partial_result
         if self.routing.broadcast:
             bmeta = topics.get(config.broadcast_topic)
             if bmeta is None or len(bmeta.partitions) != 1:
@@ -234,10 +237,11 @@ class Worker:
                 state.next_offset = 0
             tp.offset = cp.offset if cp.offset is not None else OFFSET_BEGINNING
             log.info(
-                "assigned %s:%d from offset %s",
+                "assigned %s:%d from offset %s%s",
                 tp.topic,
                 tp.partition,
                 cp.offset if cp.offset is not None else "earliest",
+                f" and broadcast offset {cp.broadcast_offset or 0}" if self.broadcast is not None else "",
             )
         consumer.assign(tps)
         self._restart_broadcast()
@@ -256,7 +260,9 @@ class Worker:
     def _restart_broadcast(self) -> None:
         """Read the broadcast partition from the smallest offset an owned partition still needs."""
         if self.broadcast is not None:
-            self.broadcast.start_at(resume_offset(s.broadcast_next for s in self.partitions.values()))
+            offset = resume_offset(s.broadcast_next for s in self.partitions.values())
+            self.broadcast.start_at(offset)
+            log.info("reading %s:0 from offset %s", self.broadcast.topic, offset)
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
@@ -472,7 +478,7 @@ class Worker:
         record = build_record(
             self.service.name,
             state.label,
-            state.engine(KEYLESS).result(),
+            self._partial_result(state.engine(KEYLESS)),
             state.topic,
             state.partition,
             state.next_offset or 0,

@@ -1,0 +1,131 @@
+"""One fivm query over several workers: partial roots per shard, summed in the ring (two-phase aggregation).
+
+With ``shard_by: P`` (docs/architecture.md, "Scaling one query over workers") every event of a relation
+with column P goes to the input partition its P value hashes to, and every event of another relation
+to all partitions. Each join tuple has one P value, so partition i joins exactly the join tuples whose
+P hashes to i: its root is the query over them, and the query is the ring sum of the partitions' roots
+(docs/algorithms/fivm.md §7.7). Any P gives the right sum; the root variable of the variable order is
+the efficient choice, since then no join below P crosses partitions and only the relations without P
+are replicated.
+
+A shard publishes its root payloads in the ring's own encoding (``partial_result``), not their JSON
+form, which rounds exact decimals to floats; the coordinator decodes them, adds them with the ring's
+``add`` and renders the sum exactly as the engine renders a root (``combine_partials``). Pure.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from services.fivm.engine import FivmEngine
+from services.fivm.query import parse_query
+from services.fivm.service import make_engine, query_config, shape_result
+from shared.engine import JSON, Engine
+
+
+def check_shard_by(options: Mapping[str, Any], shard_by: str) -> None:
+    """ValueError unless the sum over shards is the query: every relation updatable (a static relation's
+    loading ends at the first update, an order shards do not share) and every self-join occurrence of
+    a sharded relation keeping P in P's column (else it would join a slice where the query joins the
+    whole relation)."""
+    query = parse_query(query_config(options))
+    static = [r.name for r in query.relations if r.name not in query.updatable]
+    if static:
+        raise ValueError(
+            f"static relations ({', '.join(static)}) end their loading at the first update, an order the "
+            "shards do not share: leave 'updatable' unset to shard this query"
+        )
+    if shard_by not in query.variables:
+        raise ValueError("it is a variable of no relation")
+    bases = {r.name: r for r in query.relations}
+    for occ in query.occurrences:
+        base = bases[occ.base]
+        if shard_by not in base.columns:
+            continue
+        at = base.columns.index(shard_by)
+        if occ.columns[at] != shard_by:
+            raise ValueError(
+                f"{occ.name} is {base.name} with its column {shard_by} renamed: it would join one shard's "
+                f"slice of {base.name} where the query joins all of it"
+            )
+
+
+def _by_key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
+    return item[0]
+
+
+def _encode(engine: FivmEngine, payload: Any) -> str:
+    return base64.b64encode(engine.ring.encode(payload)).decode()
+
+
+def root_payloads(engine: FivmEngine) -> dict[tuple[Any, ...], Any]:
+    """The engine's result before rendering: each group key (``()`` without free variables) and its
+    payload, the product of one entry of each root (docs/algorithms/fivm.md §2.11), zeros left out."""
+    ring = engine.ring
+    free = engine.query.group_by
+    roots = engine.maint.roots()
+    out: dict[tuple[Any, ...], Any] = {}
+    for combo in itertools.product(*(list(v.items()) for v in roots)):
+        named: dict[str, Any] = {}
+        payload = ring.one()
+        for view, (key, p) in zip(roots, combo, strict=True):
+            named.update(zip(view.keys, key, strict=True))
+            payload = ring.mul(payload, p)
+        if not ring.is_zero(payload):
+            out[tuple(named[v] for v in free)] = payload
+    return out
+
+
+def partial_result(engine: Engine) -> JSON:
+    """A shard's root payloads in the ring's encoding, keyed by group, and its engine's stats."""
+    if not isinstance(engine, FivmEngine):
+        raise TypeError(f"a fivm shard runs a FivmEngine, not {type(engine).__name__}")
+    groups = root_payloads(engine)
+    return {
+        "groups": [[list(key), _encode(engine, p)] for key, p in sorted(groups.items(), key=_by_key)],
+        "stats": engine.stats_exact(),
+    }
+
+
+def combine_partials(options: Mapping[str, Any], partials: Sequence[JSON]) -> JSON:
+    """The ring sum of the shards' roots, rendered as the service renders one engine's result (groups
+    sorted by key, zero groups dropped, the covariance model refitted from the summed matrix); ``stats``
+    says how many shards it sums, whether any still loads, and the variable order."""
+    engine = make_engine(options)
+    ring = engine.ring
+    free = engine.query.group_by
+    total: dict[tuple[Any, ...], Any] = {}
+    for partial in partials:
+        for key, encoded in partial["groups"]:
+            k = tuple(key)
+            payload = ring.decode(base64.b64decode(encoded))
+            total[k] = ring.add(total[k], payload) if k in total else payload
+    stats = engine.stats_exact()
+    del stats["views"]  # per shard, and views built only from broadcast relations are on every shard
+    stats["loading"] = any(p["stats"]["loading"] for p in partials)
+    stats["shards"] = len(partials)
+    result: dict[str, Any]
+    if not free:
+        root = total.get((), ring.zero())
+        result = {"value": ring.to_json(root), "stats": stats}
+    else:
+        kept = sorted(((k, p) for k, p in total.items() if not ring.is_zero(p)), key=_by_key)
+        result = {
+            "groups": [{"key": dict(zip(free, k, strict=True)), "value": ring.to_json(p)} for k, p in kept],
+            "stats": stats,
+        }
+    return shape_result(engine.query, result, options["model"])
+
+
+class FivmSharding:
+    """``shared.service.Sharding`` of the fivm service."""
+
+    check_shard_by = staticmethod(check_shard_by)
+    partial_result = staticmethod(partial_result)
+    combine_partials = staticmethod(combine_partials)
+
+
+SHARDING = FivmSharding()
