@@ -22,7 +22,7 @@ from shared.runtime.coordinator import PartialCodec, PartialsEngine, coordinator
 from shared.runtime.partition import PartitionState
 from shared.runtime.routing import ShardRouting, shard_of, shard_text
 from shared.service import load_service
-from shared.state import MemoryStore, PartitionCheckpoint, StateChanges
+from shared.state import MemoryStore, PartitionCheckpoint, StateChanges, open_store
 from shared.state.rocksdb import RocksDBStore
 
 # --- routing ----------------------------------------------------------------------------------------
@@ -170,9 +170,14 @@ def test_partition_state_checkpoints_broadcast_progress_alone():
     assert state.take_changes().broadcast_offset == 9
 
 
-@pytest.mark.parametrize("make_store", [lambda tmp: MemoryStore(), lambda tmp: RocksDBStore(tmp, "ns")])
-def test_stores_keep_the_broadcast_offset_with_the_input_offset(make_store, tmp_path):
-    store = make_store(tmp_path)
+@pytest.mark.parametrize("backend", ["memory", "rocksdb", "redis"])
+def test_stores_keep_the_broadcast_offset_with_the_input_offset(backend, tmp_path, request, unique):
+    if backend == "memory":
+        store: Any = MemoryStore()
+    elif backend == "rocksdb":
+        store = RocksDBStore(tmp_path, unique)
+    else:
+        store = open_store("redis", unique, redis_url=request.getfixturevalue("redis_server").url)
     try:
         store.commit("t", 0, 4, StateChanges(snapshots={"": b"x"}), b"{}")
         assert store.load("t", 0).broadcast_offset is None  # unsharded state: no broadcast offset
