@@ -53,6 +53,7 @@ KEYS = (
     "ring_options",
     "debug",
     "decimals",
+    "weights",
 )
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -94,6 +95,11 @@ class Query:
     debug: bool
     raw: dict[str, Any]  # the normalized configuration (snapshots record it)
     decimals: int | None = None  # exact decimals for sum/covariance values (docs/algorithms/fivm-rings.md §8)
+    weights: tuple[tuple[str, str], ...] = ()  # (relation, column): a tuple counts weight·multiplicity
+
+    def weight_of(self, base: str) -> str | None:
+        """The column whose value weighs each tuple of ``base`` (docs/algorithms/fivm.md §1.2), if any."""
+        return dict(self.weights).get(base)
 
     @property
     def relations(self) -> tuple[RelationDef, ...]:
@@ -127,7 +133,7 @@ class Query:
     def lifted(self) -> frozenset[str]:
         """The variables whose lift may differ from 1 (docs/algorithms/fivm.md §1.1, §2.8)."""
         if self.ring == "sum":
-            return frozenset(self.sum)
+            return frozenset(self.sum) | {c for _, c in self.weights}
         if self.ring == "covariance":
             return frozenset(self.features)
         if self.ring in LIFT_FREE_RINGS:
@@ -144,7 +150,8 @@ class Query:
         out: dict[str, Any] = {}
         if self.ring == "sum":
             types = self.var_types
-            out["domain"] = "int" if all(types[v] == "int" for v in self.sum) else "float"
+            summed = (*self.sum, *(c for _, c in self.weights))  # a weight is lifted by the identity
+            out["domain"] = "int" if all(types[v] == "int" for v in summed) else "float"
             powers = {v: self.sum.count(v) for v in dict.fromkeys(self.sum)}
             if any(k > 1 for k in powers.values()):
                 out["powers"] = powers
@@ -252,7 +259,8 @@ def parse_query(config: Mapping[str, Any]) -> Query:
     free = variables("free")
     sums = variables("sum", allow_repeats=True)
     features = variables("features")
-    if ring == "sum" and not sums:
+    weights = _weights(config.get("weights"), occs, ring, free, sums, config.get("variable_order"))
+    if ring == "sum" and not sums and not weights:
         raise _fail("ring sum needs 'sum': the variable (or list of variables) summed")
     if ring != "sum" and sums:
         raise _fail(f"'sum' applies only to ring sum, not {ring!r}")
@@ -321,6 +329,8 @@ def parse_query(config: Mapping[str, Any]) -> Query:
     }
     if decimals is not None:
         raw["decimals"] = decimals
+    if weights:
+        raw["weights"] = dict(weights)
     try:
         raw = orjson.loads(orjson.dumps(raw))  # JSON-equal to what state entries record
     except TypeError as exc:
@@ -339,4 +349,67 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         debug=debug,
         raw=raw,
         decimals=decimals,
+        weights=weights,
     )
+
+
+def _order_names(order: Any) -> set[str]:
+    """Every name a configured variable order mentions (its nesting is checked by services.fivm.order)."""
+    out: set[str] = set()
+    stack = [order]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            out.update(k for k in node if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, str):
+            out.add(node)
+    return out
+
+
+def _weights(
+    spec: Any,
+    occs: tuple[RelationDef, ...],
+    ring: str,
+    free: tuple[str, ...],
+    sums: tuple[str, ...],
+    order: Any,
+) -> tuple[tuple[str, str], ...]:
+    """``weights: {relation: column}`` (docs/algorithms/fivm.md §1.2): the column's value multiplies
+    each tuple's multiplicity. It is lifted by the identity in the sum ring, so it must be a numeric
+    column private to its relation, bound, and summed out inside the relation's leaf."""
+    if spec is None or spec == {}:
+        return ()
+    if not isinstance(spec, Mapping):
+        raise _fail(f"'weights' must be a mapping relation -> numeric column, got {spec!r}")
+    if ring != "sum":
+        raise _fail(f"'weights' applies to ring sum (a weight multiplies the summed product), not {ring!r}")
+    by_name = {o.name: o for o in occs}
+    aliased = {o.base for o in occs if o.is_alias}
+    named = _order_names(order) if order is not None else set()
+    out: list[tuple[str, str]] = []
+    for rel, col in spec.items():
+        occ = by_name.get(rel)
+        if occ is None or occ.is_alias:
+            raise _fail(f"'weights' names {rel!r}, which is not a relation (aliases follow their relation)")
+        if rel in aliased:
+            raise _fail(f"'weights': {rel!r} has an alias; weighted self-joins are not supported")
+        if not isinstance(col, str) or col not in occ.columns:
+            raise _fail(f"'weights': {rel}.{col} is not a column of {rel!r} ({list(occ.columns)})")
+        if occ.types[occ.columns.index(col)] == "str":
+            raise _fail(f"'weights': {rel}.{col} is a string column; a weight must be int or float")
+        shared = [o.name for o in occs if o.name != rel and col in o.columns]
+        if shared:
+            raise _fail(f"'weights': {rel}.{col} is a join variable (also in {shared}); a weight is private")
+        if col in free:
+            raise _fail(f"'weights': {rel}.{col} is free (a group-by key), so it cannot weigh tuples")
+        if col in sums:
+            raise _fail(f"'weights': {rel}.{col} is also summed; list it in one of 'sum' and 'weights'")
+        if col in named:
+            raise _fail(
+                f"'weights': {rel}.{col} must not appear in variable_order (it is summed out in {rel}'s leaf)"
+            )
+        out.append((rel, col))
+    return tuple(out)
