@@ -207,4 +207,5 @@ SERVICE = ServiceDefinition(
     demo=DemoWorkload(input=DATA / "housing.jsonl", config=DEMO_CONFIG, partitions=2),
     state_version=1,
     sharding="services.fivm.sharding:SHARDING",  # one query over workers: docs/architecture.md
+    batch="services.fivm.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/fivm.md §8
 )
