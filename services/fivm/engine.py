@@ -18,7 +18,14 @@ import orjson
 
 from services.fivm import state as st
 from services.fivm.baselines.registry import BASELINES
-from services.fivm.intake import Intake, consolidate
+from services.fivm.factorized_updates import (
+    Factor,
+    FactorizedDelta,
+    apply_factorized,
+    expand,
+    supports_factorized,
+)
+from services.fivm.intake import Intake, Refused, consolidate
 from services.fivm.maintain import FivmMaintainer, Support
 from services.fivm.order import VariableOrder
 from services.fivm.query import Query, parse_query
@@ -64,6 +71,9 @@ class FivmEngine:
         self.maint = STRATEGIES[self.query.strategy](self.query)
         self.intake = Intake(self.query)
         self.ring = self.maint.ring
+        # Product deltas (docs/algorithms/fivm.md §2.13): how many, and the entries stored views absorbed.
+        self.factorized_updates = 0
+        self.factorized_absorbed: dict[str, int] = {}
         self._check: Callable[[], None] | None = None
         if self.query.debug:
             from services.fivm.check import check_invariants
@@ -86,6 +96,17 @@ class FivmEngine:
             if isinstance(parsed, Rejection):
                 rejections.append(parsed)
                 continue
+            if isinstance(parsed, FactorizedDelta):
+                # In stream order: what came before is propagated first (§2.6).
+                if parsed.relation not in maint.updatable and not maint.loading:
+                    rejections.append(Rejection(i, "static-relation", self._static(parsed.relation)))
+                    continue
+                self._flush(pending)
+                pending = {}
+                if parsed.relation in maint.updatable:
+                    maint.seal()
+                self._apply_product(parsed)
+                continue
             rel, t, m = parsed
             if rel not in maint.updatable:
                 if not maint.loading:
@@ -93,8 +114,7 @@ class FivmEngine:
                         Rejection(
                             i,
                             "static-relation",
-                            f"{rel} is static (not updatable) and its loading ended with the first update "
-                            f"to {', '.join(sorted(maint.updatable))}",
+                            self._static(rel),
                         )
                     )
                     continue
@@ -108,6 +128,57 @@ class FivmEngine:
             batch[t] = batch.get(t, 0) + m
         self._flush(pending)
         return rejections
+
+    def _static(self, rel: str) -> str:
+        return (
+            f"{rel} is static (not updatable) and its loading ended with the first update "
+            f"to {', '.join(sorted(self.maint.updatable))}"
+        )
+
+    def apply_factorized(
+        self,
+        relation: str,
+        factors: Sequence[Factor | tuple[str | Sequence[str], Mapping[Any, int | float]]],
+        copies: int = 1,
+    ) -> dict[str, int]:
+        """Add ``copies`` times the product of ``factors`` to ``relation`` (docs/algorithms/fivm.md §2.13).
+
+        A factor is ``Factor(columns, {key: number})`` or ``(columns, {key: number})``; a one-column
+        factor may key by bare values. The factors' columns split the relation's columns (but its
+        weight column) disjointly; numbers are multiplicities, or weights of a weighted relation. fivm
+        propagates the product factorized; other strategies get its expansion as tuples. Returns the
+        entries each stored view absorbed (empty when expanded); refusals raise ``EngineError``."""
+        if copies.__class__ is not int or not copies:
+            raise EngineError(f"copies must be a non-zero integer, got {copies!r}")
+        raw = [
+            (f.columns, f.entries.items()) if isinstance(f, Factor) else (f[0], f[1].items()) for f in factors
+        ]
+        parsed = self.intake.check_factors(relation, raw, copies)
+        if isinstance(parsed, Refused):
+            raise EngineError(f"{parsed.code}: {parsed.detail}")
+        maint = self.maint
+        if relation not in maint.updatable:
+            if not maint.loading:
+                raise EngineError(f"static-relation: {self._static(relation)}")
+        else:
+            maint.seal()
+        return self._apply_product(parsed)
+
+    def _apply_product(self, delta: FactorizedDelta) -> dict[str, int]:
+        maint = self.maint
+        absorbed: dict[str, int] = {}
+        if supports_factorized(maint, delta.relation):
+            absorbed = apply_factorized(maint, delta)  # type: ignore[arg-type]
+        else:
+            tuples = expand(self.query, delta)
+            if tuples:
+                maint.apply_relation(delta.relation, tuples)
+        self.factorized_updates += 1
+        for name, n in absorbed.items():
+            self.factorized_absorbed[name] = self.factorized_absorbed.get(name, 0) + n
+        if self._check is not None:
+            self._check()
+        return absorbed
 
     def _flush(self, pending: Mapping[str, Mapping[Key, int]]) -> None:
         for rel, batch in pending.items():
@@ -163,6 +234,10 @@ class FivmEngine:
         out = {f"view_entries_{name}": float(len(v)) for name, v in self.maint.views.items()}
         out["views"] = float(len(self.maint.views))
         out["loading"] = float(self.maint.loading)
+        if self.factorized_updates:
+            out["factorized_updates"] = float(self.factorized_updates)
+            for name, n in self.factorized_absorbed.items():
+                out[f"factorized_absorbed_{name}"] = float(n)
         return out
 
     def snapshot(self) -> bytes:

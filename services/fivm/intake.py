@@ -11,9 +11,12 @@ Z-relations and a negative multiplicity is legal (§2.12).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
+from services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
 from services.fivm.query import Query
 from services.fivm.views import Key
 from shared.engine import Rejection
@@ -22,6 +25,12 @@ from shared.events import UpdateEvent
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+# An event for relation ``R + FACTORIZED_SUFFIX`` carries a product delta of R (docs/algorithms/fivm.md
+# §2.13): row ``{"factors": [{"columns": [...], "entries": [[[v, ...], x], ...]}, ...]}``, the list
+# itself or its JSON text (a string column passes any typed event codec). Relation names are
+# identifiers, so the suffix never names a relation.
+FACTORIZED_SUFFIX = ":factorized"
+
 
 class Intake:
     def __init__(self, query: Query) -> None:
@@ -29,12 +38,16 @@ class Intake:
             r.name: tuple(zip(r.columns, r.types, strict=True)) for r in query.relations
         }
         self.aliases = {o.name: o.base for o in query.occurrences if o.is_alias}
+        self.query = query
 
-    def parse(self, i: int, ev: UpdateEvent) -> tuple[str, Key, int] | Rejection:
-        """(relation, canonical tuple in column order, multiplicity), or why the event is refused."""
+    def parse(self, i: int, ev: UpdateEvent) -> tuple[str, Key, int] | FactorizedDelta | Rejection:
+        """(relation, canonical tuple in column order, multiplicity), a product delta, or why the event
+        is refused."""
         rel = ev.relation
         cols = self.columns.get(rel)
         if cols is None:
+            if rel.endswith(FACTORIZED_SUFFIX) and rel[: -len(FACTORIZED_SUFFIX)] in self.columns:
+                return self.parse_factorized(i, ev)
             base = self.aliases.get(rel)
             hint = f"; {rel!r} is an alias of {base!r}, send {base!r} events" if base else ""
             return Rejection(i, "unknown-relation", f"no relation {rel!r}{hint}")
@@ -59,6 +72,112 @@ class Intake:
                 return Rejection(i, cv.code, f"{rel}.{col}: {cv.detail}")
             values.append(cv)
         return rel, tuple(values), m
+
+    def parse_factorized(self, i: int, ev: UpdateEvent) -> FactorizedDelta | Rejection:
+        """An event of ``R:factorized``: ``delta`` copies of the product its row's factors spell."""
+        base = ev.relation[: -len(FACTORIZED_SUFFIX)]
+        m = ev.delta
+        if m.__class__ is not int or not m:
+            return Rejection(i, "bad-delta", f"delta must be a non-zero integer, got {m!r}")
+        row = ev.row
+        if set(row) != {"factors"}:
+            return Rejection(
+                i, "bad-factors", f"a {FACTORIZED_SUFFIX} row has one field, factors; got {sorted(row)}"
+            )
+        spec = row["factors"]
+        if isinstance(spec, str):
+            try:
+                spec = orjson.loads(spec)
+            except orjson.JSONDecodeError as exc:
+                return Rejection(i, "bad-factors", f"factors is not valid JSON: {exc}")
+        shape = "factors must be a list of {columns: [...], entries: [[[value, ...], number], ...]}"
+        if not isinstance(spec, list) or not all(
+            isinstance(f, Mapping) and set(f) == {"columns", "entries"} and isinstance(f["entries"], list)
+            for f in spec
+        ):
+            return Rejection(i, "bad-factors", shape)
+        factors: list[tuple[Any, list[tuple[Any, Any]]]] = []
+        for f in spec:
+            entries = f["entries"]
+            if not all(
+                isinstance(e, list | tuple) and len(e) == 2 and isinstance(e[0], list) for e in entries
+            ):
+                return Rejection(i, "bad-factors", shape)
+            factors.append((f["columns"], [(tuple(k), x) for k, x in entries]))
+        out = self.check_factors(base, factors, m)
+        return Rejection(i, out.code, out.detail) if isinstance(out, Refused) else out
+
+    def check_factors(
+        self, relation: str, factors: Sequence[tuple[Any, Iterable[tuple[Any, Any]]]], copies: int = 1
+    ) -> FactorizedDelta | Refused:
+        """Validate a product delta of ``relation``: ``(columns, [(key, number), ...])`` per factor.
+
+        The factors' columns must be disjoint and cover the relation's columns except its weight column;
+        keys are made canonical like event values; numbers are multiplicities (ints), or weights for a
+        weighted relation (numbers of its weight column's type). Equal keys add up, zeros are dropped;
+        the delta is ``copies`` times the product."""
+        cols = self.columns.get(relation)
+        if cols is None:
+            return Refused("unknown-relation", f"no relation {relation!r} (aliases follow their relation)")
+        weight = self.query.weight_of(relation)
+        types = dict(cols)
+        wanted = [c for c, _ in cols if c != weight]
+        if not isinstance(factors, list | tuple) or not factors:
+            return Refused("bad-factors", "a product delta needs at least one factor")
+        seen: list[str] = []
+        out: list[Factor] = []
+        for spec, entries in factors:
+            columns = (spec,) if isinstance(spec, str) else spec
+            if not isinstance(columns, list | tuple) or any(c not in wanted for c in columns):
+                return Refused(
+                    "factor-columns", f"factor columns {spec!r} must be columns of {relation} among {wanted}"
+                )
+            seen.extend(columns)
+            data: dict[Key, Any] = {}
+            for key, x in entries:
+                k = key if isinstance(key, tuple) else (key,)
+                if len(k) != len(columns):
+                    return Refused(
+                        "bad-factors", f"key {key!r} does not match factor columns {list(columns)}"
+                    )
+                values = []
+                for c, v in zip(columns, k, strict=True):
+                    cv = canonical(v, types[c])
+                    if cv.__class__ is Refused:
+                        return Refused(cv.code, f"{relation}.{c}: {cv.detail}")
+                    values.append(cv)
+                bad = _factor_value(x, None if weight is None else types[weight])
+                if bad:
+                    return Refused("factor-value", f"{relation} factor {list(columns)}: {bad}")
+                t = tuple(values)
+                data[t] = data.get(t, 0) + x
+            out.append(Factor(tuple(columns), data))
+        if sorted(seen) != sorted(wanted):
+            return Refused(
+                "factor-columns", f"factor columns {seen} must split {relation}'s columns {wanted} disjointly"
+            )
+        out = [Factor(f.columns, {k: x for k, x in f.entries.items() if x}) for f in out]
+        delta = FactorizedDelta(relation, tuple(out), copies)
+        decimals = self.query.decimals
+        if weight is not None and decimals is not None and types[weight] == "float":
+            need = product_places(delta)
+            if need > decimals:
+                return Refused(
+                    "factor-precision",
+                    f"the product of the factors spells {need} decimals, more than decimals = {decimals}",
+                )
+        return delta
+
+
+def _factor_value(x: Any, weight_type: str | None) -> str:
+    """Why ``x`` cannot be a factor value ('' when it can): ints for multiplicities and int weights,
+    finite numbers for float weights."""
+    if x.__class__ is int:
+        return "" if INT64_MIN <= x <= INT64_MAX else f"{x} is outside int64"
+    if weight_type == "float" and x.__class__ is float:
+        return "" if math.isfinite(x) else f"{x!r} is not a finite number"
+    wanted = "a number" if weight_type == "float" else "an integer"
+    return f"expected {wanted}, got {x!r}"
 
 
 class Refused:
