@@ -58,12 +58,12 @@ def test_fivm_bench_smoke(tmp_path):
         assert len(r["features"]) == m
         for st in ("fivm", "sql-opt", "dbt-ring"):
             assert r["runs"][st]["views"] == 7
+        assert r["runs"]["dbt"]["views"] > r["runs"]["dbt-ring"]["views"]
         if m <= 10:
             aggregates = 1 + m + m * (m + 1) // 2
             assert r["runs"]["1-ivm"]["views"] == 6 + aggregates
-            assert r["runs"]["dbt"]["views"] > r["runs"]["dbt-ring"]["views"]
         else:
-            assert "dbt" not in r["runs"] and "1-ivm" not in r["runs"]
+            assert "1-ivm" not in r["runs"]
 
     for r in data["e6"]:
         n = r["edges_per_relation"]
