@@ -16,11 +16,10 @@ import numpy as np
 import orjson
 from pyspark.errors import ArithmeticException, PythonException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from services.fivm import state as st
 from services.fivm.batch_sql import RECOMPUTED_RINGS, Aggregates, recompute_query, shaped
-from services.fivm.batch_views import Plan, Rows, canonical_relations, collect, evaluate
+from services.fivm.batch_views import Plan, canonical_relations, collect_all, evaluate, tagged, view_rows
 from services.fivm.engine import SNAPSHOT_FORMAT
 from services.fivm.query import RING_FACTORY, Query, parse_query
 from services.fivm.rings import Ring, make_ring
@@ -30,6 +29,9 @@ from shared.spark.jobs import BatchError, BatchJobs
 
 BUILT_RINGS = ("count", "sum", "covariance")
 BUILT_STRATEGIES = ("fivm", "fivm-one")
+_PRESENT = "@present:"  # labels of the collected rows that are not view rows
+_SUPPORT = "@base:"
+Rows = list[tuple[tuple[Any, ...], list[Any]]]  # (view key, payload components) of one partition key
 
 
 def _query(options: Mapping[str, Any]) -> Query:
@@ -65,54 +67,44 @@ def build_state(
 
 
 def spark_build(spark: SparkSession, bags: Mapping[str, DataFrame], query: Query) -> dict[str, bytes]:
-    """Views, supports and phase per partition key, encoded as ``FivmEngine.snapshot()`` encodes them."""
+    """Views, supports and phase per partition key, encoded as ``FivmEngine.snapshot()`` encodes them.
+
+    One Spark job computes every view of μ(τ, all relations) (a superset of μ(τ, U)), the supports
+    and which relations each partition key has tuples of; the phase then picks each key's views."""
     plan = Plan.of(query)
     ring = make_ring(
         RING_FACTORY.get(query.ring, query.ring), plan.tree.lifted, **query.ring_factory_options()
     )
-    base = {name: df.cache() for name, df in canonical_relations(plan, bags).items()}
-    try:
-        present = _keys(base)
-        every_key = set().union(*present.values())
-        static = {r.name for r in query.relations} - set(query.updatable)
-        # The engine loads static relations until the first update to U arrives (fivm.md §2.7).
-        sealed = set().union(*(present[r] for r in query.updatable)) if static else every_key
-        phases = {k: "sealed" if k in sealed else "loading" for k in every_key}
-        targets = {phase: plan.targets(phase == "loading") for phase in set(phases.values())}
-        needed = frozenset().union(*targets.values())
-        frames = evaluate(plan, base, needed)
-        views = collect(plan, frames, sorted(needed))
-        supports = {name: _support_rows(base[name]) for name in plan.supports()}
-        for df in frames.values():
-            df.unpersist()
-    finally:
-        for df in base.values():
-            df.unpersist()
+    base = canonical_relations(plan, bags)
+    needed = plan.targets(loading=True)
+    parts, read_view = view_rows(plan, evaluate(plan, base, needed), sorted(needed))
+    for name, df in base.items():
+        parts.append(tagged(df.select("k").distinct(), _PRESENT + name, [], [], []))
+    for name in plan.supports():
+        cols = [c for c in base[name].columns if c.startswith("a")]  # the tuple (not its units)
+        parts.append(tagged(base[name], _SUPPORT + name, cols, ["m"], []))
+    views: dict[str, dict[str, Rows]] = {name: {} for name in needed}
+    supports: dict[str, dict[str, Rows]] = {name: {} for name in plan.supports()}
+    present: dict[str, set[str]] = {name: set() for name in base}
+    for row in collect_all(parts):
+        label, key = row["label"], row["k"]
+        if label.startswith(_PRESENT):
+            present[label[len(_PRESENT) :]].add(key)
+        elif label.startswith(_SUPPORT):
+            t = tuple(orjson.loads(row["key"]).values())
+            supports[label[len(_SUPPORT) :]].setdefault(key, []).append((t, [row["xs"][0]]))
+        else:
+            views[label].setdefault(key, []).append(read_view(row))
+    every_key = set().union(*present.values())
+    static = {r.name for r in query.relations} - set(query.updatable)
+    # The engine loads static relations until the first update to U arrives (fivm.md §2.7).
+    sealed = set().union(*(present[r] for r in query.updatable)) if static else every_key
     out = {}
     for key in every_key:
-        own = {name: views[name].get(key, []) for name in sorted(targets[phases[key]])}
-        support = {name: rows.get(key, []) for name, rows in supports.items()}
-        out[key] = snapshot(plan, ring, own, support, phases[key])
-    return out
-
-
-def _keys(base: Mapping[str, DataFrame]) -> dict[str, set[str]]:
-    """The partition keys each relation has tuples for (one job, which also fills the caches)."""
-    union = None
-    for name, df in base.items():
-        part = df.select("k", F.lit(name).alias("rel")).distinct()
-        union = part if union is None else union.unionByName(part)
-    out: dict[str, set[str]] = {name: set() for name in base}
-    for row in union.collect() if union is not None else []:
-        out[row["rel"]].add(row["k"])
-    return out
-
-
-def _support_rows(df: DataFrame) -> dict[str, list[tuple[tuple[Any, ...], int]]]:
-    cols = [c for c in df.columns if c.startswith("a")]  # the tuple (not its units)
-    out: dict[str, list[tuple[tuple[Any, ...], int]]] = {}
-    for row in df.select("k", *cols, F.col("m")).collect():
-        out.setdefault(row["k"], []).append((tuple(row[c] for c in cols), int(row["m"])))
+        phase = "sealed" if key in sealed else "loading"
+        own = {name: views[name].get(key, []) for name in sorted(plan.targets(phase == "loading"))}
+        support = {name: [(t, int(m[0])) for t, m in rows.get(key, [])] for name, rows in supports.items()}
+        out[key] = snapshot(plan, ring, own, support, phase)
     return out
 
 

@@ -13,7 +13,7 @@ Internal column names never clash with variables (which may differ only in case,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,6 @@ from services.fivm.order import build_order
 from services.fivm.query import Query, RelationDef
 from services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree, build_view_tree, materialized
 from shared.spark.decode import KEY, MULT
-
-Rows = list[tuple[tuple[Any, ...], list[Any]]]  # (view key, payload components) of one partition key
 
 
 @dataclass
@@ -171,7 +169,8 @@ def _grouped(
 
 
 def evaluate(plan: Plan, base: Mapping[str, DataFrame], needed: frozenset[str]) -> dict[str, DataFrame]:
-    """The DataFrame of every view in ``needed`` (and the views below them), cached."""
+    """The DataFrame of every view in ``needed`` (and the views below them); one job computes them
+    all, sharing the views below several others."""
     frames: dict[str, DataFrame] = {}
 
     def build(node: ViewNode) -> DataFrame:
@@ -213,8 +212,8 @@ def evaluate(plan: Plan, base: Mapping[str, DataFrame], needed: frozenset[str]) 
             if node.lift:
                 factors.append(plan.lift(node.var, plan.value(node.var, F.col(plan.column[node.var]))))
             out = _grouped(plan, joined, keys, bp.product(factors), block)
-        frames[node.name] = out.cache()
-        return frames[node.name]
+        frames[node.name] = out
+        return out
 
     nodes = plan.tree.by_name()
     for name in sorted(needed):
@@ -222,40 +221,47 @@ def evaluate(plan: Plan, base: Mapping[str, DataFrame], needed: frozenset[str]) 
     return frames
 
 
-def collect(plan: Plan, frames: Mapping[str, DataFrame], names: Iterable[str]) -> dict[str, dict[str, Rows]]:
-    """Each named view's rows per partition key: (key tuple, payload components in ``names`` order).
+def tagged(
+    frame: DataFrame, label: str, keys: Sequence[str], exact: Sequence[str], inexact: Sequence[str]
+) -> DataFrame:
+    """Rows of any shape in one schema, so that one job collects them all: a label, the partition key,
+    the row's key columns as JSON (doubles in their round-trip spelling), exact and float values."""
+    return frame.select(
+        F.lit(label).alias("label"),
+        "k",
+        (F.to_json(F.struct(*keys)) if keys else F.lit("{}")).alias("key"),
+        F.array(*[F.col(c).cast(bp.EXACT) for c in exact]).cast("array<decimal(38,0)>").alias("xs"),
+        F.array(*[F.col(c).cast(bp.FLOAT) for c in inexact]).cast("array<double>").alias("fs"),
+    )
 
-    One Spark job for all views: each row travels as its key in JSON (doubles in their round-trip
-    spelling) and its exact and float components as two arrays."""
+
+def view_rows(
+    plan: Plan, frames: Mapping[str, DataFrame], names: Iterable[str]
+) -> tuple[list[DataFrame], Any]:
+    """``tagged`` rows of the named views, and how to read one back: (view key, components)."""
     nodes = plan.tree.by_name()
     parts = []
-    layouts = {}
+    layouts: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for name in names:
         node = nodes[name]
         keys = [plan.column[v] for v in node.keys]
         comps = bp.names(plan.block(node), plan.cofactor)
         exact = [c for c in comps if plan.exact or (plan.cofactor and c == "c")]
-        inexact = [c for c in comps if c not in exact]
         layouts[name] = (keys, comps, exact)
-        parts.append(
-            frames[name].select(
-                F.lit(name).alias("view"),
-                "k",
-                (F.to_json(F.struct(*keys)) if keys else F.lit("{}")).alias("key"),
-                F.array(*[F.col(c).cast(bp.EXACT) for c in exact]).cast("array<decimal(38,0)>").alias("xs"),
-                F.array(*[F.col(c).cast(bp.FLOAT) for c in inexact]).cast("array<double>").alias("fs"),
-            )
-        )
-    out: dict[str, dict[str, Rows]] = {name: {} for name in layouts}
-    if not parts:
-        return out
+        parts.append(tagged(frames[name], name, keys, exact, [c for c in comps if c not in exact]))
+
+    def read(row: Any) -> tuple[tuple[Any, ...], list[Any]]:
+        keys, comps, exact = layouts[row["label"]]
+        named = orjson.loads(row["key"])
+        xs, fs = iter(row["xs"]), iter(row["fs"])
+        return tuple(named[c] for c in keys), [next(xs) if c in exact else next(fs) for c in comps]
+
+    return parts, read
+
+
+def collect_all(parts: Sequence[DataFrame]) -> list[Any]:
+    """Every ``tagged`` row of ``parts`` in one Spark job."""
     union = parts[0]
     for p in parts[1:]:
         union = union.unionByName(p)
-    for row in union.collect():
-        keys, comps, exact = layouts[row["view"]]
-        named = orjson.loads(row["key"])
-        xs, fs = iter(row["xs"]), iter(row["fs"])
-        values = [next(xs) if c in exact else next(fs) for c in comps]
-        out[row["view"]].setdefault(row["k"], []).append((tuple(named[c] for c in keys), values))
-    return out
+    return union.collect()
