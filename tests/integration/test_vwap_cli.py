@@ -83,13 +83,13 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         "--input",
         tiny,
         "--input",
-        tiny,
+        str(tmp_path / "missing.csv"),
         "--format",
         "orderbook",
         check=False,
     )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "--format tpch" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "missing.csv" in proc.stderr
     bad = write_config(tmp_path / "bad.json", query="vwap", variant="b")
     proc = ivm("replay", "vwap", "--config", str(bad), "--input", tiny, "--format", "orderbook", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "variant" in proc.stderr
