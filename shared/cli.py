@@ -491,7 +491,7 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         "--input",
         required=True,
         action="append",
-        help="input file; repeatable with --format tpch (the tables are interleaved in proportion to size)",
+        help="input file; repeatable: read one after another (--format tpch: tables interleaved by size)",
     )
     p.add_argument(
         "--format",

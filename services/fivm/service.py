@@ -15,6 +15,7 @@ from typing import Any
 
 from services.fivm import model
 from services.fivm.engine import FivmEngine
+from services.fivm.intake import FACTORIZED_SUFFIX
 from services.fivm.query import KEYS, RING_NAMES, STRATEGY_NAMES, Query, parse_query
 from shared.events import Relation
 from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int, optional
@@ -96,6 +97,13 @@ OPTIONS: dict[str, Option] = {
         "rings sum and covariance: compute exactly in this many decimals (results then do not depend "
         "on batching); null: floats",
     ),
+    "factorized_updates": Option(
+        [],
+        names,
+        "relations that also accept product updates as events of relation '<R>:factorized' "
+        "(docs/algorithms/fivm.md §2.13)",
+        state=False,  # which event forms are accepted; the stored views do not depend on it
+    ),
     "model": Option(
         None,
         optional(Parser("a mapping {label: name, ridge: number >= 0}", _model)),
@@ -130,7 +138,14 @@ def validate(options: Mapping[str, Any]) -> None:
 def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
     """The stored relations (aliases are not addressed by events) with their column types."""
     query = parse_query(query_config(options))
-    return [Relation(r.name, tuple(zip(r.columns, r.types, strict=True))) for r in query.relations]
+    out = [Relation(r.name, tuple(zip(r.columns, r.types, strict=True))) for r in query.relations]
+    stored = {r.name for r in query.relations}
+    chosen = options.get("factorized_updates") or []
+    for name in [chosen] if isinstance(chosen, str) else chosen:
+        if name not in stored:
+            raise ValueError(f"factorized_updates names {name!r}, which is not a relation of the query")
+        out.append(Relation(name + FACTORIZED_SUFFIX, (("factors", "str"),)))
+    return out
 
 
 def shape_result(query: Query, result: Mapping[str, Any], spec: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def test_counts_per_group_over_a_table_are_exact(tmp_path):
 def test_every_query_key_is_a_config_key():
     from services.fivm.query import KEYS
 
-    assert set(KEYS) | {"model"} == set(SERVICE.options)
+    assert set(KEYS) | {"model", "factorized_updates"} == set(SERVICE.options)
 
 
 def test_result_forms_per_ring_from_replay(tmp_path):
@@ -205,3 +205,41 @@ def test_replay_of_several_tables_reads_them_one_after_another(tmp_path):
         want += product
     assert out["events"] == sum(len(table_rows(name)) for name in names) and out["rejected"] == 0
     assert want > 0 and out["result"]["value"] == want
+
+
+def test_product_updates_replay_through_the_platform_as_their_expansion(tmp_path):
+    """With ``factorized_updates: [A2]`` the platform accepts ``A2:factorized`` events; a rank-1 update
+    of A2 gives the result of the same stream with the product written out as tuple events here."""
+    base = {
+        "relations": {
+            "A1": [{"I": "int"}, {"J": "int"}],
+            "A2": [{"J": "int"}, {"K": "int"}],
+            "A3": [{"K": "int"}, {"L": "int"}],
+        },
+        "ring": "matrix",
+        "free": ["I", "L"],
+    }
+    tuples = [("A1", {"I": i, "J": j}, i + j + 1) for i in range(3) for j in range(3)]
+    tuples += [("A3", {"K": k, "L": c}, 2 * k + c + 1) for k in range(3) for c in range(2)]
+    tuples += [("A2", {"J": 0, "K": 1}, 4)]
+    u, v = {0: 2, 2: -1}, {1: 3, 2: 5}
+    factors = [
+        {"columns": ["J"], "entries": [[[j], x] for j, x in u.items()]},
+        {"columns": ["K"], "entries": [[[k], y] for k, y in v.items()]},
+    ]
+    product = {"factors": orjson.dumps(factors).decode()}  # on the wire the column is the factors' JSON
+    lines = [{"relation": r, "row": row, "delta": d} for r, row, d in tuples]
+    factorized = [*lines, {"relation": "A2:factorized", "row": product, "delta": 1}]
+    expanded = [*lines] + [
+        {"relation": "A2", "row": {"J": j, "K": k}, "delta": x * y}
+        for j, x in u.items()
+        for k, y in v.items()
+    ]
+    outs = {}
+    for name, events, extra in (("f", factorized, {"factorized_updates": ["A2"]}), ("e", expanded, {})):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        cfg = write_config(tmp_path / f"{name}.json", **base, **extra)
+        outs[name] = replay_result(cfg, path, "fivm")
+    assert outs["f"]["rejected"] == 0 and outs["f"]["events"] == len(factorized), outs["f"]
+    assert outs["f"]["result"]["groups"] == outs["e"]["result"]["groups"] != []
