@@ -97,6 +97,13 @@ OPTIONS: dict[str, Option] = {
         "rings sum and covariance: compute exactly in this many decimals (results then do not depend "
         "on batching); null: floats",
     ),
+    "emit_rows": Option(
+        False,
+        boolean(),
+        "ring listing: results also list the join's rows with their multiplicities "
+        "(the same as ring_options {rows: true})",
+        state=False,  # how results are rendered; the stored views do not depend on it
+    ),
     "factorized_updates": Option(
         [],
         names,
@@ -117,8 +124,17 @@ for _key in KEYS:
 
 
 def query_config(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine's configuration: the query keys that are set (an unset key takes the engine's default)."""
-    return {k: options[k] for k in KEYS if options[k] is not None}
+    """The engine's configuration: the query keys that are set (an unset key takes the engine's default);
+    ``emit_rows`` is the listing ring's ``rows`` option."""
+    config = {k: options[k] for k in KEYS if options[k] is not None}
+    if options.get("emit_rows"):
+        if options["ring"] != "listing":
+            raise ValueError(
+                "emit_rows lists the rows of ring listing (for factorized payloads use strategy "
+                "fact-payloads with ring listing)"
+            )
+        config["ring_options"] = {**(config.get("ring_options") or {}), "rows": True}
+    return config
 
 
 def validate(options: Mapping[str, Any]) -> None:

@@ -139,7 +139,7 @@ def test_counts_per_group_over_a_table_are_exact(tmp_path):
 def test_every_query_key_is_a_config_key():
     from services.fivm.query import KEYS
 
-    assert set(KEYS) | {"model", "factorized_updates"} == set(SERVICE.options)
+    assert set(KEYS) | {"model", "factorized_updates", "emit_rows"} == set(SERVICE.options)
 
 
 def test_result_forms_per_ring_from_replay(tmp_path):
@@ -180,6 +180,7 @@ def test_result_forms_per_ring_from_replay(tmp_path):
         "columns": ["postcode"],
         "rows": [[p, w] for p, w in sorted(weight.items())],
     }
+    assert replay(ring="listing", free=["postcode"], emit_rows=True) == listing  # the name for it
     factorized = replay(ring="factorized", free=["postcode"])
     assert factorized["join_size"] == join_size
     assert factorized["values"] == [[p, w] for p, w in sorted(weight.items())]
