@@ -101,8 +101,7 @@ OPTIONS: dict[str, Option] = {
         False,
         boolean(),
         "ring listing: results also list the join's rows with their multiplicities "
-        "(the same as ring_options {rows: true})",
-        state=False,  # how results are rendered; the stored views do not depend on it
+        "(the same as ring_options {rows: true}, which the stored state records)",
     ),
     "factorized_updates": Option(
         [],
