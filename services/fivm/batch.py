@@ -77,7 +77,8 @@ def spark_build(spark: SparkSession, bags: Mapping[str, DataFrame], query: Query
     )
     base = canonical_relations(plan, bags)
     needed = plan.targets(loading=True)
-    parts, read_view = view_rows(plan, evaluate(plan, base, needed), sorted(needed))
+    frames = evaluate(plan, base, needed)
+    parts, read_view = view_rows(plan, frames, sorted(needed))
     for name, df in base.items():
         parts.append(tagged(df.select("k").distinct(), _PRESENT + name, [], [], []))
     for name in plan.supports():
@@ -86,7 +87,12 @@ def spark_build(spark: SparkSession, bags: Mapping[str, DataFrame], query: Query
     views: dict[str, dict[str, Rows]] = {name: {} for name in needed}
     supports: dict[str, dict[str, Rows]] = {name: {} for name in plan.supports()}
     present: dict[str, set[str]] = {name: set() for name in base}
-    for row in collect_all(parts):
+    try:
+        rows = collect_all(parts)
+    finally:
+        for df in frames.values():
+            df.unpersist()
+    for row in rows:
         label, key = row["label"], row["k"]
         if label.startswith(_PRESENT):
             present[label[len(_PRESENT) :]].add(key)

@@ -212,8 +212,8 @@ def evaluate(plan: Plan, base: Mapping[str, DataFrame], needed: frozenset[str]) 
             if node.lift:
                 factors.append(plan.lift(node.var, plan.value(node.var, F.col(plan.column[node.var]))))
             out = _grouped(plan, joined, keys, bp.product(factors), block)
-        frames[node.name] = out
-        return out
+        frames[node.name] = out.cache()
+        return frames[node.name]
 
     nodes = plan.tree.by_name()
     for name in sorted(needed):

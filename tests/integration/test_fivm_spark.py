@@ -341,14 +341,16 @@ def test_bootstrap_then_stream_equals_streaming_everything_and_reconcile_matches
     assert bad.mismatches["south"][0].startswith("$.sumprod[1][2]: expected")
 
 
-def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, tmp_path):
-    """The user path on a random covariance query without a key: `ivmstream bootstrap fivm`, the rest
-    streamed by a worker, then `ivmstream reconcile fivm` says MATCH."""
-    from helpers import ivm_bootstrap, ivm_reconcile, run_worker_to_end, stream_config
+def test_cli_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, unique, tmp_path):
+    """The user path on a random covariance query without a key: `ivmstream bootstrap fivm` (its own
+    Spark), the rest streamed by a worker that resumes from that state, then reconcile says MATCH."""
+    from helpers import ivm_bootstrap, run_worker_to_end, stream_config
 
     from shared.redis_client import connect
     from shared.runtime.produce import produce_records
+    from shared.spark.jobs import record_verdict, run_reconcile
     from shared.state import open_store
+    from shared.verdict import reconcile_key
 
     query = CONFIGS["covariance-decimals-snowflake"]
     events = [
@@ -365,12 +367,11 @@ def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, 
     produce_records(broker.bootstrap, topic, read_source(tail))
     config = load_config(SERVICE, cfg)
     store = open_store("rocksdb", f"fivm.{group}", state_dir=tmp_path / "s")  # the CLI's store namespace
-    results = run_worker_to_end(SERVICE, config, broker.bootstrap, store, group, connect(redis_server.url))
+    client = connect(redis_server.url)
+    results = run_worker_to_end(SERVICE, config, broker.bootstrap, store, group, client)
     everything = replay_all(SERVICE, config, read_source(write_events(tmp_path / "all.jsonl", events)))
     assert results == {"": everything.engines[""].result()}
-    report = tmp_path / "report.json"
-    proc = ivm_reconcile(
-        "fivm", cfg, bootstrap=broker.bootstrap, redis=redis_server.url, report=report, snapshot=head
-    )
-    assert proc.stdout.strip().startswith("reconcile fivm: MATCH on 1 key(s)"), proc.stdout
-    assert orjson.loads(report.read_bytes())["verdict"] == "match"
+    report = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
+    assert report.summary().startswith("reconcile fivm: MATCH on 1 key(s)"), report.summary()
+    record_verdict(client, report)
+    assert orjson.loads(client.get(reconcile_key(config.output_topic)))["verdict"] == "match"
