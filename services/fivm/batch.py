@@ -109,7 +109,7 @@ def spark_build(spark: SparkSession, bags: Mapping[str, DataFrame], query: Query
     for key in every_key:
         phase = "sealed" if key in sealed else "loading"
         own = {name: views[name].get(key, []) for name in sorted(plan.targets(phase == "loading"))}
-        support = {name: [(t, int(m[0])) for t, m in rows.get(key, [])] for name, rows in supports.items()}
+        support = {name: [(t, int(m[0])) for t, m in per.get(key, [])] for name, per in supports.items()}
         out[key] = snapshot(plan, ring, own, support, phase)
     return out
 
