@@ -68,6 +68,11 @@ TRIANGLE = {
     "S": [{"b": "int"}, {"c": "int"}],
     "T": [{"c": "int"}, {"a": "int"}],
 }
+CHAIN = {  # a float and an int join variable
+    "R": [{"a": "int"}, "b"],
+    "S": ["b", {"c": "int"}, "x"],
+    "T": [{"c": "int"}, "y"],
+}
 PATHS = {
     "E": [{"a": "int"}, {"b": "int"}],
     "E2": {"alias_of": "E", "columns": ["b", "c"]},
@@ -76,7 +81,7 @@ PATHS = {
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "count-free-snowflake": {"relations": SNOWFLAKE, "ring": "count", "free": ["g", "a"]},
-    "int-sum-power-free-star": {"relations": STAR, "ring": "sum", "sum": ["n", "p", "p"], "free": "g"},
+    "int-sum-power-free-star": {"relations": STAR, "ring": "sum", "sum": ["a", "n", "p", "p"], "free": "g"},
     "decimal-sum-snowflake": {"relations": SNOWFLAKE, "ring": "sum", "sum": ["x", "z", "z"], "decimals": 2},
     "covariance-decimals-snowflake": {
         "relations": SNOWFLAKE,
@@ -99,6 +104,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "strategy": "fivm-one",
         "updatable": ["R"],
         "model": {"label": "x", "ridge": 0.5},
+    },
+    "covariance-decimals-lifted-join-variables": {
+        "relations": CHAIN,
+        "ring": "covariance",
+        "features": ["a", "b", "c", "x", "y"],
+        "decimals": 1,
     },
     "covariance-float-snowflake": {
         "relations": SNOWFLAKE,
