@@ -46,11 +46,19 @@ def _overflow(exc: Exception) -> BatchError:
 # --- bootstrap ----------------------------------------------------------------------------------------
 
 
+def _refuse_unbuilt(query: Query, job: str) -> None:
+    """Queries the Spark jobs do not model are refused in one line instead of built or checked wrongly:
+    weighted tuples (a tuple counts weight·multiplicity)."""
+    if query.weights:
+        raise BatchError(f"fivm {job} does not handle weighted tuples (weights); use replay")
+
+
 def build_state(
     spark: SparkSession, bags: Mapping[str, DataFrame], options: Mapping[str, Any]
 ) -> Iterator[tuple[str, bytes]]:
     """Each partition key's engine snapshot, built from the net bags with Spark (fivm.md §8.1)."""
     query = _query(options)
+    _refuse_unbuilt(query, "bootstrap")
     if query.ring not in BUILT_RINGS or query.strategy not in BUILT_STRATEGIES:
         raise BatchError(
             f"bootstrap supports rings {', '.join(BUILT_RINGS)} for strategies "
@@ -166,6 +174,7 @@ def snapshot(
 
 def _recompute_plan(options: Mapping[str, Any]) -> Plan:
     query = _query(options)
+    _refuse_unbuilt(query, "reconcile")
     if query.ring not in RECOMPUTED_RINGS:
         raise BatchError(
             f"reconcile recomputes rings {', '.join(RECOMPUTED_RINGS)} in Spark SQL, not {query.ring}"

@@ -289,6 +289,16 @@ def test_rings_and_strategies_it_cannot_build_are_refused(spark, tmp_path, query
         next(iter(build_state(spark, {}, config.options)))
 
 
+def test_weighted_tuples_are_refused_by_both_jobs(spark, tmp_path):
+    from services.fivm.batch import recompute
+
+    config = configured(tmp_path, {"relations": STAR, "ring": "sum", "sum": ["y"], "weights": {"F": "x"}})
+    with pytest.raises(BatchError, match=r"^fivm bootstrap does not handle weighted tuples"):
+        next(iter(build_state(spark, {}, config.options)))
+    with pytest.raises(BatchError, match=r"^fivm reconcile does not handle weighted tuples"):
+        recompute(spark, {}, config.options)
+
+
 def test_exact_values_beyond_38_digits_are_refused(spark, tmp_path):
     config = configured(tmp_path, {"relations": STAR, "ring": "covariance", "features": "x", "decimals": 30})
     events = random_events(3, STAR, [])
