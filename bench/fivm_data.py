@@ -24,28 +24,11 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from services.fivm.service import HOUSING as HOUSING_SCHEMA  # the authors' column order
+
 Row = dict[str, Any]
 
-HOUSING: dict[str, list[str]] = {
-    "House": [
-        "postcode",
-        "livingarea",
-        "price",
-        "nbbedrooms",
-        "nbbathrooms",
-        "kitchensize",
-        "house",
-        "flat",
-        "unknown",
-        "garden",
-        "parking",
-    ],
-    "Shop": ["postcode", "openinghoursshop", "pricerangeshop", "sainsburys", "tesco", "ms"],
-    "Institution": ["postcode", "typeeducation", "sizeinstitution"],
-    "Restaurant": ["postcode", "openinghoursrest", "pricerangerest"],
-    "Demographics": ["postcode", "averagesalary", "crimesperyear", "unemployment", "nbhospitals"],
-    "Transport": ["postcode", "nbbuslines", "nbtrainstations", "distancecitycentre"],
-}
+HOUSING: dict[str, list[str]] = {name: list(cols) for name, cols in HOUSING_SCHEMA.items()}
 HOUSING_GROWING = ("Shop", "Institution", "Restaurant")
 
 RETAILER: dict[str, list[str]] = {
