@@ -126,7 +126,7 @@ def query_config(options: Mapping[str, Any]) -> dict[str, Any]:
     """The engine's configuration: the query keys that are set (an unset key takes the engine's default);
     ``emit_rows`` is the listing ring's ``rows`` option."""
     config = {k: options[k] for k in KEYS if options[k] is not None}
-    if options.get("emit_rows"):
+    if options["emit_rows"]:
         if options["ring"] != "listing":
             raise ValueError(
                 "emit_rows lists the rows of ring listing (for factorized payloads use strategy "
@@ -155,7 +155,7 @@ def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
     query = parse_query(query_config(options))
     out = [Relation(r.name, tuple(zip(r.columns, r.types, strict=True))) for r in query.relations]
     stored = {r.name for r in query.relations}
-    chosen = options.get("factorized_updates") or []
+    chosen = options["factorized_updates"]
     for name in [chosen] if isinstance(chosen, str) else chosen:
         if name not in stored:
             raise ValueError(f"factorized_updates names {name!r}, which is not a relation of the query")
