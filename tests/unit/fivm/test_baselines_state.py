@@ -8,7 +8,6 @@ whose value depends on the order of additions; the folded ``changed_entries()`` 
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from services.fivm.engine import FivmEngine
 from shared.events import UpdateEvent
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches, occurrences, relation_columns
+from tests.unit.fivm.state_checks import check_checkpoints_fold, check_restore_mid_stream
 
 TRIANGLE = {
     "R": [{"A": "int"}, {"B": "int"}],
@@ -75,48 +75,14 @@ def scenario(draw: st.DrawFn) -> tuple[dict[str, Any], list[list[UpdateEvent]]]:
 def test_restore_mid_stream_continues_identically(case: tuple[dict[str, Any], list[Any]], data: Any) -> None:
     config, batches = case
     cut = data.draw(st.integers(0, len(batches)))
-    live = FivmEngine(config)
-    for batch in batches[:cut]:
-        live.apply(batch)
-    snap = live.snapshot()
-    from_snapshot = FivmEngine(config)
-    from_snapshot.restore(snap)
-    entries = list(live.all_entries())
-    random.Random(data.draw(st.integers(0, 2**32))).shuffle(entries)
-    from_entries = FivmEngine(config)
-    from_entries.restore_entries(entries)
-    assert from_snapshot.snapshot() == snap
-    assert from_entries.snapshot() == snap
-    assert from_entries.result() == live.result()
-    for batch in batches[cut:]:
-        want = live.apply(batch)
-        assert from_snapshot.apply(batch) == want
-        assert from_entries.apply(batch) == want
-        assert from_snapshot.result() == live.result()
-        assert from_entries.result() == live.result()
-        assert from_entries.snapshot() == live.snapshot()
+    check_restore_mid_stream(config, batches, cut, data.draw(st.integers(0, 2**32)))
 
 
 @settings(max_examples=200, deadline=None)
 @given(case=scenario(), data=st.data())
 def test_changed_entries_fold_into_all_entries(case: tuple[dict[str, Any], list[Any]], data: Any) -> None:
     config, batches = case
-    engine = FivmEngine(config)
-    store: dict[tuple[str, bytes], bytes] = {}
-    for batch in batches:
-        engine.apply(batch)
-        if data.draw(st.booleans()):
-            continue  # no checkpoint after this batch: changes accumulate
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
-        assert store == {(n, k): v for n, k, v in engine.all_entries()}
-        restored = FivmEngine(config)
-        restored.restore_entries([(n, k, v) for (n, k), v in store.items()])
-        assert restored.snapshot() == engine.snapshot()
-        assert restored.result() == engine.result()
+    check_checkpoints_fold(config, batches, [data.draw(st.booleans()) for _ in batches])
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,7 +5,6 @@ restoring from a snapshot; the folded ``changed_entries()`` log equals ``all_ent
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -13,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.fivm.engine import FivmEngine
-from shared.engine import Engine, EngineError, is_incremental
+from shared.engine import EngineError
 from shared.events import UpdateEvent
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches, relation_columns
+from tests.unit.fivm.state_checks import check_checkpoints_fold, check_restore_mid_stream
 
 TRIANGLE = {
     "relations": {
@@ -60,51 +60,14 @@ def scenario(draw: st.DrawFn) -> tuple[dict[str, Any], list[list[UpdateEvent]]]:
 def test_restore_mid_stream_continues_identically(case: tuple[dict[str, Any], list[Any]], data: Any) -> None:
     config, batches = case
     cut = data.draw(st.integers(0, len(batches)))
-    live = FivmEngine(config)
-    for batch in batches[:cut]:
-        live.apply(batch)
-    snap = live.snapshot()
-    from_snapshot = FivmEngine(config)
-    from_snapshot.restore(snap)
-    entries = list(live.all_entries())
-    random.Random(data.draw(st.integers(0, 2**32))).shuffle(entries)
-    from_entries = FivmEngine(config)
-    from_entries.restore_entries(entries)
-    assert from_snapshot.snapshot() == snap
-    assert from_entries.snapshot() == snap
-    for batch in batches[cut:]:
-        want = live.apply(batch)
-        assert from_snapshot.apply(batch) == want
-        assert from_entries.apply(batch) == want
-        assert from_snapshot.result() == live.result()
-        assert from_entries.result() == live.result()
-        assert from_entries.snapshot() == live.snapshot()
+    check_restore_mid_stream(config, batches, cut, data.draw(st.integers(0, 2**32)))
 
 
 @settings(max_examples=100)
 @given(case=scenario(), data=st.data())
 def test_changed_entries_fold_into_all_entries(case: tuple[dict[str, Any], list[Any]], data: Any) -> None:
-    """A store that applies every checkpoint's puts and deletes holds exactly the engine's entries; an
-    engine restored from it at any checkpoint equals the live one."""
     config, batches = case
-    engine = FivmEngine(config)
-    assert is_incremental(engine) and isinstance(engine, Engine)
-    store: dict[tuple[str, bytes], bytes] = {}
-    for batch in batches:
-        engine.apply(batch)
-        if data.draw(st.booleans()):
-            continue  # no checkpoint after this batch: changes accumulate
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
-        assert store == {(n, k): v for n, k, v in engine.all_entries()}
-        restored = FivmEngine(config)
-        restored.restore_entries([(n, k, v) for (n, k), v in store.items()])
-        assert restored.snapshot() == engine.snapshot()
-        assert restored.result() == engine.result()
-        assert restored.changed_entries() == list(restored._meta_entries())
+    check_checkpoints_fold(config, batches, [data.draw(st.booleans()) for _ in batches])
 
 
 def test_snapshots_are_deterministic_and_refuse_another_configuration() -> None:
