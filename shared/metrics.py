@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from shared.health import Health, serve
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -16,6 +18,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class RuntimeMetrics:
     def __init__(self, service: str) -> None:
         self.service = service
+        self.health = Health()  # the worker reports its phase; served as /healthz and /readyz
         self.registry = CollectorRegistry()
         r = self.registry
         labels = ("service",)
@@ -120,7 +123,8 @@ class RuntimeMetrics:
         self.registry.register(_ReconcileCollector(self.service, redis_client, key))
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        start_http_server(port, addr=addr, registry=self.registry)
+        """``/metrics`` plus the probes ``/healthz`` and ``/readyz`` (shared/health.py) on one port."""
+        serve(self.registry, self.health, port, addr)
 
 
 class _ReconcileCollector(Collector):

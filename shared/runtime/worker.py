@@ -165,6 +165,7 @@ class Worker:
             on_lost=self._on_lost,
         )
         feed = self.broadcast
+        health = self.metrics.health
         try:
             while not self._stop.is_set():
                 msgs = self.consumer.consume(self.config.batch_size, 0.2 if feed is None else 0.1)
@@ -177,14 +178,17 @@ class Worker:
                     msgs = msgs or side
                 if not msgs:
                     self.producer.poll(0)
-                if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
+                health.last_beat = now = time.monotonic()  # liveness (shared/health.py)
+                if now - self._last_checkpoint >= self.config.checkpoint_interval:
                     self.checkpoint()
                 if until is not None and until(self):
                     break
+            health.stopping()
             self.checkpoint()
             for relation in self.coverage.final():
                 self._warn_silent(relation, f"before shutdown ({self.coverage.records} input records)")
         except BaseException:
+            health.failed()
             self._abandon()
             raise
         self.close()
@@ -215,6 +219,7 @@ class Worker:
         return self.service.engine(self._options)
 
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        self.metrics.health.restoring()
         for tp in tps:
             cp = self.store.load(tp.topic, tp.partition, skip_maps=self._backed)
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
@@ -246,6 +251,7 @@ class Worker:
         consumer.assign(tps)
         self._restart_broadcast()
         self._update_gauges()
+        self.metrics.health.consuming(len(self.partitions))
 
     def _check_broadcast_history(self, tp: TopicPartition, stored: int | None) -> None:
         assert self.broadcast is not None
@@ -278,11 +284,13 @@ class Worker:
 
     def _on_revoke(self, _consumer: Consumer, tps: list[TopicPartition]) -> None:
         owned = [self.partitions[tp.partition] for tp in tps if tp.partition in self.partitions]
+        self.metrics.health.rebalancing()
         self.checkpoint(owned)
         self._drop(tps)
 
     def _on_lost(self, _consumer: Consumer, tps: list[TopicPartition]) -> None:
         """Lost (session expired): another member may own these now, so write nothing."""
+        self.metrics.health.rebalancing()
         self._drop(tps)
 
     def _drop(self, tps: list[TopicPartition]) -> None:
