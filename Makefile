@@ -3,14 +3,17 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The chart's security scanner, in a virtualenv of its own (its pins clash with the dev extra's).
+CHECKOV_VERSION := 3.3.30
+CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
 .PHONY: setup system-deps demo test test-fast bench lint clean
 
-setup: system-deps $(STAMP)
+setup: system-deps $(STAMP) $(CHECKOV_STAMP)
 
-# Idempotent: installs redis-server, a JDK and a C compiler (for the compiled event decoder, setup.py)
-# only when they are missing.
+# Idempotent: installs redis-server, a JDK, a C compiler (for the compiled event decoder, setup.py) and
+# promtool (Debian's prometheus, for the alert rules' tests) only when they are missing.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -18,6 +21,7 @@ system-deps:
 	python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
 	  || missing="$$missing python3-dev"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
@@ -27,8 +31,13 @@ system-deps:
 $(STAMP): pyproject.toml setup.py shared/events/_fastjson.c
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,deploy]'
 	@touch $(STAMP)
+
+$(CHECKOV_STAMP):
+	@test -x $(VENV)/checkov/bin/python || python3.11 -m venv $(VENV)/checkov || python3 -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install -q 'checkov==$(CHECKOV_VERSION)'
+	@touch $(CHECKOV_STAMP)
 
 demo: setup
 	$(VENV)/bin/ivmstream demo
