@@ -24,6 +24,7 @@ from shared.events import UpdateEvent
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+_INF = math.inf
 
 # An event for relation ``R + FACTORIZED_SUFFIX`` carries a product delta of R (docs/algorithms/fivm.md
 # §2.13): row ``{"factors": [{"columns": [...], "entries": [[[v, ...], x], ...]}, ...]}``, the list
@@ -67,6 +68,10 @@ class Intake:
                 v = row[col]
             except KeyError:
                 return Rejection(i, "missing-column", f"{rel}.{col} is missing")
+            # The common case inline (a finite float for a float column); canonical() decides the rest.
+            if v.__class__ is float and typ == "float" and -_INF < v < _INF:
+                values.append(v + 0.0)
+                continue
             cv = canonical(v, typ)
             if cv.__class__ is Refused:
                 return Rejection(i, cv.code, f"{rel}.{col}: {cv.detail}")

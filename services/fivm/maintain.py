@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.fivm import columnar
 from services.fivm.order import VariableOrder, build_order
 from services.fivm.query import RING_FACTORY, Query
 from services.fivm.rings import Ring, make_ring
@@ -112,6 +113,11 @@ class FivmMaintainer:
             for pos in sorted(wanted):
                 view.add_index(pos)
 
+    @property
+    def columnar(self) -> bool:
+        """Whole relation deltas run in columns where the ring has column payloads (§2.14)."""
+        return self.query.execution == "auto" and columnar.supports(self.ring)
+
     def seal(self) -> None:
         """End the loading phase (the first update to U arrived): keep only μ(τ, U)."""
         if self.loading:
@@ -146,7 +152,16 @@ class FivmMaintainer:
                     transitions.append((t, 1))
                 elif not new:
                     transitions.append((t, -1))
+        in_columns = self.columnar
         for plan in self.plans[base]:
+            if in_columns and plan.kind == LEAF:
+                try:
+                    changes = columnar.propagate(self.ring, plan, self.views, delta)  # type: ignore[arg-type]
+                except columnar.Unrepresentable:
+                    pass
+                else:
+                    columnar.apply_changes(changes)
+                    continue
             d = (
                 self._leaf_delta(plan, delta)
                 if plan.kind == LEAF

@@ -54,7 +54,9 @@ KEYS = (
     "debug",
     "decimals",
     "weights",
+    "execution",
 )
+EXECUTIONS = ("auto", "per-tuple")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Rings whose payloads carry the free variables themselves (a listing, a factorized relation): the
@@ -96,6 +98,7 @@ class Query:
     raw: dict[str, Any]  # the normalized configuration (snapshots record it)
     decimals: int | None = None  # exact decimals for sum/covariance values (docs/algorithms/fivm-rings.md §8)
     weights: tuple[tuple[str, str], ...] = ()  # (relation, column): a tuple counts weight·multiplicity
+    execution: str = "auto"  # auto: relation deltas in columns where the ring allows (fivm.md §2.14)
 
     def weight_of(self, base: str) -> str | None:
         """The column whose value weighs each tuple of ``base`` (docs/algorithms/fivm.md §1.2), if any."""
@@ -294,6 +297,9 @@ def parse_query(config: Mapping[str, Any]) -> Query:
     for key, v in (("indicators", indicators), ("debug", debug)):
         if not isinstance(v, bool):
             raise _fail(f"'{key}' must be true or false, got {v!r}")
+    execution = config.get("execution", "auto")
+    if execution not in EXECUTIONS:
+        raise _fail(f"'execution' must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
     decimals = config.get("decimals")
     if decimals is not None:
         if decimals.__class__ is not int or not 0 <= decimals <= MAX_DECIMALS:
@@ -331,6 +337,8 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         raw["decimals"] = decimals
     if weights:
         raw["weights"] = dict(weights)
+    if execution != "auto":
+        raw["execution"] = execution
     try:
         raw = orjson.loads(orjson.dumps(raw))  # JSON-equal to what state entries record
     except TypeError as exc:
@@ -350,6 +358,7 @@ def parse_query(config: Mapping[str, Any]) -> Query:
         raw=raw,
         decimals=decimals,
         weights=weights,
+        execution=execution,
     )
 
 

@@ -60,7 +60,7 @@ def _product_layout(ka: int, kb: int) -> npt.NDArray[np.intp]:
     the rows of Q_b. Only block widths matter, so the layout is computed once per (ka, kb).
     """
     k = ka + kb
-    rows, cols = np.triu_indices(k)
+    rows, cols = triu(k)
     cross_at = tri_size(ka)
     qb_at = cross_at + ka * kb
     out = np.empty(len(rows), dtype=np.intp)
@@ -84,18 +84,27 @@ def exact_array(values: Sequence[int]) -> FloatArray:
     return arr
 
 
+@lru_cache(maxsize=256)
+def triu(k: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Row and column indexes of a k-by-k upper triangle, row-major (computed once per k)."""
+    rows, cols = np.triu_indices(k)
+    rows.flags.writeable = False
+    cols.flags.writeable = False
+    return rows, cols
+
+
 def upper(dense: npt.ArrayLike) -> FloatArray:
     """The upper triangle (row-major, diagonal included) of a square matrix (object arrays stay exact)."""
     mat = np.asarray(dense)
     if mat.dtype != object:
         mat = mat.astype(np.float64)
-    return _frozen(mat[np.triu_indices(mat.shape[0])])
+    return _frozen(mat[triu(mat.shape[0])])
 
 
 def symmetric(quad: FloatArray, k: int) -> FloatArray:
     """The full symmetric k-by-k matrix of an upper triangle, of the triangle's dtype."""
     full = np.zeros((k, k), dtype=quad.dtype)
-    rows, cols = np.triu_indices(k)
+    rows, cols = triu(k)
     full[rows, cols] = quad
     full[cols, rows] = quad
     return full

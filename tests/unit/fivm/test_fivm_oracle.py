@@ -180,6 +180,7 @@ def test_covariance_ring_roots_equal_duckdb_moments(data: st.DataObject, con: An
     assume(numeric)
     features = data.draw(st.lists(st.sampled_from(numeric), min_size=1, max_size=4, unique=True))
     config.update(ring="covariance", features=features, debug=data.draw(st.booleans()))
+    config["execution"] = data.draw(st.sampled_from(["auto", "per-tuple"]))  # columns or per tuple (§2.14)
     engine = FivmEngine(config)
     db = Database()
     cols = relation_columns(config)

@@ -1,0 +1,183 @@
+"""Per-batch execution of trigger plans with payloads in columns (docs/algorithms/fivm.md §2.14).
+
+The per-tuple trigger multiplies one small payload at a time, so in Python its cost is the fixed
+overhead of each numpy call, not the arithmetic. Here one relation delta climbs the same compiled
+plan as a whole: the leaf's lifts are built for all tuples at once, sibling payloads are gathered into
+columns, products are row-wise (``mul_rows``) and the group-by is one sort and ``np.add.reduceat``
+(``sum_by``). Only looking up siblings and storing the resulting keys stay per key.
+
+The whole path is computed before any view changes (a step never reads a view of its own path, §2.5),
+so a delta the columns cannot represent exactly (int64 counts that could overflow) is refused before
+anything moved and the per-tuple trigger runs instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from services.fivm.rings.cofactor import (
+    Cofactor,
+    CofactorRing,
+    CofactorRows,
+    mul_rows,
+    sum_by,
+    triu,
+)
+from services.fivm.triggers import GET, INDEX, LeafPlan, Step
+from services.fivm.views import Key, View
+
+# Counts stay exact in int64 (and in the float64 factors products use) below this bound.
+_COUNT_LIMIT = 1 << 52
+
+
+class Unrepresentable(Exception):
+    """Counts this batch could overflow in int64 columns: run the per-tuple trigger instead."""
+
+
+def supports(ring: Any) -> bool:
+    """Column payloads exist for the float cofactor ring (the exact ring keeps Python ints, §8)."""
+    return isinstance(ring, CofactorRing) and not ring.exact
+
+
+def leaf_rows(ring: CofactorRing, plan: LeafPlan, delta: Mapping[Key, int]) -> tuple[list[Key], CofactorRows]:
+    """δ of the leaf in columns: ``m · (1, x, x xᵀ)`` per tuple over the composed lifted variables,
+    one row per tuple (not yet grouped by the leaf's keys)."""
+    tuples = list(delta)
+    mults = np.fromiter(delta.values(), dtype=np.int64, count=len(tuples)) if _fits(delta) else None
+    if mults is None:
+        raise Unrepresentable
+    key_pos = plan.key_pos
+    keys = [tuple([t[i] for i in key_pos]) for t in tuples]
+    if not plan.lifted:
+        n = len(tuples)
+        return keys, CofactorRows(0, mults, np.zeros((n, 0)), np.zeros((n, 0)))
+    positions = [i for _, i in plan.lifted]
+    lo = ring.index[plan.lifted[0][0]]
+    x = np.array([[t[i] for i in positions] for t in tuples], dtype=np.float64)
+    rows, cols = triu(len(positions))
+    m = mults.astype(np.float64)[:, None]
+    return keys, CofactorRows(lo, mults, m * x, m * (x[:, rows] * x[:, cols]))
+
+
+def _fits(delta: Mapping[Key, int]) -> bool:
+    return all(-_COUNT_LIMIT < m < _COUNT_LIMIT for m in delta.values())
+
+
+def group(keys: Sequence[Key], rows: CofactorRows) -> tuple[list[Key], CofactorRows]:
+    """Equal keys summed, keys in order of first appearance, zero rows dropped (§2.5 step 1)."""
+    ids: dict[Key, int] = {}
+    gid = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64, count=len(keys))
+    distinct = list(ids)
+    if len(distinct) < len(keys):
+        order, rows = sum_by(gid, rows)
+        distinct = [distinct[i] for i in order.tolist()]
+    live = (rows.counts != 0) | rows.sums.any(axis=1) | rows.quad.any(axis=1)
+    if live.all():
+        return distinct, rows
+    picked = np.flatnonzero(live)
+    return [distinct[i] for i in picked.tolist()], take(rows, picked)
+
+
+def take(rows: CofactorRows, picked: npt.NDArray[np.intp]) -> CofactorRows:
+    return CofactorRows(rows.lo, rows.counts[picked], rows.sums[picked], rows.quad[picked])
+
+
+def step_rows(
+    ring: CofactorRing, step: Step, views: Mapping[str, View], keys: list[Key], delta: CofactorRows
+) -> tuple[list[Key], CofactorRows]:
+    """One step of the trigger (§2.5 step 2) for every delta row at once."""
+    rows: list[Key] = keys
+    source: list[int] | None = None  # the delta row of each join row (None: row i is delta row i)
+    gathered: list[list[Cofactor]] = []  # per joined sibling, its payload for each join row
+    for probe in step.probes:
+        view = views[probe.view]
+        data = view.data
+        found: list[Cofactor] = []
+        keep: list[int] = []
+        before = len(rows)
+        if probe.mode == GET:
+            pos = probe.probe
+            for j, row in enumerate(rows):
+                q = data.get(tuple([row[i] for i in pos]))
+                if q is not None:
+                    keep.append(j)
+                    found.append(q)
+            if len(keep) < len(rows):
+                rows = [rows[j] for j in keep]
+        else:
+            ext = probe.extend
+            joined: list[Key] = []
+            for j, row in enumerate(rows):
+                matches = (
+                    view.lookup(probe.index, tuple([row[i] for i in probe.probe]))
+                    if probe.mode == INDEX
+                    else list(data)
+                )
+                for k in matches:
+                    joined.append(row + tuple([k[i] for i in ext]))
+                    keep.append(j)
+                    found.append(data[k])
+            rows = joined
+        if probe.mode != GET or len(keep) < before:
+            source = keep if source is None else [source[j] for j in keep]
+            gathered = [[g[j] for j in keep] for g in gathered]
+        gathered.append(found)
+        if not rows:
+            return [], take(delta, np.zeros(0, dtype=np.intp))
+    slots = [delta if source is None else take(delta, np.asarray(source, dtype=np.intp))]
+    slots.extend(CofactorRows.of(payloads) for payloads in gathered)
+    _check_counts(slots)
+    order = step.mul_order
+    prod = slots[order[0]]
+    for i in order[1:]:
+        prod = mul_rows(prod, slots[i])
+    if step.lift_pos >= 0 and step.lift_var in ring.index:
+        x = np.array([row[step.lift_pos] for row in rows], dtype=np.float64)
+        ones = np.ones(len(x), dtype=np.int64)
+        prod = mul_rows(CofactorRows(ring.index[step.lift_var], ones, x[:, None], (x * x)[:, None]), prod)
+    out = step.out
+    return group([tuple([row[i] for i in out]) for row in rows], prod)
+
+
+def _check_counts(slots: Sequence[CofactorRows]) -> None:
+    """The product of the largest counts must stay exact in int64 and float64 (else: per tuple)."""
+    bound = 1
+    for s in slots:
+        if len(s.counts):
+            bound *= int(np.abs(s.counts).max())
+    if bound >= _COUNT_LIMIT:
+        raise Unrepresentable
+
+
+def propagate(
+    ring: CofactorRing, plan: LeafPlan, views: Mapping[str, View], delta: Mapping[Key, int]
+) -> list[tuple[View, list[tuple[Key, Cofactor]]]]:
+    """The view changes one relation delta causes along ``plan``'s path, computed without changing
+    any view; raises ``Unrepresentable`` when the columns cannot hold it exactly."""
+    keys, rows = group(*leaf_rows(ring, plan, delta))
+    changes: list[tuple[View, list[tuple[Key, Cofactor]]]] = []
+    target = views.get(plan.leaf)
+    if target is not None and keys:
+        changes.append((target, payloads(keys, rows)))
+    for step in plan.steps:
+        if not keys:
+            break
+        keys, rows = step_rows(ring, step, views, keys, rows)
+        target = views.get(step.view)
+        if target is not None and keys:
+            changes.append((target, payloads(keys, rows)))
+    return changes
+
+
+def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofactor]]:
+    lo, counts, sums, quad = rows.lo, rows.counts.tolist(), rows.sums, rows.quad
+    return [(key, Cofactor(lo, counts[i], sums[i], quad[i])) for i, key in enumerate(keys)]
+
+
+def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:
+    for view, delta in changes:
+        view.add_all(delta)
