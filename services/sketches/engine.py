@@ -1,0 +1,314 @@
+"""The sketches engine: one provenance sketch maintained over update events, and data skipping with it.
+
+State (docs/algorithms/sketches.md §6): a fragment-clustered table store (every table the query reads,
+rows grouped by their fragment) and the operator state of the plan (join indexes, group state with
+fragment counts, top-k order, the merge counts μ). Strategies (§4):
+
+* ``imp``: each batch is pushed through the incremental operators (§2.4); the sketch changes by the
+  merge's zero crossings (§2.4.11).
+* ``full``: updates only change the table store; a stale sketch is recaptured when read (§2.3).
+* ``nosketch``: no sketch; every fragment is scanned.
+
+The result (§7.2) is the sketch per partitioned table, the query answered over the sketched fragments
+only (data skipping, §2.7) and how many rows that scanned. Checkpoints hold the table store as entries
+(one per distinct row, keyed by table and fragment); the operator state is a function of the store (the
+maintained state equals a fresh capture's, §3 G2), so a restore rebuilds it by one bootstrap pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from services.sketches import plan as P
+from services.sketches.catalog import Table
+from services.sketches.partition import RangeSpec
+from services.sketches.query import Compiled, compile_options
+from services.sketches.values import exact, row_key, to_json
+from shared.engine import Entry, EntryChange, Rejection
+from shared.events import UpdateEvent
+
+STORE = "t"  # map: orjson [table, fragment, row] -> multiplicity
+
+
+def _encode_default(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return str(v)
+    raise TypeError(f"cannot store {type(v).__name__}")
+
+
+class SketchEngine:
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
+        self.strategy: str = options["strategy"]
+        self.compiled: Compiled = compile_options(options)
+        self.tables: dict[str, Table] = self.compiled.tables
+        self.specs: dict[str, RangeSpec] = {s.table: s for s in self.compiled.specs}
+        self.store: dict[str, dict[int, dict[P.Row, int]]] = {t: {} for t in self.tables}
+        self.rows: dict[str, int] = {t: 0 for t in self.tables}
+        self.merge = P.Merge()
+        self.stale = True  # full: the cached sketch predates the last update
+        self.cached = 0
+        self.last_delta = (0, 0)  # the sketch delta of the last batch (added, removed fragment bits)
+        self._dirty: set[tuple[str, P.Row]] = set()
+        self._decimal = {
+            t: [typ in ("decimal", "exact") for typ in table.types] for t, table in self.tables.items()
+        }
+        self._bootstrapped = False
+
+    # --- updates ----------------------------------------------------------------------------------------
+
+    def _fragment(self, table: str, row: P.Row) -> int:
+        spec = self.specs.get(table)
+        return 0 if spec is None else spec.fragment(row[spec.position])
+
+    def multiplicity(self, table: str, row: P.Row) -> int:
+        return self.store[table].get(self._fragment(table, row), {}).get(row, 0)
+
+    def row_of(self, ev: UpdateEvent) -> P.Row:
+        return tuple(exact(ev.row.get(c)) for c in self.tables[ev.relation].event_columns)
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        """Validate the events in order against the store plus the batch so far, then maintain once."""
+        rejected: list[Rejection] = []
+        batch: dict[str, dict[P.Row, int]] = {}
+        for i, ev in enumerate(events):
+            if ev.relation not in self.tables:
+                rejected.append(Rejection(i, "unknown-relation", f"the query does not read {ev.relation!r}"))
+                continue
+            row = self.row_of(ev)
+            pending = batch.setdefault(ev.relation, {})
+            have = self.multiplicity(ev.relation, row) + pending.get(row, 0)
+            if have + ev.delta < 0:
+                rejected.append(
+                    Rejection(i, "absent-tuple", f"delete of {-ev.delta} copies of {row!r} which has {have}")
+                )
+                continue
+            if ev.delta > 0 and ev.relation in self.compiled.nonnegative:
+                bad = [what for f, what in self.compiled.nonnegative[ev.relation] if _negative(f(row))]
+                if bad:
+                    rejected.append(
+                        Rejection(
+                            i, "negative-input", f"{', '.join(bad)} < 0 breaks monotone_aggregates (S4)"
+                        )
+                    )
+                    continue
+            n = pending.get(row, 0) + ev.delta
+            if n:
+                pending[row] = n
+            else:
+                pending.pop(row, None)
+        self.maintain({t: d for t, d in batch.items() if d})
+        return rejected
+
+    def maintain(self, batch: Mapping[str, Mapping[P.Row, int]]) -> None:
+        """One net-consistent batch of base-table deltas (§2.5): maintain the sketch, update the store."""
+        if self.strategy == "imp" and not self._bootstrapped:
+            self._bootstrap()
+        out: P.ZSet = {}
+        for table in sorted(batch):
+            delta = batch[table]
+            if not delta:
+                continue
+            if self.strategy == "imp":
+                _fold(out, self.compiled.root.push(table, delta))
+            self._store(table, delta)
+        if self.strategy == "imp":
+            _fold(out, self.compiled.root.flush())
+            self.last_delta = self.merge.apply(out)
+        elif batch:
+            self.stale = True
+
+    def _store(self, table: str, delta: Mapping[P.Row, int]) -> None:
+        frags = self.store[table]
+        for row, n in delta.items():
+            f = self._fragment(table, row)
+            rows = frags.get(f)
+            if rows is None:
+                rows = frags[f] = {}
+            c = rows.get(row, 0) + n
+            if c < 0:
+                raise AssertionError(f"{table} row {row!r} below zero")
+            if c:
+                rows[row] = c
+            else:
+                del rows[row]
+                if not rows:
+                    del frags[f]
+            self.rows[table] += n
+            self._dirty.add((table, row))
+
+    def _bootstrap(self) -> None:
+        """Operator state from the stored database: all of it pushed as one batch of inserts (§2.3)."""
+        self._bootstrapped = True
+        out: P.ZSet = {}
+        for table in sorted(self.store):
+            whole = {row: n for rows in self.store[table].values() for row, n in rows.items()}
+            if whole:
+                _fold(out, self.compiled.root.push(table, whole))
+        _fold(out, self.compiled.root.flush())
+        self.merge.apply(out)
+        self.last_delta = (0, 0)
+
+    # --- reading -------------------------------------------------------------------------------------
+
+    def all_fragments(self) -> int:
+        out = 0
+        for s in self.specs.values():
+            out |= ((1 << s.fragments) - 1) << s.offset
+        return out
+
+    def view(self, sketch: int | None) -> P.DbView:
+        """The stored database, restricted to the sketch's fragments of partitioned tables (None: all)."""
+
+        def rows(table: str) -> Iterator[tuple[P.Row, int]]:
+            spec = self.specs.get(table)
+            for f, frag_rows in self.store[table].items():
+                if sketch is not None and spec is not None and not sketch >> (spec.offset + f) & 1:
+                    continue
+                yield from frag_rows.items()
+
+        return P.DbView(rows)
+
+    def sketch(self) -> int:
+        """The current sketch as global fragment bits (``nosketch``: every fragment)."""
+        if self.strategy == "imp":
+            if not self._bootstrapped:
+                self._bootstrap()
+            return self.merge.sketch
+        if self.strategy == "full":
+            if self.stale:
+                self.cached = P.capture_sketch(self.compiled.root, self.view(None))
+                self.stale = False
+            return self.cached
+        return self.all_fragments()
+
+    def skipping_sketch(self) -> int:
+        """The fragments the use path scans: the sketch if proven safe, else everything (§5)."""
+        return self.sketch() if self.compiled.safety is not None else self.all_fragments()
+
+    def rows_scanned(self, sketch: int) -> int:
+        total = 0
+        for table, frags in self.store.items():
+            spec = self.specs.get(table)
+            for f, rows in frags.items():
+                if spec is None or sketch >> (spec.offset + f) & 1:
+                    total += sum(rows.values())
+        return total
+
+    def answer(self, sketch: int | None) -> list[list[Any]]:
+        """The query over the sketched fragments (None: all data), in SQL order or sorted."""
+        out: list[tuple[Any, ...]] = []
+        for row, _, n in self.compiled.root.capture(self.view(sketch)):
+            out.extend([row] * n)
+        if not self.compiled.ordered:
+            out.sort(key=row_key)
+        return [[to_json(v) for v in row] for row in out]
+
+    def result(self) -> dict[str, Any]:
+        sketch = self.sketch()
+        scan = self.skipping_sketch()
+        return {
+            "sketch": {
+                s.table: [f for f in range(s.fragments) if sketch >> (s.offset + f) & 1]
+                for s in self.specs.values()
+            },
+            "fragments": {s.table: s.fragments for s in self.specs.values()},
+            "answer": self.answer(scan),
+            "rows_scanned": self.rows_scanned(scan),
+            "rows_total": sum(self.rows.values()),
+            "stats": {
+                "strategy": self.strategy,
+                "safety": self.compiled.safety,
+                "sketch_fragments": bin(sketch).count("1"),
+                **{k: int(v) for k, v in self._state_sizes().items()},
+            },
+        }
+
+    def _state_sizes(self) -> dict[str, float]:
+        out: dict[str, float] = {"merge_fragments": float(len(self.merge.counts))}
+        if self.strategy == "imp":
+            for node in self.compiled.root.walk():
+                for k, v in node.stats().items():
+                    if not k.startswith("bloom"):
+                        out[k] = out.get(k, 0.0) + v
+        return out
+
+    def stats(self) -> dict[str, float]:
+        out = self._state_sizes()
+        for node in self.compiled.root.walk():
+            for k, v in node.stats().items():
+                if k.startswith("bloom"):
+                    out[k] = out.get(k, 0.0) + v
+        out["rows"] = float(sum(self.rows.values()))
+        return out
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    def _key(self, table: str, row: P.Row) -> bytes:
+        return orjson.dumps([table, self._fragment(table, row), list(row)], default=_encode_default)
+
+    def _decode(self, key: bytes) -> tuple[str, P.Row]:
+        table, _, values = orjson.loads(key)
+        flags = self._decimal[table]
+        return table, tuple(
+            exact(Decimal(v)) if flag and isinstance(v, str) else v
+            for flag, v in zip(flags, values, strict=True)
+        )
+
+    def all_entries(self) -> Iterator[Entry]:
+        for table in sorted(self.store):
+            for rows in self.store[table].values():
+                for row, n in rows.items():
+                    yield STORE, self._key(table, row), str(n).encode()
+
+    def changed_entries(self) -> list[EntryChange]:
+        out: list[EntryChange] = []
+        for table, row in sorted(self._dirty, key=lambda tr: (tr[0], row_key(tr[1]))):
+            n = self.multiplicity(table, row)
+            out.append((STORE, self._key(table, row), str(n).encode() if n else None))
+        self._dirty.clear()
+        return out
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        batch: dict[str, dict[P.Row, int]] = {}
+        for name, key, value in entries:
+            if name != STORE:
+                raise ValueError(f"unknown state map {name!r}")
+            table, row = self._decode(key)
+            batch.setdefault(table, {})[row] = int(value)
+        self._load(batch)
+
+    def _load(self, batch: Mapping[str, Mapping[P.Row, int]]) -> None:
+        fresh = SketchEngine(self.options)
+        self.__dict__.update(fresh.__dict__)
+        for table, delta in batch.items():
+            self._store(table, delta)
+        self._dirty.clear()
+
+    def snapshot(self) -> bytes:
+        entries = sorted((k, v) for _, k, v in self.all_entries())
+        return orjson.dumps([[k.decode(), v.decode()] for k, v in entries])
+
+    def restore(self, data: bytes) -> None:
+        batch: dict[str, dict[P.Row, int]] = {}
+        for key, value in orjson.loads(data):
+            table, row = self._decode(key.encode())
+            batch.setdefault(table, {})[row] = int(value)
+        self._load(batch)
+
+
+def _negative(v: Any) -> bool:
+    return v is not None and v < 0
+
+
+def _fold(out: P.ZSet, delta: P.ZSet) -> None:
+    for k, n in delta.items():
+        v = out.get(k, 0) + n
+        if v:
+            out[k] = v
+        else:
+            out.pop(k, None)

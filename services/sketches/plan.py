@@ -1,0 +1,563 @@
+"""Sketch-annotated operators: capture (non-incremental) and incremental maintenance of one plan.
+
+Every operator works on annotated tuples ``(row, P)``: ``P`` is an int bitmask of global fragment ids
+(docs/algorithms/sketches.md §2.2). Two evaluations share the operators:
+
+* ``capture(db)``: the annotated result of the operator over a database view, as a list of
+  ``(row, P, multiplicity)`` (§2.3). It is the bootstrap, the ``full`` baseline, the oracle of the
+  tests and, over a fragment-restricted view, the data-skipping use path (§2.7).
+* ``push(table, delta)`` / ``flush()``: incremental maintenance (§2.4). A batch's base-table deltas are
+  pushed one table at a time (stateless operators and joins answer at once, stateful ones only absorb);
+  then ``flush()`` lets each stateful operator emit one net output delta for the batch, bottom up.
+
+Deltas are Z-sets: ``{(row, P): signed multiplicity}``, zero entries removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from sortedcontainers import SortedDict  # type: ignore[import-untyped]
+
+from services.sketches.bloom import BloomFilter
+from services.sketches.partition import RangeSpec
+from services.sketches.values import add, as_fraction, order_key, row_key
+
+Row = tuple[Any, ...]
+ZSet = dict[tuple[Row, int], int]
+Annotated = list[tuple[Row, int, int]]  # (row, P, multiplicity), multiplicity > 0
+Expr = Callable[[Row], Any]
+
+
+class DbView:
+    """The rows a capture reads: per table ``(row, multiplicity)`` pairs, possibly only some fragments."""
+
+    def __init__(self, rows: Callable[[str], Iterable[tuple[Row, int]]]) -> None:
+        self.rows = rows
+
+
+def bits(mask: int) -> Iterator[int]:
+    """The set bits of a sketch, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _add(out: ZSet, key: tuple[Row, int], n: int) -> None:
+    v = out.get(key, 0) + n
+    if v:
+        out[key] = v
+    else:
+        out.pop(key, None)
+
+
+class Node:
+    children: tuple[Node, ...] = ()
+
+    def capture(self, db: DbView) -> Annotated:
+        raise NotImplementedError
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        raise NotImplementedError
+
+    def flush(self) -> ZSet:
+        raise NotImplementedError
+
+    def walk(self) -> Iterator[Node]:
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+class Scan(Node):
+    """Table access: annotate each tuple with the bit of its fragment (§2.1; unpartitioned: P = 0)."""
+
+    def __init__(self, table: str, spec: RangeSpec | None) -> None:
+        self.table = table
+        self.spec = spec
+
+    def annotate(self, row: Row) -> int:
+        spec = self.spec
+        if spec is None:
+            return 0
+        return 1 << (spec.offset + spec.fragment(row[spec.position]))
+
+    def capture(self, db: DbView) -> Annotated:
+        ann = self.annotate
+        return [(row, ann(row), n) for row, n in db.rows(self.table)]
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        if table != self.table:
+            return {}
+        ann = self.annotate
+        return {(row, ann(row)): n for row, n in delta.items()}
+
+    def flush(self) -> ZSet:
+        return {}
+
+
+class Filter(Node):
+    """σθ and HAVING (§2.4.2): keep tuples whose predicate is true; the sketch is unchanged."""
+
+    def __init__(self, child: Node, predicate: Expr) -> None:
+        self.children = (child,)
+        self.predicate = predicate
+
+    def capture(self, db: DbView) -> Annotated:
+        p = self.predicate
+        return [e for e in self.children[0].capture(db) if p(e[0]) is True]
+
+    def _keep(self, delta: ZSet) -> ZSet:
+        p = self.predicate
+        return {k: n for k, n in delta.items() if p(k[0]) is True}
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        return self._keep(self.children[0].push(table, delta))
+
+    def flush(self) -> ZSet:
+        return self._keep(self.children[0].flush())
+
+
+class Project(Node):
+    """Π (§2.4.3): compute the output expressions, keep the sketch, add up equal results."""
+
+    def __init__(self, child: Node, exprs: Sequence[Expr]) -> None:
+        self.children = (child,)
+        self.exprs = tuple(exprs)
+
+    def _row(self, row: Row) -> Row:
+        return tuple(f(row) for f in self.exprs)
+
+    def capture(self, db: DbView) -> Annotated:
+        return [(self._row(r), p, n) for r, p, n in self.children[0].capture(db)]
+
+    def _map(self, delta: ZSet) -> ZSet:
+        out: ZSet = {}
+        for (r, p), n in delta.items():
+            _add(out, (self._row(r), p), n)
+        return out
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        return self._map(self.children[0].push(table, delta))
+
+    def flush(self) -> ZSet:
+        return self._map(self.children[0].flush())
+
+
+class Union(Node):
+    """Bag union (§2.4.4)."""
+
+    def __init__(self, children: Sequence[Node]) -> None:
+        self.children = tuple(children)
+
+    def capture(self, db: DbView) -> Annotated:
+        return [e for c in self.children for e in c.capture(db)]
+
+    @staticmethod
+    def _sum(deltas: Iterable[ZSet]) -> ZSet:
+        out: ZSet = {}
+        for d in deltas:
+            for k, n in d.items():
+                _add(out, k, n)
+        return out
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        return self._sum(c.push(table, delta) for c in self.children)
+
+    def flush(self) -> ZSet:
+        return self._sum(c.flush() for c in self.children)
+
+
+class Join(Node):
+    """Equi/θ-join and cross product, materialised (§2.4.5): each side indexed by its join key.
+
+    The sequential rule ``ΔL ⋈ R_old`` then ``L_new ⋈ ΔR`` needs no sign special cases and handles
+    both inputs (and self-joins) changing in one batch. With ``bloom``, a delta tuple whose key the
+    other side's filter rules out skips the lookup (§2.6.2); a filter learns a key before any lookup
+    against that side can need it, so it never drops a match.
+    """
+
+    def __init__(
+        self,
+        left: Node,
+        right: Node,
+        left_key: Expr,
+        right_key: Expr,
+        residual: Expr | None,
+        bloom: bool,
+    ) -> None:
+        self.children = (left, right)
+        self.left_key = left_key
+        self.right_key = right_key
+        self.residual = residual
+        self.index: tuple[dict[Row, ZSet], dict[Row, ZSet]] = ({}, {})
+        self.blooms = (BloomFilter(), BloomFilter()) if bloom else None
+        self.probes = 0
+        self.filtered = 0
+
+    def capture(self, db: DbView) -> Annotated:
+        left, right = (c.capture(db) for c in self.children)
+        by_key: dict[Row, list[tuple[Row, int, int]]] = {}
+        rk = self.right_key
+        for r, p, n in right:
+            k = rk(r)
+            if None not in k:
+                by_key.setdefault(k, []).append((r, p, n))
+        out: Annotated = []
+        lk, theta = self.left_key, self.residual
+        for lr, lp, ln in left:
+            k = lk(lr)
+            if None in k:
+                continue
+            for rr, rp, rn in by_key.get(k, ()):
+                row = lr + rr
+                if theta is None or theta(row) is True:
+                    out.append((row, lp | rp, ln * rn))
+        return out
+
+    def _side(self, side: int, delta: ZSet, out: ZSet) -> None:
+        """Output ``delta ⋈ other side`` (its current contents), then apply ``delta`` to this side."""
+        if not delta:
+            return
+        key = self.left_key if side == 0 else self.right_key
+        mine, other = self.index[side], self.index[1 - side]
+        bloom_other = self.blooms[1 - side] if self.blooms else None
+        bloom_mine = self.blooms[side] if self.blooms else None
+        theta = self.residual
+        for (row, p), n in delta.items():
+            k = key(row)
+            if None in k:
+                continue  # a NULL key joins nothing (SQL)
+            if bloom_other is not None:
+                self.probes += 1
+                if not bloom_other.might_contain(k):
+                    self.filtered += 1
+                    matches = None
+                else:
+                    matches = other.get(k)
+            else:
+                matches = other.get(k)
+            if matches:
+                for (orow, op), on in matches.items():
+                    joined = row + orow if side == 0 else orow + row
+                    if theta is None or theta(joined) is True:
+                        _add(out, (joined, p | op), n * on)
+            bucket = mine.get(k)
+            if bucket is None:
+                bucket = mine[k] = {}
+            _add(bucket, (row, p), n)
+            if not bucket:
+                del mine[k]
+            if bloom_mine is not None and n > 0:
+                bloom_mine.add(k)
+
+    def _delta(self, dl: ZSet, dr: ZSet) -> ZSet:
+        out: ZSet = {}
+        self._side(0, dl, out)
+        self._side(1, dr, out)
+        return out
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        left, right = self.children
+        return self._delta(left.push(table, delta), right.push(table, delta))
+
+    def flush(self) -> ZSet:
+        left, right = self.children
+        return self._delta(left.flush(), right.flush())
+
+    def stats(self) -> dict[str, float]:
+        size = sum(len(b) for ix in self.index for b in ix.values())
+        return {
+            "join_entries": float(size),
+            "bloom_probes": float(self.probes),
+            "bloom_filtered": float(self.filtered),
+        }
+
+
+AGG_KINDS = ("sum", "count", "count_star", "avg", "min", "max")
+
+
+class GroupState:
+    """One group of an aggregation (§2.4.6/§2.4.7): counts, exact sums, value multisets, fragment counts."""
+
+    __slots__ = ("F", "P", "cnt", "multisets", "nns", "sums")
+
+    def __init__(self, n_aggs: int) -> None:
+        self.cnt = 0
+        self.sums: list[Any] = [0] * n_aggs
+        self.nns = [0] * n_aggs
+        self.multisets: list[dict[Any, int] | None] = [None] * n_aggs
+        self.F: dict[int, int] = {}  # fragment -> number of member tuples whose sketch contains it
+        self.P = 0
+
+
+class Aggregate(Node):
+    """Aggregation with sum/count/avg/min/max (§2.4.6, §2.4.7); without aggregates, DISTINCT (§2.4.10).
+
+    The output row is the group values then the aggregate values. With no GROUP BY (``scalar``) there
+    is always exactly one output row, as in SQL.
+    """
+
+    def __init__(self, child: Node, group: Sequence[Expr], aggs: Sequence[tuple[str, Expr | None]]) -> None:
+        self.children = (child,)
+        self.group = tuple(group)
+        self.aggs = tuple(aggs)
+        self.scalar = not self.group
+        self.groups: dict[Row, GroupState] = {}
+        self.before: dict[Row, tuple[Row, int] | None] = {}
+        self.touched: dict[Row, set[int]] = {}
+        self.emitted_scalar = False
+
+    # --- aggregate values --------------------------------------------------------------------------
+
+    def _values(self, st: GroupState) -> Row:
+        out: list[Any] = []
+        for i, (kind, _) in enumerate(self.aggs):
+            nn = st.nns[i]
+            if kind == "count_star":
+                out.append(st.cnt)
+            elif kind == "count":
+                out.append(nn)
+            elif kind == "sum":
+                out.append(st.sums[i] if nn else None)
+            elif kind == "avg":
+                out.append(Fraction(as_fraction(st.sums[i])) / nn if nn else None)
+            else:
+                ms = st.multisets[i]
+                out.append((min(ms) if kind == "min" else max(ms)) if ms else None)
+        return tuple(out)
+
+    def _image(self, g: Row, st: GroupState | None) -> tuple[Row, int] | None:
+        if st is None or (st.cnt == 0 and not self.scalar):
+            return None
+        return g + self._values(st), st.P
+
+    def _fold(self, st: GroupState, row: Row, n: int) -> None:
+        st.cnt += n
+        for i, (kind, f) in enumerate(self.aggs):
+            if f is None:
+                continue
+            v = f(row)
+            if v is None:
+                continue
+            st.nns[i] += n
+            if kind in ("sum", "avg"):
+                st.sums[i] = add(st.sums[i], v * n)
+            elif kind in ("min", "max"):
+                ms = st.multisets[i]
+                if ms is None:
+                    ms = st.multisets[i] = {}
+                c = ms.get(v, 0) + n
+                if c:
+                    ms[v] = c
+                else:
+                    del ms[v]
+
+    def capture(self, db: DbView) -> Annotated:
+        groups: dict[Row, GroupState] = {}
+        gk = self.group
+        n_aggs = len(self.aggs)
+        for row, p, n in self.children[0].capture(db):
+            g = tuple(f(row) for f in gk)
+            st = groups.get(g)
+            if st is None:
+                st = groups[g] = GroupState(n_aggs)
+            self._fold(st, row, n)
+            st.P |= p
+        if self.scalar and not groups:
+            groups[()] = GroupState(n_aggs)
+        return [(g + self._values(st), st.P, 1) for g, st in groups.items()]
+
+    # --- incremental ---------------------------------------------------------------------------------
+
+    def absorb(self, delta: ZSet) -> None:
+        gk, groups, before, touched = self.group, self.groups, self.before, self.touched
+        n_aggs = len(self.aggs)
+        for (row, p), n in delta.items():
+            g = tuple(f(row) for f in gk)
+            st = groups.get(g)
+            if g not in before:
+                before[g] = self._image(g, st)  # the pre-batch image, taken at first touch (§2.4.6)
+                touched[g] = set()
+            if st is None:
+                st = groups[g] = GroupState(n_aggs)
+            self._fold(st, row, n)
+            F = st.F
+            mark = touched[g]
+            while p:
+                low = p & -p
+                r = low.bit_length() - 1
+                F[r] = F.get(r, 0) + n
+                mark.add(r)
+                p ^= low
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        self.absorb(self.children[0].push(table, delta))
+        return {}
+
+    def flush(self) -> ZSet:
+        self.absorb(self.children[0].flush())
+        if self.scalar and not self.emitted_scalar:
+            self.before.setdefault((), None)
+            self.touched.setdefault((), set())
+            self.groups.setdefault((), GroupState(len(self.aggs)))
+        self.emitted_scalar = self.emitted_scalar or self.scalar
+        out: ZSet = {}
+        for g, old in self.before.items():
+            st = self.groups[g]
+            for r in self.touched[g]:
+                c = st.F.get(r, 0)
+                if c > 0:
+                    st.P |= 1 << r
+                else:
+                    if c < 0:
+                        raise AssertionError(f"fragment count of group {g!r} below zero")
+                    st.P &= ~(1 << r)
+                    st.F.pop(r, None)
+            if st.cnt < 0:
+                raise AssertionError(f"group {g!r} has a negative count")
+            new = self._image(g, st)
+            if st.cnt == 0 and not self.scalar:
+                del self.groups[g]
+            if new == old:
+                continue  # values and sketch unchanged (§2.4.6)
+            if old is not None:
+                _add(out, old, -1)
+            if new is not None:
+                _add(out, new, 1)
+        self.before.clear()
+        self.touched.clear()
+        return out
+
+    def stats(self) -> dict[str, float]:
+        return {"groups": float(len(self.groups))}
+
+
+class TopK(Node):
+    """ORDER BY [LIMIT k] (§2.4.9) under the total order O*: the ORDER BY keys, then the row, then P.
+
+    Without a limit it only orders the capture (maintenance passes deltas through). With one, the state
+    is every input tuple in O* order; a batch emits ``new top-k - old top-k``.
+    """
+
+    def __init__(self, child: Node, keys: Sequence[tuple[Expr, bool]], limit: int | None) -> None:
+        self.children = (child,)
+        self.keys = tuple(keys)
+        self.limit = limit
+        self.state: SortedDict = SortedDict()
+        self.old: ZSet | None = None
+
+    def order(self, row: Row, p: int) -> tuple[Any, ...]:
+        return (*(order_key(f(row), desc) for f, desc in self.keys), row_key(row), p)
+
+    def _first(self, entries: Iterable[tuple[Row, int, int]]) -> Annotated:
+        if self.limit is None:
+            return list(entries)
+        out: Annotated = []
+        left = self.limit
+        for row, p, n in entries:
+            if left <= 0:
+                break
+            take = min(n, left)  # the entry straddling position k contributes only what fits
+            out.append((row, p, take))
+            left -= take
+        return out
+
+    def capture(self, db: DbView) -> Annotated:
+        merged: dict[tuple[Row, int], int] = {}
+        for row, p, n in self.children[0].capture(db):
+            merged[(row, p)] = merged.get((row, p), 0) + n
+        ordered = sorted(merged.items(), key=lambda e: self.order(e[0][0], e[0][1]))
+        return self._first((r, p, n) for (r, p), n in ordered)
+
+    def _top(self) -> ZSet:
+        return {(r, p): n for r, p, n in self._first(self.state.values())}
+
+    def absorb(self, delta: ZSet) -> None:
+        if not delta:
+            return
+        if self.old is None:
+            self.old = self._top()
+        state = self.state
+        for (row, p), n in delta.items():
+            k = self.order(row, p)
+            cur = state.get(k)
+            c = (cur[2] if cur else 0) + n
+            if c:
+                state[k] = (row, p, c)
+            else:
+                del state[k]
+
+    def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
+        d = self.children[0].push(table, delta)
+        if self.limit is None:
+            return d
+        self.absorb(d)
+        return {}
+
+    def flush(self) -> ZSet:
+        d = self.children[0].flush()
+        if self.limit is None:
+            return d
+        self.absorb(d)
+        if self.old is None:
+            return {}
+        for e in self.state.values():
+            if e[2] < 0:
+                raise AssertionError("top-k input with a negative multiplicity")
+        out = self._top()
+        for k, n in self.old.items():
+            _add(out, k, -n)
+        self.old = None
+        return out
+
+    def stats(self) -> dict[str, float]:
+        return {"topk_entries": float(len(self.state))}
+
+
+class Merge:
+    """The final merge μ (§2.4.11): per fragment, how many result tuples' sketches contain it."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.sketch = 0
+
+    def apply(self, delta: ZSet) -> tuple[int, int]:
+        """Fold one batch's result delta; return the fragments (added, removed) as bitmasks."""
+        counts = self.counts
+        pre: dict[int, int] = {}
+        for (_, p), n in delta.items():
+            while p:
+                low = p & -p
+                r = low.bit_length() - 1
+                if r not in pre:
+                    pre[r] = counts.get(r, 0)
+                counts[r] = counts.get(r, 0) + n
+                p ^= low
+        added = removed = 0
+        for r, before in pre.items():
+            now = counts[r]
+            if now < 0:
+                raise AssertionError(f"fragment {r} counted below zero")
+            if now == 0:
+                del counts[r]
+            if before == 0 and now > 0:
+                added |= 1 << r
+            elif before > 0 and now == 0:
+                removed |= 1 << r
+        self.sketch = (self.sketch | added) & ~removed
+        return added, removed
+
+
+def capture_sketch(root: Node, db: DbView) -> int:
+    """The sketch a fresh capture computes: the OR of the result tuples' sketches (§2.3)."""
+    out = 0
+    for _, p, _ in root.capture(db):
+        out |= p
+    return out
