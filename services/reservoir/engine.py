@@ -1,0 +1,339 @@
+"""The reservoir engine: a uniform sample of a join's results, kept as tuples arrive
+(docs/algorithms/reservoir.md).
+
+One class runs every strategy, since they share the event handling (base relations fanned out to
+their aliases, set semantics, deletes) and differ in what they keep:
+
+- rsjoin / rsjoin-opt: rounded counts (§2.3), grouped for -opt (§2.7); Algorithm L over each
+  insert's virtual batch (§2.2);
+- sjoin / sjoin-opt: exact counts (§3.1); the same sampler over exact, dummy-free batches;
+- symhj: hash indexes only (§3.2); every new result enumerated, then Algorithm L;
+- redraw: rounded counts; k fresh distinct draws through the super-root after every event (§3.2);
+- rebuild: exact counts recomputed and k fresh draws after every event (§3.2).
+
+Every random choice comes from one ``random.Random(seed)`` whose state is part of the snapshot, so a
+replay or a restore reproduces the reservoir bit for bit.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from services.reservoir.bags import BagLayer
+from services.reservoir.exact import ExactJoin
+from services.reservoir.index import JoinIndex, Tup
+from services.reservoir.predicate import compile_predicate
+from services.reservoir.query import Query, parse_query
+from services.reservoir.sampler import ReplacementReservoir, Reservoir, random_order
+from shared.engine import Rejection
+from shared.events import UpdateEvent
+
+SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
+REDRAWING = ("redraw", "rebuild")
+_COUNTERS = ("events", "inserts", "duplicates", "deletes", "rebuilds")
+
+
+class ReservoirEngine:
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.query: Query = parse_query(options)
+        q = self.query
+        self.k: int = options["k"]
+        self.seed: int = options["seed"]
+        self.strategy: str = options["strategy"]
+        self.with_replacement: bool = options["with_replacement"]
+        self.append_only: bool = options["append_only"]
+        self.theta: Callable[[Tup], bool] | None = (
+            None if options["predicate"] is None else compile_predicate(options["predicate"], q.columns)
+        )
+        self.neighbours = q.neighbours()
+        self.node_of = {a: i for i, n in enumerate(q.nodes) for a in n.members}
+        self.alias_pos = {a: tuple(q.columns.index(c) for c in cols) for a, cols in q.relations.items()}
+        self.rng = random.Random(self.seed)
+        self.rels: dict[str, dict[Tup, None]] = {a: {} for a in q.relations}
+        self.counters = dict.fromkeys(_COUNTERS, 0)
+        self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
+        self.all_results = 0  # symhj/rebuild: |Q| without θ
+        self.drawn: list[Tup] = []  # redraw/rebuild: the current draw
+        self.pending_deletes = 0
+        self._fresh_structures()
+        self.sampler: Reservoir | ReplacementReservoir = (
+            ReplacementReservoir(self.k, self.rng, self._sampler_theta())
+            if self.with_replacement
+            else Reservoir(self.k, self.rng, self._sampler_theta())
+        )
+
+    def _sampler_theta(self) -> Callable[[Tup], bool] | None:
+        return None if self.strategy == "symhj" else self.theta  # symhj filters while enumerating
+
+    def _fresh_structures(self) -> None:
+        q = self.query
+        self.bags = BagLayer(q.nodes, q.relations)
+        self.index = JoinIndex(
+            [n.attrs for n in q.nodes],
+            self.neighbours,
+            q.columns,
+            exact=self.strategy in ("sjoin", "sjoin-opt"),
+            grouped=self.strategy in ("rsjoin-opt", "sjoin-opt"),
+            counting=self.strategy not in ("symhj", "rebuild"),
+        )
+
+    # --- events -----------------------------------------------------------------------------------
+
+    def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        rejected: list[Rejection] = []
+        q = self.query
+        for i, ev in enumerate(events):
+            t = tuple(ev.row[c] for c in q.bases[ev.relation])
+            aliases = q.fanout[ev.relation]
+            if ev.delta == 1:
+                self._flush_deletes()
+                self.counters["events"] += 1
+                for alias in aliases:
+                    self._insert_alias(alias, t)
+                if self.strategy in REDRAWING:
+                    self._redraw()
+            elif ev.delta == -1:
+                if self.append_only:
+                    rejected.append(
+                        Rejection(i, "append-only", f"delete of {t!r} from {ev.relation}: append_only")
+                    )
+                elif t not in self.rels[aliases[0]]:
+                    rejected.append(
+                        Rejection(i, "absent-tuple", f"delete of {t!r} absent from {ev.relation}")
+                    )
+                else:
+                    self.counters["events"] += 1
+                    self.counters["deletes"] += 1
+                    for alias in aliases:
+                        del self.rels[alias][t]
+                    self.pending_deletes += 1
+            else:
+                rejected.append(
+                    Rejection(
+                        i, "set-semantics", f"delta {ev.delta} on {ev.relation}: relations are sets (±1)"
+                    )
+                )
+        self._flush_deletes()
+        return rejected
+
+    def _insert_alias(self, alias: str, t: Tup) -> None:
+        rel = self.rels[alias]
+        if t in rel:
+            self.counters["duplicates"] += 1  # set semantics: no change, no random draw
+            return
+        rel[t] = None
+        self.counters["inserts"] += 1
+        e = self.node_of[alias]
+        for b in self.bags.insert(alias, t):
+            self._insert_node(e, b)
+
+    def _insert_node(self, e: int, b: Tup) -> None:
+        index = self.index
+        if not index.insert(e, b):
+            return
+        if self.strategy in SAMPLING:
+            size, radices = index.delta_size(e, b)
+            if size:
+                self.sampler.update(size, lambda z: index.delta_get(e, b, radices, z))
+            self.known_size = index.full_size() if index.exact and self.theta is None else None
+        elif self.strategy == "symhj":
+            rows = index.delta_rows(e, b)
+            self.all_results += len(rows)
+            if self.theta is not None:
+                rows = [r for r in rows if self.theta(r)]
+            self.sampler.update(len(rows), rows.__getitem__)
+            self.known_size = (self.known_size or 0) + len(rows)
+
+    # --- redraw and rebuild (§3.2) ---------------------------------------------------------------
+
+    def _population(self) -> tuple[int, Callable[[int], Tup | None]]:
+        """The positions to draw from and their access: J through the super-root (redraw) or the
+        exact join's ranks (rebuild)."""
+        if self.strategy == "redraw":
+            return self.index.full_size(), self.index.full_get
+        exact = self._exact()
+        self.all_results = exact.count
+        return exact.count, exact.get
+
+    def _qualifies(self, row: Tup | None) -> bool:
+        return row is not None and (self.theta is None or self.theta(row))
+
+    def _redraw(self) -> None:
+        n, get = self._population()
+        found: list[Tup] = []
+        exhausted = True
+        for z in random_order(self.rng, n):
+            row = get(z)
+            if self._qualifies(row):
+                found.append(row)  # type: ignore[arg-type]
+                if len(found) == self.k or self.with_replacement:
+                    exhausted = False
+                    break
+        if self.with_replacement and found:
+            found = []
+            while len(found) < self.k:
+                row = get(self.rng.randrange(n))
+                if self._qualifies(row):
+                    found.append(row)  # type: ignore[arg-type]
+        self.drawn = found
+        if self.strategy == "rebuild" and self.theta is None:
+            self.known_size = n
+        else:
+            self.known_size = len(found) if exhausted else None
+
+    # --- deletes (§5) ---------------------------------------------------------------------------
+
+    def _exact(self) -> ExactJoin:
+        q = self.query
+        return ExactJoin(
+            [n.attrs for n in q.nodes],
+            self.neighbours,
+            q.columns,
+            [self.index.tuples(e) for e in range(len(q.nodes))],
+        )
+
+    def _alive(self, row: Tup) -> bool:
+        return all(tuple(row[i] for i in pos) in self.rels[a] for a, pos in self.alias_pos.items())
+
+    def _flush_deletes(self) -> None:
+        """Apply the deletes since the last insert at once (§5): rebuild the index from the remaining
+        tuples, keep the sampled results that survive, refill uniformly from the exact join."""
+        if not self.pending_deletes:
+            return
+        self.pending_deletes = 0
+        self.counters["rebuilds"] += 1
+        self._fresh_structures()
+        self._reload_nodes()
+        if self.strategy in REDRAWING:
+            self._redraw()
+            return
+        exact = self._exact()
+        self.all_results = exact.count
+        get: Callable[[int], Tup]
+        everything: Callable[[], Iterator[Tup]]
+        if self.theta is None:
+            population, get, everything = exact.count, exact.get, exact.rows
+        else:
+            qualifying = [r for r in exact.rows() if self.theta(r)]
+            population = len(qualifying)
+            get, everything = qualifying.__getitem__, qualifying.__iter__
+        self.known_size = population
+        sampler = self.sampler
+        if isinstance(sampler, ReplacementReservoir):
+            if not sampler.slots:
+                return
+            keep: list[Tup | None] = [r if self._alive(r) else None for r in sampler.slots]
+            sampler.reset(keep, population, lambda: get(self.rng.randrange(population)))
+            return
+        kept = [r for r in sampler.sample if self._alive(r)]
+        if population <= self.k:
+            sampler.reset(list(everything()), population)
+            return
+        have = set(kept)
+        for z in random_order(self.rng, population):
+            if len(kept) == self.k:
+                break
+            row = get(z)
+            if row not in have:
+                have.add(row)
+                kept.append(row)
+        sampler.reset(kept, population)
+
+    def _reload_nodes(self) -> None:
+        """Fill fresh bags and index from the alias relations, in their order, without sampling."""
+        for alias, rel in self.rels.items():
+            e = self.node_of[alias]
+            for t in rel:
+                for b in self.bags.insert(alias, t):
+                    self.index.insert(e, b)
+
+    # --- results ----------------------------------------------------------------------------------
+
+    def rows(self) -> list[Tup]:
+        return self.drawn if self.strategy in REDRAWING else self.sampler.rows()
+
+    def join_size(self) -> int | None:
+        rows = self.rows()
+        if not self.with_replacement and len(rows) < self.k:
+            return len(rows)
+        return self.known_size
+
+    def join_size_bound(self) -> int:
+        if self.index.counting:
+            return self.index.full_size()
+        return self.all_results
+
+    def result(self) -> dict[str, Any]:
+        cols = self.query.columns
+        rows = sorted(self.rows(), key=_canonical)
+        return {
+            "k": self.k,
+            "sample": [dict(zip(cols, r, strict=True)) for r in rows],
+            "join_size": self.join_size(),
+            "join_size_bound": self.join_size_bound(),
+            "stats": self.stats(),
+        }
+
+    def stats(self) -> dict[str, float]:
+        c = self.sampler.counters
+        out: dict[str, float] = {k: float(v) for k, v in self.counters.items()}
+        out.update({k: float(v) for k, v in c.as_dict().items()})
+        out.update(
+            places=float(self.index.places),
+            propagations=float(self.index.propagations),
+            retrieves=float(self.index.retrieves),
+            sample_size=float(len(self.rows())),
+        )
+        w = getattr(self.sampler, "w", None)
+        if w is not None:
+            out["w"] = float(w)
+        return out
+
+    # --- snapshots --------------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        index = self.index
+        version, mt, gauss = self.rng.getstate()
+        state = {
+            "rels": {a: [list(t) for t in rel] for a, rel in self.rels.items()},
+            "nodes": [[list(t) for t in node.tuples] for node in index.nodes],
+            "ds": index.dump_directed(),
+            "sampler": self.sampler.state(),
+            "drawn": [list(r) for r in self.drawn],
+            "rng": [version, list(mt), gauss],
+            "counters": self.counters,
+            "known_size": None if self.known_size is None else str(self.known_size),
+            "all_results": str(self.all_results),
+            "work": [index.places, index.propagations, index.retrieves],
+        }
+        return orjson.dumps(state)
+
+    def restore(self, data: bytes) -> None:
+        st = orjson.loads(data)
+        self.rels = {a: {tuple(t): None for t in rows} for a, rows in st["rels"].items()}
+        self._fresh_structures()
+        index = self.index
+        for alias, rel in self.rels.items():
+            for t in rel:
+                self.bags.record(alias, t)
+        for node, rows in zip(index.nodes, st["nodes"], strict=True):
+            for t in rows:
+                node.add(tuple(t))
+        index.load_directed(st["ds"])
+        version, mt, gauss = st["rng"]
+        self.rng.setstate((version, tuple(mt), gauss))
+        self.sampler.load(st["sampler"])
+        self.drawn = [tuple(r) for r in st["drawn"]]
+        self.counters = dict(st["counters"])
+        self.known_size = None if st["known_size"] is None else int(st["known_size"])
+        self.all_results = int(st["all_results"])
+        index.places, index.propagations, index.retrieves = st["work"]
+        self.pending_deletes = 0
+
+
+def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:
+    return tuple((type(v).__name__, v) for v in row)

@@ -1,0 +1,473 @@
+"""The dynamic join index (docs/algorithms/reservoir.md §2.3-§2.5) and its exact-weight variant (§3.1).
+
+One structure per *directed* edge ``e→p`` of the join tree (plus a super-root over node 0): for each
+key value ``v`` (the columns ``e`` shares with ``p``) the items of ``e`` with that key, arranged so
+that a virtual batch of join results can be addressed by position without materialising it.
+
+- Rounded mode (RSJoin): an item's weight is a power of two (the product of its children's rounded
+  counts, times its rounded group size); items sit in one bucket per exponent; ``cnt`` is the sum of
+  weights and ``rcnt`` the next power of two. A change travels to the parents only when ``rcnt``
+  changes, which happens O(log N) times per key (§2.4).
+- Exact mode (SJoin): weights are exact counts, kept per key in a Fenwick tree; every change travels
+  (§3.1).
+- Grouping (the ``-opt`` strategies, §2.7): items are the groups of a node's tuples by their join
+  columns, a group's weight multiplied by its (rounded) size; a tuple that does not change the rounded
+  size changes nothing in the index.
+
+The node store (tuples, items, hash indexes by neighbour key) is kept in insertion order, so every
+walk over it, and so every bucket's order, is a function of the input order alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+Tup = tuple[Any, ...]
+Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
+
+
+def nextpow2(c: int) -> int:
+    """The smallest power of two >= c (c > 0), by integer arithmetic (never floating log2)."""
+    return 1 << (c - 1).bit_length()
+
+
+def positions(of: Sequence[str], within: Sequence[str]) -> tuple[int, ...]:
+    return tuple(within.index(a) for a in of)
+
+
+class NodeStore:
+    """The tuples of one node, their items (groups) and hash indexes by each neighbour's key."""
+
+    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "tuples")
+
+    def __init__(self, attrs: tuple[str, ...], neighbours: dict[int, tuple[str, ...]], grouped: bool) -> None:
+        self.attrs = attrs
+        joined = [a for a in attrs if any(a in shared for shared in neighbours.values())]
+        self.item_attrs = tuple(joined) if grouped else attrs
+        self.item_pos = positions(self.item_attrs, attrs)
+        self.items: dict[Tup, list[Tup]] = {}
+        self.tuples: dict[Tup, None] = {}
+        self.key_pos = {n: positions(shared, self.item_attrs) for n, shared in neighbours.items()}
+        self.by_key: dict[int, dict[Tup, dict[Tup, None]]] = {n: {} for n in neighbours}
+
+    def item_of(self, t: Tup) -> Tup:
+        pos = self.item_pos
+        return t if len(pos) == len(t) and pos == tuple(range(len(t))) else tuple(t[i] for i in pos)
+
+    def add(self, t: Tup) -> tuple[Tup, bool]:
+        """Record ``t``; returns its item and whether the item is new."""
+        self.tuples[t] = None
+        item = self.item_of(t)
+        members = self.items.get(item)
+        if members is not None:
+            members.append(t)
+            return item, False
+        self.items[item] = [t]
+        for n, pos in self.key_pos.items():
+            self.by_key[n].setdefault(tuple(item[i] for i in pos), {})[item] = None
+        return item, True
+
+
+class Directed:
+    """The structure of one directed join-tree edge e→p (p = -1: the super-root over node 0)."""
+
+    __slots__ = (
+        "buckets",
+        "child_pos",
+        "children",
+        "cnt",
+        "exps",
+        "fen",
+        "key_pos",
+        "node",
+        "parent",
+        "parents",
+        "rcnt",
+        "rows",
+        "where",
+    )
+
+    def __init__(self, node: int, parent: int, key_pos: tuple[int, ...]) -> None:
+        self.node = node
+        self.parent = parent
+        self.key_pos = key_pos
+        self.children: list[int] = []  # indexes of D[c→node], c != parent, in a fixed order
+        self.child_pos: list[tuple[int, ...]] = []  # each child's key columns within this node's items
+        self.parents: list[tuple[int, int]] = []  # (D[node'→q] reading this one, its child slot)
+        self.cnt: dict[Tup, int] = {}
+        self.rcnt: dict[Tup, int] = {}  # rounded counts (rounded mode); the counts again (exact mode)
+        self.buckets: dict[Tup, dict[int, list[Tup]]] = {}  # rounded: key -> exponent -> items
+        self.exps: dict[Tup, list[int]] = {}  # rounded: key -> sorted non-empty exponents
+        self.where: dict[Tup, Any] = {}  # rounded: item -> (exponent, index); exact: item -> index
+        self.rows: dict[Tup, list[Tup]] = {}  # exact: key -> items in arrival order
+        self.fen: dict[Tup, list[int]] = {}  # exact: key -> Fenwick tree over the items' weights
+
+
+def _fen_append(tree: list[int], w: int) -> None:
+    i = len(tree) + 1
+    s, low, j = w, i - (i & -i), i - 1
+    while j > low:
+        s += tree[j - 1]
+        j -= j & -j
+    tree.append(s)
+
+
+def _fen_add(tree: list[int], idx: int, delta: int) -> None:
+    i, n = idx + 1, len(tree)
+    while i <= n:
+        tree[i - 1] += delta
+        i += i & -i
+
+
+def _fen_point(tree: list[int], idx: int) -> int:
+    """The single weight at ``idx`` (difference of two prefix sums)."""
+
+    def prefix(i: int) -> int:
+        s = 0
+        while i > 0:
+            s += tree[i - 1]
+            i -= i & -i
+        return s
+
+    return prefix(idx + 1) - prefix(idx)
+
+
+def _fen_find(tree: list[int], z: int) -> tuple[int, int]:
+    """The index holding position z of the concatenated weights, and z's offset inside it."""
+    pos, step, n = 0, 1 << (len(tree).bit_length() - 1), len(tree)
+    while step:
+        nxt = pos + step
+        if nxt <= n and tree[nxt - 1] <= z:
+            pos = nxt
+            z -= tree[nxt - 1]
+        step >>= 1
+    return pos, z
+
+
+class JoinIndex:
+    """Node stores plus, when ``counting``, the directed structures of the rounded or exact index."""
+
+    def __init__(
+        self,
+        attrs: Sequence[tuple[str, ...]],
+        neighbours: Sequence[Sequence[int]],
+        columns: Sequence[str],
+        *,
+        exact: bool = False,
+        grouped: bool = False,
+        counting: bool = True,
+    ) -> None:
+        self.exact, self.grouped, self.counting = exact, grouped, counting
+        self.neighbours = [list(n) for n in neighbours]
+        shared = [
+            {n: tuple(a for a in attrs[e] if a in attrs[n]) for n in self.neighbours[e]}
+            for e in range(len(attrs))
+        ]
+        self.nodes = [NodeStore(attrs[e], shared[e], grouped) for e in range(len(attrs))]
+        self.col_map = [[(i, columns.index(a)) for i, a in enumerate(attrs[e])] for e in range(len(attrs))]
+        self.width = len(columns)
+        self.places = self.propagations = self.retrieves = 0
+        self.ds: list[Directed] = []
+        self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
+        self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
+        if not counting:
+            return
+        for e in range(len(attrs)):
+            for p in [*self.neighbours[e], *([-1] if e == 0 else [])]:
+                keys = shared[e][p] if p >= 0 else ()
+                d = Directed(e, p, positions(keys, self.nodes[e].item_attrs))
+                self.into[(e, p)] = len(self.ds)
+                self.out[e].append(len(self.ds))
+                self.ds.append(d)
+        for di, d in enumerate(self.ds):
+            for c in self.neighbours[d.node]:
+                if c != d.parent:
+                    child = self.into[(c, d.node)]
+                    self.ds[child].parents.append((di, len(d.children)))
+                    d.children.append(child)
+                    d.child_pos.append(self.nodes[d.node].key_pos[c])
+        self.super = self.into[(0, -1)]
+
+    # --- weights --------------------------------------------------------------------------------
+
+    def _feq(self, n: int) -> int:
+        return n if self.exact else nextpow2(n)
+
+    def _children_product(self, d: Directed, item: Tup) -> int:
+        ds, w = self.ds, 1
+        for c, pos in zip(d.children, d.child_pos, strict=True):
+            w *= ds[c].rcnt.get(tuple(item[i] for i in pos), 0)
+            if not w:
+                return 0
+        return w
+
+    # --- updates (§2.4) -------------------------------------------------------------------------
+
+    def insert(self, e: int, t: Tup) -> bool:
+        """Add tuple ``t`` to node ``e``; False if it was already there (set semantics)."""
+        node = self.nodes[e]
+        if t in node.tuples:
+            return False
+        item, new = node.add(t)
+        if not self.counting:
+            return True
+        if new:
+            for di in self.out[e]:
+                d = self.ds[di]
+                w = self._children_product(d, item)
+                if w:
+                    self._place(d, item, 0, w)
+            return True
+        size = len(node.items[item])
+        old_f, f = self._feq(size - 1), self._feq(size)
+        if f != old_f:
+            for di in self.out[e]:
+                d = self.ds[di]
+                base = self._children_product(d, item)
+                if base:
+                    self._place(d, item, old_f * base, f * base)
+        return True
+
+    def _place(self, d: Directed, item: Tup, w_old: int, w_new: int) -> None:
+        self.places += 1
+        v = tuple(item[i] for i in d.key_pos)
+        if self.exact:
+            idx = d.where.get(item)
+            if idx is None:
+                d.where[item] = len(d.rows.setdefault(v, []))
+                d.rows[v].append(item)
+                _fen_append(d.fen.setdefault(v, []), w_new)
+            else:
+                _fen_add(d.fen[v], idx, w_new - w_old)
+            old = d.cnt.get(v, 0)
+            new = old + w_new - w_old
+            d.cnt[v] = d.rcnt[v] = new
+            if new != old:
+                self._propagate(d, v, old, new)
+            return
+        if w_old:
+            self._bucket_remove(d, v, w_old.bit_length() - 1, item)
+        if w_new:
+            self._bucket_add(d, v, w_new.bit_length() - 1, item)
+        old_r = d.rcnt.get(v, 0)  # read before cnt changes
+        c = d.cnt.get(v, 0) + w_new - w_old
+        d.cnt[v] = c
+        new_r = nextpow2(c) if c else 0
+        if new_r != old_r:
+            d.rcnt[v] = new_r
+            self._propagate(d, v, old_r, new_r)
+
+    def _bucket_add(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
+        per = d.buckets.setdefault(v, {})
+        arr = per.get(x)
+        if arr is None:
+            arr = per[x] = []
+            exps = d.exps.setdefault(v, [])
+            exps.append(x)
+            exps.sort()
+        d.where[item] = (x, len(arr))
+        arr.append(item)
+
+    def _bucket_remove(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
+        arr = d.buckets[v][x]
+        _, i = d.where.pop(item)
+        last = arr.pop()
+        if i < len(arr):
+            arr[i] = last
+            d.where[last] = (x, i)
+        if not arr:
+            del d.buckets[v][x]
+            d.exps[v].remove(x)
+
+    def _propagate(self, d: Directed, v: Tup, old: int, new: int) -> None:
+        """A key's (rounded) count changed: re-weigh every parent item with that key, in every parent
+        structure (§2.4; pitfall: all of D[p→q], q != e, not one)."""
+        ds = self.ds
+        p = d.parent
+        if p < 0:
+            return
+        matching = self.nodes[p].by_key[d.node].get(v)
+        if not matching:
+            return
+        node = self.nodes[p]
+        for pi, slot in d.parents:
+            parent = ds[pi]
+            others = [
+                (c, pos)
+                for j, (c, pos) in enumerate(zip(parent.children, parent.child_pos, strict=True))
+                if j != slot
+            ]
+            for item in list(matching):
+                self.propagations += 1
+                o = self._feq(len(node.items[item])) if self.grouped else 1
+                for c, pos in others:
+                    o *= ds[c].rcnt.get(tuple(item[i] for i in pos), 0)
+                    if not o:
+                        break
+                if o:
+                    self._place(parent, item, old * o, new * o)
+
+    # --- virtual batches (§2.5) -----------------------------------------------------------------
+
+    def delta_size(self, e: int, t: Tup) -> tuple[int, list[int]]:
+        """|ΔJ| of tuple t just inserted into node e, and the radices (exact sums at the top level)."""
+        item = self.nodes[e].item_of(t)
+        radices = []
+        size = 1
+        for c in self.neighbours[e]:
+            d = self.ds[self.into[(c, e)]]
+            r = d.cnt.get(tuple(item[i] for i in self.nodes[e].key_pos[c]), 0)
+            radices.append(r)
+            size *= r
+        return size, radices
+
+    def delta_get(self, e: int, t: Tup, radices: Sequence[int], z: int) -> Tup | None:
+        """Entry z of ΔJ for t in node e: a result row, or None for a dummy."""
+        self.retrieves += 1
+        parts: Parts = [(e, t)]
+        item = self.nodes[e].item_of(t)
+        digits = _digits(z, radices)
+        for c, digit in zip(self.neighbours[e], digits, strict=True):
+            d = self.ds[self.into[(c, e)]]
+            if not self._key(d, tuple(item[i] for i in self.nodes[e].key_pos[c]), digit, parts):
+                return None
+        return self.assemble(parts)
+
+    def full_size(self) -> int:
+        """|J|: the super-root's length, an upper bound on |Q| (exact in exact mode)."""
+        return self.ds[self.super].cnt.get((), 0) if self.counting else 0
+
+    def full_get(self, z: int) -> Tup | None:
+        """Entry z of J (the whole join through the super-root): a result row, or None for a dummy."""
+        self.retrieves += 1
+        parts: Parts = []
+        return self.assemble(parts) if self._key(self.ds[self.super], (), z, parts) else None
+
+    def _key(self, d: Directed, v: Tup, z: int, parts: Parts) -> bool:
+        if z >= d.cnt.get(v, 0):
+            return False  # trailing padding of the key batch
+        if self.exact:
+            idx, rest = _fen_find(d.fen[v], z)
+            return self._item(d, d.rows[v][idx], rest, parts)
+        buckets = d.buckets[v]
+        for x in d.exps[v]:
+            arr = buckets[x]
+            block = len(arr) << x
+            if z < block:
+                j = z >> x
+                return self._item(d, arr[j], z - (j << x), parts)
+            z -= block
+        raise AssertionError("cnt and buckets disagree")
+
+    def _item(self, d: Directed, item: Tup, z: int, parts: Parts) -> bool:
+        ds = self.ds
+        keys = [tuple(item[i] for i in pos) for pos in d.child_pos]
+        radices = [ds[c].rcnt[k] for c, k in zip(d.children, keys, strict=True)]
+        h = 1
+        for r in radices:
+            h *= r
+        idx, f = divmod(z, h)
+        members = self.nodes[d.node].items[item]
+        if idx >= len(members):
+            return False  # a dummy slot of a group (its rounded size)
+        parts.append((d.node, members[idx]))
+        for c, k, digit in zip(d.children, keys, _digits(f, radices), strict=True):
+            if not self._key(ds[c], k, digit, parts):
+                return False
+        return True
+
+    def assemble(self, parts: Parts) -> Tup:
+        row: list[Any] = [None] * self.width
+        col_map = self.col_map
+        for e, t in parts:
+            for i, col in col_map[e]:
+                row[col] = t[i]
+        return tuple(row)
+
+    # --- enumeration without counts (the symmetric hash join, §3.2) -----------------------------
+
+    def delta_rows(self, e: int, t: Tup) -> list[Tup]:
+        """Every new join result of t in node e, by nested hash lookups along the tree."""
+        partial: list[Parts] = [[(e, t)]]
+        for c in self.neighbours[e]:
+            node = self.nodes[e]
+            v = tuple(node.item_of(t)[i] for i in node.key_pos[c])
+            subs = list(self._subtree(c, e, v))
+            partial = [p + s for p in partial for s in subs]
+            if not partial:
+                return []
+        return [self.assemble(p) for p in partial]
+
+    def _subtree(self, e: int, parent: int, v: Tup) -> Iterator[Parts]:
+        node = self.nodes[e]
+        for item in node.by_key[parent].get(v, ()):
+            for t in node.items[item]:
+                partial: list[Parts] = [[(e, t)]]
+                for c in self.neighbours[e]:
+                    if c == parent:
+                        continue
+                    key = tuple(item[i] for i in node.key_pos[c])
+                    subs = list(self._subtree(c, e, key))
+                    partial = [p + s for p in partial for s in subs]
+                    if not partial:
+                        break
+                yield from partial
+
+    def tuples(self, e: int) -> list[Tup]:
+        return list(self.nodes[e].tuples)
+
+    # --- snapshots: every structure in its exact order (bucket order decides future samples) ---------
+
+    def dump_directed(self) -> list[Any]:
+        out: list[Any] = []
+        for d in self.ds:
+            if self.exact:
+                out.append(
+                    [
+                        [list(v), [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(items)]]
+                        for v, items in d.rows.items()
+                    ]
+                )
+            else:
+                out.append(
+                    [
+                        [list(v), [[x, [list(it) for it in per[x]]] for x in d.exps[v]]]
+                        for v, per in d.buckets.items()
+                    ]
+                )
+        return out
+
+    def load_directed(self, dumped: Sequence[Any]) -> None:
+        """Restore what ``dump_directed`` wrote into a fresh index whose node stores are loaded."""
+        for d, keys in zip(self.ds, dumped, strict=True):
+            for v_, entries in keys:
+                v = tuple(v_)
+                total = 0
+                if self.exact:
+                    items, tree = d.rows.setdefault(v, []), d.fen.setdefault(v, [])
+                    for item_, w_ in entries:
+                        item, w = tuple(item_), int(w_)
+                        d.where[item] = len(items)
+                        items.append(item)
+                        _fen_append(tree, w)
+                        total += w
+                    d.cnt[v] = d.rcnt[v] = total
+                    continue
+                per = d.buckets.setdefault(v, {})
+                for x, items_ in entries:
+                    arr = per[x] = [tuple(it) for it in items_]
+                    for i, it in enumerate(arr):
+                        d.where[it] = (x, i)
+                    total += len(arr) << x
+                d.exps[v] = sorted(per)
+                d.cnt[v] = total
+                d.rcnt[v] = nextpow2(total) if total else 0
+
+
+def _digits(z: int, radices: Sequence[int]) -> list[int]:
+    """Mixed-radix digits of z, the first radix most significant."""
+    out = [0] * len(radices)
+    for i in range(len(radices) - 1, -1, -1):
+        z, out[i] = divmod(z, radices[i])
+    return out

@@ -1,0 +1,246 @@
+"""Config of the reservoir service and the join it describes (docs/algorithms/reservoir.md §1).
+
+``relations`` declares the join's relation aliases by their columns (the natural join on shared
+column names); ``aliases`` lets several aliases read one base relation, whose events the engine fans
+out to each of them in declaration order (§1.2). The index runs over *nodes*: one per alias, or one
+per ``bags`` entry of a declared generalized hypertree decomposition for cyclic joins (§4). The join
+tree over the nodes is derived here, never given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.reservoir.predicate import PredicateError, compile_predicate
+from shared.events import Relation
+from shared.options import (
+    Option,
+    Parser,
+    boolean,
+    choice,
+    mapping,
+    non_negative_int,
+    optional,
+    positive_int,
+    string,
+)
+
+STRATEGIES = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt", "symhj", "redraw", "rebuild")
+TYPES = ("int", "str", "float")
+
+
+def _columns(v: Any) -> list[tuple[str, str]]:
+    """``[col, {col: type}, ...]``; a bare name is an int column."""
+    if not isinstance(v, list) or not v:
+        raise columns.invalid()
+    out: list[tuple[str, str]] = []
+    for c in v:
+        if isinstance(c, str) and c:
+            out.append((c, "int"))
+        elif isinstance(c, Mapping) and len(c) == 1:
+            ((name, typ),) = c.items()
+            if not isinstance(name, str) or typ not in TYPES:
+                raise ValueError(f"column {c!r}: the type must be one of {', '.join(TYPES)}")
+            out.append((name, typ))
+        else:
+            raise columns.invalid()
+    if len({n for n, _ in out}) != len(out):
+        raise ValueError("a relation names a column twice")
+    return out
+
+
+columns: Parser[list[tuple[str, str]]] = Parser("a list of columns (name or {name: int|str|float})", _columns)
+
+
+def _bags(v: Any) -> list[list[str]]:
+    if (
+        not isinstance(v, list)
+        or not v
+        or not all(isinstance(b, list) and b and all(isinstance(r, str) for r in b) for b in v)
+    ):
+        raise bags.invalid()
+    return [list(b) for b in v]
+
+
+bags: Parser[list[list[str]]] = Parser("a list of bags, each a list of relation aliases", _bags)
+
+OPTIONS: dict[str, Option] = {
+    "relations": Option(
+        {"G1": ["src", "mid"], "G2": ["mid", "dst"]},
+        mapping(columns),
+        "the joined relation aliases {alias: [column, {column: int|str|float}, ...]}; natural join",
+    ),
+    "aliases": Option({}, mapping(string()), "{alias: base relation}: aliases that read one base relation"),
+    "base_columns": Option(
+        {},
+        mapping(columns),
+        "{base: [columns]}: a base relation's own column names (default: its first alias's)",
+    ),
+    "bags": Option(None, optional(bags), "a cyclic join's decomposition: each bag a list of aliases (§4)"),
+    "k": Option(1000, positive_int(), "the reservoir size"),
+    "seed": Option(42, non_negative_int(), "the seed of the engine's random generator"),
+    "predicate": Option(None, optional(string()), "θ over result columns, e.g. 'src != dst' (§1.3)"),
+    "append_only": Option(False, boolean(), "refuse deletes (dead-lettered) instead of rebuilding (§3)"),
+    "strategy": Option(
+        "rsjoin", choice(*STRATEGIES), "rsjoin (the method) or a baseline: " + ", ".join(STRATEGIES)
+    ),
+    "with_replacement": Option(False, boolean(), "k independent one-result reservoirs (§2.6)"),
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One index node: an alias, or a bag of aliases joined and materialised (§4)."""
+
+    name: str
+    attrs: tuple[str, ...]
+    members: tuple[str, ...]  # the aliases it joins
+
+
+@dataclass(frozen=True)
+class Query:
+    relations: dict[str, tuple[str, ...]]  # alias -> columns
+    types: dict[str, str]  # column -> type
+    bases: dict[str, tuple[str, ...]]  # base relation -> its columns
+    fanout: dict[str, tuple[str, ...]]  # base relation -> its aliases, in declaration order
+    columns: tuple[str, ...]  # the join result's columns
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[int, int], ...]  # the join tree over nodes
+
+    def neighbours(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for a, b in self.edges:
+            out[a].append(b)
+            out[b].append(a)
+        return out
+
+
+def parse_query(options: Mapping[str, Any]) -> Query:
+    """The join the options declare, its node tree, and every inconsistency as one ValueError."""
+    rels: dict[str, tuple[str, ...]] = {}
+    types: dict[str, str] = {}
+    for alias, cols in options["relations"].items():
+        rels[alias] = tuple(c for c, _ in cols)
+        for c, t in cols:
+            if types.setdefault(c, t) != t:
+                raise ValueError(f"column {c!r} is {types[c]} in one relation and {t} in {alias}")
+    alias_of = dict(options["aliases"])
+    for alias, base in alias_of.items():
+        if alias not in rels:
+            raise ValueError(f"aliases names {alias!r}, which is not one of the relations")
+        if base in rels and base != alias:
+            raise ValueError(f"base relation {base!r} of alias {alias!r} is itself a declared alias")
+    fanout: dict[str, list[str]] = {}
+    for alias in rels:
+        fanout.setdefault(alias_of.get(alias, alias), []).append(alias)
+    bases: dict[str, tuple[str, ...]] = {}
+    declared = options["base_columns"]
+    for base, aliases in fanout.items():
+        arity = {len(rels[a]) for a in aliases}
+        if len(arity) != 1:
+            raise ValueError(
+                f"the aliases of {base!r} ({', '.join(aliases)}) have different numbers of columns"
+            )
+        positional = {tuple(types[c] for c in rels[a]) for a in aliases}
+        if len(positional) != 1:
+            raise ValueError(f"the aliases of {base!r} ({', '.join(aliases)}) have different column types")
+        own = tuple(c for c, _ in declared[base]) if base in declared else rels[aliases[0]]
+        if len(own) != len(rels[aliases[0]]):
+            raise ValueError(f"base_columns of {base!r} must name {len(rels[aliases[0]])} columns")
+        bases[base] = own
+    unknown = sorted(set(declared) - set(bases))
+    if unknown:
+        raise ValueError(f"base_columns names {unknown[0]!r}, which no alias reads")
+    out_cols: list[str] = []
+    for cols_ in rels.values():
+        out_cols += [c for c in cols_ if c not in out_cols]
+    nodes = _nodes(rels, options["bags"])
+    edges = join_tree([set(n.attrs) for n in nodes])
+    if edges is None:
+        raise ValueError(
+            "the join is cyclic: declare 'bags' (a decomposition whose bags form an acyclic join), "
+            "e.g. one bag per triangle for the dumbbell"
+        )
+    return Query(rels, types, bases, {b: tuple(a) for b, a in fanout.items()}, tuple(out_cols), nodes, edges)
+
+
+def _nodes(
+    rels: Mapping[str, tuple[str, ...]], decomposition: Sequence[Sequence[str]] | None
+) -> tuple[Node, ...]:
+    if decomposition is None:
+        return tuple(Node(a, cols, (a,)) for a, cols in rels.items())
+    seen = [a for bag in decomposition for a in bag]
+    if sorted(seen) != sorted(rels):
+        raise ValueError("'bags' must list every relation alias exactly once")
+    out = []
+    for bag in decomposition:
+        attrs: list[str] = []
+        for a in bag:
+            attrs += [c for c in rels[a] if c not in attrs]
+        out.append(Node("+".join(bag), tuple(attrs), tuple(bag)))
+    return tuple(out)
+
+
+def join_tree(attrs: Sequence[set[str]]) -> tuple[tuple[int, int], ...] | None:
+    """A join tree over the nodes (maximum-weight spanning tree on shared attributes, ties by order),
+    or None when none exists (the join is cyclic): then some attribute's nodes are disconnected."""
+    n = len(attrs)
+    candidates = sorted(
+        ((-len(attrs[a] & attrs[b]), a, b) for a in range(n) for b in range(a + 1, n)),
+    )
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    edges: list[tuple[int, int]] = []
+    for _, a, b in candidates:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+            edges.append((a, b))
+    adjacency: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        adjacency[a].append(b)
+        adjacency[b].append(a)
+    for attr in set().union(*attrs) if attrs else ():
+        holders = [i for i in range(n) if attr in attrs[i]]
+        reached, todo = {holders[0]}, [holders[0]]
+        while todo:
+            x = todo.pop()
+            for y in adjacency[x]:
+                if y not in reached and attr in attrs[y]:
+                    reached.add(y)
+                    todo.append(y)
+        if len(reached) != len(holders):
+            return None
+    return tuple(edges)
+
+
+def validate(options: Mapping[str, Any]) -> None:
+    """Refuse configurations that would run something other than asked."""
+    query = parse_query(options)
+    if options["predicate"] is not None:
+        try:
+            compile_predicate(options["predicate"], query.columns)
+        except PredicateError as exc:
+            raise ValueError(str(exc)) from None
+
+
+def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
+    """The base relations events address (an alias is fed by its base, never directly)."""
+    query = parse_query(options)
+    return [
+        Relation(
+            base,
+            tuple(
+                (c, query.types[a]) for c, a in zip(cols, query.relations[query.fanout[base][0]], strict=True)
+            ),
+        )
+        for base, cols in query.bases.items()
+    ]
