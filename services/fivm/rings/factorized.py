@@ -138,6 +138,17 @@ class FactorizedRing:
         j = self.index.get(var)
         return 1 if j is None else Factor(j, {value: 1}, 1)
 
+    def lift_block(self, variables: Sequence[str], values: Sequence[Any]) -> FactPayload:
+        """The product of the lifts of ``variables`` in one step: the product keeps the factor of the
+        lowest index (§5.2), so it is that variable's lift (a leaf's composed variables, §5.2)."""
+        best = -1
+        at = 0
+        for i, v in enumerate(variables):
+            j = self.index.get(v)
+            if j is not None and (best < 0 or j < best):
+                best, at = j, i
+        return 1 if best < 0 else Factor(best, {values[at]: 1}, 1)
+
     # An int payload is a msgpack int; a Factor is ``[var, [[value, multiplicity], ...], count]``.
     # Values are scalars msgpack keeps exactly; multiplicities and counts fit in 64 bits (§5.4).
     def encode(self, a: FactPayload) -> bytes:

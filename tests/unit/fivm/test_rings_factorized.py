@@ -168,3 +168,17 @@ def test_encoding_round_trips(payload):
         )
     else:
         assert back == payload
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(st.sampled_from([*OUTPUT, "E", "F"]), unique=True, max_size=5),
+    st.lists(st.integers(-3, 3), min_size=5, max_size=5),
+)
+def test_a_lifted_block_equals_the_product_of_its_lifts(variables, xs):
+    """A leaf lifts its composed variables in one step; it must equal multiplying their lifts."""
+    ring = FactorizedRing(OUTPUT)
+    product = ring.one()
+    for v, x in zip(variables, xs, strict=False):
+        product = ring.mul(product, ring.lift(v, x))
+    assert ring.lift_block(variables, xs[: len(variables)]) == product
