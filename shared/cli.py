@@ -414,10 +414,11 @@ def _spark(master: str | None):
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from shared.spark.jobs import run_bootstrap
+    from shared.spark.jobs import refuse_sharded, run_bootstrap
     from shared.state import open_store
 
     service, config = _load(args.service, args.config)
+    refuse_sharded(config)
     if args.state_dir and args.redis:
         raise CliError("give either --state-dir (RocksDB) or --redis (Redis state), not both")
     if args.from_offsets != "latest" and not args.bootstrap:
@@ -453,9 +454,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from shared.redis_client import connect
     from shared.runtime.kafka import check_reachable
-    from shared.spark.jobs import record_verdict, run_reconcile
+    from shared.spark.jobs import record_verdict, refuse_sharded, run_reconcile
 
     service, config = _load(args.service, args.config)
+    refuse_sharded(config)
     client = connect(args.redis) if args.redis else None
     check_reachable(args.bootstrap)
     print(f"reconciling {service.name} with Spark ...", file=sys.stderr, flush=True)

@@ -101,6 +101,19 @@ class BootstrapReport:
     seconds: float
 
 
+def refuse_sharded(config: ServiceConfig) -> None:
+    """Both jobs work on ``key_field`` instances, one engine per key in one partition's state. A sharded
+    query (``shard_by``) spreads one instance over every input partition plus a broadcast topic and
+    publishes through a coordinator; neither job places nor reads that layout, so they refuse it
+    rather than write state the workers would misread."""
+    if config.sharded:
+        raise BatchError(
+            f"{config.source}: bootstrap and reconcile do not support a sharded query "
+            f"(shard_by {config.shard_by!r}); start sharded workers from the log, and check their "
+            "result against `ivmstream replay` of the same input"
+        )
+
+
 def run_bootstrap(
     spark: SparkSession,
     service: ServiceDefinition,
@@ -113,6 +126,7 @@ def run_bootstrap(
     partitions: int = 1,
 ) -> BootstrapReport:
     """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition."""
+    refuse_sharded(config)
     started = time.monotonic()
     jobs = load_jobs(service)
     schema = schema_of(service, config)
@@ -218,6 +232,7 @@ def run_reconcile(
     from_offsets: str = "earliest",
 ) -> ReconcileReport:
     """Recompute every published key's result at exactly the offsets it reflects, and compare."""
+    refuse_sharded(config)
     started = time.monotonic()
     jobs = load_jobs(service)
     schema = schema_of(service, config)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from confluent_kafka import Producer
 from helpers import (
     ivm,
@@ -383,3 +384,20 @@ def test_sharded_commands_refuse_missing_topics_and_unsharded_coordinators(broke
     )
     assert out.returncode == 1 and "the coordinator role needs a sharded config" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["bootstrap", "reconcile"])
+def test_spark_jobs_refuse_a_sharded_query_in_one_line(tmp_path, unique, command):
+    """Bootstrap and reconcile place and read key_field instances, not a sharded layout: they say so
+    before starting Spark instead of writing state the workers would misread."""
+    sharded = stream_config(tmp_path / "sharded.json", unique, **QUERY, shard_by="locn")
+    extra = (
+        ["--snapshot", str(tmp_path), "--state-dir", str(tmp_path / "state")]
+        if command == "bootstrap"
+        else ["--bootstrap", "127.0.0.1:9"]
+    )
+    out = ivm(command, "fivm", "--config", str(sharded), *extra, check=False)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode != 0 and len(lines) == 1 and "Traceback" not in out.stderr
+    assert "do not support a sharded query (shard_by 'locn')" in lines[0]
+    assert not (tmp_path / "state").exists()
