@@ -127,6 +127,24 @@ def require(query: Query, rings: Sequence[str], *, aliases: bool = True, debug: 
         raise EngineError(f"strategy {query.strategy} does not support self-joins (aliases)")
 
 
+class PerAggregateBaseline:
+    """What the 1-IVM and DBT maintainers share: one query per aggregate when ``scalar`` (the covariance
+    ring as 1 + m + m(m+1)/2 scalar sums), else one hierarchy in the query's ring (§3, §4)."""
+
+    def __init__(self, query: Query, scalar: bool) -> None:
+        require(query, SCALAR_RINGS if scalar else ANY_ORDER_RINGS, aliases=False)
+        self.query = query
+        self.order, tree = fivm_tree(query)
+        self.lifted = tree.lifted
+        self.result_ring = query_ring(query, self.lifted, any_order=True)
+        self.ring = ResultRing(self.result_ring)
+        self.scalar = scalar and query.ring == "covariance"
+        self.updatable = frozenset(query.updatable)
+        self.loading = initial_loading(query)
+        self.supports: dict[str, Any] = {}
+        self.dropped: dict[str, list[Key]] = {}
+
+
 def int_view(name: str, keys: tuple[str, ...]) -> View:
     """A view of exact integers (base multiplicities, counts)."""
     return View(name, keys, operator.add, _is_zero_int)

@@ -20,18 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.fivm.baselines.common import (
-    ANY_ORDER_RINGS,
-    SCALAR_RINGS,
     Monomial,
+    PerAggregateBaseline,
     Probe,
-    ResultRing,
-    fivm_tree,
     group,
     index_needs,
-    initial_loading,
     plan_probes,
-    query_ring,
-    require,
     run_probes,
     scalar_aggregates,
     sync_indexes,
@@ -132,17 +126,12 @@ class Hierarchy:
         return tuple((v, k) for v, k in powers if v in inside)
 
 
-class DbtMaintainer:
+class DbtMaintainer(PerAggregateBaseline):
     """Strategy ``dbt`` (``scalar``) or ``dbt-ring`` (§4)."""
 
     def __init__(self, query: Query, scalar: bool = True) -> None:
-        require(query, SCALAR_RINGS if scalar else ANY_ORDER_RINGS, aliases=False)
-        self.query = query
-        self.order, tree = fivm_tree(query)
-        self.lifted = tree.lifted
-        result = query_ring(query, self.lifted, any_order=True)
-        self.ring = ResultRing(result)
-        self.scalar = scalar and query.ring == "covariance"
+        super().__init__(query, scalar)
+        result = self.result_ring
         self.aggregates: list[tuple[Monomial, Powers | None]] = []
         rank = {v: i for i, v in enumerate(query.variables)}
         if self.scalar:
@@ -154,10 +143,6 @@ class DbtMaintainer:
         else:
             self.aggregates.append(((), None))
         self._rings: dict[Powers | None, Ring[Any]] = {None: result}
-        self.updatable = frozenset(query.updatable)
-        self.loading = initial_loading(query)
-        self.supports: dict[str, Any] = {}
-        self.dropped: dict[str, list[Key]] = {}
         self.views: dict[str, View] = {}
         self.hierarchy = self._build()
 

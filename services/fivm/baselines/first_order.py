@@ -18,20 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.fivm.baselines.common import (
-    ANY_ORDER_RINGS,
-    SCALAR_RINGS,
     Monomial,
+    PerAggregateBaseline,
     Probe,
-    ResultRing,
-    fivm_tree,
     group,
     index_needs,
-    initial_loading,
     int_view,
     monomial_label,
     plan_probes,
-    query_ring,
-    require,
     run_probes,
     scalar_aggregates,
     sync_indexes,
@@ -131,24 +125,14 @@ def compile_delta_plan(query: Query, relation: str, rank: dict[str, int]) -> Del
     )
 
 
-class FirstOrderMaintainer:
+class FirstOrderMaintainer(PerAggregateBaseline):
     """Strategy ``1-ivm`` (``scalar``: one delta query per aggregate) or ``1-ivm-ring`` (§3)."""
 
     def __init__(self, query: Query, scalar: bool = True) -> None:
-        require(query, SCALAR_RINGS if scalar else ANY_ORDER_RINGS, aliases=False)
-        self.query = query
-        self.order, tree = fivm_tree(query)
-        self.lifted = tree.lifted
-        result = query_ring(query, self.lifted, any_order=True)
-        self.ring = ResultRing(result)
-        self.scalar = scalar and query.ring == "covariance"
+        super().__init__(query, scalar)
         self.aggregates: list[tuple[Monomial, Ring[Any]]] = (
-            scalar_aggregates(query, self.lifted) if scalar else [((), result)]
+            scalar_aggregates(query, self.lifted) if scalar else [((), self.result_ring)]
         )
-        self.updatable = frozenset(query.updatable)
-        self.loading = initial_loading(query)
-        self.supports: dict[str, Any] = {}
-        self.dropped: dict[str, list[Key]] = {}
         self.views: dict[str, View] = {r.name: int_view(r.name, r.columns) for r in query.relations}
         self.results: list[tuple[Monomial, Ring[Any], View]] = []
         for mono, ring in self.aggregates:
