@@ -340,35 +340,14 @@ def _assigned(port: int) -> float:
 def test_sharded_commands_refuse_missing_topics_and_unsharded_coordinators(broker, unique, tmp_path):
     events = write_events(tmp_path / "events.jsonl", 5, seed=1)
     sharded = stream_config(tmp_path / "sharded.json", unique, **QUERY, shard_by="locn")
-    out = ivm(
-        "produce",
-        "--bootstrap",
-        broker.bootstrap,
-        "--service",
-        "fivm",
-        "--config",
-        str(sharded),
-        "--input",
-        str(events),
-        check=False,
-    )
+    produce = ("produce", "--bootstrap", broker.bootstrap, "--service", "fivm", "--config", str(sharded))
+    out = ivm(*produce, "--input", str(events), check=False)
     assert (
         out.returncode == 1
         and f"the input topic {unique}.updates of a sharded query must exist" in out.stderr
     )
     broker.create_topic(f"{unique}.updates", 2)
-    out = ivm(
-        "produce",
-        "--bootstrap",
-        broker.bootstrap,
-        "--service",
-        "fivm",
-        "--config",
-        str(sharded),
-        "--input",
-        str(events),
-        check=False,
-    )
+    out = ivm(*produce, "--input", str(events), check=False)
     assert out.returncode == 1 and f"the broadcast topic {unique}.updates.broadcast must exist" in out.stderr
     plain = stream_config(tmp_path / "plain.json", unique, **QUERY)
     out = ivm(
