@@ -39,6 +39,7 @@ _COUNTERS = ("events", "inserts", "duplicates", "deletes", "rebuilds")
 
 class ReservoirEngine:
     def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
         self.query: Query = parse_query(options)
         q = self.query
         self.k: int = options["k"]
@@ -117,7 +118,6 @@ class ReservoirEngine:
                         i, "set-semantics", f"delta {ev.delta} on {ev.relation}: relations are sets (±1)"
                     )
                 )
-        self._flush_deletes()
         return rejected
 
     def _insert_alias(self, alias: str, t: Tup) -> None:
@@ -199,6 +199,16 @@ class ReservoirEngine:
     def _alive(self, row: Tup) -> bool:
         return all(tuple(row[i] for i in pos) in self.rels[a] for a, pos in self.alias_pos.items())
 
+    def _settled(self) -> ReservoirEngine:
+        """This engine, or, while deletes are pending, a copy with them applied: a run of deletes is
+        applied at the next insert whatever the batching, so results must not apply it early (§5)."""
+        if not self.pending_deletes:
+            return self
+        copy = ReservoirEngine(self.options)
+        copy.restore(self.snapshot())
+        copy._flush_deletes()
+        return copy
+
     def _flush_deletes(self) -> None:
         """Apply the deletes since the last insert at once (§5): rebuild the index from the remaining
         tuples, keep the sampled results that survive, refill uniformly from the exact join."""
@@ -254,27 +264,32 @@ class ReservoirEngine:
     # --- results ----------------------------------------------------------------------------------
 
     def rows(self) -> list[Tup]:
-        return self.drawn if self.strategy in REDRAWING else self.sampler.rows()
+        """The current sample (in slot order)."""
+        e = self._settled()
+        return list(e.drawn) if e.strategy in REDRAWING else e.sampler.rows()
 
     def join_size(self) -> int | None:
-        rows = self.rows()
-        if not self.with_replacement and len(rows) < self.k:
+        """|Q_θ| where this strategy knows it exactly, else None."""
+        e = self._settled()
+        rows = e.rows()
+        if not e.with_replacement and len(rows) < e.k:
             return len(rows)
-        return self.known_size
+        return e.known_size
 
     def join_size_bound(self) -> int:
-        if self.index.counting:
-            return self.index.full_size()
-        return self.all_results
+        """|J| >= |Q|: the index's super-root length (exact for sjoin; |Q| for symhj and rebuild)."""
+        e = self._settled()
+        return e.index.full_size() if e.index.counting else e.all_results
 
     def result(self) -> dict[str, Any]:
+        e = self._settled()
         cols = self.query.columns
-        rows = sorted(self.rows(), key=_canonical)
+        rows = sorted(e.rows(), key=_canonical)
         return {
             "k": self.k,
             "sample": [dict(zip(cols, r, strict=True)) for r in rows],
-            "join_size": self.join_size(),
-            "join_size_bound": self.join_size_bound(),
+            "join_size": e.join_size(),
+            "join_size_bound": e.join_size_bound(),
             "stats": self.stats(),
         }
 
@@ -309,6 +324,7 @@ class ReservoirEngine:
             "known_size": None if self.known_size is None else str(self.known_size),
             "all_results": str(self.all_results),
             "work": [index.places, index.propagations, index.retrieves],
+            "pending_deletes": self.pending_deletes,
         }
         return orjson.dumps(state)
 
@@ -332,7 +348,7 @@ class ReservoirEngine:
         self.known_size = None if st["known_size"] is None else int(st["known_size"])
         self.all_results = int(st["all_results"])
         index.places, index.propagations, index.retrieves = st["work"]
-        self.pending_deletes = 0
+        self.pending_deletes = st["pending_deletes"]
 
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:

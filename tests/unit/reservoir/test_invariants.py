@@ -1,0 +1,155 @@
+"""Invariants after every update, against brute force (docs/algorithms/reservoir.md §6.1), for every
+strategy, on random streams with duplicates, deletes, skew (tiny domains) and joins that empty out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.reservoir.engine import ReservoirEngine
+from services.reservoir.query import STRATEGIES
+from shared.events import UpdateEvent
+from tests.unit.reservoir.oracle import QUERIES, bases, brute_join, engine, event
+
+PREDICATES = {
+    "line3": "a != d",
+    "two": "x <= z",
+    "star3": "a + b > 1",
+    "branch": "A != E or C == 0",
+    "dumbbell": "x1 != x4",
+}
+
+
+@st.composite
+def streams(draw: Any, query: str) -> list[tuple[str, tuple[str, ...], tuple[int, ...], int]]:
+    """Events over a domain of 2-3 values (so keys repeat and counts cross powers of two), some of
+    them repeats of earlier events and some deletes of earlier tuples."""
+    rels = bases(engine(QUERIES[query]))
+    domain = draw(st.integers(2, 3))
+    out: list[tuple[str, tuple[str, ...], tuple[int, ...], int]] = []
+    for _ in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["insert"] * 6 + ["again", "delete"]))
+        if kind != "insert" and out:
+            rel, cols, vals, _ = out[draw(st.integers(0, len(out) - 1))]
+            out.append((rel, cols, vals, -1 if kind == "delete" else 1))
+            continue
+        rel, cols = draw(st.sampled_from(rels))
+        vals = tuple(draw(st.integers(0, domain - 1)) for _ in cols)
+        out.append((rel, cols, vals, 1))
+    return out
+
+
+def check(e: ReservoirEngine) -> None:
+    """Sample ⊆ Q_θ, distinct, |S| = min(k, |Q_θ|) (with replacement: k draws from Q_θ), exact sizes
+    where the engine claims them, and |J| >= |Q|."""
+    join = brute_join(e)
+    qualifying = {r for r in join if e.theta is None or e.theta(r)}
+    rows = e.rows()
+    assert set(rows) <= qualifying
+    if e.with_replacement:
+        assert len(rows) == (e.k if qualifying else 0)
+    else:
+        assert len(rows) == len(set(rows)) == min(e.k, len(qualifying))
+    size = e.join_size()
+    if size is not None:
+        assert size == len(qualifying)
+    if e.strategy in ("sjoin", "sjoin-opt") and e.theta is None:
+        assert size == len(join)  # the exact index always knows |Q|
+    assert e.join_size_bound() >= len(join)
+    result = e.result()
+    assert [tuple(r.values()) for r in result["sample"]] == sorted(
+        rows, key=lambda r: tuple((type(v).__name__, v) for v in r)
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("query", sorted(QUERIES))
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_sample_is_a_valid_sample_of_the_current_join_after_every_event(strategy: str, query: str, data: Any):
+    k = data.draw(st.sampled_from([1, 3, 50]))
+    theta = data.draw(st.sampled_from([None, PREDICATES[query]]))
+    replacement = data.draw(st.booleans())
+    e = engine(QUERIES[query], k=k, strategy=strategy, predicate=theta, with_replacement=replacement)
+    for rel, cols, vals, delta in data.draw(streams(query)):
+        assert e.apply([event(rel, cols, vals, delta)]) == [] or delta == -1
+        check(e)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_batches_and_restores_mid_stream_give_the_bit_identical_engine(strategy: str, data: Any):
+    """The same events applied one by one, in one batch, or with a snapshot/restore in between: the
+    same snapshot bytes and result (the reservoir depends on the event order only)."""
+    query = data.draw(st.sampled_from(sorted(QUERIES)))
+    events = [event(r, c, v, d) for r, c, v, d in data.draw(streams(query))]
+    opts = {"k": 2, "strategy": strategy, "with_replacement": data.draw(st.booleans())}
+    one = engine(QUERIES[query], **opts)
+    for ev in events:
+        one.apply([ev])
+    whole = engine(QUERIES[query], **opts)
+    whole.apply(events)
+    cut = data.draw(st.integers(0, len(events)))
+    first = engine(QUERIES[query], **opts)
+    first.apply(events[:cut])
+    snap = first.snapshot()
+    second = engine(QUERIES[query], **opts)
+    second.restore(snap)
+    assert second.snapshot() == snap
+    second.apply(events[cut:])
+    assert one.snapshot() == whole.snapshot() == second.snapshot()
+    assert one.result() == whole.result() == second.result()
+
+
+def test_a_duplicate_insert_changes_nothing_and_draws_nothing():
+    e = engine(QUERIES["line3"], k=2)
+    for v in [(0, 1), (1, 2), (2, 0), (1, 0), (0, 2)]:
+        e.apply([event("E", ["src", "dst"], v)])
+    before = e.snapshot()
+    rng_before = e.rng.getstate()
+    e.apply([event("E", ["src", "dst"], (1, 2))])
+    assert e.rng.getstate() == rng_before
+    after = orjson_without_counters(e.snapshot())
+    assert after == orjson_without_counters(before)
+
+
+def orjson_without_counters(snap: bytes) -> dict[str, Any]:
+    import orjson
+
+    state = orjson.loads(snap)
+    state.pop("counters")
+    return dict(state)
+
+
+@pytest.mark.parametrize(
+    ("opts", "delta", "code"),
+    [({"append_only": True}, -1, "append-only"), ({}, -1000, "set-semantics"), ({}, 2, "set-semantics")],
+)
+def test_refused_events_leave_the_state_untouched(opts: dict[str, Any], delta: int, code: str):
+    e = engine(QUERIES["line3"], k=2, **opts)
+    e.apply([event("E", ["src", "dst"], v) for v in [(0, 1), (1, 2), (2, 0)]])
+    before = e.snapshot()
+    refused = e.apply([event("E", ["src", "dst"], (0, 1), delta)])
+    assert [r.code for r in refused] == [code]
+    assert e.snapshot() == before
+
+
+def test_deleting_an_absent_tuple_is_refused():
+    e = engine(QUERIES["two"], k=2)
+    e.apply([UpdateEvent("R", {"x": 1, "y": 2}, 1)])
+    before = e.snapshot()
+    assert [r.code for r in e.apply([UpdateEvent("S", {"y": 2, "z": 3}, -1)])] == ["absent-tuple"]
+    assert e.snapshot() == before
+
+
+def test_a_self_join_reads_each_base_event_once_per_alias():
+    """line-3 over one edge relation: the base event reaches G1, G2 and G3 in turn, so a single edge
+    (v, v) already makes the walk v→v→v→v."""
+    e = engine(QUERIES["line3"], k=5)
+    e.apply([event("E", ["src", "dst"], (7, 7))])
+    assert e.result()["sample"] == [{"a": 7, "b": 7, "c": 7, "d": 7}]
+    assert e.counters["inserts"] == 3

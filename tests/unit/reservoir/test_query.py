@@ -1,0 +1,89 @@
+"""Config parsing and validation of the reservoir service, and the predicate language
+(docs/algorithms/reservoir.md §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.reservoir.predicate import PredicateError, compile_predicate
+from services.reservoir.query import parse_query, relations, validate
+from shared.options import ConfigError
+from tests.unit.reservoir.oracle import DUMBBELL, LINE3, options
+
+
+def test_aliases_read_one_base_relation_with_its_own_columns():
+    q = parse_query(options(LINE3))
+    assert q.fanout == {"E": ("G1", "G2", "G3")}
+    assert q.columns == ("a", "b", "c", "d")
+    assert [(r.name, r.columns) for r in relations(options(LINE3))] == [
+        ("E", (("src", "int"), ("dst", "int")))
+    ]
+    assert sorted(q.edges) == [(0, 1), (1, 2)]
+
+
+def test_the_join_tree_follows_shared_columns():
+    q = parse_query(options({"relations": {"R": ["a", "b"], "S": ["c", "d"], "T": ["b", "c"]}}))
+    assert sorted(tuple(sorted(e)) for e in q.edges) == [(0, 2), (1, 2)]
+
+
+def test_a_cyclic_join_needs_bags():
+    triangle = {"relations": {"R": ["a", "b"], "S": ["b", "c"], "T": ["c", "a"]}}
+    with pytest.raises(ValueError, match="cyclic"):
+        parse_query(options(triangle))
+    q = parse_query(options({**triangle, "bags": [["R", "S", "T"]]}))
+    assert [n.attrs for n in q.nodes] == [("a", "b", "c")]
+    assert len(parse_query(options(DUMBBELL)).nodes) == 3
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"relations": {"R": ["a"], "S": [{"a": "str"}]}}, "is int in one relation"),
+        ({"relations": {"R": ["a", "b"]}, "aliases": {"X": "R"}}, "not one of the relations"),
+        ({"relations": {"R": ["a", "b"], "S": ["b"]}, "aliases": {"R": "E", "S": "E"}}, "different numbers"),
+        ({"relations": {"R": ["a", "b"]}, "base_columns": {"E": ["x", "y"]}}, "no alias reads"),
+        ({"relations": {"R": ["a"], "S": ["a"]}, "bags": [["R"]]}, "every relation alias exactly once"),
+        ({"relations": {"R": ["a"]}, "predicate": "b > 1"}, "not a column"),
+        ({"relations": {"R": ["a"]}, "predicate": "__import__('os').system('true')"}, "outside the language"),
+        ({"relations": {"R": ["a"]}, "predicate": "a.real > 1"}, "outside the language"),
+        ({"relations": {"R": ["a"]}, "predicate": "a >"}, "not an expression"),
+    ],
+)
+def test_invalid_configs_are_refused_with_the_reason(config: dict[str, Any], message: str):
+    with pytest.raises(ValueError, match=message):
+        validate(options(config))
+
+
+def test_option_parsers_refuse_bad_values():
+    with pytest.raises(ConfigError, match="strategy"):
+        options(LINE3, strategy="magic")
+    with pytest.raises(ConfigError, match="'k'"):
+        options(LINE3, k=0)
+    with pytest.raises(ConfigError, match="relations"):
+        options({"relations": {"R": [{"a": "decimal"}]}})
+
+
+@pytest.mark.parametrize(
+    ("text", "row", "want"),
+    [
+        ("a != b", (1, 2), True),
+        ("a != b", (2, 2), False),
+        ("a < b < 3", (1, 2), True),
+        ("a < b < 3", (1, 3), False),
+        ("not (a == 1 or b == 1)", (2, 2), True),
+        ("(a + b) % 2 == 1 and a * 2 - b // 1 >= -3", (1, 2), True),
+        ("a == 'x'", ("x", 0), True),
+        ("a > 1", ("x", 0), False),  # a comparison that cannot be made does not qualify
+        ("-a == -1", (1, 0), True),
+    ],
+)
+def test_the_predicate_language(text: str, row: tuple[Any, ...], want: bool):
+    assert compile_predicate(text, ["a", "b"])(row) is want
+
+
+def test_the_predicate_has_no_calls_or_attributes():
+    for text in ["len(a) > 1", "a.__class__ == 1", "[a][0] == 1", "(lambda: 1)() == 1"]:
+        with pytest.raises(PredicateError):
+            compile_predicate(text, ["a"])
