@@ -1,0 +1,40 @@
+"""Declaration of the reservoir service: a uniform sample of a join's results, kept by RSJoin
+(docs/algorithms/reservoir.md).
+
+Each ``key_field`` value is an independent query instance; within one the events are one ordered
+stream, since the sample depends on arrival order, which the log fixes. The demo samples walks of
+length 3 (line-3 over one edge relation, read by three aliases) in two small bundled graphs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from services.reservoir.engine import ReservoirEngine
+from services.reservoir.query import OPTIONS, relations, validate
+from shared.service import DemoWorkload, ServiceDefinition
+
+DATA = Path(__file__).with_name("data")
+
+LINE3_CONFIG: dict[str, Any] = {
+    "relations": {"G1": ["a", "b"], "G2": ["b", "c"], "G3": ["c", "d"]},
+    "aliases": {"G1": "edges", "G2": "edges", "G3": "edges"},
+    "base_columns": {"edges": ["src", "dst"]},
+    "k": 25,
+    "seed": 42,
+    "predicate": "a != c and b != d",  # walks that do not step straight back
+    "key_field": "graph",
+}
+
+SERVICE = ServiceDefinition(
+    name="reservoir",
+    summary="a uniform reservoir sample of the results of an acyclic (or decomposed cyclic) join, RSJoin",
+    options=OPTIONS,
+    relations=relations,
+    engine=ReservoirEngine,
+    validate=validate,
+    demo=DemoWorkload(input=DATA / "graph.jsonl", config=LINE3_CONFIG, partitions=2),
+    state_version=1,
+    batch="services.reservoir.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/reservoir.md §8
+)
