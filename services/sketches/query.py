@@ -307,9 +307,9 @@ def _plan_select(
     bloom: bool,
     in_union: bool = False,
 ) -> _SelectPlan:
-    for key in ("with", "qualify", "connect", "pivots", "laterals"):
+    for key in ("with_", "qualify", "connect", "pivots", "laterals"):
         if select.args.get(key):
-            raise QueryError(f"{key.upper()} is not supported")
+            raise QueryError(f"{key.strip('_').upper()} is not supported")
     if select.args.get("distinct") and select.args["distinct"].args.get("on"):
         raise QueryError("DISTINCT ON is not supported")
     sources = _sources(select, tables)
@@ -559,7 +559,12 @@ def compile_query(
         tree = sqlglot.parse_one(sql)
     except sqlglot.errors.ParseError as exc:
         raise QueryError(f"cannot parse the query: {str(exc).splitlines()[0]}") from None
+    if tree.args.get("with_"):
+        raise QueryError("WITH (common table expressions) is not supported")
     read = {t.name.lower() for t in tree.find_all(exp.Table)}
+    unknown = sorted(read - set(tables))
+    if unknown:
+        raise QueryError(f"unknown table {unknown[0]!r} (known: {', '.join(sorted(tables))})")
     specs = parse_partition(partition or {}, tables, read)
     by_table = {s.table: s for s in specs}
     if isinstance(tree, exp.Union):
