@@ -82,6 +82,12 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "incremental: engines that support it checkpoint only their changed entries; "
         "snapshot: every checkpoint writes each changed key's whole state",
     ),
+    "resident_keys": Option(
+        10000,
+        optional(positive_int()),
+        "engines each partition keeps in memory after a checkpoint; the least recently used clean ones "
+        "are dropped and reloaded from the state store when their key is next seen (null: keep all)",
+    ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
     "shard_by": Option(
         None,
@@ -121,6 +127,7 @@ class ServiceConfig:
     kafka: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = "<inline>"
     state_layout: str = "incremental"
+    resident_keys: int | None = 10_000  # engines kept per partition after a checkpoint (None: all)
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
     global_topic: str = ""  # with shard_by: the coordinator's output
@@ -198,6 +205,7 @@ def build_config(
         batch_size=values["batch_size"],
         checkpoint_interval=values["checkpoint_interval"],
         state_layout=values["state_layout"],
+        resident_keys=values["resident_keys"],
         session_timeout_ms=values["session_timeout_ms"],
         kafka=values["kafka"],
         source=source,

@@ -88,7 +88,16 @@ class RuntimeMetrics:
             "ivmstream_checkpoints", "Checkpoints committed", labels, registry=r
         ).labels(service)
         self.state_keys = Gauge(
-            "ivmstream_state_keys", "Engine instances (partition keys) held", labels, registry=r
+            "ivmstream_state_keys",
+            "Partition keys with state (resident or in the state store)",
+            labels,
+            registry=r,
+        ).labels(service)
+        self.resident_engines = Gauge(
+            "ivmstream_resident_engines",
+            "Engines held in memory (at most resident_keys per partition after a checkpoint)",
+            labels,
+            registry=r,
         ).labels(service)
         self.assigned_partitions = Gauge(
             "ivmstream_assigned_partitions", "Input partitions owned by this worker", labels, registry=r

@@ -1,14 +1,21 @@
 """The state of one assigned input partition: an engine per partition key and the next offset (and,
-for a sharded query, the next broadcast offset its state covers)."""
+for a sharded query, the next broadcast offset its state covers).
+
+With ``resident_keys`` and a store that reads one key at a time (``KeyLoader``), at most that many
+engines stay in memory after a checkpoint: the least recently used clean ones are dropped (their state
+is exactly what the store holds) and restored from the store when their key is next seen. Engines
+changed since the last checkpoint stay until it has written them."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from shared.engine import Engine, StoredMap, is_incremental, store_backed_maps
 from shared.state import PartitionCheckpoint, StateChanges, StateError, StateStore
-from shared.state.base import EntryReader
+from shared.state.base import EntryReader, KeyLoader
 
 
 def store_backing(store: StateStore, probe: Engine, incremental: bool) -> frozenset[str]:
@@ -35,18 +42,27 @@ class PartitionState:
         incremental: bool = True,
         store: EntryReader | None = None,
         backed: frozenset[str] = frozenset(),
+        loader: KeyLoader | None = None,
+        resident_keys: int | None = None,
     ):
         """``backed``: maps (``store_backing``) each engine reads through ``store``; ``cp`` must have been
-        loaded without them."""
+        loaded without them. ``loader``: ``cp`` is only the header (``load_header``) and each stored key
+        is read from ``loader`` when first needed; ``resident_keys`` then bounds the engines kept."""
         if backed and store is None:
             raise ValueError("store-backed maps need the store that backs them")
+        if resident_keys is not None and loader is None:
+            raise ValueError("a bound on resident engines needs a store that loads single keys")
         self._store = store
         self._backed = backed
         self.topic = topic
         self._use_entries = incremental  # False: whole snapshots even for incremental engines
         self.partition = partition
         self._factory = factory
-        self.engines: dict[str, Engine] = {}
+        self.engines: OrderedDict[str, Engine] = OrderedDict()  # least recently used first
+        self._loader = loader
+        self._resident = resident_keys
+        # stored keys with no resident engine (read on demand); only with a loader
+        self.stored_only: set[str] = set(loader.stored_keys(topic, partition) if loader is not None else ())
         self._incremental: set[str] = set()  # keys checkpointed as entries
         self._rewrite: set[str] = set()  # incremental keys restored from a whole snapshot
         for key, snap in cp.snapshots.items():
@@ -95,9 +111,67 @@ class PartitionState:
 
     def engine(self, key: str) -> Engine:
         engine = self.engines.get(key)
-        if engine is None:
-            engine = self._add(key, self._new_engine(key))
+        if engine is not None:
+            if self._resident is not None:
+                self.engines.move_to_end(key)
+            return engine
+        if key in self.stored_only:
+            engine = self._load(key)
+            self.stored_only.discard(key)
+        else:
+            engine = self._new_engine(key)
+        return self._add(key, engine)
+
+    def _load(self, key: str) -> Engine:
+        """``key``'s engine from the store (a whole snapshot, or its entries)."""
+        assert self._loader is not None
+        snapshot, entries = self._loader.load_key(self.topic, self.partition, key, self._backed)
+        engine = self._new_engine(key)
+        if snapshot is not None:
+            engine.restore(snapshot)
+            if self._use_entries and is_incremental(engine):
+                self._rewrite.add(key)  # stored whole, kept as entries from now on
+                self.dirty.add(key)
+        elif entries or is_incremental(engine):
+            if not is_incremental(engine):
+                raise StateError(
+                    f"{self.label}: key {key!r} is stored as entries, but this engine keeps none"
+                )
+            engine.restore_entries(entries)  # type: ignore[attr-defined]
         return engine
+
+    def evict_idle(self) -> int:
+        """Drop the least recently used engines unchanged since the last checkpoint (the store holds
+        exactly their state) until at most ``resident_keys`` remain; returns how many were dropped."""
+        if self._resident is None:
+            return 0
+        excess = len(self.engines) - self._resident
+        dropped = 0
+        if excess <= 0:
+            return 0
+        for key in list(self.engines):
+            if key in self.dirty:
+                continue
+            del self.engines[key]
+            self.stored_only.add(key)
+            dropped += 1
+            if dropped == excess:
+                break
+        return dropped
+
+    @property
+    def key_count(self) -> int:
+        """Keys with state: resident engines and the stored keys not loaded."""
+        return len(self.engines) + len(self.stored_only)
+
+    def results(self) -> dict[str, Any]:
+        """Every key's result; keys not resident are read from the store into throwaway engines."""
+        out = {key: engine.result() for key, engine in self.engines.items()}
+        for key in sorted(self.stored_only):
+            out[key] = self._load(key).result()
+        self.dirty -= self.stored_only  # a read changes nothing to checkpoint
+        self._rewrite -= self.stored_only
+        return out
 
     @property
     def needs_checkpoint(self) -> bool:

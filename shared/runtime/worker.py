@@ -45,6 +45,7 @@ from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
 from shared.service import ServiceDefinition, load_sharding
 from shared.state import StateStore, check_envelope, envelope_for
+from shared.state.base import KeyLoader
 
 log = logging.getLogger("ivmstream.runtime")
 
@@ -220,8 +221,15 @@ class Worker:
 
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
         self.metrics.health.restoring()
+        loader = self.store if self.config.resident_keys is not None else None
+        if loader is not None and not isinstance(loader, KeyLoader):
+            loader = None  # a store that cannot read single keys keeps every engine resident
         for tp in tps:
-            cp = self.store.load(tp.topic, tp.partition, skip_maps=self._backed)
+            cp = (
+                loader.load_header(tp.topic, tp.partition)
+                if loader is not None
+                else self.store.load(tp.topic, tp.partition, skip_maps=self._backed)
+            )
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
             check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
             self._check_history(consumer, tp, cp.offset)
@@ -235,6 +243,8 @@ class Worker:
                 incremental=self.config.state_layout == "incremental",
                 store=self.store if self._backed else None,  # type: ignore[arg-type]  # store_backing checked it
                 backed=self._backed,
+                loader=loader,
+                resident_keys=self.config.resident_keys if loader is not None else None,
             )
             if self.routing is not None and state.next_offset is None:
                 # _check_history: without a checkpoint the log starts at 0; a broadcast record may be
@@ -536,6 +546,7 @@ class Worker:
                 entries += stats.entries
                 state.committed_offset = state.next_offset
                 state.committed_broadcast = state.broadcast_next
+                state.evict_idle()
             self._fault("after-state-commit")
             self.metrics.checkpoints.inc()
             self.metrics.checkpoint_bytes.observe(size)
@@ -567,7 +578,8 @@ class Worker:
 
     def _update_gauges(self) -> None:
         self.metrics.assigned_partitions.set(len(self.partitions))
-        self.metrics.state_keys.set(sum(len(p.engines) for p in self.partitions.values()))
+        self.metrics.state_keys.set(sum(p.key_count for p in self.partitions.values()))
+        self.metrics.resident_engines.set(sum(len(p.engines) for p in self.partitions.values()))
         totals: dict[str, float] = defaultdict(float)
         for p in self.partitions.values():
             for engine in p.engines.values():
@@ -598,7 +610,7 @@ class Worker:
     # --- introspection (tests, demo) ---------------------------------------------------------------
 
     def results(self) -> dict[str, Any]:
-        return {key: e.result() for p in self.partitions.values() for key, e in p.engines.items()}
+        return {key: result for p in self.partitions.values() for key, result in p.results().items()}
 
     def positions(self) -> dict[int, int | None]:
         return {p: s.next_offset for p, s in self.partitions.items()}

@@ -108,6 +108,29 @@ class EntryReader(Protocol):
         ...
 
 
+@runtime_checkable
+class KeyLoader(Protocol):
+    """Optional: a store that reads a partition's keys one at a time, so a partition keeps only a bounded
+    number of engines resident and loads the others when their key is next seen
+    (``shared.runtime.partition.PartitionState``)."""
+
+    name: str
+
+    def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
+        """The offsets and the envelope, no key's state."""
+        ...
+
+    def stored_keys(self, topic: str, partition: int) -> list[str]:
+        """Every key that has stored state (a snapshot or entries), sorted."""
+        ...
+
+    def load_key(
+        self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
+    ) -> tuple[bytes | None, list[Entry]]:
+        """One key's whole snapshot (None: it has none) and its entries, leaving out ``skip_maps``."""
+        ...
+
+
 # --- the key layout every backend shares ------------------------------------------------------------
 
 OFFSET_KEY = b"\x00offset"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
+from shared.engine import Entry
 from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
 
 
@@ -32,6 +33,29 @@ class MemoryStore:
             if kept:
                 entries[key] = kept
         return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope, p.broadcast_offset)
+
+    def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
+        p = self._data.get((topic, partition))
+        return (
+            PartitionCheckpoint()
+            if p is None
+            else PartitionCheckpoint(p.offset, envelope=p.envelope, broadcast_offset=p.broadcast_offset)
+        )
+
+    def stored_keys(self, topic: str, partition: int) -> list[str]:
+        p = self._data.get((topic, partition))
+        if p is None:
+            return []
+        return sorted(set(p.snapshots) | {k for k, maps in p.entries.items() if maps})
+
+    def load_key(
+        self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
+    ) -> tuple[bytes | None, list[Entry]]:
+        p = self._data.get((topic, partition))
+        if p is None:
+            return None, []
+        maps = p.entries.get(key, {})
+        return p.snapshots.get(key), [(m, e, v) for (m, e), v in sorted(maps.items()) if m not in skip_maps]
 
     def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
         """One stored entry, for maps an engine keeps in the store rather than in memory."""

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterator
 
 import redis
 
+from shared.engine import Entry
 from shared.state.base import (
     BROADCAST_OFFSET_KEY,
     ENVELOPE_KEY,
@@ -68,6 +69,41 @@ class RedisStore:
             envelope,
             int(broadcast) if broadcast is not None else None,
         )
+
+    def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
+        try:
+            raw, envelope, broadcast = self.client.hmget(
+                self._hash(topic, partition), [OFFSET_KEY, ENVELOPE_KEY, BROADCAST_OFFSET_KEY]
+            )
+        except redis.RedisError as exc:
+            raise StateError(f"cannot read state from Redis: {exc}") from None
+        return PartitionCheckpoint(
+            int(raw) if raw is not None else None,
+            envelope=envelope,
+            broadcast_offset=int(broadcast) if broadcast is not None else None,
+        )
+
+    def stored_keys(self, topic: str, partition: int) -> list[str]:
+        """Keys with a snapshot field in the partition's hash, and the keys of the entry-key set (a key
+        whose entries were all deleted may stay listed: it then loads as empty)."""
+        try:
+            fields = self.client.hkeys(self._hash(topic, partition))
+            listed = self.client.smembers(self._keys_set(topic, partition))
+        except redis.RedisError as exc:
+            raise StateError(f"cannot read state from Redis: {exc}") from None
+        keys = {f[len(SNAPSHOT_PREFIX) :].decode() for f in fields if f.startswith(SNAPSHOT_PREFIX)}
+        return sorted(keys | {k.decode() for k in listed})
+
+    def load_key(
+        self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
+    ) -> tuple[bytes | None, list[Entry]]:
+        skip = {m.encode() for m in skip_maps}
+        try:
+            snapshot = self.client.hget(self._hash(topic, partition), SNAPSHOT_PREFIX + key.encode())
+            entries = dict.fromkeys(self._scan_entries(topic, partition, key, skip))  # HSCAN may repeat
+        except redis.RedisError as exc:
+            raise StateError(f"cannot read state from Redis: {exc}") from None
+        return snapshot, sorted(entries)
 
     def _scan_entries(
         self, topic: str, partition: int, key: str, skip: Collection[bytes] = ()

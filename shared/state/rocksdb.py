@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from shared.engine import Entry
 from shared.state.base import (
     BROADCAST_OFFSET_KEY,
     ENTRY_PREFIX,
@@ -137,6 +138,38 @@ class RocksDBStore:
         self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
         db.write(batch, self._write_opts)
         return CommitStats(size, changes.entry_count)
+
+    def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
+        db = self._db(topic, partition)
+        raw, broadcast = db.get(OFFSET_KEY), db.get(BROADCAST_OFFSET_KEY)
+        return PartitionCheckpoint(
+            int(raw) if raw is not None else None,
+            envelope=db.get(ENVELOPE_KEY),
+            broadcast_offset=int(broadcast) if broadcast is not None else None,
+        )
+
+    def stored_keys(self, topic: str, partition: int) -> list[str]:
+        """Snapshot keys, then each key with entries once: after a key's first entry the iterator seeks
+        past the key (a map name's bytes are UTF-8, never 0xff)."""
+        db = self._db(topic, partition)
+        keys = {k[len(SNAPSHOT_PREFIX) :].decode() for k, _v in self._scan(db, SNAPSHOT_PREFIX)}
+        it = db.iter()
+        it.seek(ENTRY_PREFIX)
+        while it.valid():
+            k = it.key()
+            if not k.startswith(ENTRY_PREFIX):
+                break
+            key = split_entry_key(k)[0]
+            keys.add(key)
+            it.seek(entry_prefix(key) + b"\xff")
+        return sorted(keys)
+
+    def load_key(
+        self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
+    ) -> tuple[bytes | None, list[Entry]]:
+        db = self._db(topic, partition)
+        entries = group_entries(self._scan(db, entry_prefix(key)), skip_maps).get(key, [])
+        return db.get(SNAPSHOT_PREFIX + key.encode()), entries
 
     def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
         """One stored entry, for maps an engine keeps in the store rather than in memory."""

@@ -140,3 +140,27 @@ def test_tuning_options_stay_out_of_the_envelope():
     other = envelope_for(service, resolve_options(service, {"allow_negative": True}))
     with pytest.raises(StateError, match="allow_negative=true"):
         check_envelope(other.to_bytes(), large, "stored", has_state=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["rocksdb", "redis"])
+def test_kill9_with_one_resident_engine_per_partition_equals_uninterrupted(
+    backend, broker, redis_server, unique, tmp_path
+):
+    """``resident_keys: 1``: after each checkpoint a partition keeps one engine and reads the others back
+    from the store when their key is next seen; killed twice mid-stream, the results are the replay's."""
+    from shared.service import DemoWorkload
+    from shared.testing import Case, check_kill9_restart
+
+    service = load_service("reference")
+    assert service.demo is not None
+    workload = DemoWorkload(
+        input=service.demo.input,
+        config={**service.demo.config, "resident_keys": 1, "checkpoint_interval": 0.1},
+        partitions=service.demo.partitions,
+        name="one-resident",
+    )
+    case = Case("reference", service, workload)
+    assert len(case.events_by_key()) > service.demo.partitions  # some partition holds several keys
+    kills = check_kill9_restart(case, broker, redis_server.url, tmp_path, unique, backend=backend)
+    assert len(kills) == 2 and all(0 < k.checkpointed < k.total for k in kills)
