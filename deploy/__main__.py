@@ -11,10 +11,12 @@ from deploy.services import REPO, deployable_services
 def generated_files() -> dict[str, str]:
     from deploy.chart import chart_files
     from deploy.compose import compose_files
+    from deploy.dashboards import dashboard_files
 
     services = deployable_services()
     files = compose_files(services)
     files.update(chart_files(services))
+    files.update(dashboard_files(services))
     return files
 
 
