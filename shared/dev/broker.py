@@ -8,7 +8,8 @@ producers (idempotent too), consumer groups with offset commits and metadata. Th
 * ``main`` is the ``python -m shared.dev.broker`` / ``ivmstream broker`` entry point: it prints the
   bootstrap address as the first stdout line, then serves until SIGTERM/SIGINT while answering a
   line protocol on stdin (``create NAME PARTITIONS`` -> ``ok NAME PARTITIONS`` | ``error CODE: why``;
-  ``topics`` -> ``ok NAME:PARTITIONS ...``);
+  ``topics`` -> ``ok NAME:PARTITIONS ...``; the wire-level fault commands of ``shared.dev.faults``:
+  ``down``/``up`` a broker, ``rtt``, ``errors`` per request type, ``coordinator`` and ``leader`` moves);
 * ``BrokerProcess`` runs ``main`` in a child process, for tests and the demo.
 
 Limits of the mock, checked against librdkafka's rdkafka_mock.c: brokers listen on 127.0.0.1 only
@@ -43,6 +44,8 @@ from functools import cache
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
+
+from shared.dev.faults import COMMANDS, fault_line
 
 __all__ = ["BrokerError", "BrokerProcess", "MockCluster", "main"]
 
@@ -81,6 +84,34 @@ def _library_candidates() -> list[Path]:
     return found
 
 
+_i32, _i16 = ctypes.c_int32, ctypes.c_int16
+# The mock's fault API (shared.dev.faults): optional, each command checks its own symbol.
+_FAULT_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "rd_kafka_mock_broker_set_down": (ctypes.c_int, [ctypes.c_void_p, _i32]),
+    "rd_kafka_mock_broker_set_up": (ctypes.c_int, [ctypes.c_void_p, _i32]),
+    "rd_kafka_mock_broker_set_rtt": (ctypes.c_int, [ctypes.c_void_p, _i32, ctypes.c_int]),
+    "rd_kafka_mock_push_request_errors_array": (
+        None,
+        [ctypes.c_void_p, _i16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)],
+    ),
+    # variadic: (err, rtt_ms) int pairs follow the fixed arguments
+    "rd_kafka_mock_broker_push_request_error_rtts": (
+        ctypes.c_int,
+        [ctypes.c_void_p, _i32, _i16, ctypes.c_size_t],
+    ),
+    "rd_kafka_mock_broker_error_stack_cnt": (
+        ctypes.c_int,
+        [ctypes.c_void_p, _i32, _i16, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "rd_kafka_mock_clear_request_errors": (None, [ctypes.c_void_p, _i16]),
+    "rd_kafka_mock_coordinator_set": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, _i32],
+    ),
+    "rd_kafka_mock_partition_set_leader": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, _i32, _i32]),
+}
+
+
 @cache
 def _lib() -> ctypes.CDLL:
     """Load librdkafka once, preferring the copy confluent-kafka itself uses, and declare signatures."""
@@ -103,13 +134,14 @@ def _lib() -> ctypes.CDLL:
         "rd_kafka_mock_cluster_destroy": (None, [vp]),
         "rd_kafka_mock_topic_create": (ci, [vp, cp, ci, ci]),
         "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [vp, ctypes.c_int32]),
+        **_FAULT_SIGNATURES,
     }
     for name, (restype, argtypes) in signatures.items():
         try:
             fn = getattr(lib, name)
         except AttributeError:
-            if name.startswith("rd_kafka_mock_group"):
-                continue  # optional: older librdkafka lacks it
+            if name.startswith("rd_kafka_mock_group") or name in _FAULT_SIGNATURES:
+                continue  # optional: older librdkafka lacks it (a fault command then says so)
             raise BrokerError(
                 f"{candidates[0]} has no {name}: librdkafka too old for a mock cluster"
             ) from None
@@ -242,6 +274,29 @@ class MockCluster:
         if err:
             raise BrokerError(f"cannot create topic {name!r}: {_err_str(err)}", _err_name(err))
 
+    def has_symbol(self, symbol: str) -> bool:
+        """Whether the loaded librdkafka exports ``symbol`` (fault commands need one each)."""
+        return hasattr(_lib(), symbol)
+
+    def call_mock(self, symbol: str, *args: Any) -> int:
+        """Call a mock-cluster function with this cluster first; its rd_kafka_resp_err_t (0 if void)."""
+        with self._lock:
+            if self._mcluster is None:
+                raise BrokerError("mock cluster is not running")
+            return int(getattr(_lib(), symbol)(self._mcluster, *args) or 0)
+
+    def fault(self, words: Sequence[str]) -> str:
+        """Run one fault command (``shared.dev.faults``) given as words; the answer after ``ok``."""
+        from shared.dev.faults import FaultError, run_fault
+
+        try:
+            answer = run_fault(self, _lib(), list(words)) if words else None
+        except FaultError as exc:
+            raise BrokerError(exc.reason, exc.code) from None
+        if answer is None:
+            raise BrokerError(f"unknown fault command {' '.join(words)!r}", "INVALID_REQUEST")
+        return answer
+
     def list_topics(self, timeout: float = 5.0) -> dict[str, int]:
         """Topic -> partition count as clients see it (includes auto-created topics)."""
         from confluent_kafka.admin import AdminClient  # lazy: only this query needs a client
@@ -313,7 +368,8 @@ def _parser(prog: str) -> _Parser:
     p = _Parser(
         prog=prog,
         description="Run librdkafka's in-memory mock Kafka cluster on 127.0.0.1 until SIGTERM/SIGINT. "
-        "Prints the bootstrap address first; reads 'create NAME PARTITIONS' and 'topics' lines on stdin.",
+        "Prints the bootstrap address first; reads 'create NAME PARTITIONS', 'topics' and fault commands "
+        "('faults' lists them: down, up, rtt, errors, coordinator, leader, ...) on stdin.",
         exit_on_error=False,
     )
     p.add_argument(
@@ -397,7 +453,9 @@ class _Server:
                 return f"ok {name} {partitions}"
             if words[0] == "topics" and len(words) == 1:
                 return " ".join(["ok", *(f"{n}:{p}" for n, p in self.cluster.list_topics().items())])
-            expected = "expected 'create NAME PARTITIONS' or 'topics'"
+            if words[0] == "faults" or words[0] in COMMANDS:
+                return f"ok {self.cluster.fault(words)}".rstrip()
+            expected = "expected 'create NAME PARTITIONS', 'topics' or a fault command (see 'faults')"
             raise BrokerError(f"unknown command {line.strip()!r}; {expected}", "INVALID_REQUEST")
         except BrokerError as exc:
             return f"error {exc}"
@@ -601,6 +659,15 @@ class BrokerProcess:
             raise self._error(reply)
         entries = (item.rpartition(":") for item in reply.split()[1:])
         return {name: int(count) for name, _, count in entries}
+
+    def fault(self, kind: str, *, timeout: float = 10.0, **params: Any) -> str:
+        """Inject a wire-level fault (``shared.dev.faults``): ``fault("rtt", broker=1, ms=500)``,
+        ``fault("errors", api="Fetch", errors=["NOT_LEADER_FOR_PARTITION"])``, ``fault("down",
+        broker="all")``. Returns the answer after ``ok``; BrokerError with the broker's code if refused."""
+        reply = self.request(fault_line(kind, **params), timeout)
+        if reply == "ok" or reply.startswith("ok "):
+            return reply[3:]
+        raise self._error(reply)
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait up to ``timeout`` s, SIGKILL if needed; returns the exit code (None if never run)."""
