@@ -89,6 +89,12 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "are dropped and reloaded from the state store when their key is next seen (null: keep all)",
     ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
+    "broker_timeout": Option(
+        120.0,
+        optional(positive_number()),
+        "seconds with no Kafka broker reachable after which the worker exits non-zero with one line "
+        "(state stays at its last checkpoint, so a restart resumes exactly); null: retry forever",
+    ),
     "shard_by": Option(
         None,
         optional(string()),
@@ -128,6 +134,7 @@ class ServiceConfig:
     source: str = "<inline>"
     state_layout: str = "incremental"
     resident_keys: int | None = 10_000  # engines kept per partition after a checkpoint (None: all)
+    broker_timeout: float | None = 120.0  # seconds without a reachable broker before exiting (None: never)
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
     global_topic: str = ""  # with shard_by: the coordinator's output
@@ -207,6 +214,7 @@ def build_config(
         state_layout=values["state_layout"],
         resident_keys=values["resident_keys"],
         session_timeout_ms=values["session_timeout_ms"],
+        broker_timeout=values["broker_timeout"],
         kafka=values["kafka"],
         source=source,
         shard_by=values["shard_by"],
