@@ -3,15 +3,60 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 
 class BrokerUnavailable(RuntimeError):
     pass
+
+
+class BrokerWatch:
+    """How long no Kafka broker has been reachable, from a consumer's callbacks; ``check`` raises
+    BrokerUnavailable once that passes ``timeout`` seconds (None: never).
+
+    librdkafka retries an unreachable cluster forever and says so only in log lines; a worker that
+    should give up (so its supervisor restarts or alerts) needs one decision point. The outage starts at
+    librdkafka's "all brokers down" error and ends at the first statistics report (every
+    ``statistics.interval.ms``) that shows a broker up, or the first record consumed."""
+
+    def __init__(self, bootstrap: str, timeout: float | None) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.down_since: float | None = None
+
+    def on_error(self, err: KafkaError) -> None:
+        """The consumer's ``error_cb``: errors there are about the client, not one record."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+                KAFKA_LOG.warning("no Kafka broker reachable at %s; retrying", self.bootstrap)
+        else:  # a fatal one also fails the next consume, which stops the worker
+            KAFKA_LOG.log(logging.ERROR if err.fatal() else logging.INFO, "kafka client error: %s", err.str())
+
+    def on_stats(self, stats: Mapping[str, Any]) -> None:
+        if any(b.get("state") == "UP" for b in stats.get("brokers", {}).values()):
+            self.reachable()
+
+    def reachable(self) -> None:
+        if self.down_since is not None:
+            KAFKA_LOG.warning("Kafka reachable again after %.1f s", time.monotonic() - self.down_since)
+            self.down_since = None
+
+    def check(self) -> None:
+        if self.down_since is None or self.timeout is None:
+            return
+        down = time.monotonic() - self.down_since
+        if down > self.timeout:
+            raise BrokerUnavailable(
+                f"no Kafka broker reachable at {self.bootstrap} for {down:.0f} s (broker_timeout "
+                f"{self.timeout:g} s); exiting with the state at its last checkpoint, so a restart "
+                "resumes exactly"
+            )
 
 
 # librdkafka's own log lines go through Python logging, not straight to stderr.

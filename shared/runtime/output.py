@@ -8,7 +8,7 @@ lost result. Delivery failures stop the worker before it checkpoints past them.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -88,10 +88,13 @@ class Output:
         self.producer.poll(0)
         return n
 
-    def flush(self, timeout: float = 60.0) -> None:
-        """Wait until every result and dead letter is acknowledged; raise if any was lost."""
+    def flush(self, timeout: float = 60.0, check: Callable[[], None] | None = None) -> None:
+        """Wait until every result and dead letter is acknowledged; raise if any was lost. ``check``
+        runs every second while waiting, so a worker can give up on an unreachable cluster sooner."""
         deadline = time.monotonic() + timeout
         while self.producer.flush(min(1.0, max(0.0, deadline - time.monotonic()))) > 0:
+            if check is not None:
+                check()
             if time.monotonic() >= deadline:
                 raise DeliveryFailed(
                     f"{len(self.producer)} output records not acknowledged within {timeout}s"

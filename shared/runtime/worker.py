@@ -39,7 +39,7 @@ from shared.events import EventCodec, EventError, UpdateEvent
 from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
 from shared.runtime.broadcast import BroadcastFeed, first_unapplied, resume_offset
-from shared.runtime.kafka import consumer_settings, producer_settings
+from shared.runtime.kafka import BrokerWatch, consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
@@ -92,12 +92,17 @@ class Worker:
         self.codec = codec if codec is not None else EventCodec(schema_of(service, config))
         self.metrics = metrics or RuntimeMetrics(service.name)
         self._fault = fault_hook or (lambda _point: None)
+        self.broker_watch = BrokerWatch(bootstrap, config.broker_timeout)
         self.consumer = Consumer(
             consumer_settings(
                 bootstrap,
                 self.group,
                 config.session_timeout_ms,
-                {**config.kafka.get("consumer", {}), "stats_cb": self._on_stats},
+                {
+                    **config.kafka.get("consumer", {}),
+                    "stats_cb": self._on_stats,
+                    "error_cb": self.broker_watch.on_error,
+                },
             )
         )
         self.producer = Producer(producer_settings(bootstrap, config.kafka.get("producer", {})))
@@ -167,11 +172,14 @@ class Worker:
         )
         feed = self.broadcast
         health = self.metrics.health
+        watch = self.broker_watch
         try:
             while not self._stop.is_set():
                 msgs = self.consumer.consume(self.config.batch_size, 0.2 if feed is None else 0.1)
                 if msgs:
+                    watch.reachable()
                     self._process(msgs)
+                watch.check()
                 if feed is not None:  # the same loop: no engine is ever applied to twice at once
                     side = feed.consume(self.config.batch_size, 0.0 if msgs else 0.1)
                     if side:
@@ -532,7 +540,7 @@ class Worker:
         todo = [p for p in owned if p.needs_checkpoint]
         if todo:
             started = time.perf_counter()
-            self.output.flush()
+            self.output.flush(check=self.broker_watch.check)
             size = entries = 0
             for state in todo:
                 stats = self.store.commit(
@@ -601,6 +609,7 @@ class Worker:
 
     def _on_stats(self, stats_json: str) -> None:
         stats = orjson.loads(stats_json)
+        self.broker_watch.on_stats(stats)
         for topic, tstats in stats.get("topics", {}).items():
             for pid, pstats in tstats.get("partitions", {}).items():
                 lag = pstats.get("consumer_lag", -1)
