@@ -104,7 +104,11 @@ def panels(scrapes: dict[str, list[dict[str, Any]]], window: float = 2.0) -> dic
     """Per service: time series of the overview's panels."""
     out: dict[str, dict[str, Any]] = {}
     for service, series in scrapes.items():
-        times, rates_in, rates_applied, p50, p99 = [], [], [], [], []
+        times: list[float] = []
+        rates_in: list[float] = []
+        rates_applied: list[float] = []
+        p50: list[float | None] = []
+        p99: list[float | None] = []
         lag: dict[str, list[tuple[float, float]]] = {}
         for i, now in enumerate(series):
             j = max(k for k in range(i + 1) if series[i]["t"] - series[k]["t"] >= window or k == 0)
