@@ -11,10 +11,11 @@
  * checks it against the reference decoder on generated and mutated records.
  *
  * Python API (see shared/events/codec.py):
- *     Decoder(relations, key_field, event_type, error_type, fallback)
+ *     Decoder(relations, key_field, event_type, error_type, fallback, max_size=-1)
  *         relations: sequence of (name: str, ((column: str, typecode: int), ...))
  *         key_field: str or None
  *         fallback(value) -> event or error instance, for every declined value
+ *         max_size: values longer than this many bytes are declined (the fallback rejects them); -1: no limit
  *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
  *     Decoder.decode_many(values) -> decoded
  */
@@ -61,6 +62,7 @@ typedef struct {
     PyObject *fallback;
     PyObject *empty_key; /* "" : the one group of a service without key_field */
     PyObject **cache;    /* CACHE_SLOTS recent short ASCII strings (owned references) or NULL */
+    Py_ssize_t max_size; /* longer values are declined; -1: no limit */
 } Decoder;
 
 /* --- the parser ------------------------------------------------------------------------------------ */
@@ -338,6 +340,7 @@ done:
  * A NULL with an exception set is a real error (out of memory), not a decline. */
 static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
     if (!PyBytes_CheckExact(value)) return NULL;
+    if (self->max_size >= 0 && PyBytes_GET_SIZE(value) > self->max_size) return NULL;
     Cursor c = {PyBytes_AS_STRING(value), PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
     const RelationSpec *rel = NULL;
     PyObject *row = NULL, *key = NULL, *event = NULL;
@@ -499,11 +502,13 @@ static void free_relations(Decoder *self) {
 }
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback", NULL};
+    static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback", "max_size", NULL};
     PyObject *relations, *key_field, *event_type, *error_type, *fallback;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", kwlist, &relations, &key_field, &event_type,
-                                     &error_type, &fallback))
+    Py_ssize_t max_size = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|n", kwlist, &relations, &key_field, &event_type,
+                                     &error_type, &fallback, &max_size))
         return -1;
+    self->max_size = max_size < 0 ? -1 : max_size;
     if (!PyType_Check(error_type) || !PyCallable_Check(event_type) || !PyCallable_Check(fallback)) {
         PyErr_SetString(PyExc_TypeError, "event_type and fallback must be callable, error_type a type");
         return -1;

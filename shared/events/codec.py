@@ -17,6 +17,15 @@ from typing import Annotated, Any, Union
 import msgspec
 import orjson
 
+from shared.events.reasons import (
+    MAX_NESTING,
+    MAX_RECORD_BYTES,
+    as_bytes,
+    json_error_reason,
+    nesting_depth,
+    out_of_range_integer,
+)
+
 try:  # the compiled decoder (setup.py); without it every record takes the msgspec path below
     from shared.events import _fastjson
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -199,21 +208,29 @@ class EventCodec:
 
     name = "json"
 
-    def __init__(self, schema: Schema, *, compiled: bool | None = None) -> None:
+    def __init__(
+        self, schema: Schema, *, compiled: bool | None = None, max_record_bytes: int = MAX_RECORD_BYTES
+    ) -> None:
         """``compiled``: use the C decoder (default: whenever it is built and IVMSTREAM_PURE_PYTHON
-        is not 1); ``True`` insists on it."""
+        is not 1); ``True`` insists on it. ``max_record_bytes``: longer records are refused as
+        ``oversized`` (a str record is measured in characters)."""
+        if max_record_bytes < 1:
+            raise ValueError(f"max_record_bytes must be positive, got {max_record_bytes}")
         self.schema = schema
+        self.max_record_bytes = max_record_bytes
         self._validators = {
             name: tuple((col, COLUMN_TYPES[typ], typ) for col, typ in rel.columns)
             for name, rel in schema.relations.items()
         }
         self._arity = {name: len(rel.columns) for name, rel in schema.relations.items()}
-        self._fast = _FastDecoder(schema)
+        self._fast = _FastDecoder(schema, max_record_bytes)
         if compiled is None:
             compiled = _fastjson is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1"
         elif compiled and _fastjson is None:
             raise RuntimeError("the compiled decoder shared.events._fastjson is not built (pip install -e .)")
-        self._compiled = _compiled_decoder(schema, self._decode_declined) if compiled else None
+        self._compiled = (
+            _compiled_decoder(schema, self._decode_declined, max_record_bytes) if compiled else None
+        )
 
     @property
     def compiled(self) -> bool:
@@ -237,14 +254,29 @@ class EventCodec:
             return self.decode_slow(value)
 
     def decode_slow(self, value: bytes | str | None) -> UpdateEvent:
-        """Pure-Python decoding and validation: the reference semantics and the precise reasons."""
+        """Pure-Python decoding and validation: the reference semantics and the precise reasons
+        (shared/events/reasons.py; the hostile-input checks come first, in the order of REASONS)."""
         if value is None:
             raise EventError("malformed-json", "empty record value")
+        if len(value) > self.max_record_bytes:
+            limit = self.max_record_bytes
+            raise EventError("oversized", f"record of {len(value)} bytes, over the limit of {limit}")
         try:
             obj = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raise EventError("malformed-json", f"not valid JSON: {exc}") from None
-        return self.validate(obj)
+            raw = as_bytes(value)
+            raise EventError(json_error_reason(raw, str(exc), exc.pos), f"not valid JSON: {exc}") from None
+        literal = out_of_range_integer(as_bytes(value))
+        if literal is not None:
+            detail = f"integer {literal} is outside the 64-bit range [-2**63, 2**64 - 1]"
+            raise EventError("integer-out-of-range", detail)
+        try:
+            return self.validate(obj)
+        except EventError:
+            # An accepted event nests two levels deep, so only a refused one can be this deep.
+            if nesting_depth(obj) > MAX_NESTING:
+                raise EventError("too-deep", f"JSON nested deeper than {MAX_NESTING} levels") from None
+            raise
 
     def validate(self, obj: Any) -> UpdateEvent:
         if type(obj) is not dict:
@@ -332,7 +364,9 @@ class EventCodec:
 CODECS: dict[str, type[EventCodec]] = {EventCodec.name: EventCodec}
 
 
-def _compiled_decoder(schema: Schema, fallback: Callable[[Any], Any]) -> Any:
+def _compiled_decoder(
+    schema: Schema, fallback: Callable[[Any], Any], max_record_bytes: int = MAX_RECORD_BYTES
+) -> Any:
     """The C decoder for this schema. Decimal columns are left to Python (their records are declined)."""
     assert _fastjson is not None
     codes = {
@@ -347,7 +381,9 @@ def _compiled_decoder(schema: Schema, fallback: Callable[[Any], Any]) -> Any:
     relations = [
         (name, tuple((col, codes[typ]) for col, typ in rel.columns)) for name, rel in schema.relations.items()
     ]
-    return _fastjson.Decoder(relations, schema.key_field, UpdateEvent, EventError, fallback)
+    return _fastjson.Decoder(
+        relations, schema.key_field, UpdateEvent, EventError, fallback, max_size=max_record_bytes
+    )
 
 
 class _NeedsSlowPath(Exception):
@@ -363,10 +399,12 @@ _DECLINED = (msgspec.DecodeError, TypeError, UnicodeError, _NeedsSlowPath)
 _JSON_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 # Column types as msgspec decodes them. Only exact, strict types are decoded natively; decimal and
-# number columns arrive as their JSON type and go through the same checker as the slow path.
+# number columns arrive as their JSON type and go through the same checker as the slow path. A float
+# column takes integers as int64 and converts them, so that a longer literal is declined (the reference
+# refuses it) rather than read as a float.
 _FAST_TYPES: dict[str, Any] = {
     "int": _JSON_INT,
-    "float": float,
+    "float": _JSON_INT | float,
     "number": _JSON_INT | float,
     "str": str,
     "bool": bool,
@@ -387,8 +425,9 @@ class _FastDecoder:
     attributes are named ``c0, c1, ...`` (``k`` for the key field) and renamed to the column names, so
     any column name works; names reach the generated source only as ``str`` literals."""
 
-    def __init__(self, schema: Schema) -> None:
+    def __init__(self, schema: Schema, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.key_field = key_field = schema.key_field
+        self.max_record_bytes = max_record_bytes
         structs = []
         self._relations: list[tuple[Any, str, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = []
         for i, (name, rel) in enumerate(schema.relations.items()):
@@ -409,9 +448,11 @@ class _FastDecoder:
                 gc=False,  # a temporary holding scalars only
             )
             structs.append(event_t)
-            # Decimal and exact columns arrive as their JSON type and go through the slow path's checker.
+            # Decimal, exact and float columns arrive as their JSON type and go through the slow path's
+            # checker.
             checks = tuple(
-                (col, COLUMN_TYPES[typ] if typ in ("decimal", "exact") else None) for col, typ in rel.columns
+                (col, COLUMN_TYPES[typ] if typ in ("decimal", "exact", "float") else None)
+                for col, typ in rel.columns
             )
             self._relations.append((event_t, name, checks))
         # msgspec does not insist on the tag of a lone tagged struct: a schema of one relation gets a
@@ -451,9 +492,10 @@ class _FastDecoder:
             "_NeedsSlowPath": _NeedsSlowPath,
             "_DECLINE": _DECLINED,
             "_decode": self._decoder.decode,
+            "_limit": self.max_record_bytes,
         }
         src = ["def decode_grouped(values, slow):" if grouped else "def decode_many(values):"]
-        src += ["    decode = _decode", "    decoded = []"]
+        src += ["    decode = _decode", "    limit = _limit", "    decoded = []"]
         if grouped:
             src += ["    errors = 0"]
             if keyed:
@@ -461,6 +503,8 @@ class _FastDecoder:
         src += [
             "    for v in values:",
             "        try:",
+            "            if len(v) > limit:",  # None: a TypeError, declined like the oversized
+            "                raise _NeedsSlowPath",
             "            ev = decode(v)",
             "            d = ev.delta",  # msgspec already refused bools and floats
             "            if not d:",

@@ -572,7 +572,7 @@ def value_of(typ: str, v: Any, key: str = "K") -> Outcome:
     return accepted(typ, {"v": v}, 1, key)
 
 
-# Beyond 64 bits (below -2**63 or above 2**64-1) the reference parser, orjson, reads an integer as a float.
+# Beyond 64 bits (below -2**63 or above 2**64-1) orjson reads an integer as a float: the reference refuses it.
 # (typ, JSON text, expected outcome)
 NUMBER_CASES = [
     # 18 digits: the largest the C parser reads itself
@@ -594,15 +594,15 @@ NUMBER_CASES = [
     ("int", "10000000000000000000", value_of("int", 10**19)),
     ("number", "10000000000000000000", value_of("number", 10**19)),
     ("exact", "18446744073709551615", value_of("exact", 2**64 - 1)),
-    # beyond 64 bits: a float to the reference
-    ("int", "-9223372036854775809", rejected("wrong-type")),
-    ("int", "18446744073709551616", rejected("wrong-type")),
-    ("int", "99999999999999999999", rejected("wrong-type")),
-    ("float", "99999999999999999999", value_of("float", 1e20)),
-    ("number", "99999999999999999999", value_of("number", 1e20)),
-    ("number", "-9223372036854775809", value_of("number", -9.223372036854776e18)),
-    ("exact", "99999999999999999999", value_of("exact", Decimal("1E+20"))),
-    ("decimal", "99999999999999999999", value_of("decimal", Decimal("1E+20"))),
+    # beyond 64 bits: refused, never rounded to a float
+    ("int", "-9223372036854775809", rejected("integer-out-of-range")),
+    ("int", "18446744073709551616", rejected("integer-out-of-range")),
+    ("int", "99999999999999999999", rejected("integer-out-of-range")),
+    ("float", "99999999999999999999", rejected("integer-out-of-range")),
+    ("number", "99999999999999999999", rejected("integer-out-of-range")),
+    ("number", "-9223372036854775809", rejected("integer-out-of-range")),
+    ("exact", "99999999999999999999", rejected("integer-out-of-range")),
+    ("decimal", "99999999999999999999", rejected("integer-out-of-range")),
     ("decimal", "18446744073709551615", value_of("decimal", Decimal(2**64 - 1))),
     # signs and zeros
     ("int", "-0", value_of("int", 0)),
@@ -621,7 +621,7 @@ NUMBER_CASES = [
     ("number", "1.5e+3", value_of("number", 1500.0)),
     ("number", "1e0", value_of("number", 1.0)),
     ("float", "1e-400", value_of("float", 0.0)),
-    ("float", "1e400", rejected("malformed-json")),
+    ("float", "1e400", rejected("non-finite-number")),
     ("float", "1.7976931348623157e308", value_of("float", 1.7976931348623157e308)),
     ("float", "5e-324", value_of("float", 5e-324)),
     ("float", "2.4703282292062328e-324", value_of("float", 5e-324)),  # just above half the least subnormal
@@ -653,8 +653,8 @@ NUMBER_CASES = [
     ("number", "1e", rejected("malformed-json")),
     ("number", "-", rejected("malformed-json")),
     ("int", "0x10", rejected("malformed-json")),
-    ("number", "NaN", rejected("malformed-json")),
-    ("float", "Infinity", rejected("malformed-json")),
+    ("number", "NaN", rejected("non-finite-number")),
+    ("float", "Infinity", rejected("non-finite-number")),
     # wrong JSON types
     ("int", "true", rejected("wrong-type")),
     ("int", "1.0", rejected("wrong-type")),
@@ -674,7 +674,7 @@ NUMBER_CASES = [
     ("str", '""', value_of("str", "")),
     ("str", '"a\\u0062"', value_of("str", "ab")),
     ("str", '"\\ud83d\\ude00"', value_of("str", "😀")),
-    ("str", '"\\ud800"', rejected("malformed-json")),
+    ("str", '"\\ud800"', rejected("invalid-utf8")),
     ("str", '"\\"\\\\\\/\\b\\f\\n\\r\\t"', value_of("str", '"\\/\b\f\n\r\t')),
     ("str", '"\x7f"', value_of("str", "\x7f")),
     ("str", '"\t"', rejected("malformed-json")),  # a raw control character
@@ -701,8 +701,8 @@ KEY_CASES = [
     ("999999999999999999", value_of("int", 1, "999999999999999999")),
     ("-9223372036854775808", value_of("int", 1, "-9223372036854775808")),
     ("18446744073709551615", value_of("int", 1, "18446744073709551615")),
-    ("18446744073709551616", rejected("wrong-type")),  # a float to the reference
-    ("99999999999999999999", rejected("wrong-type")),
+    ("18446744073709551616", rejected("integer-out-of-range")),  # orjson would read a float
+    ("99999999999999999999", rejected("integer-out-of-range")),
     ("1.5", rejected("wrong-type")),
     ("1.0", rejected("wrong-type")),
     ("1e2", rejected("wrong-type")),
@@ -874,8 +874,8 @@ ROW_OUTCOME = accepted("u", {"a": 1, "b": ""}, 1, "K")
         (members(REL, ROW, b'"delta":1.0'), rejected("bad-delta")),
         (members(REL, ROW, b'"delta":"1"'), rejected("bad-delta")),
         (members(REL, ROW, b'"delta":-0'), rejected("zero-delta")),
-        (members(REL, ROW, b'"delta":99999999999999999999'), rejected("bad-delta")),  # a float to orjson
-        (members(REL, ROW, b'"delta":-9223372036854775809'), rejected("bad-delta")),
+        (members(REL, ROW, b'"delta":99999999999999999999'), rejected("integer-out-of-range")),
+        (members(REL, ROW, b'"delta":-9223372036854775809'), rejected("integer-out-of-range")),
         (members(REL, ROW, b'"delta":-9223372036854775808'), accepted("u", {"a": 1, "b": ""}, -(2**63), "K")),
         (
             members(REL, ROW, b'"delta":18446744073709551615'),

@@ -1,0 +1,117 @@
+"""Why a record was refused: the stable reason codes and the checks behind the hostile-input ones.
+
+A reason code is a metric label and the ``ivmstream.reason`` header of a dead letter, so the set is
+closed and small, and each kind of hostile record has its own code: an operator reading the dead-letter
+topic must be able to tell a flood of oversized records from a producer writing NaN. The checks here run
+only on the reference (slow) path, which the fast decoders hand every record they cannot decide.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+# The decoder's codes -> what each means (docs/security.md lists them; tests reach every one). Engines add
+# codes of their own for events that decode but cannot apply (e.g. deleting an absent tuple).
+REASONS: dict[str, str] = {
+    "oversized": "the record is longer than the codec's record size limit",
+    "malformed-json": "the record is empty or not JSON",
+    "invalid-utf8": "the record's text is not valid UTF-8 (or escapes a lone surrogate)",
+    "non-finite-number": "a number is NaN, Infinity or overflows a double (JSON has no such numbers)",
+    "integer-out-of-range": "an integer literal outside [-2**63, 2**64 - 1] (a JSON parser rounds it)",
+    "too-deep": "JSON nested deeper than the nesting limit",
+    "not-an-object": "the event or its row is not a JSON object",
+    "missing-field": "the event lacks relation, row or delta",
+    "unknown-field": "the event has a field besides relation, row and delta",
+    "unknown-relation": "the relation is not one the service reads",
+    "bad-delta": "delta is not an integer",
+    "zero-delta": "delta is 0",
+    "missing-key": "the row lacks the partition key field",
+    "missing-column": "the row lacks a column of its relation",
+    "null-value": "a column is null",
+    "wrong-type": "a column or the key has the wrong JSON type",
+    "unexpected-column": "the row has a column its relation does not declare",
+}
+
+# The default record size limit: Kafka's default maximum message size.
+MAX_RECORD_BYTES = 1 << 20
+# An event is two levels deep ({"row": {...}}); anything nested past this is hostile, not a typo.
+MAX_NESTING = 16
+# The integers the reference parser (orjson) reads exactly: signed 64-bit minimum to unsigned maximum.
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+
+# An integer literal of 19 or more digits may be out of range; shorter ones never are. Cheap to search,
+# so the exact check (a second parse) runs only on the few records with such a run of digits.
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_NON_FINITE = (b"NaN", b"Infinity", b"-Infinity")
+_INTEGER_LITERAL = re.compile(rb"-?\d+(?![\d.eE])")
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """The record as bytes (a str keeps lone surrogates, so that they are reported, not re-encoded away)."""
+    return value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass")
+
+
+def json_error_reason(raw: bytes, message: str, pos: int) -> str:
+    """The reason code for text the JSON parser refused (``message``/``pos`` from its error)."""
+    if "depth limit" in message or "recursion" in message.lower():
+        return "too-deep"
+    if "UTF-8" in message or "surrogate" in message:
+        return "invalid-utf8"
+    if "infinity" in message:  # a literal no double holds: 1e400, or an integer of 309 digits or more
+        return "integer-out-of-range" if _INTEGER_LITERAL.match(raw, max(pos, 0)) else "non-finite-number"
+    for start in (pos, pos - 1):
+        if 0 <= start < len(raw) and raw.startswith(_NON_FINITE, start):
+            return "non-finite-number"
+    return "malformed-json"
+
+
+class _OutOfRange(Exception):
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _checked_int(literal: str) -> int:
+    v = int(literal)
+    if not INT_MIN <= v <= INT_MAX:
+        raise _OutOfRange(literal)
+    return v
+
+
+def out_of_range_integer(raw: bytes) -> str | None:
+    """The first integer literal of ``raw`` (valid JSON) outside [INT_MIN, INT_MAX], abbreviated (None: none).
+
+    The JSON parser reads such literals as floats, which would silently round an exact column."""
+    if _LONG_DIGITS.search(raw) is None:
+        return None
+    try:
+        json.loads(raw, parse_int=_checked_int)
+    except _OutOfRange as exc:
+        text = exc.literal
+        return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+    except RecursionError:  # nested past Python's limit: reported as too deep by the caller
+        return None
+    return None
+
+
+def nesting_depth(obj: Any, limit: int = MAX_NESTING) -> int:
+    """How deep ``obj`` nests (a scalar is 0, ``{}`` is 1), counting no further than ``limit + 1``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) is dict:
+            children: Iterable[Any] = node.values()
+        elif type(node) is list:
+            children = node
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
