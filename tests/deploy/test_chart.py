@@ -139,6 +139,15 @@ def test_secrets_are_referenced_never_inlined(full_docs):
         assert "sasl.password" not in json.dumps(cm)
 
 
+def test_environment_names_are_read_by_the_code_or_substituted_into_arguments(default_docs, full_docs):
+    code = "\n".join(p.read_text() for p in (REPO / "shared").rglob("*.py"))
+    for spec in _pod_specs(default_docs) + _pod_specs(full_docs):
+        for container in spec["containers"]:
+            for env in container.get("env", []):
+                name = env["name"]
+                assert f'"{name}"' in code or any(f"$({name})" in arg for arg in container["args"]), name
+
+
 def test_optional_resources(full_docs):
     services = {d.name: d for d in deployable_services()}
     hpas = _kind(full_docs, "HorizontalPodAutoscaler")
