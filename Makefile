@@ -60,8 +60,8 @@ bench: setup
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
 lint: setup
-	$(VENV)/bin/ruff check shared services tests bench setup.py
-	$(VENV)/bin/ruff format --check shared services tests bench setup.py
+	$(VENV)/bin/ruff check shared services tests bench deploy setup.py
+	$(VENV)/bin/ruff format --check shared services tests bench deploy setup.py
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/mypy
 
