@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -18,6 +19,7 @@ import orjson
 from shared.config import ConfigError, build_config, load_config, schema_of
 from shared.events import FORMATS, FormatRegistry, Schema, SourceError, read_source
 from shared.events.formats import parse_assignments
+from shared.secrets import install_log_redaction, redact
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -32,6 +34,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from shared.runtime.kafka import BrokerUnavailable
     from shared.runtime.output import DeliveryFailed
     from shared.runtime.worker import HistoryTruncated
+    from shared.secrets import SecretError
     from shared.state import StateError
 
     known: tuple[type[BaseException], ...] = (
@@ -43,6 +46,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         StateError,
         DeliveryFailed,
         HistoryTruncated,
+        SecretError,
         OSError,
     )
     if "shared.spark.jobs" in sys.modules:  # Spark's errors only matter when its commands ran
@@ -666,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # Spark's bridge chatters at INFO
+    install_log_redaction()  # every line below is masked for secrets (shared/secrets.py)
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -674,22 +679,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except _known_errors() as exc:
         if os.environ.get("IVMSTREAM_DEBUG"):
-            raise
+            return _debug_traceback(exc)
         msg = (
             str(exc)
             if not isinstance(exc, OSError) or not exc.filename
             else f"{exc.filename}: {exc.strerror}"
         )
-        print(f"ivmstream: error: {msg}", file=sys.stderr)
+        print(f"ivmstream: error: {redact(msg)}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # last line of defence: one line, not a traceback
         if os.environ.get("IVMSTREAM_DEBUG"):
-            raise
-        print(
-            f"ivmstream: error: unexpected {type(exc).__name__}: {exc} (set IVMSTREAM_DEBUG=1 for details)",
-            file=sys.stderr,
-        )
+            return _debug_traceback(exc)
+        line = f"ivmstream: error: unexpected {type(exc).__name__}: {exc} (set IVMSTREAM_DEBUG=1 for details)"
+        print(redact(line), file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _debug_traceback(exc: BaseException) -> int:
+    """IVMSTREAM_DEBUG: the whole traceback (chained exceptions too), secrets masked."""
+    print(redact("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 if __name__ == "__main__":
