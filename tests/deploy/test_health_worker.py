@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 import orjson
-from helpers import SAMPLE, ivm_produce, running_worker, stream_config, worker_args
+from helpers import SAMPLE, ivm_produce, running_worker, running_workers, stream_config, worker_args
 
 from shared.dev.redis_server import free_port
 from shared.runtime.progress import wait_caught_up
@@ -54,3 +54,36 @@ def test_worker_is_alive_then_ready_with_its_partitions(broker, redis_server, un
         assert code == 200 and b'ivmstream_events_in_total{service="reference"} 3000.0' in metrics
         code, status = _probe(base + "/readyz")
         assert code == 200 and status["alive"] is True
+
+
+def test_two_workers_split_the_partitions_and_both_become_ready(broker, redis_server, unique, tmp_path):
+    """A second member makes the group rebalance: each worker is ready again with its share."""
+    topic = f"{unique}.updates"
+    broker.create_topic(topic, 3)
+    config = stream_config(tmp_path / "ref.json", unique, key_field="store", checkpoint_interval=0.2)
+    ports = [free_port(), free_port()]
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    commands = [
+        worker_args(
+            "reference",
+            broker,
+            redis_server,
+            unique,
+            tmp_path / name,
+            config,
+            extra=["--metrics-port", str(p)],
+        )
+        for name, p in zip(("a", "b"), ports, strict=True)
+    ]
+    with running_workers(commands[:1], logs[:1]):
+        code, status = _wait_for(f"http://127.0.0.1:{ports[0]}/readyz", 200)
+        assert code == 200 and status["partitions"] == 3, status
+        with running_workers(commands[1:], logs[1:]):
+            deadline = time.monotonic() + 90
+            while True:
+                probes = [_probe(f"http://127.0.0.1:{p}/readyz") for p in ports]
+                shares = sorted(s["partitions"] for c, s in probes if c == 200)
+                if shares == [1, 2] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert shares == [1, 2], (probes, [log.read_text() for log in logs])
