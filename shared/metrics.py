@@ -93,6 +93,13 @@ class RuntimeMetrics:
             labels,
             registry=r,
         ).labels(service)
+        self.redis_results_lost = Counter(
+            "ivmstream_redis_results_lost",
+            "Times Redis was found without the results this worker published (restarted empty, flushed); "
+            "each time the current results were published again",
+            labels,
+            registry=r,
+        ).labels(service)
         self.resident_engines = Gauge(
             "ivmstream_resident_engines",
             "Engines held in memory (at most resident_keys per partition after a checkpoint)",

@@ -1,4 +1,5 @@
-"""A throwaway local redis-server on a free loopback port (demo and tests; no persistence)."""
+"""A throwaway local redis-server on a free loopback port (demo and tests; persistent only when given a
+data directory)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, data_dir: str | None = None) -> None:
+        """``data_dir``: keep the data there (append-only file, fsync always), so a restart on the same
+        port and directory comes back with it; without, every start is empty."""
         self.port = port or free_port()
+        self.data_dir = data_dir
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -39,8 +43,11 @@ class RedisServer:
                 str(self.port),
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *(
+                    ["--appendonly", "yes", "--appendfsync", "always", "--dir", self.data_dir]
+                    if self.data_dir
+                    else ["--appendonly", "no"]
+                ),
                 "--protected-mode",
                 "yes",
                 "--loglevel",

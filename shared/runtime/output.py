@@ -7,13 +7,18 @@ lost result. Delivery failures stop the worker before it checkpoints past them.
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import orjson
 import redis
 from confluent_kafka import KafkaError, Message, Producer
+
+from shared.retry import with_retries
 
 RESULT_PREFIX = "ivmstream:results"
 
@@ -26,8 +31,17 @@ def result_index(output_topic: str) -> str:
     return f"{RESULT_PREFIX}:{output_topic}:__keys__"
 
 
+def writers_key(output_topic: str) -> str:
+    """A hash of the workers publishing to ``output_topic`` (one field each): a field that vanished
+    means Redis lost what it held (docs/architecture.md, "Redis outages")."""
+    return f"ivmstream:writers:{output_topic}"
+
+
 class DeliveryFailed(RuntimeError):
     pass
+
+
+_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
 
 class Output:
@@ -38,12 +52,16 @@ class Output:
         output_topic: str,
         dlq_topic: str,
         redis_client: redis.Redis | None,
+        redis_retry_seconds: float = 30.0,
     ) -> None:
         self.service = service
         self.producer = producer
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.redis = redis_client
+        self.redis_retry_seconds = redis_retry_seconds
+        self.writer = uuid.uuid4().hex  # this worker's field in the writers hash
+        self._registered = False  # whether Redis has held this worker's field
         self._failures: list[str] = []
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
@@ -73,20 +91,70 @@ class Output:
     def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:
         """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1
         places each record by its key."""
-        pipe = self.redis.pipeline(transaction=False) if self.redis is not None else None
-        n = 0
+        staged: list[tuple[str, bytes]] = []
         for key, record in records:
             value = orjson.dumps(record)
             # keyless: b"", one partition
             self._produce(self.output_topic, value, key.encode(), partition=partition)
-            if pipe is not None:
-                pipe.set(result_key(self.output_topic, key), value)
-                pipe.sadd(result_index(self.output_topic), key)
-            n += 1
-        if pipe is not None and n:
-            pipe.execute()
+            staged.append((key, value))
+        if self.redis is not None and staged:
+            self._to_redis(staged)
         self.producer.poll(0)
-        return n
+        return len(staged)
+
+    def _redis_call(self, call: Callable[[], Any], what: str) -> Any:
+        """Retried while Redis is unreachable, up to ``redis_retry_seconds``; then the error stops the
+        worker (before its next checkpoint, so a restart publishes these results again)."""
+        return with_retries(call, what=what, retry_on=_UNREACHABLE, give_up_after=self.redis_retry_seconds)[0]
+
+    def _to_redis(self, staged: list[tuple[str, bytes]]) -> None:
+        """One pipeline per attempt (a pipeline that failed has forgotten its commands)."""
+        assert self.redis is not None
+        client, topic = self.redis, self.output_topic
+
+        def write() -> None:
+            pipe = client.pipeline(transaction=False)
+            for key, value in staged:
+                pipe.set(result_key(topic, key), value)
+            pipe.sadd(result_index(topic), *(key for key, _ in staged))
+            if not self._registered:
+                pipe.hset(writers_key(topic), self.writer, str(time.time()))
+            pipe.execute()
+
+        self._redis_call(write, f"publish {len(staged)} results to Redis")
+        self._registered = True
+
+    def redis_lost_results(self) -> bool:
+        """Whether Redis no longer holds this worker's field (it restarted empty or was flushed) since
+        results were published; the field is put back, so each loss is reported once."""
+        if self.redis is None or not self._registered:
+            return False
+        client, topic = self.redis, self.output_topic
+        present = self._redis_call(lambda: client.hexists(writers_key(topic), self.writer), "check Redis")
+        if present:
+            return False
+        self._redis_call(
+            lambda: client.hset(writers_key(topic), self.writer, str(time.time())), "write Redis"
+        )
+        return True
+
+    def missing_results(self, keys: list[str]) -> list[str]:
+        """The keys among ``keys`` with no result in Redis (none without Redis)."""
+        if self.redis is None or not keys:
+            return []
+        client, index = self.redis, result_index(self.output_topic)
+        missing: list[str] = []
+        for i in range(0, len(keys), 10_000):
+            chunk = keys[i : i + 10_000]
+            held = self._redis_call(partial(client.smismember, index, chunk), "read Redis")
+            missing += [k for k, h in zip(chunk, held, strict=True) if not h]
+        return missing
+
+    def leave(self) -> None:
+        """A clean shutdown removes this worker's field (best effort)."""
+        if self.redis is not None and self._registered:
+            with contextlib.suppress(redis.RedisError):
+                self.redis.hdel(writers_key(self.output_topic), self.writer)
 
     def flush(self, timeout: float = 60.0, check: Callable[[], None] | None = None) -> None:
         """Wait until every result and dead letter is acknowledged; raise if any was lost. ``check``

@@ -164,13 +164,18 @@ class PartitionState:
         """Keys with state: resident engines and the stored keys not loaded."""
         return len(self.engines) + len(self.stored_only)
 
+    def read_engine(self, key: str) -> Engine:
+        """``key``'s engine from the store, for reading only: not kept, nothing marked to checkpoint."""
+        engine = self._load(key)
+        self.dirty.discard(key)
+        self._rewrite.discard(key)
+        return engine
+
     def results(self) -> dict[str, Any]:
         """Every key's result; keys not resident are read from the store into throwaway engines."""
         out = {key: engine.result() for key, engine in self.engines.items()}
         for key in sorted(self.stored_only):
-            out[key] = self._load(key).result()
-        self.dirty -= self.stored_only  # a read changes nothing to checkpoint
-        self._rewrite -= self.stored_only
+            out[key] = self.read_engine(key).result()
         return out
 
     @property

@@ -45,7 +45,7 @@ from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
 from shared.service import ServiceDefinition, load_sharding
 from shared.state import StateStore, check_envelope, envelope_for
-from shared.state.base import KeyLoader
+from shared.state.base import KeyLoader, StateLost
 
 log = logging.getLogger("ivmstream.runtime")
 
@@ -208,6 +208,7 @@ class Worker:
         if self.broadcast is not None:
             self.broadcast.close()
         self.output.flush()
+        self.output.leave()
         self.store.close()
 
     def _abandon(self) -> None:
@@ -240,6 +241,8 @@ class Worker:
             )
             where = f"the {self.store.name} state of {tp.topic}:{tp.partition}"
             check_envelope(cp.envelope, self._envelope, where, has_state=not cp.empty)
+            if cp.offset is None:
+                self._check_not_lost(consumer, tp)
             self._check_history(consumer, tp, cp.offset)
             if self.broadcast is not None:
                 self._check_broadcast_history(tp, cp.broadcast_offset)
@@ -254,6 +257,14 @@ class Worker:
                 loader=loader,
                 resident_keys=self.config.resident_keys if loader is not None else None,
             )
+            if self.output.redis is not None and self.routing is None and state.key_count:
+                # Redis lost results while no worker ran: publish those keys' current results again
+                missing = self.output.missing_results(sorted(set(state.engines) | state.stored_only))
+                if missing:
+                    self._republish(state, missing)
+                    log.warning(
+                        "%s: %d result(s) missing in Redis published again", state.label, len(missing)
+                    )
             if self.routing is not None and state.next_offset is None:
                 # _check_history: without a checkpoint the log starts at 0; a broadcast record may be
                 # applied before the first input record, and the checkpoint then needs an input offset
@@ -287,6 +298,24 @@ class Worker:
             offset = resume_offset(s.broadcast_next for s in self.partitions.values())
             self.broadcast.start_at(offset)
             log.info("reading %s:0 from offset %s", self.broadcast.topic, offset)
+
+    def _check_not_lost(self, consumer: Consumer, tp: TopicPartition) -> None:
+        """No stored state, yet the group has committed an offset here: the offsets mirrored into the group
+        follow checkpoints, so a checkpoint existed and the store lost it (a Redis without persistence
+        restarted, another --state-dir). Starting from the earliest offset would rebuild the state over
+        results already published, or skip records the log no longer holds: refuse and say so. The
+        memory store keeps nothing across restarts by design and is not checked."""
+        if self.store.name == "memory":
+            return
+        (committed,) = consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=10)
+        if committed.offset >= 0:
+            raise StateLost(
+                f"the {self.store.name} state of {tp.topic}:{tp.partition} is empty, but group {self.group} "
+                f"committed offset {committed.offset} there after a checkpoint: the state was lost (a "
+                "Redis restarted without persistence, or another --state-dir); refusing to rebuild it "
+                "silently from the earliest offset: bootstrap it (`ivmstream bootstrap`), or rebuild it "
+                "from the log under a new --group"
+            )
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
@@ -402,10 +431,10 @@ class Worker:
         self.metrics.events_applied.inc(applied)
         return list(groups)
 
-    def _record(self, state: PartitionState, key: str) -> dict[str, Any]:
+    def _record(self, state: PartitionState, key: str, engine: Any = None) -> dict[str, Any]:
         """A key's published record; an engine that sums upstream results (the coordinator) also says
-        which upstream offsets its result reflects."""
-        engine = state.engines[key]
+        which upstream offsets its result reflects. ``engine``: one read from the store, not resident."""
+        engine = engine if engine is not None else state.engines[key]
         record = build_record(
             self.service.name, key, engine.result(), state.topic, state.partition, state.next_offset or 0
         )
@@ -513,6 +542,31 @@ class Worker:
             record["offsets"][f"{self.broadcast.topic}:0"] = state.broadcast_next or 0
         return self.output.publish([(state.label, record)], partition=0)
 
+    def _republish(self, state: PartitionState, keys: list[str] | None = None) -> int:
+        """Publish again the current results of ``keys`` (None: every key) of a partition, after Redis
+        lost them; keys not resident are read from the store into throwaway engines."""
+        if self.routing is not None:
+            return self._publish_partial(state)
+        wanted = sorted(set(state.engines) | state.stored_only) if keys is None else keys
+        records = []
+        for key in wanted:
+            engine = state.engines.get(key)
+            if engine is None:
+                engine = state.read_engine(key)
+            records.append((key, self._record(state, key, engine)))
+        return self.output.publish(records)
+
+    def _heal_redis_results(self) -> None:
+        """Redis restarted empty or was flushed while results were published: publish every owned key's
+        result again, so Redis is whole by the next checkpoint."""
+        if not self.output.redis_lost_results():
+            return
+        n = sum(self._republish(state) for state in self.partitions.values())
+        self.metrics.redis_results_lost.inc()
+        log.warning(
+            "Redis lost the published results of %s; published %d current results again", self.service.name, n
+        )
+
     def _warn_silent(self, relation: str, when: str) -> None:
         log.warning(
             "%s: relation %s received no event %s (the service declares %s)",
@@ -532,6 +586,8 @@ class Worker:
     def checkpoint(self, partitions: list[PartitionState] | None = None) -> None:
         """Flush outputs, then commit each changed partition's snapshots and offset atomically."""
         self._last_checkpoint = time.monotonic()
+        if self.output.redis is not None:
+            self._heal_redis_results()
         owned = [
             p
             for p in (partitions if partitions is not None else self.partitions.values())

@@ -25,6 +25,11 @@ class StateError(RuntimeError):
     """A state backend is unreachable, holds something unreadable, or was written by another engine."""
 
 
+class StateLost(StateError):
+    """The stored state is not the one checkpointed (a store that lost its data, a second writer): it
+    must be neither written over nor silently rebuilt."""
+
+
 @dataclass
 class PartitionCheckpoint:
     """What a store holds for one input partition."""

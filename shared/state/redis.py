@@ -7,11 +7,13 @@ per partition lists the keys that have entry hashes, so a restore reads exactly 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, TypeVar
 
 import redis
 
 from shared.engine import Entry
+from shared.retry import with_retries
 from shared.state.base import (
     BROADCAST_OFFSET_KEY,
     ENVELOPE_KEY,
@@ -22,18 +24,54 @@ from shared.state.base import (
     PartitionCheckpoint,
     StateChanges,
     StateError,
+    StateLost,
 )
 
 _SCAN_COUNT = 10_000
+_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+_UNKNOWN = object()  # a partition this store has not read: nothing to compare a commit with
+T = TypeVar("T")
+
+
+def _lost(topic: str, partition: int, expected: int | None, stored: int | None) -> str:
+    found = "no checkpoint at all" if stored is None else f"a checkpoint at offset {stored}"
+    had = f"its checkpoint at offset {expected}" if expected is not None else "no checkpoint"
+    return (
+        f"the Redis state of {topic}:{partition} lost its data: this worker wrote {had} but Redis holds "
+        f"{found} (restarted without persistence, flushed, or written by another worker); stopping "
+        "without writing: rebuild the state with `ivmstream bootstrap`, or from the log under a new --group"
+    )
 
 
 class RedisStore:
     name = "redis"
 
-    def __init__(self, client: redis.Redis, namespace: str, fault_hook: FaultHook | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        namespace: str,
+        fault_hook: FaultHook | None = None,
+        retry_seconds: float = 30.0,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self._fault = fault_hook or (lambda _point: None)
+        self.retry_seconds = retry_seconds
+        # the offset each partition's state holds, as this store last read or wrote it: a commit finds
+        # exactly that there, or the state changed behind this worker's back (docs/architecture.md,
+        # "Redis outages")
+        self._offsets: dict[tuple[str, int], int | None] = {}
+
+    def _call(self, call: Callable[[], T], what: str) -> T:
+        """``call()`` retried while Redis is unreachable (up to ``retry_seconds``); any Redis error left is
+        a ``StateError``."""
+        try:
+            value, _failed = with_retries(
+                call, what=what, retry_on=_UNREACHABLE, give_up_after=self.retry_seconds
+            )
+            return value
+        except redis.RedisError as exc:
+            raise StateError(f"cannot {what}: {exc}") from None
 
     def _hash(self, topic: str, partition: int) -> str:
         return f"ivmstream:state:{self.namespace}:{topic}:{partition}"
@@ -50,20 +88,23 @@ class RedisStore:
 
     def load(self, topic: str, partition: int, skip_maps: Collection[str] = ()) -> PartitionCheckpoint:
         skip = {m.encode() for m in skip_maps}
-        try:
+
+        def read() -> tuple[dict[bytes, bytes], dict[str, list[Entry]]]:
             fields = self.client.hgetall(self._hash(topic, partition))
             keys = sorted(k.decode() for k in self.client.smembers(self._keys_set(topic, partition)))
-            entries = {key: list(self._scan_entries(topic, partition, key, skip)) for key in keys}
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+            return fields, {key: list(self._scan_entries(topic, partition, key, skip)) for key in keys}
+
+        fields, entries = self._call(read, "read state from Redis")
         raw = fields.pop(OFFSET_KEY, None)
         envelope = fields.pop(ENVELOPE_KEY, None)
         broadcast = fields.pop(BROADCAST_OFFSET_KEY, None)
         snapshots = {
             k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in fields.items() if k.startswith(SNAPSHOT_PREFIX)
         }
+        offset = int(raw) if raw is not None else None
+        self._offsets[(topic, partition)] = offset
         return PartitionCheckpoint(
-            int(raw) if raw is not None else None,
+            offset,
             snapshots,
             {k: v for k, v in entries.items() if v},
             envelope,
@@ -71,14 +112,16 @@ class RedisStore:
         )
 
     def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
-        try:
-            raw, envelope, broadcast = self.client.hmget(
+        raw, envelope, broadcast = self._call(
+            lambda: self.client.hmget(
                 self._hash(topic, partition), [OFFSET_KEY, ENVELOPE_KEY, BROADCAST_OFFSET_KEY]
-            )
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+            ),
+            "read state from Redis",
+        )
+        offset = int(raw) if raw is not None else None
+        self._offsets[(topic, partition)] = offset
         return PartitionCheckpoint(
-            int(raw) if raw is not None else None,
+            offset,
             envelope=envelope,
             broadcast_offset=int(broadcast) if broadcast is not None else None,
         )
@@ -86,11 +129,13 @@ class RedisStore:
     def stored_keys(self, topic: str, partition: int) -> list[str]:
         """Keys with a snapshot field in the partition's hash, and the keys of the entry-key set (a key
         whose entries were all deleted may stay listed: it then loads as empty)."""
-        try:
-            fields = self.client.hkeys(self._hash(topic, partition))
-            listed = self.client.smembers(self._keys_set(topic, partition))
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+        fields, listed = self._call(
+            lambda: (
+                self.client.hkeys(self._hash(topic, partition)),
+                self.client.smembers(self._keys_set(topic, partition)),
+            ),
+            "read state from Redis",
+        )
         keys = {f[len(SNAPSHOT_PREFIX) :].decode() for f in fields if f.startswith(SNAPSHOT_PREFIX)}
         return sorted(keys | {k.decode() for k in listed})
 
@@ -98,11 +143,13 @@ class RedisStore:
         self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
     ) -> tuple[bytes | None, list[Entry]]:
         skip = {m.encode() for m in skip_maps}
-        try:
-            snapshot = self.client.hget(self._hash(topic, partition), SNAPSHOT_PREFIX + key.encode())
-            entries = dict.fromkeys(self._scan_entries(topic, partition, key, skip))  # HSCAN may repeat
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+        snapshot, entries = self._call(
+            lambda: (
+                self.client.hget(self._hash(topic, partition), SNAPSHOT_PREFIX + key.encode()),
+                dict.fromkeys(self._scan_entries(topic, partition, key, skip)),  # HSCAN may repeat
+            ),
+            "read state from Redis",
+        )
         return snapshot, sorted(entries)
 
     def _scan_entries(
@@ -118,13 +165,52 @@ class RedisStore:
     def commit(
         self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
     ) -> CommitStats:
+        """One MULTI/EXEC under WATCH of the partition's hash, after checking that the stored offset is the
+        one this store last read or wrote: a Redis that lost its data (restarted without persistence,
+        flushed) or a second writer is refused instead of being written over (``StateLost``)."""
         main = self._hash(topic, partition)
-        pipe = self.client.pipeline(transaction=True)
+        expected = self._offsets.get((topic, partition), _UNKNOWN)
         size = 0
+
+        def attempt() -> bool:
+            """True when written; False when an earlier attempt's EXEC already landed."""
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.watch(main)  # type: ignore[no-untyped-call]
+                raw = pipe.hget(main, OFFSET_KEY)
+                stored = int(raw) if raw is not None else None
+                if expected is not _UNKNOWN and stored != expected:
+                    if stored == offset:  # the reply of a commit that landed was lost with the connection
+                        return False
+                    raise StateLost(_lost(topic, partition, expected, stored))
+                pipe.multi()
+                self._stage(pipe, topic, partition, offset, changes, envelope)
+                self._fault("checkpoint-staged")  # tests: a crash here must leave the previous one whole
+                pipe.execute()
+                return True
+
+        try:
+            self._call(attempt, f"checkpoint {topic}:{partition} to Redis")
+        except redis.WatchError:
+            raise StateLost(
+                f"the Redis state of {topic}:{partition} changed while this worker was writing it: another "
+                "worker writes the same partition (same --group and namespace); stopping without writing"
+            ) from None
+        self._offsets[(topic, partition)] = offset
+        for snap in changes.snapshots.values():
+            size += len(snap)
+        for items in changes.entries.values():
+            for map_name, entry, value in items:
+                if value is not None:
+                    size += len(self._field(map_name, entry)) + len(value)
+        return CommitStats(size, changes.entry_count)
+
+    def _stage(
+        self, pipe: Any, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
+    ) -> None:
+        main = self._hash(topic, partition)
         if changes.drop_snapshots:
             pipe.hdel(main, *(SNAPSHOT_PREFIX + k.encode() for k in changes.drop_snapshots))
         mapping: dict[bytes, bytes] = {SNAPSHOT_PREFIX + k.encode(): v for k, v in changes.snapshots.items()}
-        size += sum(len(v) for v in changes.snapshots.values())
         mapping[OFFSET_KEY] = str(offset).encode()
         mapping[ENVELOPE_KEY] = envelope
         if changes.broadcast_offset is not None:
@@ -142,26 +228,19 @@ class RedisStore:
                     deletes.append(f)
                 else:
                     puts[f] = value
-                    size += len(f) + len(value)
             # the transaction deletes first, then puts: a later change of the same entry wins either way
             if deletes:
                 pipe.hdel(h, *deletes)
             if puts:
                 pipe.hset(h, mapping=puts)
         pipe.hset(main, mapping=mapping)
-        self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
-        try:
-            pipe.execute()
-        except redis.RedisError as exc:
-            raise StateError(f"checkpoint to Redis failed: {exc}") from None
-        return CommitStats(size, changes.entry_count)
 
     def get_entry(self, topic: str, partition: int, key: str, map_name: str, entry: bytes) -> bytes | None:
         """One stored entry, for maps an engine keeps in the store rather than in memory."""
-        try:
-            return self.client.hget(self._entries_hash(topic, partition, key), self._field(map_name, entry))
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+        return self._call(
+            lambda: self.client.hget(self._entries_hash(topic, partition, key), self._field(map_name, entry)),
+            "read state from Redis",
+        )
 
     def scan_entries(
         self, topic: str, partition: int, key: str, map_name: str
@@ -169,16 +248,17 @@ class RedisStore:
         """Every stored entry of one map of one key (HSCAN of the key's hash, matching the map's fields)."""
         field_prefix = self._field(map_name, b"")
         pattern = _glob_escape(field_prefix) + b"*"
-        seen: set[bytes] = set()
-        try:
-            for f, v in self.client.hscan_iter(
-                self._entries_hash(topic, partition, key), match=pattern, count=_SCAN_COUNT
-            ):
-                if f.startswith(field_prefix) and f not in seen:  # HSCAN may repeat a field
-                    seen.add(f)
-                    yield f[len(field_prefix) :], v
-        except redis.RedisError as exc:
-            raise StateError(f"cannot read state from Redis: {exc}") from None
+        found = self._call(
+            lambda: dict(
+                self.client.hscan_iter(
+                    self._entries_hash(topic, partition, key), match=pattern, count=_SCAN_COUNT
+                )
+            ),  # a dict: HSCAN may repeat a field
+            "read state from Redis",
+        )
+        for f, v in found.items():
+            if f.startswith(field_prefix):
+                yield f[len(field_prefix) :], v
 
     def size_bytes(self, topic: str, partition: int) -> int | None:
         try:
@@ -191,7 +271,7 @@ class RedisStore:
             return None
 
     def release(self, topic: str, partition: int) -> None:
-        pass
+        self._offsets.pop((topic, partition), None)  # its next owner reads the offset again
 
     def close(self) -> None:
         pass

@@ -1,0 +1,164 @@
+"""Redis going away mid-run, with Redis for the published results only and as the state backend
+(docs/architecture.md, "Redis outages"). A Redis that comes back with its data is waited for; one that
+comes back empty is healed (results) or refused in one line (state), never written over or silently
+rebuilt from the earliest offset."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import (
+    ivm,
+    offline_results,
+    published_results,
+    run_args,
+    running_worker,
+    start_worker,
+    stream_config,
+    trickle,
+)
+
+from shared.dev.redis_server import RedisServer
+from shared.runtime.progress import group_progress, wait_caught_up
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
+
+SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
+
+
+def answer(results: dict) -> dict:
+    return {k: {f: v for f, v in r.items() if f != "stats"} for k, r in results.items()}
+
+
+def config(tmp_path: Path, unique: str) -> Path:
+    return stream_config(
+        tmp_path / "tri.json",
+        unique,
+        mode="graph",
+        strategy="ivm-eps",
+        key_field="graph",
+        checkpoint_interval=0.2,
+        batch_size=50,
+    )
+
+
+def wait_checkpointed(bootstrap: str, group: str, topic: str, timeout: float = 60.0) -> None:
+    """Until the group has mirrored some checkpoint's offsets (the worker has stored state)."""
+    deadline = time.monotonic() + timeout
+    while sum(max(p.committed, 0) for p in group_progress(bootstrap, group, topic)) == 0:
+        assert time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.1)
+
+
+def bounce(redis: RedisServer, down_for: float) -> RedisServer:
+    """Stop redis-server, wait, start it again on the same port (and data directory, if it has one)."""
+    redis.stop()
+    time.sleep(down_for)
+    return RedisServer(redis.port, redis.data_dir).start()
+
+
+def test_results_in_a_redis_that_restarts_empty_are_published_again(broker, unique, tmp_path):
+    """RocksDB state, results to Redis: while Redis is down the worker waits; when it is back empty,
+    the worker notices its writers field is gone and publishes every key's current result again."""
+    broker.create_topic(f"{unique}.updates", 2)
+    cfg = config(tmp_path, unique)
+    redis = RedisServer().start()
+    try:
+        args = run_args(
+            "triangles", broker.bootstrap, cfg, group=f"{unique}-g", state_dir=tmp_path / "s", redis=redis.url
+        )
+        log = tmp_path / "w.log"
+        feeder = threading.Thread(
+            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
+        )
+        with running_worker(args, log):
+            feeder.start()
+            wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
+            redis = bounce(redis, 1.5)
+            feeder.join()
+            wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
+            time.sleep(1.0)  # a checkpoint after the last batch: it checks Redis again
+        text = log.read_text()
+        assert "Redis lost the published results of triangles" in text, text
+        published = published_results(redis.url, f"{unique}.results", service="triangles")
+        assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
+    finally:
+        redis.stop()
+
+
+def test_redis_state_that_comes_back_with_its_data_resumes(broker, unique, tmp_path):
+    """Redis state with an append-only file: down for a while mid-run, back with its data; the worker
+    waits (retries with backoff) and ends exactly where an uninterrupted run ends."""
+    broker.create_topic(f"{unique}.updates", 2)
+    cfg = config(tmp_path, unique)
+    data = tmp_path / "redis-data"
+    data.mkdir()
+    redis = RedisServer(data_dir=str(data)).start()
+    try:
+        args = run_args(
+            "triangles",
+            broker.bootstrap,
+            cfg,
+            group=f"{unique}-g",
+            redis=redis.url,
+            extra=["--state-backend", "redis"],
+        )
+        feeder = threading.Thread(
+            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
+        )
+        with running_worker(args, tmp_path / "w.log"):
+            feeder.start()
+            wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
+            redis = bounce(redis, 1.5)
+            feeder.join()
+            wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
+        published = published_results(redis.url, f"{unique}.results", service="triangles")
+        assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
+    finally:
+        redis.stop()
+
+
+def test_redis_state_that_comes_back_empty_stops_the_worker_and_a_restart_refuses(broker, unique, tmp_path):
+    """Redis state without persistence restarted mid-run: the next checkpoint finds no stored offset
+    where it wrote one and stops the worker in one line without writing; a restarted worker finds the
+    state empty while the group committed offsets, and refuses to rebuild it from the earliest offset."""
+    broker.create_topic(f"{unique}.updates", 1)
+    cfg = config(tmp_path, unique)
+    redis = RedisServer().start()
+    try:
+        args = run_args(
+            "triangles",
+            broker.bootstrap,
+            cfg,
+            group=f"{unique}-g",
+            redis=redis.url,
+            extra=["--state-backend", "redis"],
+        )
+        feeder = threading.Thread(
+            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
+        )
+        log = tmp_path / "w.log"
+        worker = start_worker(*args, log=log)
+        try:
+            feeder.start()
+            wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
+            redis = bounce(redis, 0.5)
+            code = worker.wait(60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            feeder.join()
+        lines = [ln for ln in log.read_text().splitlines() if ln.startswith("ivmstream: error: ")]
+        assert code != 0 and len(lines) == 1, log.read_text()
+        assert "lost its data" in lines[0] and "stopping without writing" in lines[0]
+        assert "Traceback" not in log.read_text()
+
+        again = ivm("run", *args, check=False, timeout=60)
+        errors = again.stderr.strip().splitlines()
+        assert again.returncode != 0 and len(errors) == 1, again.stderr
+        assert "is empty, but group" in errors[0] and "refusing to rebuild it silently" in errors[0]
+    finally:
+        redis.stop()
