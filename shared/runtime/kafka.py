@@ -1,4 +1,9 @@
-"""confluent-kafka client settings and a reachability check that fails fast with one clear line."""
+"""confluent-kafka client settings and a reachability check that fails fast with one clear line.
+
+Every client gets the security settings of the environment (IVMSTREAM_KAFKA_SECURITY_PROTOCOL, SASL and
+TLS variables, shared/secrets.py) and then a config's ``kafka`` section; their secret values are
+registered for redaction before any client exists, so no log line of librdkafka can show them.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+
+from shared.secrets import kafka_settings_from_env, register_kafka_settings
 
 
 class BrokerUnavailable(RuntimeError):
@@ -86,8 +93,7 @@ def consumer_settings(
         "fetch.queue.backoff.ms": 10,
         "logger": KAFKA_LOG,
     }
-    conf.update(overrides or {})
-    return conf
+    return _with_security(conf, overrides)
 
 
 def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -101,25 +107,35 @@ def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None
         "queue.buffering.max.messages": 1000000,
         "logger": KAFKA_LOG,
     }
-    conf.update(overrides or {})
+    return _with_security(conf, overrides)
+
+
+def _with_security(conf: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``conf`` with the environment's security settings, then ``overrides`` (a config's ``kafka``
+    section for this kind of client), on top."""
+    conf.update(kafka_settings_from_env())
+    if overrides:
+        register_kafka_settings(overrides)
+        conf.update(overrides)
     return conf
 
 
 def check_reachable(bootstrap: str, timeout: float = 5.0, overrides: Mapping[str, Any] | None = None) -> None:
     """Ask the cluster for metadata so an unreachable broker is an error now, not a silent retry loop."""
     # log_level 0: the probe's failure is reported once, below, not as a stream of librdkafka lines.
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
-    conf.update(overrides or {})
+    conf = _with_security({"bootstrap.servers": bootstrap, "log_level": 0}, overrides)
     try:
         AdminClient(conf).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None
 
 
-def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+def partition_count(
+    bootstrap: str, topic: str, timeout: float = 10.0, overrides: Mapping[str, Any] | None = None
+) -> int | None:
     """How many partitions ``topic`` has (None: no such topic). Asks for every topic's metadata, so a
     broker that creates topics on demand does not create this one."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
+    conf = _with_security({"bootstrap.servers": bootstrap, "log_level": 0}, overrides)
     try:
         meta = AdminClient(conf).list_topics(timeout=timeout).topics.get(topic)
     except KafkaException as exc:
