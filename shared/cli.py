@@ -295,7 +295,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     group = args.group or f"ivmstream.{service.name}"
     backend = args.state_backend or ("rocksdb")
     redis_client = connect(args.redis) if args.redis else None
-    check_reachable(args.bootstrap)
+    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
     metrics = RuntimeMetrics(service.name)
     if redis_client is not None:
