@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -22,18 +22,24 @@ class BrokerUnavailable(RuntimeError):
     pass
 
 
+# librdkafka's own log lines go through Python logging, not straight to stderr.
+KAFKA_LOG = logging.getLogger("ivmstream.kafka")
+
+
 class BrokerWatch:
     """How long no Kafka broker has been reachable, from a consumer's callbacks; ``check`` raises
     BrokerUnavailable once that passes ``timeout`` seconds (None: never).
 
     librdkafka retries an unreachable cluster forever and says so only in log lines; a worker that
     should give up (so its supervisor restarts or alerts) needs one decision point. The outage starts at
-    librdkafka's "all brokers down" error and ends at the first statistics report (every
-    ``statistics.interval.ms``) that shows a broker up, or the first record consumed."""
+    librdkafka's "all brokers down" error and ends at the first statistics report that shows a broker
+    up or the first record consumed; since both can lag a recovery, ``probe`` (a metadata request,
+    true if answered) has the last word before giving up."""
 
-    def __init__(self, bootstrap: str, timeout: float | None) -> None:
+    def __init__(self, bootstrap: str, timeout: float | None, probe: Callable[[], bool]) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.probe = probe
         self.down_since: float | None = None
 
     def on_error(self, err: KafkaError) -> None:
@@ -43,7 +49,9 @@ class BrokerWatch:
                 self.down_since = time.monotonic()
                 KAFKA_LOG.warning("no Kafka broker reachable at %s; retrying", self.bootstrap)
         else:  # a fatal one also fails the next consume, which stops the worker
-            KAFKA_LOG.log(logging.ERROR if err.fatal() else logging.INFO, "kafka client error: %s", err.str())
+            KAFKA_LOG.log(
+                logging.ERROR if err.fatal() else logging.DEBUG, "kafka client error: %s", err.str()
+            )
 
     def on_stats(self, stats: Mapping[str, Any]) -> None:
         if any(b.get("state") == "UP" for b in stats.get("brokers", {}).values()):
@@ -58,16 +66,17 @@ class BrokerWatch:
         if self.down_since is None or self.timeout is None:
             return
         down = time.monotonic() - self.down_since
-        if down > self.timeout:
-            raise BrokerUnavailable(
-                f"no Kafka broker reachable at {self.bootstrap} for {down:.0f} s (broker_timeout "
-                f"{self.timeout:g} s); exiting with the state at its last checkpoint, so a restart "
-                "resumes exactly"
-            )
-
-
-# librdkafka's own log lines go through Python logging, not straight to stderr.
-KAFKA_LOG = logging.getLogger("ivmstream.kafka")
+        if down <= self.timeout:
+            return
+        if self.probe():
+            self.reachable()
+            return
+        down = time.monotonic() - self.down_since
+        raise BrokerUnavailable(
+            f"no Kafka broker reachable at {self.bootstrap} for {down:.0f} s (broker_timeout "
+            f"{self.timeout:g} s); exiting with the state at its last checkpoint, so a restart "
+            "resumes exactly"
+        )
 
 
 def consumer_settings(

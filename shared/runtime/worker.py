@@ -92,7 +92,7 @@ class Worker:
         self.codec = codec if codec is not None else EventCodec(schema_of(service, config))
         self.metrics = metrics or RuntimeMetrics(service.name)
         self._fault = fault_hook or (lambda _point: None)
-        self.broker_watch = BrokerWatch(bootstrap, config.broker_timeout)
+        self.broker_watch = BrokerWatch(bootstrap, config.broker_timeout, self._metadata_answered)
         self.consumer = Consumer(
             consumer_settings(
                 bootstrap,
@@ -119,6 +119,14 @@ class Worker:
         self._envelope = envelope_for(service, config.options, config.state_layout, sharding)
         self._envelope_bytes = self._envelope.to_bytes()
         self._last_size_probe = 0.0
+
+    def _metadata_answered(self, timeout: float = 1.0) -> bool:
+        """Whether some broker answers a metadata request for the input topic now."""
+        try:
+            self.consumer.list_topics(self.config.input_topic, timeout=timeout)
+        except KafkaException:
+            return False
+        return True
 
     def _setup_sharding(self, bootstrap: str) -> dict[str, Any]:
         """A sharded query: its routing over the input topic's partitions, and the broadcast reader
