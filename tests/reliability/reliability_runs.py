@@ -1,0 +1,87 @@
+"""Helpers for the fault and chaos tests: a stream run whose workers can be many, and the demo
+workload of every service."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.dev.broker import BrokerProcess
+from shared.events import SourceRecord
+from shared.testing import PROJECT_ROOT, Case, StreamRun, child_environment, conformance_cases
+
+
+def demo_cases() -> list[Case]:
+    """Each service's demo workload (the first case of each service)."""
+    seen: dict[str, Case] = {}
+    for case in conformance_cases():
+        seen.setdefault(case.name, case)
+    return list(seen.values())
+
+
+def parts(records: Sequence[SourceRecord], count: int) -> list[Sequence[SourceRecord]]:
+    """``records`` cut into ``count`` consecutive, nearly equal parts."""
+    bounds = [len(records) * i // count for i in range(count + 1)]
+    return [records[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+@dataclass
+class Run(StreamRun):
+    """A StreamRun whose workers each log to their own file, at INFO so assignments are visible."""
+
+    started: int = field(default=0)
+
+    def start_named(self, name: str) -> subprocess.Popen[bytes]:
+        self.started += 1
+        args = [
+            sys.executable,
+            "-m",
+            "shared.cli",
+            "run",
+            self.case.name,
+            "--bootstrap",
+            self.broker.bootstrap,
+            "--config",
+            str(self.config_path),
+            "--group",
+            self.group,
+            "--state-dir",
+            str(self.workdir / f"{self.prefix}.state"),  # one machine: workers share it like a volume
+            "--state-backend",
+            self.backend,
+            "--redis",
+            self.redis_url,
+        ]
+        log = self.worker_log(name)
+        with open(log, "ab") as out:
+            out.write(f"--- start {self.started}\n".encode())
+            out.flush()
+            return subprocess.Popen(
+                args,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+                env=child_environment({"IVMSTREAM_LOG_LEVEL": "INFO"}),
+                cwd=PROJECT_ROOT,
+            )
+
+    def worker_log(self, name: str) -> Path:
+        return self.workdir / f"{self.prefix}.{name}.log"
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.workdir.glob(f"{self.prefix}.*.log"))
+        )
+
+    def tail(self) -> str:
+        return self.logs()[-4000:]
+
+
+def pin_to(broker: BrokerProcess, run: Run, broker_id: int) -> None:
+    """Make ``broker_id`` the group's coordinator and the leader of every input partition, so faults
+    stacked on that broker meet the worker's requests."""
+    broker.fault("coordinator", group=run.group, broker=broker_id)
+    for p in range(run.case.workload.partitions):
+        broker.fault("leader", topic=run.topic, partition=p, broker=broker_id)

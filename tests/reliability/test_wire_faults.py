@@ -1,0 +1,205 @@
+"""Wire-level faults (shared/dev/faults.py) during a worker's run of every service's demo workload.
+
+One worker per service runs through a script of faults, one per input part: slow responses, error
+codes injected on Produce, Fetch, OffsetCommit, Heartbeat/JoinGroup/SyncGroup and FindCoordinator,
+a coordinator move, partition leader moves and a broker outage longer than the session timeout. Each
+stacked error is checked to have been served to a client before the next part, so no step passes by
+never happening. The worker must ride them all out, and what it published must equal ``replay``.
+
+Then every broker stays down past ``broker_timeout``: the worker must exit non-zero with one clear
+line, and a restart must resume exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pytest
+from reliability_runs import Run, demo_cases, parts, pin_to
+
+from shared.dev.broker import BrokerError, BrokerProcess
+from shared.testing import Case
+
+CASES = demo_cases()
+cases = pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+
+HOME = 1  # the broker that coordinates the group and leads the input partitions at the start
+SESSION_MS = 2000
+BROKER_TIMEOUT = 2.5  # seconds; a bounce stays below it, the final outage goes past it
+BOUNCE = 1.5
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fault: how to inject it, how to tell it was served (None: it cannot be missed), how to heal."""
+
+    name: str
+    inject: Callable[[BrokerProcess, Run], object]
+    served: Callable[[BrokerProcess, Run], bool] | None = None
+    heal: Callable[[BrokerProcess, Run], object] | None = None
+
+
+def _stack(api: str, *errors: str, broker: int = HOME) -> Callable[[BrokerProcess, Run], object]:
+    """Stack errors for the next requests of type ``api`` that reach ``broker``."""
+    return lambda b, _r: b.fault("broker-errors", broker=broker, api=api, errors=[(e, 0) for e in errors])
+
+
+def _drained(*apis: str, broker: int = HOME) -> Callable[[BrokerProcess, Run], bool]:
+    """Every error stacked on ``broker`` for these request types has been answered to some client."""
+    return lambda b, _r: all(b.fault("pending", broker=broker, api=api) == "0" for api in apis)
+
+
+def _group_errors(b: BrokerProcess, run: Run) -> None:
+    """A heartbeat answered REBALANCE_IN_PROGRESS, then ILLEGAL_GENERATION (partitions lost, not
+    revoked), while the rejoin meets a JoinGroup and a SyncGroup error."""
+    _stack("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS")(b, run)
+    _stack("SyncGroup", "REBALANCE_IN_PROGRESS")(b, run)
+    _stack("Heartbeat", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION")(b, run)
+
+
+def _coordinator_move(b: BrokerProcess, run: Run) -> None:
+    """The group moves to broker 2 while FindCoordinator, which may go to any broker, fails once on each."""
+    for broker in (1, 2, 3):
+        _stack("FindCoordinator", "COORDINATOR_NOT_AVAILABLE", broker=broker)(b, run)
+    b.fault("coordinator", group=run.group, broker=2)
+
+
+def _find_coordinator_served(b: BrokerProcess, _run: Run) -> bool:
+    return sum(int(b.fault("pending", broker=i, api="FindCoordinator")) for i in (1, 2, 3)) < 3
+
+
+def _move_leaders(b: BrokerProcess, run: Run) -> None:
+    for p in range(run.case.workload.partitions):
+        b.fault("leader", topic=run.topic, partition=p, broker=3)
+
+
+def _bounce(b: BrokerProcess, _run: Run) -> None:
+    """Every broker down, for less than broker_timeout: the worker reconnects and goes on."""
+    b.fault("down", broker="all")
+    time.sleep(BOUNCE)
+    b.fault("up", broker="all")
+
+
+STEPS = [
+    Step(
+        "rtt",
+        lambda b, _r: b.fault("rtt", broker="all", ms=100),
+        heal=lambda b, _r: b.fault("rtt", broker="all", ms=0),
+    ),
+    Step(
+        "produce-errors",
+        _stack("Produce", "NOT_LEADER_FOR_PARTITION", "_TRANSPORT", "REQUEST_TIMED_OUT"),
+        _drained("Produce"),
+    ),
+    Step(
+        "fetch-errors",
+        _stack("Fetch", "NOT_LEADER_FOR_PARTITION", "_TRANSPORT", "UNKNOWN_LEADER_EPOCH"),
+        _drained("Fetch"),
+    ),
+    Step(
+        "offset-commit-errors",
+        _stack("OffsetCommit", "COORDINATOR_NOT_AVAILABLE", "REBALANCE_IN_PROGRESS", "NOT_COORDINATOR"),
+        _drained("OffsetCommit"),
+    ),
+    Step("group-errors", _group_errors, _drained("Heartbeat", "JoinGroup", "SyncGroup")),
+    Step("coordinator-move", _coordinator_move, _find_coordinator_served),
+    Step("leader-move", _move_leaders),
+    Step("broker-bounce", _bounce),
+]
+
+
+@cases
+def test_every_fault_during_a_run_leaves_results_equal_to_replay(
+    case: Case, fault_broker: BrokerProcess, redis_server, unique, tmp_path: Path
+):
+    """The script above, then every broker down past broker_timeout: the worker exits with one line;
+    a restart finishes the input, and the published results equal replay."""
+    run = Run(case, fault_broker, redis_server.url, tmp_path, unique)
+    run.prepare(
+        batch_size=20, checkpoint_interval=0.2, session_timeout_ms=SESSION_MS, broker_timeout=BROKER_TIMEOUT
+    )
+    pin_to(fault_broker, run, HOME)
+    chunks = parts(case.records, len(STEPS) + 2)
+    worker = run.start_named("w")
+    served = []
+    try:
+        for step, chunk in zip(STEPS, chunks, strict=False):
+            step.inject(fault_broker, run)
+            run.produce(chunk)
+            if step.served is not None:
+                done = partial(step.served, fault_broker, run)
+                run.wait_for(worker, f"the {step.name} fault to be served", done, timeout=60)
+            served.append(step.name)
+            if step.heal is not None:
+                step.heal(fault_broker, run)
+        run.produce(chunks[-2])
+        run.wait_for(worker, "a checkpoint of the input so far", run.caught_up, timeout=60)
+        fault_broker.fault("down", broker="all")
+        code = worker.wait(60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        fault_broker.fault("up", broker="all")
+    assert served == [s.name for s in STEPS]
+    assert code == 1, run.tail()
+    errors = [line for line in run.logs().splitlines() if line.startswith("ivmstream: error:")]
+    assert len(errors) == 1, run.tail()
+    assert errors[0].startswith("ivmstream: error: no Kafka broker reachable at ")
+    assert f"(broker_timeout {BROKER_TIMEOUT:g} s)" in errors[0]
+    assert "Traceback" not in run.logs()
+
+    run.produce(chunks[-1])
+    worker = run.start_named("w")
+    try:
+        run.wait_for(worker, "catch-up after the restart", run.caught_up, timeout=60)
+    finally:
+        run.stop(worker)
+    run.assert_published_equals_replay()
+
+
+def test_fault_commands_answer_in_one_line_and_refuse_bad_arguments(fault_broker: BrokerProcess):
+    offered = fault_broker.request("faults").split()
+    assert offered[0] == "ok"
+    assert {
+        "down",
+        "up",
+        "rtt",
+        "errors",
+        "broker-errors",
+        "pending",
+        "clear",
+        "coordinator",
+        "leader",
+    } <= set(offered[1:])
+    fault_broker.create_topic("faulty", 2)
+    assert fault_broker.fault("errors", api="Fetch", errors=["NOT_LEADER_FOR_PARTITION"]) == "errors Fetch 1"
+    assert fault_broker.fault("clear", api="Fetch") == "clear Fetch"
+    stacked = [("REBALANCE_IN_PROGRESS", 5), ("UNKNOWN_MEMBER_ID", 0)]
+    fault_broker.fault("broker-errors", broker=2, api="Heartbeat", errors=stacked)
+    assert fault_broker.fault("pending", broker=2, api="Heartbeat") == "2"
+    assert fault_broker.fault("pending", broker=1, api="Heartbeat") == "0"
+    assert fault_broker.fault("leader", topic="faulty", partition=1, broker=3) == "leader faulty 1 3"
+    assert fault_broker.fault("coordinator", group="g", broker=2) == "coordinator g 2"
+    assert fault_broker.fault("rtt", broker="all", ms=0) == "rtt all 0"
+    for line, code in [
+        ("down 4", "INVALID_BROKER"),
+        ("down 0", "INVALID_BROKER"),
+        ("pending all Fetch", "INVALID_BROKER"),
+        ("errors Fletch NOT_COORDINATOR", "INVALID_API"),
+        ("errors Fetch NOT_AN_ERROR", "INVALID_ERROR"),
+        ("errors Fetch NOT_COORDINATOR:5", "INVALID_REQUEST"),
+        ("rtt 1 -5", "INVALID_REQUEST"),
+        ("rtt 1", "INVALID_REQUEST"),
+        ("leader faulty x 1", "INVALID_REQUEST"),
+    ]:
+        reply = fault_broker.request(line)
+        assert reply.startswith(f"error {code}: ") and "\n" not in reply, (line, reply)
+    with pytest.raises(BrokerError) as refused:
+        fault_broker.fault("down", broker=7)
+    assert refused.value.code == "INVALID_BROKER"
+    with pytest.raises(ValueError):
+        fault_broker.fault("rtt", broker=1)  # a missing argument never reaches the broker
