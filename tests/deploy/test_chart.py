@@ -207,6 +207,18 @@ def test_replicas_beyond_the_partitions_fail_with_the_reason():
         render({"services": {d.name: {"replicas": d.partitions + 1}}})
 
 
+def test_template_checks_refuse_inconsistent_options():
+    batch = [d.name for d in deployable_services() if d.batch]
+    bootstrap = {"enabled": True, "service": batch[0], "snapshot": "s.parquet", "snapshotClaim": "snaps"}
+    with pytest.raises(helm.HelmError, match=r"bootstrap\.enabled needs stateBackend: redis"):
+        render({"bootstrap": bootstrap})
+    with pytest.raises(helm.HelmError, match=r"kafka\.sasl\.existingSecret"):
+        render({"kafka": {"bootstrap": "k:9092", "sasl": {"enabled": True}}})
+    disabled = {"services": {batch[0]: {"enabled": False}}, "stateBackend": "redis", "bootstrap": bootstrap}
+    with pytest.raises(helm.HelmError, match="is not an enabled service"):
+        render(disabled)
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
