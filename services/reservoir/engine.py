@@ -67,6 +67,21 @@ class ReservoirEngine:
             else Reservoir(self.k, self.rng, self._sampler_theta())
         )
 
+    @classmethod
+    def bootstrap(cls, options: Mapping[str, Any], bases: Mapping[str, Sequence[Tup]]) -> ReservoirEngine:
+        """The engine over the given base relations, as if they had streamed in: the index built in
+        the given order without sampling, then a sample drawn from the exact join (§8.1)."""
+        engine = cls(options)
+        for base, tuples in bases.items():
+            for alias in engine.query.fanout[base]:
+                engine.rels[alias].update(dict.fromkeys(tuples))
+        engine._reload_nodes()
+        if engine.strategy in REDRAWING:
+            engine._redraw()
+        else:
+            engine._resample([])
+        return engine
+
     def _sampler_theta(self) -> Callable[[Tup], bool] | None:
         return None if self.strategy == "symhj" else self.theta  # symhj filters while enumerating
 
@@ -221,6 +236,12 @@ class ReservoirEngine:
         if self.strategy in REDRAWING:
             self._redraw()
             return
+        self._resample([r for r in self.sampler.rows() if self._alive(r)])
+
+    def _resample(self, kept: list[Tup]) -> None:
+        """Set the sampler to a uniform sample of the current join that keeps ``kept`` (a uniform
+        subset of the survivors), drawing the rest from the exact join, as if the stream so far had
+        been sampled item by item (§5)."""
         exact = self._exact()
         self.all_results = exact.count
         get: Callable[[int], Tup]
@@ -234,12 +255,9 @@ class ReservoirEngine:
         self.known_size = population
         sampler = self.sampler
         if isinstance(sampler, ReplacementReservoir):
-            if not sampler.slots:
-                return
-            keep: list[Tup | None] = [r if self._alive(r) else None for r in sampler.slots]
-            sampler.reset(keep, population, lambda: get(self.rng.randrange(population)))
+            slots: list[Tup | None] = [r if r in kept else None for r in sampler.slots] or [None] * self.k
+            sampler.reset(slots, population, lambda: get(self.rng.randrange(population)))
             return
-        kept = [r for r in sampler.sample if self._alive(r)]
         if population <= self.k:
             sampler.reset(list(everything()), population)
             return

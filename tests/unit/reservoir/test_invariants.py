@@ -153,3 +153,27 @@ def test_a_self_join_reads_each_base_event_once_per_alias():
     e.apply([event("E", ["src", "dst"], (7, 7))])
     assert e.result()["sample"] == [{"a": 7, "b": 7, "c": 7, "d": 7}]
     assert e.counters["inserts"] == 3
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_bootstrap_from_relations_is_a_valid_engine_with_the_streamed_index_counts(strategy: str, data: Any):
+    """The Spark bootstrap's driver half: relations in, a valid sample out, and index counts equal to
+    those of an engine that streamed the same tuples (counts depend on the tuple set only)."""
+    query = data.draw(st.sampled_from(sorted(QUERIES)))
+    opts = {
+        "k": data.draw(st.sampled_from([1, 4])),
+        "strategy": strategy,
+        "with_replacement": data.draw(st.booleans()),
+    }
+    streamed = engine(QUERIES[query], **opts)
+    for rel, cols, vals, delta in data.draw(streams(query)):
+        streamed.apply([event(rel, cols, vals, delta)])
+    present = {b: [t for t in streamed.rels[aliases[0]]] for b, aliases in streamed.query.fanout.items()}
+    built = ReservoirEngine.bootstrap(streamed.options, {b: sorted(ts) for b, ts in present.items()})
+    check(built)
+    assert [d.cnt for d in built.index.ds] == [d.cnt for d in streamed._settled().index.ds]
+    again = engine(QUERIES[query], **opts)
+    again.restore(built.snapshot())
+    assert again.snapshot() == built.snapshot()

@@ -1,0 +1,138 @@
+"""Spark side of the reservoir service (docs/algorithms/reservoir.md §8): the bootstrap's engines hold
+the snapshot's relations, index counts equal to Spark's and a valid sample; bootstrap then stream
+runs on; reconcile matches every published result and catches a sampled row that is not a join row,
+a wrong sample size and a wrong exact |Q|."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from services.reservoir.batch import build_state, comparable, recompute
+from services.reservoir.engine import ReservoirEngine
+from services.reservoir.service import LINE3_CONFIG
+from shared.compare import diff
+from shared.config import load_config, schema_of
+from shared.service import load_service
+from shared.spark.decode import net_bags
+from shared.spark.snapshot import read_snapshot
+
+pytestmark = pytest.mark.spark
+
+SAMPLE = Path(__file__).resolve().parents[2] / "services" / "reservoir" / "data" / "graph.jsonl"
+SERVICE = load_service("reservoir")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_shuffle_partition(spark):
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def walks3(engine: ReservoirEngine) -> set[tuple[int, int, int, int]]:
+    """Line-3 results by hash lookups over the engine's edge relation (an oracle independent of it)."""
+    edges = list(engine.rels["G1"])
+    out_of: dict[int, list[int]] = {}
+    for s, d in edges:
+        out_of.setdefault(s, []).append(d)
+    return {(a, b, c, d) for a, b in edges for c in out_of.get(b, ()) for d in out_of.get(c, ())}
+
+
+def configured(tmp_path: Path, **extra: Any):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**LINE3_CONFIG, **extra}))
+    return load_config(SERVICE, path)
+
+
+def bags_of(spark, config, snapshot: Path):
+    schema = schema_of(SERVICE, config)
+    bags = net_bags({n: [df] for n, df in read_snapshot(spark, snapshot, schema).items()}, schema)
+    return {name: df.cache() for name, df in bags.items()}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"strategy": "sjoin", "predicate": None},
+        {"strategy": "rsjoin-opt", "with_replacement": True, "k": 7},
+    ],
+    ids=["rsjoin-theta", "sjoin-exact", "opt-replacement"],
+)
+def test_bootstrap_builds_valid_engines_and_recompute_agrees_with_them(spark, tmp_path, extra):
+    config = configured(tmp_path, **extra)
+    bags = bags_of(spark, config, SAMPLE)
+    states = dict(build_state(spark, bags, config.options))
+    assert sorted(states) == ["g1", "g2"]
+    expected = recompute(spark, bags, config.options)
+    for key, snap in states.items():
+        engine = ReservoirEngine(config.options)
+        engine.restore(snap)
+        join = {r for r in walks3(engine) if engine.theta is None or engine.theta(r)}
+        rows = engine.rows()
+        assert set(rows) <= join and len(join) > config.options["k"]
+        assert len(rows) == config.options["k"]
+        assert engine.join_size() in (None, len(join))
+        assert diff(expected[key], comparable(engine.result())) == []
+        if key != "g1" or extra:
+            continue
+        # a sampled row outside the join, a short sample and a wrong exact size are all caught
+        bad = engine.result()
+        bad["sample"][0] = {c: -1 for c in bad["sample"][0]}
+        assert [d.split(":")[0] for d in diff(expected[key], comparable(bad))] == ["$.sample"]
+        short = {**engine.result(), "sample": engine.result()["sample"][1:]}
+        assert any(d.startswith("$.sample_size") for d in diff(expected[key], comparable(short)))
+        wrong = {**engine.result(), "join_size": len(join) + 1}
+        assert [d.split(":")[0] for d in diff(expected[key], comparable(wrong))] == ["$.join_size"]
+
+
+def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, unique, tmp_path):
+    from helpers import rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
+
+    from shared.events import read_source
+    from shared.redis_client import connect
+    from shared.runtime.output import result_key
+    from shared.runtime.produce import produce_records
+    from shared.spark.jobs import run_reconcile
+    from shared.state import open_store
+
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    head, tail = tmp_path / "head.jsonl", tmp_path / "tail.jsonl"
+    head.write_bytes(b"".join(lines[: len(lines) // 2]))
+    tail.write_bytes(b"".join(lines[len(lines) // 2 :]))
+    topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"
+    broker.create_topic(topic, 2)
+    cfg = stream_config(tmp_path / "c.json", unique, **LINE3_CONFIG, checkpoint_interval=0.2)
+    config = load_config(SERVICE, cfg)
+    state = tmp_path / "state"
+    report = spark_bootstrap(
+        spark, SERVICE, config, head, group=group, state_dir=state, bootstrap=broker.bootstrap
+    )
+    assert report.keys == 2
+    snaps = rocksdb_snapshots(
+        group, state, topic, partitions=2, new_engine=lambda: SERVICE.engine(config.options)
+    )
+    assert sorted(snaps) == ["g1", "g2"]
+
+    produce_records(broker.bootstrap, topic, read_source(tail, key_field="graph"))
+    client = connect(redis_server.url)
+    results = run_worker_to_end(
+        SERVICE, config, broker.bootstrap, open_store("rocksdb", group, state_dir=state), group, client
+    )
+    assert sorted(results) == ["g1", "g2"]
+    assert all(len(r["sample"]) == config.options["k"] for r in results.values())
+
+    good = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
+    assert good.verdict == "match" and good.keys == 2, good.mismatches
+    record = orjson.loads(client.get(result_key(out, "g2")) or b"{}")
+    record["result"]["sample"][0]["a"] = 10_000
+    client.set(result_key(out, "g2"), orjson.dumps(record))
+    bad = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
+    assert bad.verdict == "mismatch" and list(bad.mismatches) == ["g2"]
+    assert bad.mismatches["g2"][0].startswith("$.sample")
