@@ -1,4 +1,4 @@
-"""/healthz and /readyz of a real ``ivmstream run`` worker on its metrics port, against the session broker."""
+"""/healthz and /readyz of a real ``ivmstream run`` worker on its metrics port, against the test broker."""
 
 from __future__ import annotations
 
