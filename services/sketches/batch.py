@@ -17,30 +17,13 @@ from typing import Any
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from sqlglot import exp
 
+from services.sketches.capture_sql import FRAG, answer_sql, branches, capture_sql, fragment_sql
 from services.sketches.engine import SketchEngine
-from services.sketches.partition import RangeSpec
 from services.sketches.query import Compiled, compile_options
 from services.sketches.values import exact, row_key, to_json
 from shared.spark.decode import KEY, MULT
 from shared.spark.jobs import BatchError, BatchJobs
-
-FRAG = "__frag"
-
-
-def _fragment_sql(column: str, spec: RangeSpec) -> str:
-    """The global fragment id of ``column`` as a balanced CASE tree (NULL: fragment 0, as the engine)."""
-
-    def tree(lo: int, hi: int) -> str:  # fragments lo..hi, boundaries lo+1..hi separate them
-        if lo == hi:
-            return str(spec.offset + lo)
-        mid = (lo + hi + 1) // 2
-        b = spec.boundaries[mid - 1]
-        lit = f"'{b}'" if isinstance(b, str) else repr(b)
-        return f"CASE WHEN {column} < {lit} THEN {tree(lo, mid - 1)} ELSE {tree(mid, hi)} END"
-
-    return f"CASE WHEN {column} IS NULL THEN {spec.offset} ELSE {tree(0, len(spec.boundaries))} END"
 
 
 def _register(spark: SparkSession, bags: Mapping[str, DataFrame], compiled: Compiled, key: str) -> None:
@@ -54,147 +37,20 @@ def _register(spark: SparkSession, bags: Mapping[str, DataFrame], compiled: Comp
         ).drop("__copy")
         df.createOrReplaceTempView(name)
         spec = specs.get(name)
-        frag = _fragment_sql(spec.column, spec) if spec else "-1"
+        frag = fragment_sql(spec.column, spec) if spec else "-1"
         df.selectExpr("*", f"{frag} AS {FRAG}").createOrReplaceTempView(f"__p_{name}")
-
-
-def _tables(select: exp.Select) -> list[exp.Table]:
-    items = [select.args["from_"].this, *(j.this for j in select.args.get("joins") or [])]
-    return [t for t in items if isinstance(t, exp.Table)]
-
-
-def _with_provenance_tables(select: exp.Select) -> tuple[exp.Select, list[str]]:
-    """The select reading ``__p_<t>`` views (aliased as before); the fragment columns of its aliases."""
-    out = select.copy()
-    frags = []
-    for t in _tables(out):
-        alias = t.alias or t.name
-        frags.append(f"{alias}.{FRAG}")
-        t.set("this", exp.to_identifier(f"__p_{t.name.lower()}"))
-        t.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    return out, frags
-
-
-def _core(select: exp.Select, items: list[str]) -> exp.Select:
-    """``SELECT items FROM <the query's tables> WHERE <its predicates>`` (no grouping, order, limit)."""
-    core = select.copy()
-    for key in ("group", "having", "order", "limit", "distinct"):
-        core.set(key, None)
-    core.set("expressions", [sqlglot.parse_one(i, read="spark") for i in items])
-    return core
-
-
-def _nulls_last(order: exp.Order | None) -> list[exp.Ordered]:
-    out = []
-    for o in order.expressions if order else []:
-        o = o.copy()
-        o.set("nulls_first", False)
-        out.append(o)
-    return out
-
-
-def answer_sql(sql: str) -> str:
-    """The query in Spark SQL, with the engine's total order (§2.9) spelled out: NULLS LAST on its own
-    keys, then ties broken by the group values (aggregates), the selected values (DISTINCT) or every
-    column (select-project-join)."""
-    tree = sqlglot.parse_one(sql)
-    if not isinstance(tree, exp.Select) or not (tree.args.get("order") or tree.args.get("limit")):
-        return tree.sql(dialect="spark")
-    select = tree.copy()
-    group = list(select.args["group"].expressions) if select.args.get("group") else []
-    aggregated = bool(group) or any(True for _ in select.find_all(exp.AggFunc))
-    if aggregated:
-        ties = [g.copy() for g in group]
-    elif select.args.get("distinct"):
-        ties = [(e.this if isinstance(e, exp.Alias) else e).copy() for e in select.expressions]
-    else:
-        ties = [
-            sqlglot.parse_one(f"{t.alias or t.name}.{c}") for t in _tables(select) for c in _columns_of(t)
-        ]
-    order = [*_nulls_last(select.args.get("order")), *(exp.Ordered(this=t, nulls_first=True) for t in ties)]
-    select.set("order", exp.Order(expressions=order))
-    return select.sql(dialect="spark")
-
-
-def _capture_sql(select: exp.Select) -> str:
-    """A Spark SQL query whose rows are the fragment ids of the query's provenance (§8.1)."""
-    select, frags = _with_provenance_tables(select)
-    frag_items = [f"{f} AS __f{i}" for i, f in enumerate(frags)]
-    group = list(select.args["group"].expressions) if select.args.get("group") else []
-    aggregated = bool(group) or any(isinstance(x, exp.AggFunc) for x in select.find_all(exp.AggFunc))
-    having, limit = select.args.get("having"), select.args.get("limit")
-    if having is None and limit is None:
-        return _core(select, frag_items).sql(dialect="spark")  # every row is provenance
-    if aggregated:  # the result's groups, joined back to their input rows
-        result = select.copy()
-        extra = [exp.alias_(g.copy(), f"__g{i}") for i, g in enumerate(group)]
-        result.set("expressions", [*result.expressions, *extra])
-        ties = [exp.Ordered(this=exp.column(f"__g{i}"), nulls_first=True) for i in range(len(group))]
-        if select.args.get("order") or limit is not None:
-            result.set("order", exp.Order(expressions=[*_nulls_last(select.args.get("order")), *ties]))
-        core = _core(select, frag_items)
-        on = [f"({g.sql(dialect='spark')}) <=> __res.__g{i}" for i, g in enumerate(group)]
-        keys = ", ".join(f"__g{i}" for i in range(len(group))) or "1 AS __one"
-        groups = f"SELECT {keys} FROM ({result.sql(dialect='spark')}) AS __r"  # only the keys are visible
-        core = core.join(f"({groups}) AS __res", join_type="cross")
-        if on:
-            core = core.where(" AND ".join(on))
-        return core.sql(dialect="spark")
-    items = list(select.expressions)
-    if select.args.get("distinct"):  # DISTINCT ... ORDER BY ... LIMIT k: its rows, joined back
-        result = select.copy()
-        result.set("expressions", [exp.alias_(e.copy(), f"__d{i}") for i, e in enumerate(items)])
-        names = {(e.alias or e.sql()).lower(): i for i, e in enumerate(items)}
-        order = []
-        for o in _nulls_last(select.args.get("order")):
-            ref = o.this.sql().lower()
-            if ref in names:
-                o.set("this", exp.column(f"__d{names[ref]}"))
-            order.append(o)
-        ties = [exp.Ordered(this=exp.column(f"__d{i}"), nulls_first=True) for i in range(len(items))]
-        result.set("order", exp.Order(expressions=[*order, *ties]))
-        core = _core(select, frag_items)
-        on = [
-            f"({(e.this if isinstance(e, exp.Alias) else e).sql(dialect='spark')}) <=> __res.__d{i}"
-            for i, e in enumerate(items)
-        ]
-        core = core.join(f"({result.sql(dialect='spark')}) AS __res", join_type="cross")
-        return core.where(" AND ".join(on)).sql(dialect="spark")
-    # top-k over select-project-join: the first k joined rows under the ORDER BY, ties by every column
-    cols = [f"{t.alias or t.name}.{c}" for t in _tables(select) for c in _columns_of(t)]
-    top = _core(select, [*frag_items, *cols])
-    ties = [exp.Ordered(this=sqlglot.parse_one(c), nulls_first=True) for c in cols]
-    top.set("order", exp.Order(expressions=[*_nulls_last(select.args.get("order")), *ties]))
-    top.set("limit", limit.copy() if limit is not None else None)
-    return f"SELECT {', '.join(f'__f{i}' for i in range(len(frags)))} FROM ({top.sql(dialect='spark')})"
-
-
-_COLUMNS: dict[str, tuple[str, ...]] = {}
-
-
-def _columns_of(t: exp.Table) -> tuple[str, ...]:
-    return _COLUMNS[t.name.lower().removeprefix("__p_")]
 
 
 def capture(spark: SparkSession, compiled: Compiled, sql: str) -> int:
     """The sketch of ``sql`` over the registered views, as global fragment bits."""
-    for name, table in compiled.tables.items():
-        _COLUMNS[name] = table.sql_columns
-    branches = _branches(sqlglot.parse_one(sql))  # type: ignore[arg-type]
+    columns = {name: table.sql_columns for name, table in compiled.tables.items()}
     sketch = 0
-    for b in branches:
-        for row in spark.sql(_capture_sql(b)).collect():
+    for b in branches(sqlglot.parse_one(sql)):  # type: ignore[arg-type]
+        for row in spark.sql(capture_sql(b, columns, "spark")).collect():
             for v in row:
                 if v is not None and v >= 0:
                     sketch |= 1 << int(v)
     return sketch
-
-
-def _branches(tree: exp.Expression) -> list[exp.Select]:
-    if isinstance(tree, exp.Union):
-        return _branches(tree.this) + _branches(tree.expression)
-    assert isinstance(tree, exp.Select)
-    return [tree]
 
 
 def _keys(bags: Mapping[str, DataFrame]) -> list[str]:
@@ -248,9 +104,8 @@ def recompute(
 ) -> dict[str, Any]:
     compiled = compile_options(options)
     out: dict[str, Any] = {}
-    for name, table in compiled.tables.items():
-        _COLUMNS[name] = table.sql_columns
-    spark_sql = answer_sql(options["query"])
+    columns = {name: table.sql_columns for name, table in compiled.tables.items()}
+    spark_sql = answer_sql(options["query"], columns, "spark")
     for key in _keys(bags):
         _register(spark, bags, compiled, key)
         sketch = capture(spark, compiled, options["query"])
