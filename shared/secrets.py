@@ -84,7 +84,7 @@ def redact_url(url: str) -> str:
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             masked = [(k, REDACTED if _SENSITIVE_SETTING.search(k) else v) for k, v in pairs]
-            query = urlencode(masked, safe="*")
+            query = urlencode(masked, safe="*/:")
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:  # not even a URL: mask what looks like one inside it
         return redact(url)
