@@ -249,3 +249,12 @@ def test_generated_chart_files_are_current():
 
     stale = [p for p in stale_files() if p.startswith("charts/")]
     assert stale == [], f"regenerate with `python -m deploy`: {stale}"
+
+
+def test_chart_release_matches_the_package_version():
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert chart["appVersion"] == values["image"]["tag"] == version
