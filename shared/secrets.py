@@ -41,6 +41,8 @@ KAFKA_ENV: dict[str, str] = {
 _SENSITIVE_SETTING = re.compile(r"password|secret|token|\.pem$|jaas|oauthbearer\.config", re.IGNORECASE)
 # scheme://user:password@host: masked in any text, registered or not.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?P<at>@)")
+# ?password=...: a secret query parameter of a URL, masked in any text too.
+_QUERY_SECRET = re.compile(r"(?P<head>[?&][^=&\s]*(?:password|secret|token)[^=&\s]*=)(?P<secret>[^&\s]+)", re.I)
 # Secrets shorter than this are not searched for in free text (every "a" would become ***); they are
 # still masked wherever they sit in a URL or a setting shown by name.
 MIN_REDACTED_LENGTH = 4
@@ -65,6 +67,7 @@ def register(secret: str | None) -> None:
 def redact(text: str) -> str:
     """``text`` with every registered secret and every password in a URL replaced by ``***``."""
     text = _URL_PASSWORD.sub(lambda m: f"{m['head']}{REDACTED}{m['at']}", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m['head']}{REDACTED}", text)
     for secret in sorted(_known, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
