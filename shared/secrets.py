@@ -42,7 +42,9 @@ _SENSITIVE_SETTING = re.compile(r"password|secret|token|\.pem$|jaas|oauthbearer\
 # scheme://user:password@host: masked in any text, registered or not.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?P<at>@)")
 # ?password=...: a secret query parameter of a URL, masked in any text too.
-_QUERY_SECRET = re.compile(r"(?P<head>[?&][^=&\s]*(?:password|secret|token)[^=&\s]*=)(?P<secret>[^&\s]+)", re.I)
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&][^=&\s]*(?:password|secret|token)[^=&\s]*=)(?P<secret>[^&\s]+)", re.IGNORECASE
+)
 # Secrets shorter than this are not searched for in free text (every "a" would become ***); they are
 # still masked wherever they sit in a URL or a setting shown by name.
 MIN_REDACTED_LENGTH = 4

@@ -200,7 +200,8 @@ def test_config_file_kafka_secrets_are_masked(tmp_path: Path, broker) -> None:
     also when librdkafka logs its configuration at debug level."""
     kafka = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "ivm"}
     kafka |= {"sasl.password": CONFIG_PASSWORD, "debug": "conf,security"}
-    config = write_config(tmp_path / "c.json", key_field="store", kafka={"consumer": kafka, "producer": kafka})
+    roles = {"consumer": kafka, "producer": kafka}
+    config = write_config(tmp_path / "c.json", key_field="store", kafka=roles)
     args = ["run", "reference", "--bootstrap", broker.bootstrap, "--config", str(config)]
     proc = run_cli(*args, "--state-dir", str(tmp_path / "s"), env={"IVMSTREAM_LOG_LEVEL": "DEBUG"})
     assert proc.returncode != 0 and "cannot reach Kafka" in proc.stderr
