@@ -32,6 +32,8 @@ from shared.state.base import (
     split_entry_key,
 )
 
+MEMTABLE_BYTES = 8 << 20
+
 
 class RocksDBStore:
     name = "rocksdb"
@@ -55,6 +57,10 @@ class RocksDBStore:
             path = self.root / f"{topic}-{partition}"
             opts = Options(raw_mode=True)
             opts.create_if_missing(True)
+            # A worker opens one database per owned partition: RocksDB's 64 MiB memtables would let a
+            # worker with many partitions hold gigabytes of unflushed writes. 8 MiB, two at most.
+            opts.set_write_buffer_size(MEMTABLE_BYTES)
+            opts.set_max_write_buffer_number(2)
             deadline = time.monotonic() + 30.0
             while True:  # the previous owner may still be closing it during a rebalance
                 try:
