@@ -107,6 +107,15 @@ def values_schema(services: list[Deployable]) -> dict[str, Any]:
                             },
                         }
                     ),
+                    "tls": _closed(
+                        {
+                            "caSecret": {
+                                **_STRING,
+                                "description": "a Secret with the brokers' CA certificate",
+                            },
+                            "caKey": {"type": "string", "minLength": 1},
+                        }
+                    ),
                 },
                 ["bootstrap"],
             ),

@@ -24,6 +24,7 @@ def all_options() -> dict[str, Any]:
         "kafka": {
             "bootstrap": "kafka-0.kafka:9093,kafka-1.kafka:9093",
             "sasl": {"enabled": True, "existingSecret": "ivmstream-kafka", "mechanism": "SCRAM-SHA-512"},
+            "tls": {"caSecret": "kafka-ca"},
         },
         "redis": {"host": "redis", "port": 6380, "db": 2, "existingSecret": "ivmstream-redis"},
         # every service at as many workers as its input topic has partitions, with a config override

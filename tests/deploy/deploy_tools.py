@@ -143,3 +143,17 @@ def unknown_names(expr: str) -> set[str]:
             continue
         unknown.add(ident)
     return unknown
+
+
+def read_by_the_code(name: str) -> bool:
+    """Whether the program reads environment variable ``name``: named in shared/ (a ``NAME_FILE`` variant
+    counts when shared/secrets.py reads every credential variable also as a file)."""
+    code = "\n".join(p.read_text() for p in (REPO / "shared").rglob("*.py"))
+    if f'"{name}"' in code:
+        return True
+    base = name.removesuffix("_FILE")
+    return (
+        base != name
+        and f'"{base}"' in code
+        and 'f"{name}_FILE"' in (REPO / "shared" / "secrets.py").read_text()
+    )

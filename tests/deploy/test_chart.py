@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from chart_values import K8S_VERSION, NAMESPACE, RELEASE, all_options
-from deploy_tools import REPO, parse_cli, run_tool, tool
+from deploy_tools import REPO, parse_cli, read_by_the_code, run_tool, tool
 from prometheus_client import CollectorRegistry
 
 from deploy.services import METRICS_PORT, deployable_services
@@ -118,10 +118,8 @@ def test_every_container_command_is_a_real_cli_invocation(full_docs):
         data = yaml.safe_load(configmaps[volume["configMap"]["name"]]["data"]["config.yaml"])
         build_config(service, data)  # the ConfigMap holds a config the service accepts
         assert data["batch_size"] == 500  # values' override merged over the generated config
-        assert "$(REDIS_PASSWORD)" in args.redis
-        # with SASL the init container writes the config the worker reads
-        assert args.config == "/run/ivmstream/config.yaml"
-        assert [c["name"] for c in spec["initContainers"]] == ["kafka-credentials"]
+        assert args.redis == "redis://redis:6380/2"  # no credentials in the argument
+        assert args.config == "/etc/ivmstream/config.yaml"
     batch = {d.name for d in deployable_services() if d.batch}
     assert {s for c, s in seen if c == "run"} == _deployed()
     assert {s for c, s in seen if c == "reconcile"} == batch
@@ -129,23 +127,39 @@ def test_every_container_command_is_a_real_cli_invocation(full_docs):
 
 
 def test_secrets_are_referenced_never_inlined(full_docs):
+    """Credentials are Secret volumes whose files the IVMSTREAM_*_FILE variables name."""
     assert _kind(full_docs, "Secret") == {}
     for spec in _pod_specs(full_docs):
-        env = {e["name"]: e for e in spec["containers"][0]["env"]}
-        assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "ivmstream-redis"
-        volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["kafka-credentials"]["secret"]["secretName"] == "ivmstream-kafka"
+        [container] = spec["containers"]
+        volumes = {v["name"]: v for v in spec["volumes"] if "secret" in v}
+        assert {v["secret"]["secretName"] for v in volumes.values()} == {
+            "ivmstream-redis",
+            "ivmstream-kafka",
+            "kafka-ca",
+        }
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"] if m["name"] in volumes}
+        assert all(m["readOnly"] for m in mounts.values())
+        files = {
+            e["name"]: e["value"] for e in container["env"] if e["name"].endswith(("_FILE", "_LOCATION"))
+        }
+        assert set(files) == {
+            "IVMSTREAM_REDIS_PASSWORD_FILE",
+            "IVMSTREAM_KAFKA_SASL_USERNAME_FILE",
+            "IVMSTREAM_KAFKA_SASL_PASSWORD_FILE",
+            "IVMSTREAM_KAFKA_SSL_CA_LOCATION",
+        }
+        for path in files.values():
+            assert any(path.startswith(mount + "/") for mount in mounts), path
+        assert all("valueFrom" not in e for e in container["env"])  # no secret as an environment value
     for cm in _kind(full_docs, "ConfigMap").values():
         assert "sasl.password" not in json.dumps(cm)
 
 
-def test_environment_names_are_read_by_the_code_or_substituted_into_arguments(default_docs, full_docs):
-    code = "\n".join(p.read_text() for p in (REPO / "shared").rglob("*.py"))
+def test_environment_names_are_read_by_the_code(default_docs, full_docs):
     for spec in _pod_specs(default_docs) + _pod_specs(full_docs):
         for container in spec["containers"]:
             for env in container.get("env", []):
-                name = env["name"]
-                assert f'"{name}"' in code or any(f"$({name})" in arg for arg in container["args"]), name
+                assert read_by_the_code(env["name"]), env["name"]
 
 
 def test_optional_resources(full_docs):

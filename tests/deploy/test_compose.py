@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_tools import REPO, parse_cli, run_tool, tool
+from deploy_tools import REPO, parse_cli, read_by_the_code, run_tool, tool
 
 from deploy.services import IMAGE_SITE_PACKAGES, METRICS_PORT, STATE_ROOT, deployable_services
 from shared.config import load_config
@@ -111,18 +111,20 @@ def test_prometheus_scrapes_every_worker_on_the_metrics_port(compose):
 
 def test_secrets_come_from_the_env_file_and_env_names_are_real(compose):
     text = COMPOSE.read_text()
-    required = set(re.findall(r"\$\{(\w+)(?::?[-?][^}]*)?\}", text))
-    example = dict(
-        line.lstrip("# ").split("=", 1)
-        for line in (DOCKER / "env.example").read_text().splitlines()
-        if "=" in line
-    )
-    assert required <= set(example), required - set(example)
-    assert "requirepass" in text and "${REDIS_PASSWORD}" in text
-    code = "\n".join(p.read_text() for p in (REPO / "shared").rglob("*.py"))
+    interpolated = set(re.findall(r"\$\{(\w+)(?::?[-?][^}]*)?\}", text))
+    from_environment = {secret["environment"] for secret in compose["secrets"].values()}
+    lines = (DOCKER / "env.example").read_text().splitlines()
+    example = dict(line.lstrip("# ").split("=", 1) for line in lines if "=" in line)
+    assert interpolated | from_environment <= set(example), (interpolated | from_environment) - set(example)
+    # the Redis password is a secret file: in no URL, command or environment value
+    assert "REDIS_PASSWORD}" not in text and "requirepass" in text
+    redis_url = parse_cli(compose["services"][f"{sorted(_deployed())[0]}-worker"]["command"]).redis
+    assert "@" not in redis_url
     for container in _ivmstream_containers(compose).values():
-        for name in container.get("environment", {}):
-            assert f'"{name}"' in code, f"{name} is set but the code never reads it"
+        for name, value in container.get("environment", {}).items():
+            assert read_by_the_code(name), f"{name} is set but the code never reads it"
+            if name.endswith("_FILE"):
+                assert value.removeprefix("/run/secrets/") in container["secrets"], name
     datasource = yaml.safe_load((DOCKER / "grafana/provisioning/datasources/prometheus.yaml").read_text())
     assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
 

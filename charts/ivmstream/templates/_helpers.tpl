@@ -68,79 +68,70 @@ values that has no file fails here (values.schema.json already refuses it at ins
 {{- toYaml $out -}}
 {{- end -}}
 
-{{/* The --redis URL: the password comes from the environment ($(REDIS_PASSWORD), from a Secret). */}}
+{{/* The --redis URL: no credentials in it (they come from files, below). */}}
 {{- define "ivmstream.redisUrl" -}}
-{{- if .Values.redis.existingSecret -}}
-redis://:$(REDIS_PASSWORD)@{{ .Values.redis.host }}:{{ .Values.redis.port }}/{{ .Values.redis.db }}
-{{- else -}}
 redis://{{ .Values.redis.host }}:{{ .Values.redis.port }}/{{ .Values.redis.db }}
-{{- end -}}
-{{- end -}}
-
-{{- define "ivmstream.redisEnv" -}}
-{{- if .Values.redis.existingSecret }}
-- name: REDIS_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.redis.existingSecret }}
-      key: {{ .Values.redis.passwordKey }}
-{{- end }}
 {{- end -}}
 
 {{/*
-The config file a container reads: the ConfigMap's, or with Kafka SASL the one an init container writes
-into a memory-backed emptyDir after adding the credentials from the Secret's files.
+Credentials reach the program as files from the Secrets (mounted read-only), named by the environment
+variables the program reads (IVMSTREAM_REDIS_PASSWORD_FILE, IVMSTREAM_KAFKA_SASL_*_FILE, ...): never in
+a manifest, a ConfigMap, an argument or an environment value.
 */}}
-{{- define "ivmstream.configPath" -}}
-{{- if .Values.kafka.sasl.enabled -}}/run/ivmstream/config.yaml{{- else -}}/etc/ivmstream/config.yaml{{- end -}}
-{{- end -}}
-
-{{/* Init container and volumes for SASL: call with (dict "root" $ "service" $name). */}}
-{{- define "ivmstream.saslInit" -}}
-{{- if .root.Values.kafka.sasl.enabled }}
-initContainers:
-  - name: kafka-credentials
-    image: {{ include "ivmstream.image" .root }}
-    imagePullPolicy: {{ .root.Values.image.pullPolicy }}
-    command: ["python", "-c"]
-    args:
-      - |
-        import pathlib, yaml
-        config = yaml.safe_load(pathlib.Path("/etc/ivmstream/config.yaml").read_text()) or {}
-        secret = pathlib.Path("/run/secrets/kafka")
-        sasl = {
-            "security.protocol": {{ .root.Values.kafka.sasl.securityProtocol | quote }},
-            "sasl.mechanisms": {{ .root.Values.kafka.sasl.mechanism | quote }},
-            "sasl.username": (secret / "username").read_text().strip(),
-            "sasl.password": (secret / "password").read_text().strip(),
-        }
-        kafka = config.setdefault("kafka", {})
-        for role in ("consumer", "producer"):
-            kafka.setdefault(role, {}).update(sasl)
-        pathlib.Path("/run/ivmstream/config.yaml").write_text(yaml.safe_dump(config))
-    resources:
-      requests: {cpu: 10m, memory: 32Mi}
-      limits: {cpu: 100m, memory: 64Mi}
-    securityContext: {{- toYaml .root.Values.securityContext | nindent 6 }}
-    volumeMounts:
-      - {name: config, mountPath: /etc/ivmstream, readOnly: true}
-      - {name: kafka-credentials, mountPath: /run/secrets/kafka, readOnly: true}
-      - {name: rendered-config, mountPath: /run/ivmstream}
+{{- define "ivmstream.credentialEnv" -}}
+{{- if .Values.redis.existingSecret }}
+- name: IVMSTREAM_REDIS_PASSWORD_FILE
+  value: /run/secrets/redis/{{ .Values.redis.passwordKey }}
+{{- end }}
+{{- if .Values.kafka.sasl.enabled }}
+- name: IVMSTREAM_KAFKA_SECURITY_PROTOCOL
+  value: {{ .Values.kafka.sasl.securityProtocol | quote }}
+- name: IVMSTREAM_KAFKA_SASL_MECHANISM
+  value: {{ .Values.kafka.sasl.mechanism | quote }}
+- name: IVMSTREAM_KAFKA_SASL_USERNAME_FILE
+  value: /run/secrets/kafka/username
+- name: IVMSTREAM_KAFKA_SASL_PASSWORD_FILE
+  value: /run/secrets/kafka/password
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+- name: IVMSTREAM_KAFKA_SSL_CA_LOCATION
+  value: /run/secrets/kafka-ca/{{ .Values.kafka.tls.caKey }}
 {{- end }}
 {{- end -}}
 
-{{- define "ivmstream.saslVolumes" -}}
+{{- define "ivmstream.credentialVolumes" -}}
+{{- if .Values.redis.existingSecret }}
+- name: redis-credentials
+  secret:
+    secretName: {{ .Values.redis.existingSecret }}
+    items:
+      - {key: {{ .Values.redis.passwordKey }}, path: {{ .Values.redis.passwordKey }}}
+{{- end }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: kafka-credentials
   secret:
     secretName: {{ required "kafka.sasl.existingSecret: the Secret with the SASL username and password" .Values.kafka.sasl.existingSecret }}
-- name: rendered-config
-  emptyDir: {medium: Memory, sizeLimit: 1Mi}
+    items:
+      - {key: username, path: username}
+      - {key: password, path: password}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+- name: kafka-ca
+  secret:
+    secretName: {{ .Values.kafka.tls.caSecret }}
+    items:
+      - {key: {{ .Values.kafka.tls.caKey }}, path: {{ .Values.kafka.tls.caKey }}}
 {{- end }}
 {{- end -}}
 
-{{- define "ivmstream.saslMounts" -}}
+{{- define "ivmstream.credentialMounts" -}}
+{{- if .Values.redis.existingSecret }}
+- {name: redis-credentials, mountPath: /run/secrets/redis, readOnly: true}
+{{- end }}
 {{- if .Values.kafka.sasl.enabled }}
-- {name: rendered-config, mountPath: /run/ivmstream, readOnly: true}
+- {name: kafka-credentials, mountPath: /run/secrets/kafka, readOnly: true}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+- {name: kafka-ca, mountPath: /run/secrets/kafka-ca, readOnly: true}
 {{- end }}
 {{- end -}}
