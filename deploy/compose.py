@@ -211,8 +211,8 @@ def compose(services: list[Deployable]) -> dict[str, Any]:
         "name": "ivmstream",
         "services": svc,
         "configs": {f"{d.name}-config": {"file": f"./config/{d.name}.yaml"} for d in services},
-        # from docker/.env (or the shell's environment): never written into this file
-        "secrets": {REDIS_SECRET: {"environment": "REDIS_PASSWORD"}},
+        # a file you create (docker/secrets/ is git-ignored); bind-mounted, so it works with read_only
+        "secrets": {REDIS_SECRET: {"file": f"./secrets/{REDIS_SECRET}"}},
         "volumes": volumes,
     }
 
