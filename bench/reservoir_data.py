@@ -1,9 +1,10 @@
 """Graphs for the reservoir benchmarks and demo: a directed Chung-Lu graph with heavy-tailed degrees.
 
-Node i gets out- and in-weights ∝ (i + 1)^(-1/(gamma-1)) (independently permuted), and each edge draws
-its source by out-weight and its target by in-weight; repeated edges and self-loops are dropped. With
-gamma = 1.9 the degree tails resemble a who-trusts-whom network like Epinions (a few hubs with thousands
-of edges, most nodes with one or two). Deterministic from the seed. The line-3 size is checked with
+Node i gets the weight (i + 1)^(-1/(gamma-1)) (nodes in a random order) for both directions, and each
+edge draws its source and its target by weight; repeated edges and self-loops are dropped. With
+gamma = 1.9 the degrees resemble a who-trusts-whom network like Epinions: a few hubs with thousands of
+edges both ways (in- and out-degree correlate), most nodes with one or two. Deterministic from the
+seed. The line-3 size is checked with
 Σ_{(y,z)∈E} indeg(y)·outdeg(z).
 
 ``python -m bench.reservoir_data --demo`` writes the service's bundled demo input.
@@ -27,9 +28,9 @@ def chung_lu(nodes: int, edges: int, gamma: float = 1.9, seed: int = 7) -> list[
     """``edges`` distinct directed edges (no self-loops) in arrival order, shuffled."""
     rng = random.Random(seed)
     weights = [(i + 1) ** (-1.0 / (gamma - 1.0)) for i in range(nodes)]
-    outs, ins = list(range(nodes)), list(range(nodes))
+    outs = list(range(nodes))
     rng.shuffle(outs)
-    rng.shuffle(ins)
+    ins = outs  # hubs are hubs both ways
     cum = list(itertools.accumulate(weights))
     total = cum[-1]
     seen: set[tuple[int, int]] = set()

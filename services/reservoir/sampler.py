@@ -101,7 +101,7 @@ class Reservoir:
 
     def reset(self, sample: list[Row], population: int) -> None:
         """The state of a reservoir that has seen ``population`` real items and holds ``sample`` (a
-        uniform subset of them): w ~ Beta(k, M-k+1), and a fresh skip (§3.3, §5.4)."""
+        uniform subset of them): w ~ Beta(k, M-k+1), and a fresh skip (§3.3, §5)."""
         self.sample = sample
         if population <= self.k:
             self.w, self.q = None, 0
@@ -228,7 +228,7 @@ def random_order(rng: random.Random, n: int) -> Iterator[int]:
 def rs_without_pushdown(
     k: int, rng: random.Random, items: list[Any], theta: Callable[[Any], bool]
 ) -> tuple[list[Any], int]:
-    """The RS baseline of §6 (E4): θ on every item, the reals fed to plain Algorithm L; returns the
+    """The RS baseline of §7 (E4): θ on every item, the reals fed to plain Algorithm L; returns the
     sample and the number of θ evaluations (len(items))."""
     res = Reservoir(k, rng)
     reals = [x for x in items if theta(x)]
