@@ -56,6 +56,7 @@ bench: setup
 	$(PY) bench/state.py
 	$(PY) bench/backed_state.py
 	$(PY) bench/fivm.py
+	$(PY) bench/reservoir.py
 	$(PY) bench/soak.py
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
