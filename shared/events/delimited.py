@@ -85,15 +85,24 @@ def _csv_records(
     columns: Sequence[str] | None,
     delta_column: str,
 ) -> Iterator[SourceRecord]:
-    with open(path, newline="", encoding="utf-8") as fh:
+    # Bytes that are not UTF-8 survive decoding as lone surrogates, so one bad row becomes an error
+    # record instead of an exception in the middle of the file (quoted cells may span lines).
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as fh:
         reader = csv.reader(fh, delimiter=delimiter, skipinitialspace=True)
         header = list(columns) if columns is not None else None
         for row in reader:
             lineno = reader.line_num
+            bad = _not_utf8(row)
             if header is None:
+                if bad is not None:
+                    raise SourceError(f"{path}: the CSV header (line {lineno}) is not valid UTF-8")
                 header = [h.strip() for h in row]
                 continue
             if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if bad is not None:
+                raw = delimiter.join(row).encode("utf-8", "surrogateescape")
+                yield SourceRecord(lineno, raw, None, error=f"not valid UTF-8: {bad}", relation=relation)
                 continue
             if delimiter == "|" and len(row) == len(header) + 1 and row[-1] == "":
                 row = row[:-1]  # TPC-H dbgen lines end with a trailing separator
@@ -104,6 +113,17 @@ def _csv_records(
                 key_of(out, key_field),
                 relation=relation,
             )
+
+
+def _not_utf8(cells: Sequence[str]) -> str | None:
+    """Why cells decoded with ``surrogateescape`` were not UTF-8 (None: they were)."""
+    for cell in cells:
+        if not cell.isascii():
+            try:
+                cell.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return str(exc)
+    return None
 
 
 # --- .tbl: headerless, |-separated, typed by the relation's declared columns --------------------------

@@ -113,14 +113,19 @@ def read_orderbook(
 
 
 def _orderbook_records(path: Path, adaptor: OrderBookAdaptor, key: bytes | None) -> Iterator[SourceRecord]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield SourceRecord(lineno, raw.strip(), key, error=f"not valid UTF-8: {exc}")
                 continue
             try:
                 events = adaptor.feed_line(line)
             except ValueError as exc:
-                yield SourceRecord(lineno, line.strip().encode(), key, error=str(exc))
+                yield SourceRecord(lineno, raw.strip(), key, error=str(exc))
                 continue
             for ev in events:
                 yield SourceRecord(lineno, orjson.dumps(ev), key, relation=ev["relation"])

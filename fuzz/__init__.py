@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of the event decoders and input readers (atheris); see fuzz/targets.py."""
