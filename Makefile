@@ -8,7 +8,7 @@ CHECKOV_VERSION := 3.3.30
 CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: setup system-deps demo test test-fast bench lint clean
+.PHONY: setup system-deps demo test test-fast bench lint clean fuzz
 
 setup: system-deps $(STAMP) $(CHECKOV_STAMP)
 
@@ -58,6 +58,15 @@ bench: setup
 	$(PY) bench/fivm.py
 	$(PY) bench/reservoir.py
 	$(PY) bench/soak.py
+
+# Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
+# FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.
+# `make test` runs the same harness for a bounded, seeded 3000 inputs (tests/hostile/test_fuzz.py).
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	@mkdir -p $(VENV)/fuzz-work
+	$(PY) fuzz/decoders.py -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/corpus/crash- \
+	  $(VENV)/fuzz-work fuzz/seeds fuzz/corpus
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
 lint: setup
