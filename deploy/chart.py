@@ -46,7 +46,8 @@ def _service_schema(d: Deployable) -> dict[str, Any]:
                 "type": "integer",
                 "minimum": 0,
                 "description": f"workers of {d.name}: at most the partitions of {d.input_topic} "
-                "(the templates refuse more); a worker beyond them would own nothing",
+                "(a worker beyond them would own nothing), and 1 with stateBackend rocksdb (a partition's "
+                "state stays on its worker's volume); the templates refuse more",
             },
             "partitions": {"type": "integer", "minimum": 1, "description": f"partitions of {d.input_topic}"},
             "config": {

@@ -218,7 +218,19 @@ def test_checkov_findings_are_fixed_or_justified(default_docs, full_docs, tmp_pa
 def test_replicas_beyond_the_partitions_fail_with_the_reason():
     d = deployable_services()[0]
     with pytest.raises(helm.HelmError, match=rf"services\.{d.name}\.replicas is {d.partitions + 1}, but"):
-        render({"services": {d.name: {"replicas": d.partitions + 1}}})
+        render({"stateBackend": "redis", "services": {d.name: {"replicas": d.partitions + 1}}})
+
+
+def test_rocksdb_state_runs_one_worker_per_service():
+    """Each worker's RocksDB state is on its own volume: more workers, or autoscaling, are refused."""
+    keyed = [d for d in deployable_services() if d.partitions > 1]
+    assert keyed, "a service with several partitions is needed to show the refusal"
+    message = r"with stateBackend rocksdb each worker keeps its partitions' state on its own volume"
+    with pytest.raises(helm.HelmError, match=rf"services\.{keyed[0].name}: {message}"):
+        render({"services": {keyed[0].name: {"replicas": 2}}})
+    with pytest.raises(helm.HelmError, match=message):
+        render({"autoscaling": {"enabled": True}})
+    render({"stateBackend": "redis", "services": {keyed[0].name: {"replicas": 2}}})  # Redis state: fine
 
 
 def test_template_checks_refuse_inconsistent_options():
@@ -272,3 +284,10 @@ def test_chart_release_matches_the_package_version():
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert chart["appVersion"] == values["image"]["tag"] == version
+
+
+def test_notes_name_every_service_with_its_partitions():
+    with helm.Chart.load(str(CHART)) as chart:
+        notes = chart.render(None, name=RELEASE, namespace=NAMESPACE)["ivmstream/templates/NOTES.txt"]
+    for d in deployable_services():
+        assert f"{d.name}: 1 worker(s) on {d.input_topic} ({d.partitions} partition(s))" in notes
