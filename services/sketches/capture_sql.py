@@ -20,6 +20,23 @@ from services.sketches.partition import RangeSpec
 FRAG = "__frag"
 
 
+def dates_as_text(tree: exp.Expression) -> exp.Expression:
+    """``DATE 'yyyy-mm-dd'`` as the text literal: the engine compares dates as ISO text (§1.2), and the
+    tables hold them as text."""
+
+    def plain(node: exp.Expression) -> exp.Expression:
+        if (
+            isinstance(node, exp.Cast)
+            and isinstance(node.this, exp.Literal)
+            and node.this.is_string
+            and node.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
+        ):
+            return node.this.copy()
+        return node
+
+    return tree.copy().transform(plain)
+
+
 def _columns(t: exp.Table, columns: Mapping[str, Sequence[str]]) -> Sequence[str]:
     return columns[t.name.lower().removeprefix("__p_")]
 
@@ -84,7 +101,7 @@ def answer_sql(sql: str, columns: Mapping[str, Sequence[str]], dialect: str) -> 
     """The query in ``dialect``, with the engine's total order (§2.9) spelled out: NULLS LAST on its own
     keys, then ties broken by the group values (aggregates), the selected values (DISTINCT) or every
     column (select-project-join)."""
-    tree = sqlglot.parse_one(sql)
+    tree = dates_as_text(sqlglot.parse_one(sql))  # type: ignore[arg-type]
     if not isinstance(tree, exp.Select) or not (tree.args.get("order") or tree.args.get("limit")):
         return tree.sql(dialect=dialect)
     select = tree.copy()
@@ -107,7 +124,7 @@ def answer_sql(sql: str, columns: Mapping[str, Sequence[str]], dialect: str) -> 
 
 def capture_sql(select: exp.Select, columns: Mapping[str, Sequence[str]], dialect: str) -> str:
     """A query (in ``dialect``) whose rows are the fragment ids of the query's provenance (§8.1)."""
-    select, frags = _with_provenance_tables(select)
+    select, frags = _with_provenance_tables(dates_as_text(select))  # type: ignore[arg-type]
     frag_items = [f"{f} AS __f{i}" for i, f in enumerate(frags)]
     group = list(select.args["group"].expressions) if select.args.get("group") else []
     aggregated = bool(group) or any(isinstance(x, exp.AggFunc) for x in select.find_all(exp.AggFunc))

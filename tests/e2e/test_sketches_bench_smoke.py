@@ -1,0 +1,42 @@
+"""A tiny run of the sketches benchmark, so it cannot rot; no timing is asserted.
+
+The benchmark itself aborts unless, after every measured series, the IMP sketch equals the Python
+capture and the DuckDB capture, and unless imp, full and nosketch give the same answers in the mixed
+workload. Here: every experiment is present with the sizes the quick run asks for, and the markdown
+tables print from the JSON.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO, cli_env, run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
+
+
+def test_sketches_bench_smoke(tmp_path):
+    data = run_bench("sketches.py", tmp_path / "sk", "--no-worker", timeout=600)
+    assert (tmp_path / "sk.png").stat().st_size > 0
+    assert [r["groups"] for r in data["groups"]["groups"]] == [50, 500]
+    assert [r["aggregates"] for r in data["groups"]["having"]] == [1, 2, 3]
+    for rec in data["groups"]["groups"] + data["groups"]["having"]:
+        assert [r["delta"] for r in rec["runs"]] == [10, 100]
+        for r in rec["runs"]:
+            assert r["imp_s"] > 0 and r["full_python_s"] > 0 and r["full_duckdb_s"] > 0
+    assert {r["query"] for r in data["tpch"]} == {"Q3", "Q6"}
+    assert {r["safety"] for r in data["tpch"]} == {"S2", "S1"}  # Q3 groups by the order key; Q6 is monotone
+    assert {(r["ratio"], r["delta"]) for r in data["mixed"]} == {
+        (q, d) for q in ("1U1Q", "1U5Q", "5U1Q") for d in (20, 200)
+    }
+    printed = subprocess.run(
+        [sys.executable, "bench/sketches.py", "--markdown", "--out", str(tmp_path / "sk.json")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        check=True,
+    ).stdout
+    assert "### TPC-H" in printed and "Break-even" in printed
