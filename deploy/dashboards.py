@@ -144,8 +144,13 @@ def overview() -> dash.Dashboard:
                 [
                     (f"sum by (service) (ivmstream_assigned_partitions{{{sel}}})", "{{service}} partitions"),
                     (f"sum by (service) (ivmstream_state_keys{{{sel}}})", "{{service}} keys"),
+                    (
+                        f"sum by (service) (ivmstream_resident_engines{{{sel}}})",
+                        "{{service}} resident engines",
+                    ),
                 ],
-                "Input partitions owned by the service's workers, and the engine instances they hold.",
+                "Input partitions owned by the service's workers, the partition keys with state, and the "
+                "engines of those held in memory (resident_keys bounds them).",
             )
         )
         .with_row(dash.Row("Latency and checkpoints"))
