@@ -45,8 +45,9 @@ ALL_TYPES = Relation.of("t", i="int", f="float", n="number", s="str", b="bool", 
 BOOK = Relation.of("bids", t="number", id="number", broker_id="number", volume="number", price="number")
 SCHEMA = Schema.of(ALL_TYPES, Relation.of("u", i="int"), BOOK, key_field="k")
 KEYLESS = Schema.of(ALL_TYPES, BOOK)
-# A small record size limit, so that the fuzzer reaches the oversized path with short inputs.
-LIMIT = 512
+# A record size limit within libFuzzer's default input length (4096), so that the fuzzer reaches the
+# oversized path, and still room for values nested deeper than Python's recursion limit.
+LIMIT = 3000
 
 _CODECS: list[tuple[EventCodec, EventCodec]] = [
     (

@@ -24,7 +24,9 @@ from shared.events.reasons import (
     json_error_reason,
     nesting_depth,
     out_of_range_integer,
+    shown,
 )
+from shared.events.reasons import max_record_bytes as record_size_limit
 
 try:  # the compiled decoder (setup.py); without it every record takes the msgspec path below
     from shared.events import _fastjson
@@ -209,11 +211,14 @@ class EventCodec:
     name = "json"
 
     def __init__(
-        self, schema: Schema, *, compiled: bool | None = None, max_record_bytes: int = MAX_RECORD_BYTES
+        self, schema: Schema, *, compiled: bool | None = None, max_record_bytes: int | None = None
     ) -> None:
         """``compiled``: use the C decoder (default: whenever it is built and IVMSTREAM_PURE_PYTHON
         is not 1); ``True`` insists on it. ``max_record_bytes``: longer records are refused as
-        ``oversized`` (a str record is measured in characters)."""
+        ``oversized`` (a str record is measured in characters); default IVMSTREAM_MAX_RECORD_BYTES,
+        else 1 MiB."""
+        if max_record_bytes is None:
+            max_record_bytes = record_size_limit()
         if max_record_bytes < 1:
             raise ValueError(f"max_record_bytes must be positive, got {max_record_bytes}")
         self.schema = schema
@@ -291,10 +296,10 @@ class EventCodec:
         validators = self._validators.get(relation) if type(relation) is str else None
         if validators is None:
             known = ", ".join(sorted(self._validators))
-            raise EventError("unknown-relation", f"unknown relation {relation!r} (known: {known})")
+            raise EventError("unknown-relation", f"unknown relation {shown(relation)} (known: {known})")
         delta = obj["delta"]
         if type(delta) is not int:
-            raise EventError("bad-delta", f"delta must be an integer, got {delta!r}")
+            raise EventError("bad-delta", f"delta must be an integer, got {shown(delta)}")
         if delta == 0:
             raise EventError("zero-delta", "delta is 0: an update must change a multiplicity")
         row = obj["row"]
@@ -324,7 +329,8 @@ class EventCodec:
             try:
                 out[col] = check(v)
             except TypeError as exc:
-                raise EventError("wrong-type", f"{relation}.{col} must be {exc} ({typ}), got {v!r}") from None
+                detail = f"{relation}.{col} must be {exc} ({typ}), got {shown(v)}"
+                raise EventError("wrong-type", detail) from None
         if len(row) != expected:
             allowed = set(out) | ({key_field} if key_field else set())
             extra = sorted(set(row) - allowed)
@@ -390,9 +396,10 @@ class _NeedsSlowPath(Exception):
     """The fast path cannot decide; the reference decoder will (and report why, if it rejects)."""
 
 
-# What the msgspec path leaves to the reference decoder: its own refusals, type mismatches, and text that
-# is not UTF-8 (msgspec raises UnicodeDecodeError; for a str with a lone surrogate, UnicodeEncodeError).
-_DECLINED = (msgspec.DecodeError, TypeError, UnicodeError, _NeedsSlowPath)
+# What the msgspec path leaves to the reference decoder: its own refusals, type mismatches, text that
+# is not UTF-8 (msgspec raises UnicodeDecodeError; for a str with a lone surrogate, UnicodeEncodeError)
+# and nesting deeper than Python's recursion limit (RecursionError).
+_DECLINED = (msgspec.DecodeError, TypeError, UnicodeError, RecursionError, _NeedsSlowPath)
 
 # orjson (the reference parser) reads integers outside [-2**63, 2**64 - 1] as floats, and msgspec reads
 # any integer as an int: integers beyond int64 (the widest bounds msgspec checks) go to the reference.

@@ -9,8 +9,9 @@ only on the reference (slow) path, which the fast decoders hand every record the
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # The decoder's codes -> what each means (docs/security.md lists them; tests reach every one). Engines add
@@ -35,8 +36,10 @@ REASONS: dict[str, str] = {
     "unexpected-column": "the row has a column its relation does not declare",
 }
 
-# The default record size limit: Kafka's default maximum message size.
+# The default record size limit: Kafka's default maximum message size. IVMSTREAM_MAX_RECORD_BYTES
+# overrides it for every codec of the process (a worker's, ``replay``'s).
 MAX_RECORD_BYTES = 1 << 20
+MAX_RECORD_BYTES_ENV = "IVMSTREAM_MAX_RECORD_BYTES"
 # An event is two levels deep ({"row": {...}}); anything nested past this is hostile, not a typo.
 MAX_NESTING = 16
 # The integers the reference parser (orjson) reads exactly: signed 64-bit minimum to unsigned maximum.
@@ -47,6 +50,20 @@ INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _NON_FINITE = (b"NaN", b"Infinity", b"-Infinity")
 _INTEGER_LITERAL = re.compile(rb"-?\d+(?![\d.eE])")
+
+
+def max_record_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The record size limit: IVMSTREAM_MAX_RECORD_BYTES if set (a positive integer), else the default."""
+    text = (os.environ if environ is None else environ).get(MAX_RECORD_BYTES_ENV)
+    if text is None or not text.strip():
+        return MAX_RECORD_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{MAX_RECORD_BYTES_ENV} must be a positive number of bytes, got {text!r}")
+    return value
 
 
 def as_bytes(value: bytes | str) -> bytes:
@@ -94,6 +111,17 @@ def out_of_range_integer(raw: bytes) -> str | None:
     except RecursionError:  # nested past Python's limit: reported as too deep by the caller
         return None
     return None
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as a rejection's detail quotes it: containers by kind and size (the repr of a deeply
+    nested one would overflow the stack), anything else by a repr cut to ``limit`` characters."""
+    if type(value) is dict:
+        return f"an object of {len(value)} member(s)"
+    if type(value) is list:
+        return f"an array of {len(value)} element(s)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def nesting_depth(obj: Any, limit: int = MAX_NESTING) -> int:

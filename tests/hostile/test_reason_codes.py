@@ -84,7 +84,7 @@ def test_oversized(size: int) -> None:
     assert set(verdicts(orjson.dumps(event(row)))) == {"accepted"}
 
 
-@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 500, 2000])
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 500, 990, 1010, 1024, 2000])
 @pytest.mark.parametrize("col", ["i", "s", "k"])
 def test_deeply_nested(depth: int, col: str) -> None:
     assert_reason(with_column(col, "[" * depth + "]" * depth), "too-deep")
@@ -92,6 +92,15 @@ def test_deeply_nested(depth: int, col: str) -> None:
 
 def test_nesting_up_to_the_limit_is_a_type_error_not_too_deep() -> None:
     assert_reason(with_column("i", "[" * (MAX_NESTING - 2) + "]" * (MAX_NESTING - 2)), "wrong-type")
+
+
+@pytest.mark.parametrize("depth", [1000, 1020])
+def test_nesting_past_the_recursion_limit_as_relation_or_delta(depth: int) -> None:
+    """Refusals quote the offending value: never by a repr that would overflow the stack."""
+    nested = "[" * depth + "]" * depth
+    good = orjson.dumps(event(GOOD_ROW))
+    assert_reason(good.replace(b'"relation":"t"', b'"relation":' + nested.encode()), "too-deep")
+    assert_reason(good.replace(b'"delta":1', b'"delta":' + nested.encode()), "too-deep")
 
 
 def test_deep_nesting_beyond_the_parser_in_an_unknown_field() -> None:

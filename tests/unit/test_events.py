@@ -21,7 +21,7 @@ from shared.events import (
     UpdateEvent,
     encode_event,
 )
-from shared.events.reasons import REASONS
+from shared.events.reasons import REASONS, shown
 
 TRADES = Relation.of("trades", qty="int", sym="str")
 ALL = Relation.of("all", i="int", f="float", n="number", s="str", b="bool", d="decimal")
@@ -221,14 +221,14 @@ def test_unknown_field() -> None:
 @pytest.mark.parametrize("relation", ["nope", "TRADES", "", 5, None, ["trades"], {"a": 1}])
 def test_unknown_relation(relation: Any) -> None:
     err = rejects(CODEC, raw(relation=relation), "unknown-relation")
-    assert repr(relation) in err.detail
+    assert shown(relation) in err.detail
     assert "known: all, trades" in err.detail
 
 
 @pytest.mark.parametrize("delta", [1.0, 1.5, "1", True, False, None, [1], {"d": 1}])
 def test_bad_delta(delta: Any) -> None:
     err = rejects(CODEC, raw(delta=delta), "bad-delta")
-    assert err.detail == f"delta must be an integer, got {delta!r}"
+    assert err.detail == f"delta must be an integer, got {shown(delta)}"
 
 
 @pytest.mark.parametrize("text", [b"0", b"-0"])
@@ -307,7 +307,7 @@ def test_null_value(col: str) -> None:
 def test_wrong_type(col: str, value: Any, expect: str) -> None:
     err = rejects(CODEC, raw("all", all_row(**{col: value})), "wrong-type")
     typ = dict(ALL.columns)[col]
-    assert err.detail == f"all.{col} must be {expect} ({typ}), got {value!r}"
+    assert err.detail == f"all.{col} must be {expect} ({typ}), got {shown(value)}"
 
 
 def test_wrong_type_in_trades_names_relation_and_column() -> None:
