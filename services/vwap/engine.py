@@ -58,6 +58,11 @@ class VwapEngine:
         book = self.info.book
         changed = self._changed.add
         net = 0
+        # Plans with ``apply_levels`` take the batch netted per price level (docs/algorithms/vwap.md §3.6):
+        # the ledger still checks every event in order, the plan moves once per level touched.
+        netted: dict[str, dict[Any, list[Any]]] | None = None
+        if book and hasattr(self.plan, "apply_levels"):
+            netted = {rel: {} for rel in reads}
         with exact_context():
             for i, ev in enumerate(events):
                 rel = ev.relation
@@ -91,7 +96,21 @@ class VwapEngine:
                 changed((rel, vals))
                 net += delta
                 if rel in reads:
-                    update(rel, row, delta)
+                    if netted is None:
+                        update(rel, row, delta)
+                    else:
+                        levels = netted[rel]
+                        price = row["price"]
+                        acc = levels.get(price)
+                        if acc is None:
+                            levels[price] = [delta, delta * row["volume"]]
+                        else:
+                            acc[0] += delta
+                            acc[1] += delta * row["volume"]
+            if netted is not None:
+                for rel, changes in netted.items():
+                    if changes:
+                        self.plan.apply_levels(rel, changes)
         self.events += len(events) - len(rejections)
         self.rejected += len(rejections)
         self.live_tuples += net

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from services.vwap.exact import to_json
-from services.vwap.plans.base import Row
+from services.vwap.plans.base import LevelChanges, Row
 from services.vwap.trees.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
 from services.vwap.trees.rpai import RPAITree
 from services.vwap.trees.vec import Vec
@@ -55,6 +55,13 @@ class VwapPlan(_OneIndexPlan):
     def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
         """Restore in one ascending pass from per-price (price, W, cnt, PV): keys by prefix sums."""
         self.index.build(levels["bids"])
+
+    def apply_levels(self, rel: str, changes: LevelChanges) -> None:
+        """A batch netted per price level: one index move per level touched (docs/algorithms/vwap.md §3.6)."""
+        if rel == "bids":
+            move = self.index.update_level
+            for p, (dc, dw) in changes.items():
+                move(p, dc, dw, p * dw)
 
     def value(self) -> Any:
         ix = self.index
@@ -164,6 +171,13 @@ class _BidsIndexPlan(_OneIndexPlan):
 
     def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
         self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
+
+    def apply_levels(self, rel: str, changes: LevelChanges) -> None:
+        """A batch netted per price level (docs/algorithms/vwap.md §3.6)."""
+        if rel == "bids":
+            move = self.index.update_level
+            for p, (dc, dw) in changes.items():
+                move(p, dc, dw, Vec((dw, p * dw)))
 
 
 class Nq1Plan(_BidsIndexPlan):
@@ -378,6 +392,34 @@ class CrossCheckPlan:
             del self.cnt[p]
             self.w.delete(p)
             self.pv.delete(p)
+
+    def apply_levels(self, rel: str, changes: LevelChanges) -> None:
+        """A batch netted per price level: one add (or delete) per level and tree (§3.6)."""
+        if rel != "bids":
+            return
+        cnt = self.cnt
+        for p, (dc, dw) in changes.items():
+            old = cnt.get(p, 0)
+            c = old + dc
+            if (not c and not old) or (not dc and not dw):
+                continue
+            self.total += dw
+            if c:
+                cnt[p] = c
+                self.w.add(p, dw)
+                self.pv.add(p, p * dw)
+            else:
+                del cnt[p]
+                self.w.delete(p)
+                self.pv.delete(p)
+
+    def load_levels(self, levels: Mapping[str, list[tuple[Any, Any, int, Any]]]) -> None:
+        """Restore in one ascending pass from per-price (price, W, cnt, PV)."""
+        bids = levels["bids"]
+        self.w = RPAITree.from_sorted((p, w) for p, w, _c, _pv in bids)
+        self.pv = RPAITree.from_sorted((p, pv) for p, _w, _c, pv in bids)
+        self.cnt = {p: c for p, _w, c, _pv in bids}
+        self.total = sum((w for _p, w, _c, _pv in bids), 0)
 
     def result(self) -> Any:
         if not self.cnt:

@@ -48,14 +48,23 @@ class InequalityIndex:
 
     def update(self, p: Any, x: int, w: Any, pay: Any) -> None:
         """Apply x copies (x < 0: delete) of a tuple with correlated value p, weight w > 0, payload pay."""
+        self.update_level(p, x, x * w, x * pay)
+
+    def update_level(self, p: Any, dc: int, dw: Any, dpay: Any) -> None:
+        """Move group p by a netted change: dc tuples, dw weight, dpay payload (docs/algorithms/vwap.md
+        §3.6). Any net change keeps the keys ordered as long as the group's weight stays positive while
+        it is live, which the ledger guarantees; a group created and emptied within one batch is a
+        no-op."""
+        old_c = self.cnt.get(p, 0)
+        c = old_c + dc
+        if (not c and not old_c) or (not dc and not dw and dpay == self.zero):
+            return
         bound = self.bound
         le = bound.prefix_le(p)
-        wp = bound.get(p, 0)
+        wp = bound.get(p, 0) if old_c else 0
         lt = le - wp
         t = self.total
         theta = self.theta
-        dw = x * w
-        c = self.cnt.get(p, 0) + x
         emptied = c == 0
         if theta == "<=":
             old_key, thr, incl, new_key = le, lt, False, le + dw
@@ -79,7 +88,7 @@ class InequalityIndex:
         else:
             bound.add(p, dw)
             self.cnt[p] = c
-            idx.add(new_key, x * pay)
+            idx.add(new_key, dpay)
 
     def group_key(self, p: Any) -> Any:
         """Key of group p computed from ``bound`` by the θ formula (for invariant checks and tests)."""
