@@ -109,6 +109,7 @@ class Worker:
         self.output = Output(service.name, self.producer, config.output_topic, config.dlq_topic, redis_client)
         self.partitions: dict[int, PartitionState] = {}
         self._stop = threading.Event()
+        self._closing = False  # set before consumer.close(): a rebalance finishing inside it takes nothing
         self._last_checkpoint = time.monotonic()
         self._options = config.options
         self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
@@ -212,6 +213,7 @@ class Worker:
 
     def close(self) -> None:
         """Leave the group cleanly: the revocation checkpoints whatever is still owned."""
+        self._closing = True
         self.consumer.close()
         if self.broadcast is not None:
             self.broadcast.close()
@@ -224,6 +226,7 @@ class Worker:
         for state in list(self.partitions.values()):
             self.store.release(state.topic, state.partition)
         self.partitions.clear()
+        self._closing = True
         try:
             self.consumer.close()
             if self.broadcast is not None:
@@ -237,6 +240,12 @@ class Worker:
         return self.service.engine(self._options)
 
     def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        if self._closing:
+            # A rebalance that completes inside consumer.close(): the handle is being destroyed, so
+            # reading offsets would fail (_DESTROY) and the worker exit 1 on a clean stop; the
+            # partitions are never consumed here and are revoked again at once, so load nothing.
+            log.info("leaving the group: not taking %d partition(s) assigned during shutdown", len(tps))
+            return
         self.metrics.health.restoring()
         loader = self.store if self.config.resident_keys is not None else None
         if loader is not None and not isinstance(loader, KeyLoader):
