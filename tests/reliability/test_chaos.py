@@ -1,0 +1,150 @@
+"""Chaos: workers SIGKILLed and restarted at seeded random points, and a rebalance storm.
+
+Two workers share one consumer group (and the Redis state backend, as workers on different machines
+would), so every kill and every restart moves partitions between them. Whatever the interleaving, the
+results they published must equal ``replay`` of the whole input: nothing lost, nothing counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+
+import pytest
+from reliability_runs import Run, demo_cases, parts, redone, uncheckpointed
+
+from shared.testing import Case
+
+SEED = 20261123
+ROUNDS = 3
+SESSION_MS = 1500  # a killed worker's partitions move after this long
+
+# Each run takes ~10 s: the template service's stays in the fast set, the others are marked slow.
+FAST = "reference"
+cases = pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name, marks=() if c.name == FAST else pytest.mark.slow) for c in demo_cases()],
+)
+
+
+def _wait_all(
+    run: Run,
+    workers: Mapping[str, subprocess.Popen[bytes]],
+    what: str,
+    done: Callable[[], bool],
+    timeout: float = 90.0,
+) -> None:
+    """Poll ``done`` until true; fail if any worker exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        for name, worker in workers.items():
+            if worker.poll() is not None:
+                raise AssertionError(
+                    f"worker {name} exited ({worker.returncode}) waiting for {what}:\n{run.tail()}"
+                )
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout}s:\n{run.tail()}")
+        time.sleep(0.1)
+
+
+def _kill(worker: subprocess.Popen[bytes]) -> int:
+    if worker.poll() is None:
+        os.kill(worker.pid, signal.SIGKILL)
+    return worker.wait(30)
+
+
+def _assignments(run: Run, name: str) -> list[int]:
+    """The input partitions worker ``name`` was assigned, one per assignment, from its log."""
+    pattern = re.compile(rf"assigned {re.escape(run.topic)}:(\d+) from offset")
+    log = run.worker_log(name)
+    return [int(p) for p in pattern.findall(log.read_text(errors="replace"))] if log.exists() else []
+
+
+def _assigned_since(run: Run, name: str, seen: int) -> bool:
+    return len(_assignments(run, name)) > seen
+
+
+def _assigned(run: Run, name: str) -> set[int]:
+    return set(_assignments(run, name))
+
+
+def _checkpointed(run: Run) -> int:
+    return sum(p.committed for p in run.progress())
+
+
+def _lag(run: Run) -> int:
+    return sum(p.lag for p in run.progress())
+
+
+@cases
+def test_seeded_kills_of_two_workers_in_one_group_equal_replay(
+    case: Case, broker, redis_server, unique, tmp_path: Path
+):
+    """Each round: the last round's redone work is checkpointed, a new part of the input arrives, and
+    after a seeded random delay, once results are published past the checkpoint, one worker, the other
+    or both (in seeded order) are SIGKILLed and restarted."""
+    rng = random.Random(f"{SEED}:{case.name}")
+    run = Run(case, broker, redis_server.url, tmp_path, unique, backend="redis")
+    run.prepare(batch_size=20, checkpoint_interval=0.5, session_timeout_ms=SESSION_MS)
+    chunks = parts(case.records, ROUNDS + 1)
+    workers = {name: run.start_named(name) for name in ("a", "b")}
+    plans = [["a"], ["b"], ["a", "b"]][:ROUNDS]
+    rng.shuffle(plans)
+    kills: list[tuple[list[str], list[int], int]] = []  # victims, their exit codes, work lost with them
+    try:
+        for chunk, victims in zip(chunks, plans, strict=False):
+            _wait_all(run, workers, "the killed work redone and checkpointed", partial(redone, run))
+            run.produce(chunk)
+            time.sleep(rng.uniform(0.0, 0.4))
+            _wait_all(run, workers, "results published past the checkpoint", partial(uncheckpointed, run))
+            lost = uncheckpointed(run)
+            kills.append((victims, [_kill(workers[v]) for v in victims], lost))
+            workers.update({v: run.start_named(v) for v in victims})
+        run.produce(chunks[-1])
+        _wait_all(run, workers, "catch-up after the kills", run.caught_up)
+    finally:
+        for worker in workers.values():
+            if worker.poll() is None:
+                run.stop(worker)
+    for victims, codes, _lost in kills:
+        assert codes == [-signal.SIGKILL] * len(victims), run.tail()  # killed, never crashed by itself
+    a, b = _assigned(run, "a"), _assigned(run, "b")
+    assert a & b, f"no partition moved between the workers: a had {a}, b had {b}"
+    run.assert_published_equals_replay()
+
+
+def test_rebalance_storm_makes_progress_and_loses_nothing(broker, redis_server, unique, tmp_path: Path):
+    """A steady worker while another joins and leaves again and again: each round, the group checkpoints
+    further, and at the end the published results equal replay."""
+    [case] = [c for c in demo_cases() if c.name == FAST]
+    storms = 4
+    run = Run(case, broker, redis_server.url, tmp_path, unique, backend="redis")
+    run.prepare(batch_size=20, checkpoint_interval=0.3, session_timeout_ms=SESSION_MS)
+    chunks = parts(case.records, storms + 1)
+    steady = run.start_named("steady")
+    checkpointed = [0]
+    try:
+        for chunk in chunks[:storms]:
+            before = len(_assignments(run, "joiner"))
+            joiner = run.start_named("joiner")
+            workers = {"steady": steady, "joiner": joiner}
+            run.produce(chunk)
+            joined = partial(_assigned_since, run, "joiner", before)
+            _wait_all(run, workers, "partitions for the joiner", joined)
+            run.stop(joiner)  # leaves: its partitions go back to the steady worker
+            _wait_all(run, {"steady": steady}, "progress", lambda: _checkpointed(run) > checkpointed[-1])
+            checkpointed.append(_checkpointed(run))
+        run.produce(chunks[-1])
+        _wait_all(run, {"steady": steady}, "catch-up after the storm", run.caught_up)
+    finally:
+        run.stop(steady)
+    assert checkpointed == sorted(set(checkpointed)), checkpointed  # progress in every round
+    assert run.logs().count("--- start") == storms + 1
+    run.assert_published_equals_replay()
