@@ -318,21 +318,34 @@ class Worker:
 
     def _check_not_lost(self, consumer: Consumer, tp: TopicPartition) -> None:
         """No stored state, yet the group has committed an offset here: the offsets mirrored into the group
-        follow checkpoints, so a checkpoint existed and the store lost it (a Redis without persistence
-        restarted, another --state-dir). Starting from the earliest offset would rebuild the state over
-        results already published, or skip records the log no longer holds: refuse and say so. The
-        memory store keeps nothing across restarts by design and is not checked."""
-        if self.store.name == "memory":
+        follow checkpoints, so a checkpoint existed. In Redis, which every worker of the group shares,
+        that state is lost (restarted without persistence, flushed): starting from the earliest offset
+        would rebuild it silently while results already published go back in time, so refuse and say
+        so. RocksDB state is local to a worker's volume: a partition that moved to a worker without
+        its database is rebuilt from the log (``_check_history`` refuses when the log lost records),
+        and the worker says so. The memory store keeps nothing across restarts by design."""
+        if self.store.name not in ("redis", "rocksdb"):
             return
         (committed,) = consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=10)
-        if committed.offset >= 0:
-            raise StateLost(
-                f"the {self.store.name} state of {tp.topic}:{tp.partition} is empty, but group {self.group} "
-                f"committed offset {committed.offset} there after a checkpoint: the state was lost (a "
-                "Redis restarted without persistence, or another --state-dir); refusing to rebuild it "
-                "silently from the earliest offset: bootstrap it (`ivmstream bootstrap`), or rebuild it "
-                "from the log under a new --group"
+        if committed.offset < 0:
+            return
+        if self.store.name == "rocksdb":
+            log.warning(
+                "%s:%d has no state in this worker's RocksDB but group %s committed offset %d: rebuilding it "
+                "from the log (its results are published again as it catches up)",
+                tp.topic,
+                tp.partition,
+                self.group,
+                committed.offset,
             )
+            return
+        raise StateLost(
+            f"the {self.store.name} state of {tp.topic}:{tp.partition} is empty, but group {self.group} "
+            f"committed offset {committed.offset} there after a checkpoint: the state was lost (Redis "
+            "restarted without persistence, or was flushed); refusing to rebuild it silently from the "
+            "earliest offset: bootstrap it (`ivmstream bootstrap`), or rebuild it from the log under a "
+            "new --group"
+        )
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
