@@ -24,7 +24,7 @@ from shared.testing import Case
 
 SEED = 20261123
 ROUNDS = 3
-SESSION_MS = 1500  # a killed worker's partitions move after this long
+SESSION_MS = 1000  # a killed worker's partitions move after this long
 
 # Each run takes ~10 s: the template service's stays in the fast set, the others are marked slow.
 FAST = "reference"
@@ -79,8 +79,8 @@ def _checkpointed(run: Run) -> int:
     return sum(p.committed for p in run.progress())
 
 
-def _lag(run: Run) -> int:
-    return sum(p.lag for p in run.progress())
+def _ahead(run: Run) -> bool:
+    return uncheckpointed(run) > 0
 
 
 @cases
@@ -103,7 +103,7 @@ def test_seeded_kills_of_two_workers_in_one_group_equal_replay(
             _wait_all(run, workers, "the killed work redone and checkpointed", partial(redone, run))
             run.produce(chunk)
             time.sleep(rng.uniform(0.0, 0.4))
-            _wait_all(run, workers, "results published past the checkpoint", partial(uncheckpointed, run))
+            _wait_all(run, workers, "results published past the checkpoint", partial(_ahead, run))
             lost = uncheckpointed(run)
             kills.append((victims, [_kill(workers[v]) for v in victims], lost))
             workers.update({v: run.start_named(v) for v in victims})
@@ -124,7 +124,7 @@ def test_rebalance_storm_makes_progress_and_loses_nothing(broker, redis_server, 
     """A steady worker while another joins and leaves again and again: each round, the group checkpoints
     further, and at the end the published results equal replay."""
     [case] = [c for c in demo_cases() if c.name == FAST]
-    storms = 4
+    storms = 3
     run = Run(case, broker, redis_server.url, tmp_path, unique, backend="redis")
     run.prepare(batch_size=20, checkpoint_interval=0.3, session_timeout_ms=SESSION_MS)
     chunks = parts(case.records, storms + 1)

@@ -2,7 +2,7 @@
 
 One worker per service runs through a script of faults, one per input part: slow responses, error
 codes injected on Produce, Fetch, OffsetCommit, Heartbeat/JoinGroup/SyncGroup and FindCoordinator,
-a coordinator move, partition leader moves and a broker outage longer than the session timeout. Each
+a coordinator move, partition leader moves and a one-second outage of every broker. Each
 stacked error is checked to have been served to a client before the next part, so no step passes by
 never happening. The worker must ride them all out, and what it published must equal ``replay``.
 
@@ -82,8 +82,8 @@ def _move_leaders(b: BrokerProcess, run: Run) -> None:
 
 
 def _bounce(b: BrokerProcess, _run: Run) -> None:
-    """Every broker down for less than broker_timeout (but about the session timeout, so the group may
-    drop the member and its partitions be lost): the worker reconnects and goes on."""
+    """Every broker down for less than broker_timeout, but close enough to the session timeout that the
+    group may drop the member (its partitions are then lost and assigned again): the worker goes on."""
     b.fault("down", broker="all")
     time.sleep(BOUNCE)
     b.fault("up", broker="all")
