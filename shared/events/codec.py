@@ -22,9 +22,9 @@ from shared.events.reasons import (
     MAX_RECORD_BYTES,
     as_bytes,
     json_error_reason,
-    nesting_depth,
     out_of_range_integer,
     shown,
+    too_deep,
 )
 from shared.events.reasons import max_record_bytes as record_size_limit
 
@@ -266,22 +266,18 @@ class EventCodec:
         if len(value) > self.max_record_bytes:
             limit = self.max_record_bytes
             raise EventError("oversized", f"record of {len(value)} bytes, over the limit of {limit}")
+        raw = as_bytes(value)
+        if too_deep(raw):  # before parsing: building thousands of nested lists costs more than the rest
+            raise EventError("too-deep", f"JSON nested deeper than {MAX_NESTING} levels")
         try:
             obj = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raw = as_bytes(value)
             raise EventError(json_error_reason(raw, str(exc), exc.pos), f"not valid JSON: {exc}") from None
-        literal = out_of_range_integer(as_bytes(value))
+        literal = out_of_range_integer(raw)
         if literal is not None:
             detail = f"integer {literal} is outside the 64-bit range [-2**63, 2**64 - 1]"
             raise EventError("integer-out-of-range", detail)
-        try:
-            return self.validate(obj)
-        except EventError:
-            # An accepted event nests two levels deep, so only a refused one can be this deep.
-            if nesting_depth(obj) > MAX_NESTING:
-                raise EventError("too-deep", f"JSON nested deeper than {MAX_NESTING} levels") from None
-            raise
+        return self.validate(obj)
 
     def validate(self, obj: Any) -> UpdateEvent:
         if type(obj) is not dict:

@@ -8,10 +8,9 @@ only on the reference (slow) path, which the fast decoders hand every record the
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # The decoder's codes -> what each means (docs/security.md lists them; tests reach every one). Engines add
@@ -85,16 +84,12 @@ def json_error_reason(raw: bytes, message: str, pos: int) -> str:
     return "malformed-json"
 
 
-class _OutOfRange(Exception):
-    def __init__(self, literal: str) -> None:
-        self.literal = literal
-
-
-def _checked_int(literal: str) -> int:
-    v = int(literal)
-    if not INT_MIN <= v <= INT_MAX:
-        raise _OutOfRange(literal)
-    return v
+# JSON strings (escapes included) and integer literals outside them: a literal of 19 digits or more that
+# is neither part of a float nor an exponent. Scanning the text is exact for valid JSON and much cheaper
+# than a second parse.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_LONG_INTEGER = re.compile(rb"(?<![\d.eE+-])-?\d{19,}(?![\d.eE])")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def out_of_range_integer(raw: bytes) -> str | None:
@@ -103,14 +98,27 @@ def out_of_range_integer(raw: bytes) -> str | None:
     The JSON parser reads such literals as floats, which would silently round an exact column."""
     if _LONG_DIGITS.search(raw) is None:
         return None
-    try:
-        json.loads(raw, parse_int=_checked_int)
-    except _OutOfRange as exc:
-        text = exc.literal
-        return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
-    except RecursionError:  # nested past Python's limit: reported as too deep by the caller
-        return None
+    for match in _LONG_INTEGER.finditer(_STRING.sub(b'""', raw)):
+        text = match[0].decode()
+        if not INT_MIN <= int(text) <= INT_MAX:
+            return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
     return None
+
+
+def too_deep(raw: bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether the JSON text ``raw`` nests arrays and objects more than ``limit`` levels deep, read from
+    its brackets outside strings (exact for valid JSON), before any parser builds the nested values."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    for bracket in _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        if bracket == 0x5B or bracket == 0x7B:  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def shown(value: Any, limit: int = 80) -> str:
@@ -122,24 +130,3 @@ def shown(value: Any, limit: int = 80) -> str:
         return f"an array of {len(value)} element(s)"
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def nesting_depth(obj: Any, limit: int = MAX_NESTING) -> int:
-    """How deep ``obj`` nests (a scalar is 0, ``{}`` is 1), counting no further than ``limit + 1``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if type(node) is dict:
-            children: Iterable[Any] = node.values()
-        elif type(node) is list:
-            children = node
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                return deepest
-        stack.extend((child, depth) for child in children)
-    return deepest

@@ -7,15 +7,18 @@ and through ``decode_slow``. Records are built per case (not recorded outputs of
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from shared.events import codec as codec_module
-from shared.events.reasons import INT_MAX, INT_MIN, MAX_NESTING, REASONS
+from shared.events.reasons import INT_MAX, INT_MIN, MAX_NESTING, REASONS, out_of_range_integer, too_deep
 
 if codec_module._fastjson is None:  # never skipped: the compiled decoder is part of what is tested
     pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
@@ -236,3 +239,49 @@ def test_mixed_batch_keeps_order_and_groups_only_good_records() -> None:
         assert errors == len(values) // 2
         assert [type(d) for d in decoded[0::2]] == [UpdateEvent] * (len(values) // 2)
         assert sum(len(g) for g in groups.values()) == len(values) // 2
+
+
+# --- the raw-text checks against their definitions (a parse of the text) ------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('ab"\\[]{}0123456789.e-\n'), max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=40,
+)
+
+
+def depth_of(obj: Any) -> int:
+    """How deep ``obj`` nests: a scalar is 0, ``[]`` and ``{}`` are 1."""
+    if isinstance(obj, dict):
+        return 1 + max((depth_of(v) for v in obj.values()), default=0)
+    if isinstance(obj, list):
+        return 1 + max((depth_of(v) for v in obj), default=0)
+    return 0
+
+
+def out_of_range_by_parsing(raw: bytes) -> bool:
+    found = []
+
+    def check(literal: str) -> int:
+        if not INT_MIN <= int(literal) <= INT_MAX:
+            found.append(literal)
+        return int(literal)
+
+    json.loads(raw, parse_int=check)
+    return bool(found)
+
+
+@given(JSON_VALUES, st.integers(0, 30), st.sampled_from([0, 2, 16, 17, 40]))
+def test_too_deep_is_the_depth_of_the_parsed_value(value: Any, wrap: int, limit: int) -> None:
+    raw = ("[" * wrap + json.dumps(value) + "]" * wrap).encode()
+    assert too_deep(raw, limit) == (depth_of(json.loads(raw)) > limit)
+
+
+@given(JSON_VALUES, st.sampled_from([" ", "", "\n"]))
+def test_out_of_range_integer_is_what_a_parse_finds(value: Any, space: str) -> None:
+    raw = json.dumps(value, separators=(",", ":" + space)).encode()
+    assert (out_of_range_integer(raw) is not None) == out_of_range_by_parsing(raw)
