@@ -18,7 +18,7 @@ replay or a restore reproduces the reservoir bit for bit.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -29,9 +29,11 @@ from services.reservoir.index import JoinIndex, Tup
 from services.reservoir.predicate import compile_predicate
 from services.reservoir.query import Query, parse_query
 from services.reservoir.sampler import ReplacementReservoir, Reservoir, random_order
-from shared.engine import Rejection
+from shared.engine import Entry, EntryChange, Rejection
 from shared.events import UpdateEvent
 
+REL, NODE, DIR, META = "rel", "node", "dir", "meta"  # the maps of the incremental state (§9)
+_META_KEY = b"state"
 SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
 REDRAWING = ("redraw", "rebuild")
 _COUNTERS = ("events", "inserts", "duplicates", "deletes", "rebuilds")
@@ -54,7 +56,10 @@ class ReservoirEngine:
         self.node_of = {a: i for i, n in enumerate(q.nodes) for a in n.members}
         self.alias_pos = {a: tuple(q.columns.index(c) for c in cols) for a, cols in q.relations.items()}
         self.rng = random.Random(self.seed)
-        self.rels: dict[str, dict[Tup, None]] = {a: {} for a in q.relations}
+        self.rels: dict[str, dict[Tup, int]] = {a: {} for a in q.relations}  # tuple -> arrival number
+        self.rel_seq = 0
+        self._log: dict[tuple[str, bytes], bytes | None] = {}  # entries changed since the last checkpoint
+        self._meta_changed = True
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
         self.all_results = 0  # symhj/rebuild: |Q| without θ
@@ -73,8 +78,9 @@ class ReservoirEngine:
         the given order without sampling, then a sample drawn from the exact join (§8.1)."""
         engine = cls(options)
         for base, tuples in bases.items():
-            for alias in engine.query.fanout[base]:
-                engine.rels[alias].update(dict.fromkeys(tuples))
+            for t in tuples:
+                for alias in engine.query.fanout[base]:
+                    engine._add_rel(alias, t)
         engine._reload_nodes()
         if engine.strategy in REDRAWING:
             engine._redraw()
@@ -101,6 +107,7 @@ class ReservoirEngine:
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
+        self._meta_changed = True
         q = self.query
         for i, ev in enumerate(events):
             t = tuple(ev.row[c] for c in q.bases[ev.relation])
@@ -126,6 +133,7 @@ class ReservoirEngine:
                     self.counters["deletes"] += 1
                     for alias in aliases:
                         del self.rels[alias][t]
+                        self._log[(REL, _key(alias, t))] = None
                     self.pending_deletes += 1
             else:
                 rejected.append(
@@ -140,16 +148,22 @@ class ReservoirEngine:
         if t in rel:
             self.counters["duplicates"] += 1  # set semantics: no change, no random draw
             return
-        rel[t] = None
+        self._add_rel(alias, t)
         self.counters["inserts"] += 1
         e = self.node_of[alias]
         for b in self.bags.insert(alias, t):
             self._insert_node(e, b)
 
+    def _add_rel(self, alias: str, t: Tup) -> None:
+        self.rels[alias][t] = self.rel_seq
+        self._log[(REL, _key(alias, t))] = str(self.rel_seq).encode()
+        self.rel_seq += 1
+
     def _insert_node(self, e: int, b: Tup) -> None:
         index = self.index
         if not index.insert(e, b):
             return
+        self._log[(NODE, _key(e, b))] = str(len(index.nodes[e].tuples) - 1).encode()
         if self.strategy in SAMPLING:
             size, radices = index.delta_size(e, b)
             if size:
@@ -231,8 +245,18 @@ class ReservoirEngine:
             return
         self.pending_deletes = 0
         self.counters["rebuilds"] += 1
+        old = self.index
+        for e, node in enumerate(old.nodes):
+            for t in node.tuples:
+                self._log[(NODE, _key(e, t))] = None
+        for d in old.ds:
+            for v in old.keys(d):
+                self._log[(DIR, _key(d.idx, v))] = None
         self._fresh_structures()
         self._reload_nodes()
+        for e, node in enumerate(self.index.nodes):
+            for seq, t in enumerate(node.tuples):
+                self._log[(NODE, _key(e, t))] = str(seq).encode()
         if self.strategy in REDRAWING:
             self._redraw()
             return
@@ -326,15 +350,12 @@ class ReservoirEngine:
             out["w"] = float(w)
         return out
 
-    # --- snapshots --------------------------------------------------------------------------------
+    # --- state: whole snapshots and incremental entries (§9) ----------------------------------------
 
-    def snapshot(self) -> bytes:
+    def _meta(self) -> dict[str, Any]:
         index = self.index
         version, mt, gauss = self.rng.getstate()
-        state = {
-            "rels": {a: [list(t) for t in rel] for a, rel in self.rels.items()},
-            "nodes": [[list(t) for t in node.tuples] for node in index.nodes],
-            "ds": index.dump_directed(),
+        return {
             "sampler": self.sampler.state(),
             "drawn": [list(r) for r in self.drawn],
             "rng": [version, list(mt), gauss],
@@ -343,12 +364,24 @@ class ReservoirEngine:
             "all_results": str(self.all_results),
             "work": [index.places, index.propagations, index.retrieves],
             "pending_deletes": self.pending_deletes,
+            "rel_seq": self.rel_seq,
+        }
+
+    def snapshot(self) -> bytes:
+        index = self.index
+        state = {
+            "rels": {a: [[list(t), seq] for t, seq in rel.items()] for a, rel in self.rels.items()},
+            "nodes": [[list(t) for t in node.tuples] for node in index.nodes],
+            "ds": index.dump_directed(),
+            **self._meta(),
         }
         return orjson.dumps(state)
 
     def restore(self, data: bytes) -> None:
-        st = orjson.loads(data)
-        self.rels = {a: {tuple(t): None for t in rows} for a, rows in st["rels"].items()}
+        self._load(orjson.loads(data))
+
+    def _load(self, st: dict[str, Any]) -> None:
+        self.rels = {a: {tuple(t): seq for t, seq in rows} for a, rows in st["rels"].items()}
         self._fresh_structures()
         index = self.index
         for alias, rel in self.rels.items():
@@ -367,6 +400,69 @@ class ReservoirEngine:
         self.all_results = int(st["all_results"])
         index.places, index.propagations, index.retrieves = st["work"]
         self.pending_deletes = st["pending_deletes"]
+        self.rel_seq = st["rel_seq"]
+        self._log.clear()
+        index.dirty.clear()
+        self._meta_changed = True
+
+    def changed_entries(self) -> list[EntryChange]:
+        """Alias tuples and node tuples put or deleted, the index keys touched, and the small state."""
+        out = dict(self._log)
+        self._log.clear()
+        index = self.index
+        for di, v in index.dirty:
+            d = index.ds[di]
+            out[(DIR, _key(di, v))] = orjson.dumps(index.dump_key(d, v)) if index.holds(d, v) else None
+        index.dirty.clear()
+        if self._meta_changed:
+            out[(META, _META_KEY)] = orjson.dumps(self._meta())
+            self._meta_changed = False
+        return [(m, k, v) for (m, k), v in out.items()]
+
+    def all_entries(self) -> Iterator[Entry]:
+        for alias, rel in self.rels.items():
+            for t, seq in rel.items():
+                yield REL, _key(alias, t), str(seq).encode()
+        index = self.index
+        for e, node in enumerate(index.nodes):
+            for seq, t in enumerate(node.tuples):
+                yield NODE, _key(e, t), str(seq).encode()
+        for d in index.ds:
+            for v in index.keys(d):
+                yield DIR, _key(d.idx, v), orjson.dumps(index.dump_key(d, v))
+        yield META, _META_KEY, orjson.dumps(self._meta())
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        rels: dict[str, list[tuple[int, list[Any]]]] = {a: [] for a in self.query.relations}
+        nodes: list[list[tuple[int, list[Any]]]] = [[] for _ in self.query.nodes]
+        ds: list[list[tuple[bytes, list[Any], Any]]] = [[] for _ in self.index.ds]
+        meta: dict[str, Any] | None = None
+        for name, key, value in entries:
+            if name == META:
+                meta = orjson.loads(value)
+                continue
+            owner, t = orjson.loads(key)
+            if name == REL:
+                rels[owner].append((int(value), t))
+            elif name == NODE:
+                nodes[owner].append((int(value), t))
+            elif name == DIR:
+                ds[owner].append((key, t, orjson.loads(value)))
+            else:
+                raise ValueError(f"unknown reservoir state entry {name}/{key!r}")
+        if meta is None:
+            raise ValueError("reservoir state entries without their meta entry")
+        state = {
+            "rels": {a: [[t, seq] for seq, t in sorted(rows)] for a, rows in rels.items()},
+            "nodes": [[t for _, t in sorted(rows)] for rows in nodes],
+            "ds": [[[v, dumped] for _, v, dumped in rows] for rows in ds],
+            **meta,
+        }
+        self._load(state)
+
+
+def _key(owner: str | int, t: Tup) -> bytes:
+    return orjson.dumps([owner, list(t)])
 
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:

@@ -79,6 +79,7 @@ class Directed:
         "cnt",
         "exps",
         "fen",
+        "idx",
         "key_pos",
         "node",
         "parent",
@@ -88,7 +89,8 @@ class Directed:
         "where",
     )
 
-    def __init__(self, node: int, parent: int, key_pos: tuple[int, ...]) -> None:
+    def __init__(self, idx: int, node: int, parent: int, key_pos: tuple[int, ...]) -> None:
+        self.idx = idx  # its position in the index's list of structures
         self.node = node
         self.parent = parent
         self.key_pos = key_pos
@@ -118,6 +120,10 @@ def _fen_add(tree: list[int], idx: int, delta: int) -> None:
     while i <= n:
         tree[i - 1] += delta
         i += i & -i
+
+
+def _canonical(v: Tup) -> bytes:
+    return repr([(type(x).__name__, x) for x in v]).encode()
 
 
 def _fen_point(tree: list[int], idx: int) -> int:
@@ -168,6 +174,7 @@ class JoinIndex:
         self.col_map = [[(i, columns.index(a)) for i, a in enumerate(attrs[e])] for e in range(len(attrs))]
         self.width = len(columns)
         self.places = self.propagations = self.retrieves = 0
+        self.dirty: set[tuple[int, Tup]] = set()  # (structure, key) changed since the last checkpoint
         self.ds: list[Directed] = []
         self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
         self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
@@ -176,7 +183,7 @@ class JoinIndex:
         for e in range(len(attrs)):
             for p in [*self.neighbours[e], *([-1] if e == 0 else [])]:
                 keys = shared[e][p] if p >= 0 else ()
-                d = Directed(e, p, positions(keys, self.nodes[e].item_attrs))
+                d = Directed(len(self.ds), e, p, positions(keys, self.nodes[e].item_attrs))
                 self.into[(e, p)] = len(self.ds)
                 self.out[e].append(len(self.ds))
                 self.ds.append(d)
@@ -232,6 +239,7 @@ class JoinIndex:
     def _place(self, d: Directed, item: Tup, w_old: int, w_new: int) -> None:
         self.places += 1
         v = tuple(item[i] for i in d.key_pos)
+        self.dirty.add((d.idx, v))
         if self.exact:
             idx = d.where.get(item)
             if idx is None:
@@ -419,24 +427,22 @@ class JoinIndex:
 
     # --- snapshots: every structure in its exact order (bucket order decides future samples) ---------
 
+    def dump_key(self, d: Directed, v: Tup) -> list[Any]:
+        """One key of one structure: its buckets (exponent, items in order), or items with exact weights."""
+        if self.exact:
+            return [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(d.rows.get(v, ()))]
+        per = d.buckets.get(v, {})
+        return [[x, [list(it) for it in per[x]]] for x in d.exps.get(v, ())]
+
+    def holds(self, d: Directed, v: Tup) -> bool:
+        return v in (d.rows if self.exact else d.buckets)
+
+    def keys(self, d: Directed) -> list[Tup]:
+        """The keys of a structure, in a canonical order (not the order they arrived in)."""
+        return sorted(d.rows if self.exact else d.buckets, key=_canonical)
+
     def dump_directed(self) -> list[Any]:
-        out: list[Any] = []
-        for d in self.ds:
-            if self.exact:
-                out.append(
-                    [
-                        [list(v), [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(items)]]
-                        for v, items in d.rows.items()
-                    ]
-                )
-            else:
-                out.append(
-                    [
-                        [list(v), [[x, [list(it) for it in per[x]]] for x in d.exps[v]]]
-                        for v, per in d.buckets.items()
-                    ]
-                )
-        return out
+        return [[[list(v), self.dump_key(d, v)] for v in self.keys(d)] for d in self.ds]
 
     def load_directed(self, dumped: Sequence[Any]) -> None:
         """Restore what ``dump_directed`` wrote into a fresh index whose node stores are loaded."""

@@ -35,6 +35,6 @@ SERVICE = ServiceDefinition(
     engine=ReservoirEngine,
     validate=validate,
     demo=DemoWorkload(input=DATA / "graph.jsonl", config=LINE3_CONFIG, partitions=2),
-    state_version=1,
+    state_version=2,  # 2: checkpointed as entries (docs/algorithms/reservoir.md §9)
     batch="services.reservoir.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/reservoir.md §8
 )
