@@ -82,6 +82,12 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "incremental: engines that support it checkpoint only their changed entries; "
         "snapshot: every checkpoint writes each changed key's whole state",
     ),
+    "emit": Option(
+        "batch",
+        choice("batch", "every-event"),
+        "batch: each key's result once per consumed batch; every-event: a JSON Patch of the key's result "
+        "after every event, tagged with the event's offset, on the output topic (Redis keeps the latest)",
+    ),
     "resident_keys": Option(
         10000,
         optional(positive_int()),
@@ -134,6 +140,7 @@ class ServiceConfig:
     source: str = "<inline>"
     state_layout: str = "incremental"
     resident_keys: int | None = 10_000  # engines kept per partition after a checkpoint (None: all)
+    emit: str = "batch"  # "every-event": a changelog record per event (docs/architecture.md, "Result modes")
     broker_timeout: float | None = 120.0  # seconds without a reachable broker before exiting (None: never)
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
@@ -213,6 +220,7 @@ def build_config(
         checkpoint_interval=values["checkpoint_interval"],
         state_layout=values["state_layout"],
         resident_keys=values["resident_keys"],
+        emit=values["emit"],
         session_timeout_ms=values["session_timeout_ms"],
         broker_timeout=values["broker_timeout"],
         kafka=values["kafka"],
@@ -231,6 +239,11 @@ def _check_sharding(
     from shared.service import load_sharding
 
     shard_by = values["shard_by"]
+    if values["emit"] != "batch":
+        raise ConfigError(
+            f"{source}: emit {values['emit']} needs an unsharded query: a sharded worker publishes partial "
+            "results for the coordinator, not each key's result"
+        )
     if values["key_field"] is not None:
         raise ConfigError(
             f"{source}: shard_by and key_field exclude each other: a sharded query keeps one engine per "

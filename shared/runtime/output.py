@@ -102,6 +102,22 @@ class Output:
         self.producer.poll(0)
         return len(staged)
 
+    def publish_changes(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Changelog records (``emit: every-event``) to the output topic only, keyed by their key."""
+        n = 0
+        for key, record in records:
+            self._produce(self.output_topic, orjson.dumps(record), key.encode())
+            n += 1
+        self.producer.poll(0)
+        return n
+
+    def store_latest(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Each key's full latest record to Redis only (the topic carries the changelog)."""
+        staged = [(key, orjson.dumps(record)) for key, record in records]
+        if self.redis is not None and staged:
+            self._to_redis(staged)
+        return len(staged)
+
     def _redis_call(self, call: Callable[[], Any], what: str) -> Any:
         """Retried while Redis is unreachable, up to ``redis_retry_seconds``; then the error stops the
         worker (before its next checkpoint, so a restart publishes these results again)."""

@@ -34,6 +34,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from shared import changelog
 from shared.config import ConfigError, ServiceConfig, schema_of
 from shared.events import EventCodec, EventError, UpdateEvent
 from shared.events.coverage import RelationCoverage
@@ -112,6 +113,7 @@ class Worker:
         self._closing = False  # set before consumer.close(): a rebalance finishing inside it takes nothing
         self._last_checkpoint = time.monotonic()
         self._options = config.options
+        self._every_event = config.emit == "every-event"
         self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
         self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))
         self.routing: ShardRouting | None = None
@@ -415,6 +417,9 @@ class Worker:
             if self.routing is not None:
                 published += self._publish_partial(state)
                 continue
+            if self._every_event:  # the changelog went to the topic; Redis keeps each key's latest
+                published += self.output.store_latest((key, self._record(state, key)) for key in touched)
+                continue
             published += self.output.publish((key, self._record(state, key)) for key in touched)
         self.metrics.events_in.inc(len(msgs))
         for relation in self.coverage.observe(len(msgs)):
@@ -444,6 +449,8 @@ class Worker:
             for i, item in enumerate(decoded):
                 if item.__class__ is not UpdateEvent:
                     self._reject(msgs[i], item.code, item.detail)
+        if self._every_event:
+            return self._apply_each(state, msgs, decoded)
         if self.routing is not None:
             groups = self._drop_misrouted(state.partition, msgs, decoded, groups)
         applied = 0
@@ -460,6 +467,50 @@ class Worker:
             state.dirty.add(key)
         self.metrics.events_applied.inc(applied)
         return list(groups)
+
+    def _apply_each(
+        self, state: PartitionState, msgs: list[Message], decoded: list[UpdateEvent | EventError]
+    ) -> list[str]:
+        """``emit: every-event``: events applied one at a time in log order; after each, a changelog
+        record (the JSON Patch from the key's previous result, ``shared.changelog``) with the event's
+        offset goes to the output topic. A key without state starts from ``{}``, so its first record
+        carries its whole result. Replayed after a crash from the same checkpoint, the same events give
+        the same records."""
+        applied = 0
+        changes: list[tuple[str, dict[str, Any]]] = []
+        touched: dict[str, None] = {}
+        topic, partition, name = state.topic, state.partition, self.service.name
+        for msg, item in zip(msgs, decoded, strict=True):
+            if item.__class__ is not UpdateEvent:
+                continue
+            assert isinstance(item, UpdateEvent)
+            key = item.key if item.key is not None else KEYLESS
+            existed = key in state.engines or key in state.stored_only
+            engine = state.engine(key)
+            before = engine.result() if existed else {}
+            rejections = engine.apply([item])
+            state.dirty.add(key)
+            touched[key] = None
+            if rejections:
+                self._reject(msg, rejections[0].code, rejections[0].detail)
+                continue
+            applied += 1
+            offset = msg.offset()
+            changes.append(
+                (
+                    key,
+                    {
+                        "service": name,
+                        "key": key,
+                        "event": f"{topic}:{partition}:{offset}",
+                        "offsets": {f"{topic}:{partition}": offset + 1},
+                        "patch": changelog.diff(before, engine.result()),
+                    },
+                )
+            )
+        self.output.publish_changes(changes)
+        self.metrics.events_applied.inc(applied)
+        return list(touched)
 
     def _record(self, state: PartitionState, key: str, engine: Any = None) -> dict[str, Any]:
         """A key's published record; an engine that sums upstream results (the coordinator) also says
@@ -584,6 +635,8 @@ class Worker:
             if engine is None:
                 engine = state.read_engine(key)
             records.append((key, self._record(state, key, engine)))
+        if self._every_event:  # the topic carries changelog records only
+            return self.output.store_latest(records)
         return self.output.publish(records)
 
     def _heal_redis_results(self) -> None:
