@@ -1,0 +1,223 @@
+"""Good-record throughput under a flood of hostile records, against a clean run of the same good records.
+
+One run starts its own embedded broker and measures, for each service (default: ``reference``, whose
+engine does almost nothing per event, so the worst case for the ratio, and ``triangles``, a real view),
+with its demo sample and demo config, a memory state store and no Redis (so the difference is decoding
+and dead-lettering alone):
+
+* ``clean``: N good update events (the service's demo sample, repeated);
+* ``hostile``: the same N good events with one hostile record after each (half the stream), every kind
+  of fuzz/hostile_records.py in turn (oversized, too deep, integers beyond 64 bits, NaN/Infinity, text
+  that is not UTF-8, wrong types, nulls, malformed JSON), each dead-lettered with its reason.
+
+The clock starts at the worker's first batch and stops when its checkpointed positions reach the end of
+the topic; good-record throughput is N over that time in both cases. Cases alternate over ``--repeats``
+(order rotating), each on a fresh topic and group; reported are the medians, the ratio of medians and
+the median of the per-repeat ratios (clean rate over hostile rate: the goal is at most 2). The record
+size limit is set to 1 KiB (IVMSTREAM_MAX_RECORD_BYTES) so that oversized records fit the embedded
+broker's 5 MiB per partition.
+
+Usage (from the repo root)::
+
+    .venv/bin/python bench/hostile.py            # 24000 / 3800 good records, 7 repeats (~2 min)
+    .venv/bin/python bench/hostile.py --quick    # 3000 good records, 1 repeat
+
+Writes ``bench/results/hostile.json`` (``hostile_quick.json`` with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import Producer, TopicPartition
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.common import machine_info, produce_all  # noqa: E402
+from fuzz.hostile_records import KINDS, interleave  # noqa: E402
+from shared.config import build_config, schema_of  # noqa: E402
+from shared.dev.broker import BrokerProcess  # noqa: E402
+from shared.events import EventCodec  # noqa: E402
+from shared.metrics import RuntimeMetrics  # noqa: E402
+from shared.runtime import Worker  # noqa: E402
+from shared.runtime.gc_policy import worker_gc  # noqa: E402
+from shared.service import load_service  # noqa: E402
+from shared.state import MemoryStore  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+# Good records per run: the embedded broker keeps at most 5 MiB per partition, and the triangles demo
+# puts every record under one key (one partition) and refuses an edge inserted twice, so it runs over
+# its sample once.
+SERVICES = {"reference": 24000, "triangles": 3800}
+PARTITIONS = 3
+LIMIT = 1024
+TIMEOUT = 600.0
+
+Stream = list[tuple[bytes, bytes]]
+
+
+def demo_config(name: str) -> dict[str, Any]:
+    service = load_service(name)
+    if service.demo is None:
+        raise SystemExit(f"{name} has no demo workload to measure with")
+    return dict(service.demo.config)
+
+
+def workload(name: str, good_count: int, seed: int) -> tuple[Stream, Stream]:
+    """(clean, hostile) streams of (key, value): the good records, and the same with a bad one after each."""
+    service = load_service(name)
+    config = demo_config(name)
+    key_field = config["key_field"]
+    assert service.demo is not None
+    lines = Path(service.demo.input).read_bytes().splitlines()
+    good = []
+    for i in range(good_count):
+        line = lines[i % len(lines)]
+        good.append((str(orjson.loads(line)["row"][key_field]).encode(), line))
+    schema = schema_of(service, build_config(service, config))
+    mixed = interleave(good, lambda ev: schema.relations[ev["relation"]], seed, LIMIT)
+    return good, [(k or b"", v) for k, v, _ in mixed]
+
+
+def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) -> dict[str, Any]:
+    service = load_service(name)
+    topic = f"hostile-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    produce_all(producer, topic, ((k, v, -1) for k, v in records))
+    topics = {"input_topic": topic, "output_topic": f"{topic}.out", "dlq_topic": f"{topic}.dlq"}
+    config = build_config(service, {**demo_config(name), **topics})
+    metrics = RuntimeMetrics(service.name)
+    worker = Worker(service, config, broker.bootstrap, MemoryStore(), group=f"{topic}-g", metrics=metrics)
+    worker.codec = EventCodec(worker.codec.schema, max_record_bytes=LIMIT)
+    ends = _ends(worker, topic)
+    marks: dict[str, float] = {}
+    process = worker._process
+
+    def timed_process(msgs: list[Any]) -> None:
+        marks.setdefault("first_batch", time.perf_counter())
+        process(msgs)
+
+    worker._process = timed_process  # type: ignore[method-assign]
+    deadline = time.monotonic() + TIMEOUT
+
+    def caught_up(w: Worker) -> bool:
+        if all(w.positions().get(p) == end for p, end in ends.items() if end > 0):
+            marks["caught_up"] = time.perf_counter()
+            return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker did not reach {ends}: {w.positions()}")
+        return False
+
+    with worker_gc():
+        worker.run(until=caught_up)
+    seconds = marks["caught_up"] - marks["first_batch"]
+    rejected = {
+        s.labels["reason"]: int(s.value)
+        for fam in metrics.registry.collect()
+        for s in fam.samples
+        if s.name == "ivmstream_events_rejected_total"
+    }
+    return {
+        "records": len(records),
+        "seconds": seconds,
+        "good_per_s": good_count / seconds,
+        "rejected": rejected,
+    }
+
+
+def _ends(worker: Worker, topic: str) -> dict[int, int]:
+    consumer = worker.consumer
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions
+    }
+
+
+def bench_service(
+    broker: BrokerProcess, name: str, good_count: int, repeats: int, seed: int
+) -> dict[str, Any]:
+    clean, hostile = workload(name, good_count, seed)
+    runs: dict[str, list[dict[str, Any]]] = {"clean": [], "hostile": []}
+    for r in range(repeats):
+        for case in ("clean", "hostile") if r % 2 == 0 else ("hostile", "clean"):
+            run = measure(broker, name, clean if case == "clean" else hostile, good_count)
+            runs[case].append(run)
+            rate = run["good_per_s"]
+            print(f"{name} repeat {r + 1}/{repeats} {case}: {rate:,.0f} good records/s", file=sys.stderr)
+    bad_count = len(hostile) - good_count
+    for run in runs["hostile"]:
+        if sum(run["rejected"].values()) != bad_count or set(run["rejected"]) != set(KINDS):
+            raise RuntimeError(f"{name}: hostile run rejected {run['rejected']}, expected {bad_count}")
+    for run in runs["clean"]:
+        if run["rejected"]:
+            raise RuntimeError(f"{name}: clean run rejected {run['rejected']}")
+    clean_rate = statistics.median(r["good_per_s"] for r in runs["clean"])
+    hostile_rate = statistics.median(r["good_per_s"] for r in runs["hostile"])
+    paired = statistics.median(
+        c["good_per_s"] / h["good_per_s"] for c, h in zip(runs["clean"], runs["hostile"], strict=True)
+    )
+    return {
+        "good_records": good_count,
+        "hostile_records": bad_count,
+        "clean_good_per_s_median": clean_rate,
+        "hostile_good_per_s_median": hostile_rate,
+        "slowdown_ratio_of_medians": clean_rate / hostile_rate,
+        "slowdown_paired_median": paired,
+        "within_2x": paired <= 2.0,
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="3000 good records, 1 repeat")
+    parser.add_argument("--good", type=int, help="good records per run (default: per service, SERVICES)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--service", action="append", choices=SERVICES, help="default: all of them")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    repeats = 1 if args.quick else args.repeats
+    out = args.out or RESULTS / ("hostile_quick.json" if args.quick else "hostile.json")
+    services: dict[str, Any] = {}
+    with BrokerProcess() as broker:
+        for name in args.service or SERVICES:
+            good_count = 3000 if args.quick else (args.good or SERVICES[name])
+            services[name] = bench_service(broker, name, good_count, repeats, args.seed)
+    summary = {
+        "benchmark": "hostile",
+        "hostile_kinds": list(KINDS),
+        "max_record_bytes": LIMIT,
+        "partitions": PARTITIONS,
+        "repeats": repeats,
+        "services": services,
+        "machine": machine_info(),
+        "command": "python bench/hostile.py" + (" --quick" if args.quick else ""),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    for name, result in services.items():
+        print(
+            f"{name}: clean {result['clean_good_per_s_median']:,.0f}/s, hostile "
+            f"{result['hostile_good_per_s_median']:,.0f}/s good records: slowdown "
+            f"{result['slowdown_paired_median']:.2f}x (paired median)",
+            file=sys.stderr,
+        )
+    print(f"-> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
