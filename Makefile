@@ -58,6 +58,7 @@ bench: setup
 	$(PY) bench/fivm.py
 	$(PY) bench/reservoir.py
 	$(PY) bench/soak.py
+	$(PY) bench/emit.py
 	$(PY) bench/sketches.py
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
