@@ -24,7 +24,7 @@ def tpch_relation(name: str) -> Relation:
     return Relation(name, TPCH_TABLES[name])
 
 
-STRATEGIES = ("rpai", "dbtoaster", "recompute", "crosscheck")
+STRATEGIES = ("rpai", "dbtoaster", "recompute", "crosscheck", "auto")
 BOOK = (BIDS, ASKS)
 
 
@@ -35,7 +35,7 @@ class QueryInfo:
     relations: tuple[Relation, ...]  # what the service accepts (the plan may read a subset)
     reads: tuple[str, ...]  # relations the query's SQL reads
     defaults: dict[str, Any] = field(default_factory=dict)
-    strategies: tuple[str, ...] = ("rpai", "dbtoaster", "recompute")
+    strategies: tuple[str, ...] = ("rpai", "dbtoaster", "recompute", "auto")
     book: bool = True  # an order-book query: positive volumes, bids/asks levels in snapshots
 
 

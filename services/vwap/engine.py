@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from services.vwap import auto
 from services.vwap import snapshot as snap
 from services.vwap.catalog import QUERIES, QueryInfo
 from services.vwap.exact import exact_context
@@ -41,7 +42,16 @@ class VwapEngine:
         self._reads = frozenset(info.reads)
         self.brokers: int | None = self.params.get("brokers") if query == "mst" else None
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
-        self.plan = make_plan(query, strategy, self.params)
+        # ``auto`` (docs/algorithms/vwap.md §6.5): the strategy running now, the observed shape of the
+        # batches (smoothed integers, part of the state so a restore decides as the original would) and
+        # the live domain values the cost model counts.
+        self.auto = strategy == "auto"
+        self.running, self.auto_reason = auto.choose(query, None, 1, 1, 0) if self.auto else (strategy, "")
+        self.shape: list[int] = [0, 0]  # smoothed events and distinct domain values touched per batch
+        self.switches = 0
+        self._domain_col = "volume" if query == "psp" else "price"
+        self._domain: dict[tuple[str, Any], int] = {}
+        self.plan = make_plan(query, self.running, self.params)
         self.events = 0
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
@@ -63,6 +73,8 @@ class VwapEngine:
         netted: dict[str, dict[Any, list[Any]]] | None = None
         if book and hasattr(self.plan, "apply_levels"):
             netted = {rel: {} for rel in reads}
+        tally: dict[tuple[str, Any], int] | None = {} if self.auto and book else None
+        domain_col = self._domain_col
         with exact_context():
             for i, ev in enumerate(events):
                 rel = ev.relation
@@ -95,6 +107,9 @@ class VwapEngine:
                     del ledger[vals]
                 changed((rel, vals))
                 net += delta
+                if tally is not None and rel in reads:
+                    dk = (rel, row[domain_col])
+                    tally[dk] = tally.get(dk, 0) + delta
                 if rel in reads:
                     if netted is None:
                         update(rel, row, delta)
@@ -111,10 +126,44 @@ class VwapEngine:
                 for rel, changes in netted.items():
                     if changes:
                         self.plan.apply_levels(rel, changes)
-        self.events += len(events) - len(rejections)
+        valid = len(events) - len(rejections)
+        self.events += valid
         self.rejected += len(rejections)
         self.live_tuples += net
+        if self.auto and valid:
+            self._observe(valid, tally)
         return rejections
+
+    # --- strategy auto (docs/algorithms/vwap.md §6.5) -------------------------------------------------
+
+    def _observe(self, valid: int, tally: Mapping[tuple[str, Any], int] | None) -> None:
+        """Fold one batch into the observed shape, then run the plan the cost model picks for it."""
+        touched = valid
+        if tally is not None:
+            touched = len(tally)
+            domain = self._domain
+            for dk, dc in tally.items():
+                c = domain.get(dk, 0) + dc
+                if c:
+                    domain[dk] = c
+                else:
+                    domain.pop(dk, None)  # emptied, or created and emptied within the batch
+        shape = self.shape
+        if shape[0] == 0:
+            shape[0], shape[1] = valid, touched
+        else:  # an integer moving average, so a replay of the same batches computes the same numbers
+            shape[0] = (3 * shape[0] + valid + 2) // 4
+            shape[1] = (3 * shape[1] + touched + 2) // 4
+        self._decide()
+
+    def _decide(self) -> None:
+        nxt, self.auto_reason = auto.choose(
+            self.query, self.running, self.shape[0], self.shape[1], len(self._domain)
+        )
+        if nxt != self.running:
+            self.running = nxt
+            self.plan = self._build_plan(nxt, self.bag, None)  # rebuilt from the live book: exact
+            self.switches += 1
 
     def _check_book_row(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
         vol = row["volume"]
@@ -146,6 +195,18 @@ class VwapEngine:
             out["tree_nodes"] = float(sum(len(t) for t in ts))
         out["live_tuples"] = float(self.live_tuples)
         out["rejected"] = float(self.rejected)  # since this process started
+        if self.auto:
+            # The choice and its reason: one gauge per candidate that is 1 for the running plan, the
+            # estimates it was chosen on (µs per batch), and the shape they were computed for.
+            costs = auto.estimates(self.query, self.shape[0], self.shape[1], len(self._domain))
+            for name in auto.candidates(self.query):
+                out[f"auto_running_{name}"] = float(name == self.running)
+                if name in costs:
+                    out[f"auto_estimate_{name}_us"] = costs[name]
+            out["auto_batch_events"] = float(self.shape[0])
+            out["auto_batch_touched"] = float(self.shape[1])
+            out["auto_domain"] = float(len(self._domain))
+            out["auto_switches"] = float(self.switches)  # since this process started
         return out
 
     def snapshot(self) -> bytes:
@@ -153,7 +214,8 @@ class VwapEngine:
         if self.info.book:
             levels = {rel: snap.book_levels(self.bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
         counters = {"events": self.events}
-        return snap.encode(self.query, self.strategy, self.bag, levels, counters)
+        choice = self._auto_state() if self.auto else None
+        return snap.encode(self.query, self.strategy, self.bag, levels, counters, choice)
 
     def restore(self, data: bytes) -> None:
         try:
@@ -174,27 +236,53 @@ class VwapEngine:
                             f"snapshot's {rel} price levels disagree with its tuples ({len(theirs)} levels "
                             f"given, {len(levels[rel])} derived): refusing a corrupt snapshot"
                         )
-        self._install(bag, levels, int(state["counters"].get("events", 0)))
+        self._install(bag, levels, int(state["counters"].get("events", 0)), state["auto"])
+
+    def _auto_state(self) -> list[Any]:
+        return [self.running, *self.shape]
+
+    def _build_plan(
+        self,
+        strategy: str,
+        bag: Mapping[str, Mapping[tuple[Any, ...], int]],
+        levels: Mapping[str, list[snap.Level]] | None,
+    ) -> Any:
+        """A plan of ``strategy`` holding ``bag``: from the price levels in one ascending pass where the
+        plan can (docs/algorithms/vwap.md §3.5), else by replaying the bag's tuples."""
+        plan = make_plan(self.query, strategy, self.params)
+        with exact_context():
+            if self.info.book and hasattr(plan, "load_levels"):
+                if levels is None:
+                    levels = {rel: snap.book_levels(bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
+                plan.load_levels(levels)
+            else:
+                for rel in self.info.reads:
+                    cols = self._columns[rel]
+                    for vals, m in bag[rel].items():
+                        plan.update(rel, dict(zip(cols, vals, strict=True)), m)
+        return plan
 
     def _install(
         self,
         bag: dict[str, dict[tuple[Any, ...], int]],
         levels: Mapping[str, list[snap.Level]] | None,
         events: int,
+        choice: Sequence[Any] | None = None,
     ) -> None:
-        """Make ``bag`` the state: the plan is derived from it (docs/algorithms/vwap.md §6.2)."""
-        if levels is None and self.info.book:
-            levels = {rel: snap.book_levels(bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
-        plan = make_plan(self.query, self.strategy, self.params)
-        with exact_context():
-            if levels is not None and hasattr(plan, "load_levels"):
-                plan.load_levels(levels)  # the trees in one ascending pass over the price levels
+        """Make ``bag`` the state: the plan is derived from it (docs/algorithms/vwap.md §6.2); under
+        ``auto`` the stored choice and shape come back as they were, so decisions continue unchanged."""
+        if self.auto:
+            self._domain = self._domain_of(bag)
+            if choice is None:  # a state written without a choice (a bootstrap): decide from the book
+                self.shape = [0, 0]
+                self.running, self.auto_reason = auto.choose(self.query, None, 1, 1, len(self._domain))
             else:
-                for rel in self.info.reads:
-                    cols = self._columns[rel]
-                    for vals, m in bag[rel].items():
-                        plan.update(rel, dict(zip(cols, vals, strict=True)), m)
-        self.plan = plan
+                running, batch, touched = choice
+                if running not in auto.candidates(self.query):
+                    raise EngineError(f"stored auto choice {running!r} is not a candidate for {self.query}")
+                self.running, self.shape = running, [int(batch), int(touched)]
+                self.auto_reason = f"restored: {running}"
+        self.plan = self._build_plan(self.running, bag, levels)
         self.bag = bag
         self.live_tuples = sum(sum(b.values()) for b in bag.values())
         self.events = events
@@ -242,13 +330,28 @@ class VwapEngine:
         owner = scalars.get(b"query")
         if owner != [self.query, self.strategy]:
             raise EngineError(f"state entries were written by {owner!r}, not {[self.query, self.strategy]}")
-        self._install(bag, None, int(scalars.get(b"events", 0)))
+        self._install(bag, None, int(scalars.get(b"events", 0)), scalars.get(b"auto"))
 
     def _scalar_entries(self) -> list[Entry]:
-        return [
+        out = [
             ("s", b"events", orjson.dumps(self.events)),
             ("s", b"query", orjson.dumps([self.query, self.strategy])),
         ]
+        if self.auto:
+            out.append(("s", b"auto", orjson.dumps(self._auto_state())))
+        return out
+
+    def _domain_of(self, bag: Mapping[str, Mapping[tuple[Any, ...], int]]) -> dict[tuple[str, Any], int]:
+        """Live domain values of the relations the query reads, with their tuple counts."""
+        out: dict[tuple[str, Any], int] = {}
+        if not self.info.book:
+            return out
+        for rel in self.info.reads:
+            i = self._columns[rel].index(self._domain_col)
+            for vals, m in bag[rel].items():
+                dk = (rel, vals[i])
+                out[dk] = out.get(dk, 0) + m
+        return out
 
 
 def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:

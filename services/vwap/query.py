@@ -26,7 +26,8 @@ OPTIONS = {
         "rpai",
         choice(*STRATEGIES),
         "rpai (the paper), or a baseline: dbtoaster (partial incrementalization), recompute (literal "
-        "nested loops), crosscheck (price-keyed descent; vwap and vwap-paper only)",
+        "nested loops), crosscheck (price-keyed descent; vwap and vwap-paper only), or auto (the plan "
+        "with the least estimated cost for the observed batch and domain sizes, switched as they change)",
     ),
     "fraction": Option(
         None,

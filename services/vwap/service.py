@@ -23,5 +23,17 @@ SERVICE = ServiceDefinition(
         partitions=1,
         read_options={"book": "auto"},  # the sides the query's relations declare
     ),
+    # strategy auto switching plans with the batch size (docs/algorithms/vwap.md §6.5): its choice must
+    # survive restores and replays like any other state
+    workloads=(
+        DemoWorkload(
+            input=DATA / "finance-standard.csv",
+            format="orderbook",
+            config={"query": "psp", "strategy": "auto"},
+            partitions=1,
+            read_options={"book": "auto"},
+            name="auto-psp",
+        ),
+    ),
     batch="services.vwap.batch:JOBS",
 )

@@ -9,7 +9,8 @@ two halves disagree (a corrupt or mis-built bootstrap must not start a service).
     {"v": 1, "query": str, "strategy": str,
      "bag":    {relation: [[col1, ..., colN, multiplicity], ...]},      # rows sorted, multiplicity > 0
      "levels": {"bids"|"asks": [[price, W, cnt, PV], ...]},           # prices ascending; optional
-     "counters": {"events": int, "rejected": int}}                    # optional
+     "counters": {"events": int, "rejected": int},                    # optional
+     "auto": [running strategy, batch events, batch touched]}          # strategy auto only
 
 Exact numbers are ints or exact decimal strings (``exact.to_json``); text columns stay strings.
 """
@@ -55,6 +56,7 @@ def encode(
     bag: Mapping[str, Mapping[tuple[Any, ...], int]],
     levels: Mapping[str, Iterable[Level]] | None = None,
     counters: Mapping[str, int] | None = None,
+    choice: Sequence[Any] | None = None,
 ) -> bytes:
     out: dict[str, Any] = {"v": VERSION, "query": query, "strategy": strategy, "bag": {}}
     for rel in sorted(bag):
@@ -65,6 +67,8 @@ def encode(
         out["levels"] = {rel: [[to_json(x) for x in lv] for lv in levels[rel]] for rel in sorted(levels)}
     if counters is not None:
         out["counters"] = dict(counters)
+    if choice is not None:
+        out["auto"] = list(choice)
     return orjson.dumps(out)
 
 
@@ -98,6 +102,7 @@ def decode(data: bytes, relations: Mapping[str, Relation]) -> dict[str, Any]:
         "bag": bag,
         "levels": levels,
         "counters": counters,
+        "auto": obj.get("auto"),
     }
 
 

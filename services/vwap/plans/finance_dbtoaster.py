@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.vwap.exact import to_json
-from services.vwap.plans.base import Plan, Row
+from services.vwap.plans.base import LevelChanges, Plan, Row
 from services.vwap.plans.finance_recompute import DEFAULTS, QUERIES, resolve_params
 
 __all__ = ["DEFAULTS", "QUERIES", "make_plan"]
@@ -125,6 +125,22 @@ class _SumMaps(_DBToasterPlan):
         self.m2 += w
         _add(self.m3, k, w)
         return 3
+
+    def apply_levels(self, rel: str, changes: LevelChanges) -> None:
+        """A batch netted per key (docs/algorithms/vwap.md §3.6): the maps are functions of each key's
+        Σ weight, so one first-order delta per touched key gives the maps the events would."""
+        if rel not in self.rels:
+            return
+        m1, m3 = self.m1, self.m3
+        for k, (_dc, dw) in changes.items():
+            if dw:
+                _add(m1, k, k * dw)
+                self.m2 += dw
+                _add(m3, k, dw)
+        w = 3 * len(changes)
+        self.work_last = w
+        self.work_total += w
+        self._fresh = False
 
 
 class Ex21(_SumMaps):

@@ -145,16 +145,27 @@ def grid_ceil(x: Fraction, grid: Any) -> Any:
     return Decimal((x / step).__ceil__()).scaleb(e)
 
 
+def _int_grid(t: Any, grid: Any) -> bool:
+    """Integer keys and total: the bound is one integer division, no Fraction (read once per batch)."""
+    return type(t) is int and (grid is None or type(grid) is int)
+
+
 def sum_key_lt(idx: RPAITree, f: Fraction, t: Any, grid: Any = None) -> Any:
     """Σ payload over keys k < f·t, exactly; ``grid`` is the total the keys are sums of (default t)."""
+    if _int_grid(t, grid):
+        return idx.prefix_lt(-(-f.numerator * t // f.denominator))
     return idx.prefix_lt(grid_ceil(f * Fraction(t), t if grid is None else grid))
 
 
 def sum_key_gt(idx: RPAITree, f: Fraction, t: Any, grid: Any = None) -> Any:
     """Σ payload over keys k > f·t, exactly."""
+    if _int_grid(t, grid):
+        return idx.suffix_gt(f.numerator * t // f.denominator)
     return idx.suffix_gt(grid_floor(f * Fraction(t), t if grid is None else grid))
 
 
 def scaled_floor(f: Fraction, t: Any) -> Any:
     """A bound with ``k > bound ⇔ k > f·t`` for keys on t's lattice."""
+    if type(t) is int:
+        return f.numerator * t // f.denominator
     return grid_floor(f * Fraction(t), t)
