@@ -443,6 +443,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"Machine: {m['cpu_model']} ({m['cpu_affinity']} cores usable), Python {m['python']}, "
         f"load {m['loadavg_1_5_15']}."
     )
+    lines.append(f"The whole run took {report['seconds']:.0f} s of wall time.")
     lines.append("")
     e1_ = report.get("e1")
     if e1_:
@@ -562,6 +563,17 @@ def markdown(report: dict[str, Any]) -> str:
             f"growing with N: {'yes' if s['goal_line3_speedup_growing'] else 'no'}, "
             f"{', '.join(f'{x:.1f}x' for x in s['line-3_speedups'])})."
         )
+    if e1_:
+        for name, rows in e1_["queries"].items():
+            done = [r for r in rows if "sjoin" in r and not r["sjoin"]["timed_out"]]
+            ratios = ", ".join(
+                f"{r['sjoin']['propagations'] / max(1, r['rsjoin']['propagations']):.0f}x at {r['edges']:,}"
+                for r in done
+            )
+            if ratios:
+                lines.append(
+                    f"- {name} propagation-loop iterations SJoin/RSJoin (machine-independent): {ratios}."
+                )
     if "line4_mean_update_ratio" in s:
         lines.append(
             f"- line-4 mean per-update time SJoin/RSJoin: {s['line4_mean_update_ratio']:.1f}x "
