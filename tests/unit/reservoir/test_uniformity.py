@@ -179,3 +179,30 @@ def test_batched_sampler_with_dummies_is_uniform():
 def test_the_test_rejects_a_sampler_that_forgets_its_skip():
     samples, reals = sampler_samples(ForgetfulReservoir, 3, 1500)
     assert inclusion_p_value(samples, reals, 3) < 1e-8
+
+
+def test_star_with_deletes_and_predicate_is_uniform():
+    stream = star_stream()
+    stream = [
+        *stream[:10],
+        *[event(e.relation, list(e.row), list(e.row.values()), -1) for e in stream[2:4]],
+        *stream[10:],
+    ]
+    # the deletes shrink the join to 1 qualifying result; it has 6 and 12 at the checkpoints
+    assert_uniform(STAR3, stream, k=2, trials=600, checkpoints=[14, len(stream)], predicate="a != b")
+
+
+def test_dumbbell_with_deletes_and_predicate_is_uniform():
+    stream = dumbbell_stream()
+    # a right triangle loses an edge (2 qualifying results, read while the delete is pending), gets it
+    # back (5), and a bridge edge comes (6)
+    gone = event("R4", ["x5", "x6"], (1, 2), -1)
+    stream = [
+        *stream,
+        gone,
+        *stream[:3],
+        event("R4", ["x5", "x6"], (1, 2)),
+        event("R7", ["x3", "x4"], (3, 15)),
+    ]
+    checkpoints = [len(stream) - 5, len(stream) - 1, len(stream)]
+    assert_uniform(DUMBBELL, stream, k=1, trials=600, checkpoints=checkpoints, predicate="x1 != 5")
