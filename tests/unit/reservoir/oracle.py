@@ -33,12 +33,19 @@ DUMBBELL = {
     },
     "bags": [["R1", "R2", "R3"], ["R7"], ["R5", "R6", "R4"]],
 }
+# A foreign-key merge written as a bag: Sales joins at most one Item each (item is Item's key in the
+# workloads this models), so the bag holds at most |Sales| tuples; Sales rows may arrive before their Item.
+FK_MERGE = {
+    "relations": {"Sales": ["item", "cust"], "Item": ["item", "cat"], "Cust": ["cust", "region"]},
+    "bags": [["Sales", "Item"], ["Cust"]],
+}
 QUERIES: dict[str, dict[str, Any]] = {
     "line3": LINE3,
     "two": TWO_TABLE,
     "star3": STAR3,
     "branch": BRANCH,
     "dumbbell": DUMBBELL,
+    "fk": FK_MERGE,
 }
 
 

@@ -20,6 +20,7 @@ PREDICATES = {
     "star3": "a + b > 1",
     "branch": "A != E or C == 0",
     "dumbbell": "x1 != x4",
+    "fk": "cat != region",
 }
 
 
