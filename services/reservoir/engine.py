@@ -332,10 +332,11 @@ class ReservoirEngine:
             "sample": [dict(zip(cols, r, strict=True)) for r in rows],
             "join_size": e.join_size(),
             "join_size_bound": e.join_size_bound(),
-            "stats": self.stats(),
+            "stats": e.stats(),
         }
 
     def stats(self) -> dict[str, float]:
+        """Work counters and gauges of this engine as it is (a pending run of deletes not applied yet)."""
         c = self.sampler.counters
         out: dict[str, float] = {k: float(v) for k, v in self.counters.items()}
         out.update({k: float(v) for k, v in c.as_dict().items()})
@@ -343,7 +344,7 @@ class ReservoirEngine:
             places=float(self.index.places),
             propagations=float(self.index.propagations),
             retrieves=float(self.index.retrieves),
-            sample_size=float(len(self.rows())),
+            sample_size=float(len(self.drawn if self.strategy in REDRAWING else self.sampler.rows())),
         )
         w = getattr(self.sampler, "w", None)
         if w is not None:
