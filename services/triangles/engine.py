@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.triangles.auto import AutoEngine
 from services.triangles.base import (
     EDGE_COLUMNS,
     EDGE_RELATION,
@@ -29,6 +30,7 @@ from services.triangles.ivm_eps import IvmEpsEngine
 from shared.engine import EngineError
 
 STRATEGIES: dict[str, type[TriangleEngine]] = {
+    "auto": AutoEngine,
     "ivm-eps": IvmEpsEngine,
     "first-order": FirstOrderEngine,
     "factorized": FactorizedEngine,
@@ -69,6 +71,7 @@ __all__ = [
     "REL_COLUMNS",
     "REL_NAMES",
     "STRATEGIES",
+    "AutoEngine",
     "FactorizedEngine",
     "FirstOrderEngine",
     "IvmEpsEngine",

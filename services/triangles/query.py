@@ -43,7 +43,8 @@ OPTIONS = {
     "strategy": Option(
         "ivm-eps",
         choice(*STRATEGIES),
-        "ivm-eps (the paper), or a baseline: first-order, factorized, recursive, recompute",
+        "ivm-eps (the paper); auto (picks first-order, IVM^eps or a single-view plan from the updates it "
+        "sees, and switches exactly); or a baseline: first-order, factorized, recursive, recompute",
     ),
     "epsilon": Option(
         None,

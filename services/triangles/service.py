@@ -19,6 +19,17 @@ SERVICE = ServiceDefinition(
         config={"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2", "key_field": "graph"},
         partitions=2,
     ),
+    # strategy auto switching plans (docs/algorithms/triangles.md §4.7): toggles of an edge over a hub
+    # move it from first-order to IVM^eps, the sparse churn after them back; the plan and the decision
+    # state must survive restores and replays like any other state
+    workloads=(
+        DemoWorkload(
+            input=Path(__file__).with_name("sample_auto.jsonl"),
+            config={"mode": "graph", "strategy": "auto", "key_field": "graph"},
+            partitions=1,
+            name="auto-graph",
+        ),
+    ),
     state_version=2,  # 2: graph mode stores each undirected edge once; the heavy rows are their own map
     batch="services.triangles.batch:JOBS",
 )

@@ -1,0 +1,404 @@
+"""Strategy ``auto``: run the plan that is cheapest for the updates actually seen, switch when it pays.
+
+docs/algorithms/triangles.md §4.7 explains the rule. In short: the engine runs one plan at a time
+(first-order, IVM^ε at ε = ½, or in relations mode one single-view plan that answers updates to one
+relation with a lookup) and, for sampled updates, prices what every other plan would have paid for
+the same update from the degrees it can read in O(1). The running excess of the current plan over a
+candidate (its *regret*, never below 0) is compared with the candidate's estimated rebuild cost; once
+the excess has paid for the rebuild, the candidate is rebuilt from the live relations and Q is carried
+over. So a wrong plan costs at most about twice what the better one would have (the ski-rental
+argument), and every switch is paid for by the updates that made it worth doing.
+
+Exactness does not depend on the choice: every plan is an exact engine over the same relations, and a
+switch builds the new plan's state (indexes, parts, views) from those relations. Costs are integer
+nanosecond estimates, so decisions are deterministic and survive snapshot and restore unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+
+from services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine
+from services.triangles.baselines import FirstOrderEngine, ViewEngine
+from services.triangles.ivm_eps import IvmEpsEngine
+from shared.engine import EngineError, Entry, EntryChange
+
+FIRST_ORDER = "first-order"
+IVM_EPS = "ivm-eps"
+AUTO_EPSILON = "1/2"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Estimated wall cost in nanoseconds (integers, so every decision is exact and reproducible).
+
+    Calibrated on the benchmark machine (docs/algorithms/triangles.md §4.7); only the ratios matter."""
+
+    first_order: int = 2_500  # fixed cost of one first-order update
+    ivm_eps: int = 9_000  # fixed cost of one IVM^ε update (three views, part routing, triggers)
+    view_served: int = 1_500  # a single-view plan answering an update to the relation it serves
+    view_other: int = 4_000  # the same plan on another relation: intersect, then maintain the view
+    per_work: int = 60  # one work unit: a dict probe or loop iteration
+    rebuild_fixed: int = 200_000  # any rebuild: no switch on the noise of a handful of updates
+    rebuild_per_tuple: int = 600  # indexes of one tuple on a rebuild
+    rebuild_per_view_entry: int = 200  # one entry of a rebuilt view
+    eps_rebuild_factor: int = 3  # IVM^ε rebuild: partitions, heavy indexes and views, per tuple
+    cheap_work: int = 64  # updates cheaper than this are sampled ...
+    sample_stride: int = 16  # ... one in this many, weighted by it
+
+
+DEFAULT_COSTS = CostModel()
+
+
+def plan_names(graph: bool) -> tuple[str, ...]:
+    """The plans ``auto`` chooses among: single-view plans only exist with three distinct relations."""
+    if graph:
+        return (FIRST_ORDER, IVM_EPS)
+    return (FIRST_ORDER, IVM_EPS, *(view_plan(k) for k in range(3)))
+
+
+def view_plan(k: int) -> str:
+    """The single-view plan answering updates to relation k: it keeps the view of the other two."""
+    return f"view-{VIEW_NAMES[(k + 1) % 3]}"
+
+
+FO, EPS, VIEW = 0, 1, 2
+
+
+def _kind(name: str) -> int:
+    return FO if name == FIRST_ORDER else EPS if name == IVM_EPS else VIEW
+
+
+def _served(name: str) -> int:
+    """The relation a single-view plan answers with a lookup (-1 for the other plans)."""
+    if not name.startswith("view-"):
+        return -1
+    return (VIEW_NAMES.index(name[5:]) + 2) % 3
+
+
+def new_plan(name: str, mode: str) -> TriangleEngine:
+    if name == FIRST_ORDER:
+        return FirstOrderEngine(mode)
+    if name == IVM_EPS:
+        return IvmEpsEngine(mode, AUTO_EPSILON)
+    return ViewEngine(mode, views=((_served(name) + 1) % 3,))
+
+
+def relations_of(plan: TriangleEngine) -> list[Index]:
+    """The live relations of a plan, by first variable (rows are shared, not copied)."""
+    if isinstance(plan, IvmEpsEngine):
+        return [{**plan.hf[k], **plan.lf[k]} for k in range(plan.nrel)]
+    if isinstance(plan, FirstOrderEngine | ViewEngine):
+        return plan.fwd
+    raise EngineError(f"auto cannot run plan {plan.strategy!r}")
+
+
+def build_plan(name: str, mode: str, fwd: list[Index], q: int) -> tuple[TriangleEngine, int]:
+    """Plan ``name`` over relations ``fwd`` whose count is known to be ``q``; returns it and its work.
+
+    IVM^ε gets the strict partition at N = 2|D|+1, as after BUILD (§2.5); Q is not recounted."""
+    plan = new_plan(name, mode)
+    plan._load_tuples(fwd, set())
+    if isinstance(plan, IvmEpsEngine):
+        work = plan._repartition(2 * plan.size + 1)
+    else:
+        work = plan.size + sum(len(v) for v in getattr(plan, "views", ()))
+    plan.q = q
+    return plan, work
+
+
+class AutoEngine(TriangleEngine):
+    """Strategy ``auto``: one exact plan at a time, chosen and switched by the regret rule above."""
+
+    strategy = "auto"
+    _COUNTERS: ClassVar[tuple[str, ...]] = (*TriangleEngine._COUNTERS, "switches", "switch_work_total")
+
+    def __init__(self, mode: str = "graph", costs: CostModel = DEFAULT_COSTS) -> None:
+        super().__init__(mode)
+        self.costs = costs
+        self.plans = plan_names(self.graph)
+        self.plan_name = FIRST_ORDER  # cheapest to build and to run until updates say otherwise
+        self.plan: TriangleEngine = new_plan(FIRST_ORDER, mode)
+        self.regret = dict.fromkeys(self.plans, 0)
+        self.reason = "initial plan: first-order needs no views and no partition"
+        self.switches = 0
+        self.switch_work_total = 0
+        self.observed = 0  # updates priced since the last switch (sampled ones count their weight)
+        self._skip = costs.sample_stride  # cheap updates left until the next sampled one
+        self._stride = costs.sample_stride
+        self._cheap_work = costs.cheap_work
+        self._served = -1
+        self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != FIRST_ORDER]
+        self._coldeg: list[dict[Any, int]] = []  # IVM^ε plan: tuples per second-variable value
+        self._pending: dict[str, Any] | None = None  # the decision entry while restoring from entries
+
+    # --- one update -----------------------------------------------------------------------------
+
+    def _update(self, k: int, x: Any, y: Any, m: int) -> None:
+        plan = self.plan
+        w0 = plan.work
+        if self._coldeg:
+            s0 = plan.size
+            plan._update(k, x, y, m)
+            if plan.size != s0:
+                deg = self._coldeg[k]
+                c = deg.get(y, 0) + plan.size - s0
+                if c:
+                    deg[y] = c
+                else:
+                    del deg[y]
+        else:
+            plan._update(k, x, y, m)
+        self.tuple_updates += 1
+        work = plan.work - w0
+        self.work += work
+        if work < self._cheap_work:
+            self._skip -= 1
+            if self._skip:
+                return
+            self._skip = self._stride
+            self._price(k, x, y, work, self._stride)
+        else:
+            self._price(k, x, y, work, 1)
+
+    def _price(self, k: int, x: Any, y: Any, work: int, weight: int) -> None:
+        """Add this update's cost difference to every candidate's regret; switch if one has paid off."""
+        c = self.costs
+        row, col = self._row_col(k, x, y)
+        fo = min(row, col)
+        size = self.plan.size
+        bound = 2 * math.isqrt(size) + 1  # IVM^ε at ε = ½ walks O(√N) per update (§3)
+        cur = self.plan_name
+        kind = _kind(cur)
+        if kind == FO:
+            spent = c.first_order
+        elif kind == EPS:
+            spent = c.ivm_eps
+        elif self._served == k:
+            spent = c.view_served
+        else:
+            spent = c.view_other
+        spent += c.per_work * work
+        self.observed += weight
+        best, best_margin = None, 0
+        regret = self.regret
+        for name, kind, served in self._candidates:
+            if kind == FO:
+                would = c.first_order + c.per_work * fo
+            elif kind == EPS:
+                would = c.ivm_eps + c.per_work * min(fo, bound)
+            elif served == k:
+                would = c.view_served
+            else:  # intersect as first-order, then walk the row (or column) that maintains the view
+                upkeep = row if (k + 1) % 3 == (served + 1) % 3 else col
+                would = c.view_other + c.per_work * (fo + upkeep)
+            r = regret[name] + weight * (spent - would)
+            if r <= 0:
+                regret[name] = 0
+                continue
+            regret[name] = r
+            margin = r - self._rebuild_cost(name, size)
+            if margin > best_margin:
+                best, best_margin = name, margin
+        if best is not None:
+            self.reason = (
+                f"{best} instead of {cur}: over {self.observed} updates the estimated excess of "
+                f"{cur} ({regret[best] // 1000} us) paid for rebuilding {best} from the relations"
+            )
+            self.switch_to(best)
+
+    def _row_col(self, k: int, x: Any, y: Any) -> tuple[int, int]:
+        """|next(y, ·)| and |prev(·, x)|: the two rows a first-order update would intersect."""
+        nxt, prv = self._nxt[k], self._prv[k]
+        plan = self.plan
+        if isinstance(plan, IvmEpsEngine):
+            row = len(plan.hf[nxt].get(y, ())) + len(plan.lf[nxt].get(y, ()))
+            if self.graph:  # E is symmetric: the column of x is its row
+                col = len(plan.hf[0].get(x, ())) + len(plan.lf[0].get(x, ()))
+            else:
+                col = self._coldeg[prv].get(x, 0)
+            return row, col
+        fwd, bwd = plan.fwd, plan.bwd  # type: ignore[attr-defined]
+        return len(fwd[nxt].get(y, ())), len(bwd[prv].get(x, ()))
+
+    def _rebuild_cost(self, name: str, size: int) -> int:
+        c = self.costs
+        if name == FIRST_ORDER:
+            return c.rebuild_fixed + c.rebuild_per_tuple * size
+        if name == IVM_EPS:
+            return c.rebuild_fixed + c.eps_rebuild_factor * c.rebuild_per_tuple * size
+        j = (_served(name) + 1) % 3  # the view joins relation j with relation j + 1 on their shared value
+        return c.rebuild_fixed + c.rebuild_per_tuple * size + c.rebuild_per_view_entry * self._join_size(j)
+
+    def _join_size(self, j: int) -> int:
+        """Entries (an upper bound) of the view joining relation j with j+1: Σ_v |j(·,v)|·|j+1(v,·)|."""
+        left: dict[Any, int] = {}
+        for _x, row in self.plan._rows(j):
+            for v in row:
+                left[v] = left.get(v, 0) + 1
+        right = relations_of(self.plan)[(j + 1) % 3]
+        return sum(n * len(right.get(v, ())) for v, n in left.items())
+
+    # --- switching ----------------------------------------------------------------------------------
+
+    def switch_to(self, name: str) -> None:
+        """Rebuild plan ``name`` from the live relations (exact: Q is carried over, not recounted)."""
+        if name not in self.plans:
+            known = ", ".join(self.plans)
+            raise EngineError(f"auto has no plan {name!r} in {self.mode} mode (plans: {known})")
+        old = self.plan
+        self._rows_moved |= self._stored_parts  # heavy rows of the old plan stop being heavy ...
+        self._rows_moved |= getattr(old, "_rows_moved", set())
+        plan, work = build_plan(name, self.mode, relations_of(old), old.q)  # mid-batch: self.q may lag
+        self._install(name, plan)
+        self._rows_moved |= plan._rows_moved  # ... and the new plan's heavy rows start
+        plan._rows_moved.clear()
+        self.switch_work_total += work
+        self.switches += 1
+        self.observed = 0
+        self.regret = dict.fromkeys(self.plans, 0)
+
+    def _install(self, name: str, plan: TriangleEngine) -> None:
+        plan.work = self.work
+        self.plan = plan
+        self.plan_name = name
+        self._served = _served(name)
+        self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != name]
+        self._coldeg = []
+        if isinstance(plan, IvmEpsEngine) and not self.graph:
+            self._coldeg = []
+            for k in range(3):
+                deg: dict[Any, int] = {}
+                for _x, row in plan._rows(k):
+                    for v in row:
+                        deg[v] = deg.get(v, 0) + 1
+                self._coldeg.append(deg)
+
+    # --- the TriangleEngine hooks, delegated to the current plan ----------------------------------
+
+    def _finish_batch(self) -> None:
+        self.q = self.plan.q
+        self.size = self.plan.size
+
+    def _mult(self, k: int, x: Any, y: Any) -> int:
+        return self.plan._mult(k, x, y)
+
+    def _build(self, fwd: list[Index]) -> None:
+        plan = new_plan(FIRST_ORDER, self.mode)
+        plan._build(fwd)
+        self.q, self.size = plan.q, plan.size
+        self._install(FIRST_ORDER, plan)
+
+    def _relation_sizes(self) -> list[int]:
+        return self.plan._relation_sizes()
+
+    def _stats_extra(self) -> dict[str, int]:
+        out = {f"plan_{name}": int(name == self.plan_name) for name in self.plans}
+        out["plan_switches"] = self.switches
+        out["switch_work_total"] = self.switch_work_total
+        inner = self.plan._stats_extra()
+        out.update({k: v for k, v in inner.items() if k not in out})
+        return out
+
+    def result(self) -> dict[str, Any]:
+        out = super().result()
+        out["stats"]["plan"] = self.plan_name
+        out["stats"]["plan_reason"] = self.reason
+        return out
+
+    def _decision(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan_name,
+            "reason": self.reason,
+            "regret": [self.regret[name] for name in self.plans],
+            "observed": self.observed,
+            "skip": self._skip,
+            "plan_counters": {name: getattr(self.plan, name) for name in self.plan._COUNTERS},
+        }
+
+    def _set_decision(self, d: Mapping[str, Any]) -> None:
+        self.reason = d["reason"]
+        self.regret = dict(zip(self.plans, d["regret"], strict=True))
+        self.observed = d["observed"]
+        self._skip = d["skip"]
+
+    def _dump_relations(self) -> dict[str, Any]:
+        return {"decision": self._decision(), "plan": orjson.loads(self.plan.snapshot())}
+
+    def _load_relations(self, data: Mapping[str, Any]) -> None:
+        name = data["decision"]["plan"]
+        plan = new_plan(name, self.mode)
+        plan.restore(orjson.dumps(data["plan"]))
+        self.size = plan.size
+        self._install(name, plan)
+        self._set_decision(data["decision"])
+
+    def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
+        return self.plan._rows(k)
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        entries = list(entries)
+        found = [v for m, key, v in entries if m == "s" and key == b"auto"]
+        if len(found) != 1:
+            raise EngineError("auto state entries lack the plan decision ('s' entry 'auto')")
+        self._pending = orjson.loads(found[0])
+        super().restore_entries(entries)
+
+    def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
+        d = self._pending
+        if d is None:
+            raise EngineError("auto restores its plan from the 'auto' state entry")
+        plan = new_plan(d["plan"], self.mode)
+        plan._load_tuples(fwd, heavy)
+        for name, v in d["plan_counters"].items():
+            setattr(plan, name, v)
+        plan.work = plan.work_total
+        self._install(d["plan"], plan)
+        self._set_decision(d)
+
+    def _after_restore(self) -> None:
+        plan = self.plan
+        plan.q = self.q
+        plan.work = self.work
+        if self._pending is not None:  # from entries; a plan restored from its snapshot is complete
+            plan._after_restore()
+            self._pending = None
+        self.size = plan.size
+
+    def changed_entries(self) -> list[EntryChange]:
+        moved = getattr(self.plan, "_rows_moved", None)
+        if moved:
+            self._rows_moved |= moved
+            moved.clear()
+        return super().changed_entries()
+
+    def all_entries(self) -> Iterator[Entry]:
+        moved = getattr(self.plan, "_rows_moved", None)
+        if moved:
+            moved.clear()
+        return super().all_entries()
+
+    def _scalar_entries(self) -> list[Entry]:
+        return [*super()._scalar_entries(), ("s", b"auto", orjson.dumps(self._decision()))]
+
+    def _has_parts(self) -> bool:
+        return True  # the IVM^ε plan's heavy rows are state; under the other plans there are none
+
+    def _is_heavy(self, k: int, x: Any) -> bool:
+        return self.plan._is_heavy(k, x)
+
+    def _heavy_rows(self) -> set[tuple[int, Any]]:
+        return self.plan._heavy_rows()
+
+    def check_invariants(self) -> None:
+        self.plan.check_invariants()  # type: ignore[attr-defined]
+        if self.plan.q != self.q or self.plan.size != self.size:
+            raise AssertionError("auto's Q or |D| differs from its plan's")
+
+
+__all__ = ["DEFAULT_COSTS", "REL_NAMES", "AutoEngine", "CostModel", "plan_names", "view_plan"]
