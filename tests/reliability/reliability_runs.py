@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.dev.broker import BrokerProcess
+from shared.dev.redis_server import free_port
 from shared.events import SourceRecord
 from shared.testing import PROJECT_ROOT, Case, StreamRun, child_environment, conformance_cases
 
@@ -33,9 +35,12 @@ class Run(StreamRun):
     """A StreamRun whose workers each log to their own file, at INFO so assignments are visible."""
 
     started: int = field(default=0)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     def start_named(self, name: str) -> subprocess.Popen[bytes]:
+        """Start worker ``name`` (again), serving its metrics on a fresh port (see ``owned``)."""
         self.started += 1
+        self.metrics_ports[name] = port = free_port()
         args = [
             sys.executable,
             "-m",
@@ -54,6 +59,8 @@ class Run(StreamRun):
             self.backend,
             "--redis",
             self.redis_url,
+            "--metrics-port",
+            str(port),
         ]
         log = self.worker_log(name)
         with open(log, "ab") as out:
@@ -66,6 +73,20 @@ class Run(StreamRun):
                 env=child_environment({"IVMSTREAM_LOG_LEVEL": "INFO"}),
                 cwd=PROJECT_ROOT,
             )
+
+    def owned(self, name: str) -> int | None:
+        """How many input partitions worker ``name`` owns now (its assigned-partitions gauge); None
+        while it does not answer yet."""
+        url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("ivmstream_assigned_partitions"):
+                return int(float(line.rsplit(" ", 1)[1]))
+        return None
 
     def worker_log(self, name: str) -> Path:
         return self.workdir / f"{self.prefix}.{name}.log"
