@@ -207,3 +207,41 @@ def test_fault_commands_answer_in_one_line_and_refuse_bad_arguments(fault_broker
     assert refused.value.code == "INVALID_BROKER"
     with pytest.raises(ValueError):
         fault_broker.fault("rtt", broker=1)  # a missing argument never reaches the broker
+
+
+class _Lacking:
+    """A cluster whose librdkafka lacks every fault symbol."""
+
+    brokers = 3
+
+    def has_symbol(self, symbol: str) -> bool:
+        return False
+
+    def call_mock(self, symbol: str, *args: object) -> int:
+        raise AssertionError(f"{symbol} called although missing")
+
+
+def test_a_missing_librdkafka_symbol_is_one_line_naming_it():
+    from shared.dev.broker import _lib
+    from shared.dev.faults import FaultError, run_fault
+
+    assert run_fault(_Lacking(), _lib(), ["faults"]) == ""
+    with pytest.raises(FaultError) as missing:
+        run_fault(_Lacking(), _lib(), ["rtt", "1", "50"])
+    assert missing.value.code == "UNSUPPORTED"
+    assert str(missing.value) == (
+        "UNSUPPORTED: this librdkafka has no rd_kafka_mock_broker_set_rtt, so 'rtt' is unavailable"
+    )
+
+
+def test_fault_lines_are_built_from_keywords():
+    from shared.dev.faults import fault_line
+
+    assert fault_line("rtt", broker=1, ms=500) == "rtt 1 500"
+    assert fault_line("errors", api="Fetch", errors=["A", "B"]) == "errors Fetch A,B"
+    stacked = fault_line("broker-errors", broker=2, api="Produce", errors=[("A", 5)])
+    assert stacked == "broker-errors 2 Produce A:5"
+    with pytest.raises(ValueError):
+        fault_line("leader", topic="has space", partition=0, broker=1)
+    with pytest.raises(ValueError):
+        fault_line("explode", broker=1)
