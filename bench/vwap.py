@@ -1,36 +1,42 @@
-"""Nested-aggregate benchmark: the RPAI plans against DBToaster-style maintenance and recomputation.
+"""Nested-aggregate benchmark: every vwap strategy at batch sizes 1, 100 and 2,000, with DuckDB as an
+independent peer, as the service runs them.
 
 One run measures, on DBToaster's public finance trace (``bench/data/finance-big.csv``, 46,166 bid events
 with ``book=bids``, 100,485 with both books) through the order-book adaptor of docs/algorithms/vwap.md §1.6:
 
-1. per query (vwap, vwap-paper, mst, psp, nq1, sq1, sq2, nq2) and strategy (rpai, dbtoaster, recompute,
-   and crosscheck for the VWAP forms), at the prefixes ``--sizes`` (default 1k, 2k, 5k, 10k, 20k and the
-   full trace): the cost of one update *with the result refreshed after it*, as in the paper. The state
-   after the first n - w events is built with updates only, then the next w events are timed one by
-   one (update + result). w shrinks to fit ``--budget`` seconds per case (never below 3 updates); a case
-   whose single update already exceeds the budget is reported as skipped with its measured cost.
-   D = live price levels at the prefix, the quantity every ratio depends on.
-2. whole-prefix runs (result after every event, the paper's total execution time) for prefixes up to
-   ``--full-max`` events, rpai and dbtoaster.
-3. TPC-H Q17 on generated data (``bench/tpch_gen.py``), uniform and skewed (Zipf on partkey, 2-decimal
-   quantities), at ``--tpch-sfs``: lineitem and part interleaved, update + result per event. The
-   DBToaster-style baseline runs from the start for up to ``--tpch-budget`` seconds; rpai runs the same
-   prefix (the ratio) and the whole trace.
-4. plots: per-update cost against trace prefix (log-log) per query, and the rpai speed-up.
+1. **batches** (the headline): per query (vwap, vwap-paper, mst, psp, nq1, sq1, sq2, nq2), trace prefix
+   (``--sizes`` for the two VWAP forms, ``--other-sizes`` for the rest), batch size (``--batches``,
+   default 1, 100, 2,000) and strategy (rpai, crosscheck for the VWAP forms, dbtoaster, recompute,
+   auto): the ``VwapEngine`` (ledger included) is brought to the state before a window of events
+   ending at the prefix, then the window is applied in batches of that size with the result read once
+   per batch, as the worker does. Reported: **µs per event = total time of the window / its events**
+   (one result per batch is part of it). The peer ``duckdb`` keeps the live book and re-evaluates the
+   query's SQL text (``services/vwap/sql.py``) over it once per batch. Nothing is capped by size: a
+   case runs unless one batch alone exceeds ``--budget`` seconds (then it is reported as skipped, with
+   that cost, at this and larger prefixes); a window stops after ``--budget`` seconds (never before 3
+   batches). Every case's final answer is compared with every other strategy's at the same prefix
+   and batch size.
+2. **whole prefix** (the paper's total execution time): the result after every event from the start,
+   through the engine, for vwap and mst up to ``--full-max`` events: **total seconds**.
+3. **worker**: the vwap query through the real ``Worker`` on the embedded broker (batch size and
+   checkpoint interval at their defaults), per strategy, against the engine alone on the same events
+   in the same batches: **total seconds** and events per second.
+4. TPC-H Q17 on generated data (``bench/tpch_gen.py``), uniform and skewed (Zipf on partkey, 2-decimal
+   quantities), at ``--tpch-sfs``: update + result per event, total time; the DBToaster-style
+   baseline runs from the start for up to ``--tpch-budget`` seconds and rpai runs the same prefix.
+5. plots: µs per event against the prefix, one panel per query and batch size.
 
-All strategies are pure Python on the same exact integer types, so interpreter overhead cancels in the
-ratios (docs/algorithms/vwap.md §8.3). Ratios come from the same run, with the strategies of one
-prefix measured back to back. Every case's final result is checked against the other strategies at the
-same prefix.
+``--markdown [FILE]`` prints the tables of ``docs/vwap-benchmark.md`` from a stored result file
+(default ``bench/results/vwap.json``) and measures nothing.
 
 Usage (from the repo root)::
 
-    .venv/bin/python bench/vwap.py            # the full run (~10 minutes on 2 cores)
-    .venv/bin/python bench/vwap.py --quick    # smoke sizes, seconds
+    .venv/bin/python bench/vwap.py            # the full run (~12 minutes on 2 cores)
+    .venv/bin/python bench/vwap.py --quick    # smoke sizes, about a minute
+    .venv/bin/python bench/vwap.py --markdown # the doc's tables from bench/results/vwap.json
 
-Writes ``bench/results/vwap.json`` and ``vwap_{scaling,speedup}.png`` (``vwap_quick*`` with ``--quick``;
-``--out X.json`` puts the plots beside X as ``X_scaling.png`` and ``X_speedup.png``).
-Exits 1 if strategies disagree.
+Writes ``bench/results/vwap.json`` and ``vwap.png`` (``vwap_quick*`` with ``--quick``; ``--out X.json``
+puts the plot beside X as ``X.png``). Exits 1 if any two strategies disagree.
 """
 
 from __future__ import annotations
@@ -39,9 +45,12 @@ import argparse
 import gc
 import json
 import platform
-import statistics
+import shutil
 import sys
+import tempfile
 import time
+import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,13 +59,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from services.vwap.catalog import QUERIES  # noqa: E402
+from services.vwap.engine import VwapEngine  # noqa: E402
 from services.vwap.exact import exact_context  # noqa: E402
 from services.vwap.plans import make_plan  # noqa: E402
+from shared.events import UpdateEvent  # noqa: E402
 from shared.events.orderbook import OrderBookAdaptor  # noqa: E402
 
 TRACE = ROOT / "bench" / "data" / "finance-big.csv"
 RESULTS = ROOT / "bench" / "results"
 FINANCE_QUERIES = ("vwap", "vwap-paper", "mst", "psp", "nq1", "sq1", "sq2", "nq2")
+VWAP_FORMS = ("vwap", "vwap-paper")
+NONE = "\u2013"  # an en dash: no figure
+TIMES = "\u00d7"
+ORDER = ("rpai", "crosscheck", "dbtoaster", "recompute", "duckdb", "auto")
+BOOK_COLUMNS = ("t", "id", "broker_id", "volume", "price")
 Event = tuple[str, dict[str, Any], int]
 
 
@@ -83,72 +99,363 @@ def live_levels(events: Sequence[Event], n: int) -> dict[str, int]:
     return out
 
 
-def plan_for(query: str, strategy: str) -> Any:
-    params = dict(QUERIES[query].defaults)
-    return make_plan(query, strategy, params)
-
-
 def answer(result: dict[str, Any]) -> Any:
     return {k: v for k, v in result.items() if k != "stats"}
 
 
-def windowed(query: str, strategy: str, events: Sequence[Event], n: int, window: int, budget: float) -> dict:
-    """Per-update cost (update + result) at prefix n, over up to ``window`` updates ending at event n."""
-    plan = plan_for(query, strategy)
+def strategies_of(query: str) -> list[str]:
+    return [s for s in ORDER if s == "duckdb" or s in QUERIES[query].strategies]
+
+
+def default_strategy() -> str:
+    from services.vwap.query import OPTIONS
+
+    return str(OPTIONS["strategy"].default)
+
+
+# --- the peer: DuckDB over the live book ----------------------------------------------------------
+
+
+class DuckDBPeer:
+    """The live book as a bag, and the query's SQL evaluated by DuckDB over it once per batch: an
+    implementation that shares nothing with the engine's plans (docs/algorithms/vwap.md §5.4)."""
+
+    def __init__(self, query: str) -> None:
+        import duckdb
+
+        from services.vwap import sql
+
+        self.query = query
+        self.live: Counter = Counter()
+        self.con = duckdb.connect()
+        for rel in ("bids", "asks"):
+            self.con.execute(
+                f"CREATE TABLE {rel} (__key VARCHAR, t BIGINT, id BIGINT, broker_id BIGINT, "
+                "volume DECIMAL(18,3), price DECIMAL(18,3))"
+            )
+        self.text = sql.render(query, sql.query_params(query, {"query": query}), keyed=True, dialect="duckdb")
+        self.reads = QUERIES[query].reads
+
+    def apply(self, batch: Sequence[Event]) -> None:
+        live = self.live
+        for rel, row, m in batch:
+            live[(rel, tuple(row[c] for c in BOOK_COLUMNS))] += m
+
+    def result(self) -> dict[str, Any]:
+        import pandas as pd  # type: ignore[import-untyped]
+
+        from services.vwap.batch_recompute import empty, shape
+
+        for rel in self.reads:
+            rows = [("k", *vals) for (r, vals), m in self.live.items() if r == rel for _ in range(m)]
+            frame = pd.DataFrame(rows, columns=["__key", *BOOK_COLUMNS])  # noqa: F841 (read by DuckDB)
+            self.con.execute(f"DELETE FROM {rel}")
+            if rows:
+                self.con.execute(f"INSERT INTO {rel} SELECT * FROM frame")
+        got = shape(self.query, self.con.execute(self.text).fetchall())
+        return got.get("k", empty({"query": self.query}))
+
+
+def runner(query: str, strategy: str) -> Any:
+    return DuckDBPeer(query) if strategy == "duckdb" else VwapEngine(query, strategy)
+
+
+def feed(target: Any, batch: Sequence[Event]) -> None:
+    if isinstance(target, DuckDBPeer):
+        target.apply(batch)
+    else:
+        rejected = target.apply([UpdateEvent(rel, row, m, None) for rel, row, m in batch])
+        assert not rejected, rejected[:3]
+
+
+# --- 1. batches through the engine ---------------------------------------------------------------
+
+
+def batched_case(
+    query: str, strategy: str, events: Sequence[Event], n: int, batch: int, window: int, budget: float
+) -> dict[str, Any]:
+    """µs per event over up to ``window`` events ending at prefix n, in batches of ``batch`` with one
+    result per batch."""
+    target = runner(query, strategy)
+    first = max(0, n - window)
+    # The state is built in batches of 2,000, then the last 64 batches before the window run at the
+    # measured size (no results read), so ``auto`` has seen the batch size it is measured at, as a
+    # service fed steadily would have; the first result is read before the clock starts.
+    warm = max(0, first - 64 * batch)
+    for i in range(0, warm, 2000):
+        feed(target, events[i : min(i + 2000, warm)])
+    for i in range(warm, first, batch):
+        feed(target, events[i : min(i + batch, first)])
+    target.result()
+    ups = [
+        [UpdateEvent(rel, row, m, None) for rel, row, m in events[i : min(i + batch, n)]]
+        for i in range(first, n, batch)
+    ]
+    raw = [events[i : min(i + batch, n)] for i in range(first, n, batch)]
     gc.collect()
-    with exact_context():
-        first = max(0, n - window)
-        for rel, row, m in events[:first]:
-            plan.update(rel, row, m)
-        lat: list[float] = []
-        spent = 0.0
-        for rel, row, m in events[first:n]:
-            t0 = time.perf_counter()
-            plan.update(rel, row, m)
-            plan.result()
-            dt = time.perf_counter() - t0
-            lat.append(dt)
-            spent += dt
-            if len(lat) >= 3 and spent > budget:
-                break
-        final = answer(plan.result()) if len(lat) == n - first else None
-    lat_us = sorted(x * 1e6 for x in lat)
-    return {
-        "events": n,
-        "window": len(lat),
-        "per_update_us": statistics.fmean(lat_us),
-        "p50_us": lat_us[len(lat_us) // 2],
-        "p99_us": lat_us[min(len(lat_us) - 1, int(0.99 * len(lat_us)))],
-        "max_us": lat_us[-1],
-        "updates_per_s": len(lat) / sum(lat),
-        "final": final,
-    }
-
-
-def probe(query: str, strategy: str, events: Sequence[Event], n: int) -> float:
-    """Seconds of one update + result at prefix n (state built without results)."""
-    plan = plan_for(query, strategy)
-    with exact_context():
-        for rel, row, m in events[: n - 1]:
-            plan.update(rel, row, m)
+    spent = 0.0
+    done = 0
+    batches = 0
+    one = 0.0
+    duck = isinstance(target, DuckDBPeer)
+    for up, rw in zip(ups, raw, strict=True):
         t0 = time.perf_counter()
-        rel, row, m = events[n - 1]
-        plan.update(rel, row, m)
-        plan.result()
-        return time.perf_counter() - t0
-
-
-def whole_prefix(query: str, strategy: str, events: Sequence[Event], n: int) -> dict[str, Any]:
-    plan = plan_for(query, strategy)
-    gc.collect()
-    with exact_context():
-        t0 = time.perf_counter()
-        for rel, row, m in events[:n]:
-            plan.update(rel, row, m)
-            plan.result()
+        if duck:
+            target.apply(rw)
+        else:
+            target.apply(up)
+        final = target.result()
         dt = time.perf_counter() - t0
-        final = answer(plan.result())
-    return {"events": n, "seconds": dt, "updates_per_s": n / dt, "final": final}
+        one = max(one, dt)
+        spent += dt
+        done += len(up)
+        batches += 1
+        if batches >= 3 and spent > budget:
+            break
+        if batches == 1 and dt > budget:
+            return {"events": n, "batch": batch, "skipped": f"one batch took {dt:.1f} s", "one_batch_s": dt}
+    out: dict[str, Any] = {
+        "events": n,
+        "batch": batch,
+        "window": done,
+        "batches": batches,
+        "us_per_event": spent / done * 1e6,
+        "seconds": spent,
+        "slowest_batch_s": one,
+        "final": answer(final) if done == n - first else None,
+    }
+    if strategy == "auto":
+        out["auto_running"] = target.running
+    return out
+
+
+def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for query in args.queries:
+        events = traces["both" if query in ("mst", "psp") else "bids"]
+        sizes = args.sizes if query in VWAP_FORMS else args.other_sizes
+        sizes = sorted({min(s, len(events)) for s in sizes})
+        cases: list[dict[str, Any]] = []
+        # (strategy, batch) -> seconds of one batch at a smaller prefix, where it exceeded the budget
+        over: dict[tuple[str, int], float] = {}
+        for n in sizes:
+            levels = live_levels(events, n)
+            for batch in args.batches:
+                window = min(n, max(args.window, 2 * batch))
+                finals: dict[str, Any] = {}
+                for strategy in strategies_of(query):
+                    if (strategy, batch) in over:
+                        case = {
+                            "events": n,
+                            "batch": batch,
+                            "skipped": f"one batch took {over[strategy, batch]:.1f} s at a smaller prefix",
+                        }
+                    else:
+                        case = batched_case(query, strategy, events, n, batch, window, args.budget)
+                        if "skipped" in case:
+                            over[strategy, batch] = case["one_batch_s"]
+                    case["query"], case["strategy"], case["D"] = query, strategy, levels
+                    final = case.pop("final", None)
+                    if final is not None:
+                        finals[strategy] = final
+                    cases.append(case)
+                    shown = (
+                        f"{case['us_per_event']:>11.2f} us/event"
+                        if "us_per_event" in case
+                        else case["skipped"]
+                    )
+                    print(
+                        f"  {query:<10} n={n:>6} batch={batch:>5} {strategy:<10} {shown}"
+                        + (f" ({case['auto_running']})" if "auto_running" in case else ""),
+                        flush=True,
+                    )
+                if len({json.dumps(v, sort_keys=True) for v in finals.values()}) > 1:
+                    problems.append(f"{query} at {n}, batch {batch}: strategies disagree: {finals}")
+        out[query] = cases
+    return out, problems
+
+
+def goals(batches: dict[str, Any], default: str) -> dict[str, Any]:
+    """The figures the service is held to: the default strategy against the best at every measured
+    (query, prefix, batch), and against dbtoaster at batch 1 and 10,000 events."""
+    rows = []
+    for query, cases in batches.items():
+        by: dict[tuple[int, int], dict[str, float]] = {}
+        for c in cases:
+            if "us_per_event" in c and c["strategy"] != "duckdb":
+                by.setdefault((c["events"], c["batch"]), {})[c["strategy"]] = c["us_per_event"]
+        for (n, batch), costs in sorted(by.items()):
+            if default not in costs:
+                continue
+            best = min(costs, key=lambda s: costs[s])
+            row = {"query": query, "events": n, "batch": batch, "best": best}
+            row["default_over_best"] = costs[default] / costs[best]
+            if "dbtoaster" in costs:
+                row["dbtoaster_over_default"] = costs["dbtoaster"] / costs[default]
+            rows.append(row)
+    return {"default": default, "rows": rows}
+
+
+def run_whole(query: str, strategy: str, events: Sequence[Event], n: int) -> dict[str, Any]:
+    """Total seconds for the first n events, one event per batch, the result after every one."""
+    engine = VwapEngine(query, strategy)
+    ups = [UpdateEvent(rel, row, m, None) for rel, row, m in events[:n]]
+    gc.collect()
+    t0 = time.perf_counter()
+    for ev in ups:
+        engine.apply([ev])
+        engine.result()
+    dt = time.perf_counter() - t0
+    return {"seconds": dt, "final": answer(engine.result())}
+
+
+def whole_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
+    out: dict[str, Any] = {}
+    problems = []
+    for query in ("vwap", "mst"):
+        events = traces["both" if query == "mst" else "bids"]
+        out[query] = []
+        for n in [s for s in args.sizes if s <= args.full_max]:
+            row: dict[str, Any] = {"events": n}
+            finals = {}
+            for strategy in [s for s in ORDER if s in QUERIES[query].strategies and s != "recompute"]:
+                r = run_whole(query, strategy, events, n)
+                row[strategy] = r["seconds"]
+                finals[strategy] = r["final"]
+            if len({json.dumps(v, sort_keys=True) for v in finals.values()}) > 1:
+                problems.append(f"whole {query} at {n}: {finals}")
+            print(
+                f"  whole {query:<6} n={n:>6} " + " ".join(f"{s} {row[s]:.2f}s" for s in finals), flush=True
+            )
+            out[query].append(row)
+    return out, problems
+
+
+# --- 3. the worker -------------------------------------------------------------------------------
+
+
+def worker_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> dict[str, Any]:
+    """The vwap service through the real ``Worker`` on the embedded broker against ``VwapEngine``
+    alone on the same events in the same batches (the best of two worker runs and of three engine
+    runs: a shared machine's noise is of the order of the differences)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from bench.common import produce_all
+    from shared.config import build_config
+    from shared.dev.broker import BrokerProcess
+    from shared.events import encode_event
+    from shared.runtime.kafka import producer_settings
+    from shared.service import load_service
+    from shared.state import open_store
+
+    n = min(args.worker_events, len(traces["bids"]))
+    flat = [UpdateEvent(rel, row, m, None) for rel, row, m in traces["bids"][:n]]
+    service = load_service("vwap")
+    out: dict[str, Any] = {"events": n, "strategies": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="ivmstream-vwap-bench-"))
+    try:
+        with BrokerProcess() as broker:
+            topic = f"vwap-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, 1)
+            values = [encode_event(ev) for ev in flat]
+            producer = Producer(producer_settings(broker.bootstrap, {"compression.type": "lz4"}))
+            produce_all(producer, topic, ((None, v, 0) for v in values))
+            probe = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"probe-{topic}"})
+            start, end = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            probe.close()
+            if (start, end) != (0, len(values)):
+                raise RuntimeError(f"{topic} holds offsets [{start}, {end}), produced {len(values)}")
+            for strategy in args.worker_strategies:
+                config = build_config(
+                    service,
+                    {
+                        "query": "vwap",
+                        "strategy": strategy,
+                        "input_topic": topic,
+                        "output_topic": f"{topic}.{strategy}.out",
+                        "dlq_topic": f"{topic}.{strategy}.dlq",
+                    },
+                )
+                runs = [
+                    _worker_run(
+                        service,
+                        config,
+                        broker.bootstrap,
+                        open_store("rocksdb", f"vwap.{topic}.{strategy}.{i}", state_dir=tmp),
+                        f"{topic}-{strategy}-g{i}",
+                        end,
+                    )
+                    for i in range(2)
+                ]
+                batch = config.batch_size
+                engine_s = []
+                for _ in range(3):
+                    engine = VwapEngine("vwap", strategy)
+                    t0 = time.perf_counter()
+                    for i in range(0, n, batch):
+                        assert not engine.apply(flat[i : i + batch])
+                        engine.result()
+                    engine_s.append(time.perf_counter() - t0)
+                want = answer(engine.result())
+                best = min(runs, key=lambda r: r["seconds"])
+                agree = all(answer(r["result"]) == want for r in runs)
+                out["batch"] = batch
+                out["strategies"][strategy] = {
+                    "worker_seconds": best["seconds"],
+                    "worker_events_per_s": n / best["seconds"],
+                    "engine_seconds": min(engine_s),
+                    "engine_events_per_s": n / min(engine_s),
+                    "agree": agree,
+                }
+                print(
+                    f"  worker vwap {strategy:<10} {n} events, batch {batch}: worker {best['seconds']:.2f}s, "
+                    f"engine {min(engine_s):.2f}s, results agree: {agree}",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _worker_run(
+    service: Any, config: Any, bootstrap: str, store: Any, group: str, end: int
+) -> dict[str, Any]:
+    """One worker from the start of the topic until caught up (final checkpoint included): seconds
+    from its first batch, and its in-memory result at the end."""
+    from shared.runtime import Worker
+
+    worker = Worker(service, config, bootstrap, store, group=group)
+    marks: dict[str, float] = {}
+    process = worker._process
+    results: dict[str, Any] = {}
+
+    def timed_process(msgs: Any) -> None:
+        marks.setdefault("first", time.perf_counter())
+        process(msgs)
+
+    worker._process = timed_process  # type: ignore[method-assign]
+    deadline = time.monotonic() + 600
+
+    def caught_up(w: Any) -> bool:
+        if w.positions().get(0) == end:
+            results.update(w.results())
+            return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker did not catch up: {w.positions()}")
+        return False
+
+    worker.run(until=caught_up)
+    seconds = time.perf_counter() - marks["first"]
+    (result,) = results.values()
+    return {"seconds": seconds, "result": result}
+
+
+# --- 4. TPC-H Q17 -------------------------------------------------------------------------------
+
+
+def plan_for(query: str, strategy: str) -> Any:
+    return make_plan(query, strategy, dict(QUERIES[query].defaults))
 
 
 def timed_prefix(query: str, strategy: str, events: Sequence[Event], budget: float) -> dict[str, Any]:
@@ -168,101 +475,6 @@ def timed_prefix(query: str, strategy: str, events: Sequence[Event], budget: flo
         dt = time.perf_counter() - t0
         final = answer(plan.result())
     return {"events": n, "seconds": dt, "updates_per_s": n / dt, "final": final}
-
-
-def strategies_of(query: str) -> list[str]:
-    return [s for s in ("rpai", "crosscheck", "dbtoaster", "recompute") if s in QUERIES[query].strategies]
-
-
-def finance_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
-    out: dict[str, Any] = {}
-    problems: list[str] = []
-    for query in args.queries:
-        book = "both" if query in ("mst", "psp") else "bids"
-        events = traces[book]
-        sizes = sorted({min(s, len(events)) for s in args.sizes})
-        per_strategy: dict[str, list[dict]] = {s: [] for s in strategies_of(query)}
-        gave_up: dict[str, float] = {}
-        for n in sizes:
-            levels = live_levels(events, n)
-            finals: dict[str, Any] = {}
-            for strategy in per_strategy:
-                if strategy == "recompute" and n > args.recompute_max:
-                    per_strategy[strategy].append(
-                        {"events": n, "skipped": f"recompute only up to {args.recompute_max}"}
-                    )
-                    continue
-                if strategy in gave_up:
-                    per_strategy[strategy].append(
-                        {
-                            "events": n,
-                            "skipped": f"one update cost {gave_up[strategy]:.1f} s at a smaller prefix",
-                        }
-                    )
-                    continue
-                one = probe(query, strategy, events, n)
-                if one > args.budget:
-                    gave_up[strategy] = one
-                    per_strategy[strategy].append({"events": n, "skipped": f"one update costs {one:.1f} s"})
-                    continue
-                window = max(3, min(args.window, int(args.budget / max(one, 1e-7))))
-                case = windowed(query, strategy, events, n, window, args.budget)
-                case["D"] = levels
-                per_strategy[strategy].append(case)
-                if case["final"] is not None:
-                    finals[strategy] = case["final"]
-                print(
-                    f"  {query:<10} {strategy:<10} n={n:>6} D={levels['bids']:>4}/{levels['asks']:<4} "
-                    f"{case['per_update_us']:>12.1f} us/update (w={case['window']})",
-                    flush=True,
-                )
-            if len({json.dumps(v, sort_keys=True) for v in finals.values()}) > 1:
-                problems.append(f"{query} at {n}: strategies disagree: {finals}")
-        out[query] = per_strategy
-    return out, problems
-
-
-def ratios(finance: dict[str, Any]) -> dict[str, Any]:
-    """rpai speed-up over each baseline at every prefix where both were measured."""
-    out: dict[str, Any] = {}
-    for query, per in finance.items():
-        rp = {c["events"]: c for c in per.get("rpai", []) if "per_update_us" in c}
-        out[query] = {}
-        for base in ("dbtoaster", "recompute"):
-            rows = []
-            for c in per.get(base, []):
-                if "per_update_us" in c and c["events"] in rp:
-                    r = rp[c["events"]]
-                    rows.append(
-                        {"events": c["events"], "D": r["D"], "ratio": c["per_update_us"] / r["per_update_us"]}
-                    )
-            out[query][base] = rows
-    return out
-
-
-def whole_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
-    out: dict[str, Any] = {}
-    problems = []
-    for query in ("vwap", "mst"):
-        events = traces["both" if query == "mst" else "bids"]
-        out[query] = []
-        for n in [s for s in args.sizes if s <= args.full_max]:
-            row: dict[str, Any] = {"events": n}
-            finals = {}
-            for strategy in ("rpai", "dbtoaster"):
-                r = whole_prefix(query, strategy, events, n)
-                row[strategy] = {"seconds": r["seconds"], "updates_per_s": r["updates_per_s"]}
-                finals[strategy] = r["final"]
-            row["ratio"] = row["dbtoaster"]["seconds"] / row["rpai"]["seconds"]
-            if finals["rpai"] != finals["dbtoaster"]:
-                problems.append(f"whole {query} at {n}: {finals}")
-            print(
-                f"  whole {query:<6} n={n:>6} rpai {row['rpai']['seconds']:.2f}s  "
-                f"dbtoaster {row['dbtoaster']['seconds']:.2f}s  ratio {row['ratio']:.1f}",
-                flush=True,
-            )
-            out[query].append(row)
-    return out, problems
 
 
 def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
@@ -313,120 +525,264 @@ def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
     return out, problems
 
 
-def plot(finance: dict[str, Any], speedups: dict[str, Any], base: Path) -> list[str]:
+# --- 5. plots and the doc's tables ----------------------------------------------------------------
+
+
+def plot(batches: dict[str, Any], path: Path, batch_sizes: Sequence[int]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
-    queries = list(finance)
-    cols = 4
-    rows = (len(queries) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
-    for ax, query in zip(axes.flat, queries, strict=False):
-        for strategy, cases in finance[query].items():
-            pts = [(c["events"], c["per_update_us"]) for c in cases if "per_update_us" in c]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=strategy)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(query)
-        ax.set_xlabel("trace prefix (events)")
-        ax.set_ylabel("µs per update + result")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(queries) :]:
-        ax.axis("off")
+    queries = list(batches)
+    fig, axes = plt.subplots(
+        len(queries), len(batch_sizes), figsize=(4 * len(batch_sizes), 3 * len(queries)), squeeze=False
+    )
+    for row, query in zip(axes, queries, strict=True):
+        for ax, batch in zip(row, batch_sizes, strict=True):
+            for strategy in ORDER:
+                pts = [
+                    (c["events"], c["us_per_event"])
+                    for c in batches[query]
+                    if c["strategy"] == strategy and c["batch"] == batch and "us_per_event" in c
+                ]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", label=strategy)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{query}, batch {batch:,}", fontsize=9)
+            ax.set_xlabel("trace prefix (events)", fontsize=8)
+            ax.set_ylabel("µs per event (total / events)", fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6)
     fig.tight_layout()
-    path = base.with_name(base.name + "_scaling.png")
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
-    paths.append(_shown(path))
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for query, per in speedups.items():
-        pts = [(r["events"], r["ratio"]) for r in per.get("dbtoaster", [])]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=query)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("trace prefix (events)")
-    ax.set_ylabel("dbtoaster / rpai time per update")
-    ax.set_title("RPAI speed-up over DBToaster-style maintenance (finance big trace)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = base.with_name(base.name + "_speedup.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(_shown(path))
-    return paths
+    return _shown(path)
 
 
 def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _us(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The tables of docs/vwap-benchmark.md, from a stored result file only."""
+    meta = report["meta"]
+    default = report["goals"]["default"]
+    lines = [
+        f"Run: `{meta['command']}`, {meta['seconds']:.0f} s on {meta['machine']} with {meta['cpus']} CPUs, "
+        f"Python {meta['python']}; default strategy `{default}`; problems: "
+        f"{len(report['problems'])}.",
+        "",
+    ]
+    for query, cases in report["batches"].items():
+        present = [s for s in ORDER if any(c["strategy"] == s for c in cases)]
+        lines += [
+            f"**{query}**: µs per event (total time of the window / its events, one result per batch)",
+            "",
+            "| events | D | batch | "
+            + " | ".join(present)
+            + f" | {default} / best | dbtoaster / {default} |",
+            "|---|---|---|" + "---|" * len(present) + "---|---|",
+        ]
+        by: dict[tuple[int, int], dict[str, Any]] = {}
+        for c in cases:
+            by.setdefault((c["events"], c["batch"]), {})[c["strategy"]] = c
+        goal = {(r["events"], r["batch"]): r for r in report["goals"]["rows"] if r["query"] == query}
+        for (n, batch), row in sorted(by.items()):
+            d = next(iter(row.values()))["D"]
+            dd = f"{d['bids']:,}" if query not in ("mst", "psp") else f"{d['bids']:,}/{d['asks']:,}"
+            cells = []
+            for s in present:
+                c = row.get(s)
+                cells.append(
+                    NONE if c is None else _us(c["us_per_event"]) if "us_per_event" in c else "skipped"
+                )
+            g = goal.get((n, batch), {})
+            over = _ratio(g["default_over_best"]) + f" ({g['best']})" if g else NONE
+            dbt = _ratio(g["dbtoaster_over_default"]) if "dbtoaster_over_default" in g else NONE
+            lines.append(f"| {n:,} | {dd} | {batch:,} | " + " | ".join(cells) + f" | {over} | {dbt} |")
+        lines.append("")
+    skipped = sorted(
+        {
+            f"{c['query']} {c['strategy']} at batch {c['batch']:,}: {c['skipped']} ({c['events']:,} events)"
+            for cases in report["batches"].values()
+            for c in cases
+            if "skipped" in c and "smaller prefix" not in c["skipped"]
+        }
+    )
+    if skipped:
+        lines += ["Skipped (one batch over the budget, and at every larger prefix):", ""]
+        lines += [f"- {s}" for s in skipped] + [""]
+    whole = report["whole_prefix"]
+    if whole:
+        lines += [
+            "**Whole prefix**: total seconds for the first n events, one event per batch, the result "
+            "after every event",
+            "",
+        ]
+        strategies = [s for s in ORDER if any(s in r for rows in whole.values() for r in rows)]
+        lines += [
+            "| query | events | " + " | ".join(strategies) + f" | dbtoaster / {default} |",
+            "|---|---|" + "---|" * len(strategies) + "---|",
+        ]
+        for query, rows in whole.items():
+            for r in rows:
+                cells = [f"{r[s]:.2f}" if s in r else NONE for s in strategies]
+                ratio = _ratio(r["dbtoaster"] / r[default]) if default in r and "dbtoaster" in r else NONE
+                lines.append(f"| {query} | {r['events']:,} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append("")
+    worker = report.get("worker")
+    if worker:
+        lines += [
+            f"**Worker**: vwap, the first {worker['events']:,} bid events, batch {worker['batch']:,}, "
+            "total seconds (best of two worker runs, three engine runs)",
+            "",
+            "| strategy | worker s | worker events/s | engine alone s | engine events/s | results agree |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s, w in worker["strategies"].items():
+            lines.append(
+                f"| {s} | {w['worker_seconds']:.2f} | {w['worker_events_per_s']:,.0f} | "
+                f"{w['engine_seconds']:.2f} | {w['engine_events_per_s']:,.0f} | "
+                f"{'yes' if w['agree'] else 'NO'} |"
+            )
+        lines.append("")
+    q17 = report.get("q17") or {}
+    if q17:
+        lines += [
+            "**TPC-H Q17**: update + result per event, total time over the events measured",
+            "",
+            "| data | SF | events measured | rpai updates/s | dbtoaster updates/s | dbtoaster / rpai time |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label, rows in q17.items():
+            for r in rows:
+                measured = (
+                    f"{r['measured_events']:,}"
+                    if r["measured_events"] == r["events"]
+                    else f"{r['measured_events']:,} of {r['events']:,}"
+                )
+                lines.append(
+                    f"| {label} | {r['sf']} | {measured} | {r['rpai']['updates_per_s']:,.0f} | "
+                    f"{r['dbtoaster']['updates_per_s']:,.0f} | {_ratio(r['ratio'])} |"
+                )
+        lines.append("")
+    lines += ["Goal figures (ratios of µs per event within this run):", ""]
+    for g in (report["goals"], report["goals_rpai"]):
+        lines += _goal_lines(g)
+    return "\n".join(lines) + "\n"
+
+
+def _goal_lines(g: dict[str, Any]) -> list[str]:
+    name = g["default"]
+    worst: dict[int, tuple[float, str]] = {}
+    for r in g["rows"]:
+        if r["default_over_best"] > worst.get(r["batch"], (0.0, ""))[0]:
+            where = f"{r['query']} at {r['events']:,} events"
+            worst[r["batch"]] = (r["default_over_best"], where)
+    out = [
+        f"- `{name}` against the best strategy at every measured query and prefix: worst "
+        + ", ".join(f"{w:.2f}{TIMES} at batch {b:,} ({where})" for b, (w, where) in sorted(worst.items()))
+        + "."
+    ]
+    at10k = [r for r in g["rows"] if r["query"] == "vwap" and r["batch"] == 1 and r["events"] == 10000]
+    if at10k and "dbtoaster_over_default" in at10k[0]:
+        ratio = _ratio(at10k[0]["dbtoaster_over_default"])
+        out.append(f"- vwap at batch 1 and 10,000 events: dbtoaster / `{name}` = {ratio}{TIMES} per event.")
+    return out
+
+
+# --- command line ----------------------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    return [10**9 if s.strip() == "full" else int(s) for s in text.split(",") if s.strip()]
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke sizes and budgets (seconds)")
-    p.add_argument("--sizes", default=None, help="comma-separated trace prefixes; 'full' = whole trace")
+    p.add_argument("--quick", action="store_true", help="smoke sizes and budgets (about a minute)")
+    p.add_argument("--markdown", nargs="?", const=str(RESULTS / "vwap.json"), default=None, metavar="JSON")
+    p.add_argument("--sizes", default=None, help="prefixes for vwap and vwap-paper ('full' = whole trace)")
+    p.add_argument("--other-sizes", default=None, help="prefixes for the other queries")
+    p.add_argument("--batches", default="1,100,2000")
     p.add_argument("--queries", default=",".join(FINANCE_QUERIES))
-    p.add_argument("--window", type=int, default=None, help="max timed updates per case (default 300)")
-    p.add_argument("--budget", type=float, default=None, help="seconds per case (default 6)")
-    p.add_argument("--recompute-max", type=int, default=None, help="largest prefix for recompute (2000)")
+    p.add_argument("--window", type=int, default=None, help="events per case (at least 2 batches; 4000)")
+    p.add_argument("--budget", type=float, default=None, help="seconds per case (default 1.5)")
     p.add_argument("--full-max", type=int, default=None, help="largest whole-prefix run (5000)")
-    p.add_argument("--tpch-sfs", default=None, help="Q17 scale factors (default 0.01,0.05,0.1)")
-    p.add_argument("--tpch-budget", type=float, default=None, help="seconds per Q17 baseline run (60)")
+    p.add_argument("--worker-events", type=int, default=None, help="events through the worker (10000)")
+    p.add_argument("--worker-strategies", default="rpai,crosscheck,dbtoaster,auto")
+    p.add_argument("--no-worker", action="store_true", help="leave out the worker point")
+    p.add_argument("--tpch-sfs", default=None, help="Q17 scale factors (default 0.01,0.05)")
+    p.add_argument("--tpch-budget", type=float, default=None, help="seconds per Q17 baseline run (20)")
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     q = args.quick
-    sizes = args.sizes or ("300,1000" if q else "1000,2000,5000,10000,20000,full")
-    args.sizes = [10**9 if s.strip() == "full" else int(s) for s in sizes.split(",")]
+    args.sizes = _ints(args.sizes or ("300,1000" if q else "1000,2000,5000,10000,20000,full"))
+    args.other_sizes = _ints(args.other_sizes or ("300" if q else "1000,10000,full"))
+    args.batches = _ints(args.batches)
     args.queries = [x for x in args.queries.split(",") if x]
     unknown = [x for x in args.queries if x not in FINANCE_QUERIES]
     if unknown:
         p.error(f"unknown queries {unknown}; choose from {', '.join(FINANCE_QUERIES)}")
-    args.window = args.window or (30 if q else 300)
-    args.budget = args.budget or (0.5 if q else 6.0)
-    args.recompute_max = args.recompute_max or (300 if q else 2000)
+    args.window = args.window or (400 if q else 4000)
+    args.budget = args.budget or (0.2 if q else 1.5)
     args.full_max = args.full_max or (300 if q else 5000)
-    args.tpch_budget = args.tpch_budget or (5.0 if q else 60.0)
-    args.tpch_sfs = [float(x) for x in (args.tpch_sfs or ("0.001" if q else "0.01,0.05,0.1")).split(",")]
-    if not args.trace.is_file():
+    args.worker_events = args.worker_events or (1000 if q else 10000)
+    args.worker_strategies = [s for s in args.worker_strategies.split(",") if s]
+    args.tpch_budget = args.tpch_budget or (3.0 if q else 20.0)
+    args.tpch_sfs = [float(x) for x in (args.tpch_sfs or ("0.001" if q else "0.01,0.05")).split(",")]
+    if args.markdown is None and not args.trace.is_file():
         p.error(f"trace not found: {args.trace}")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown is not None:
+        sys.stdout.write(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     prefix = "vwap_quick" if args.quick else "vwap"
     started = time.time()
     print(f"loading {args.trace.name} through the order-book adaptor", flush=True)
     traces = {book: load_trace(args.trace, book) for book in ("bids", "both")}
     print(f"  bids: {len(traces['bids'])} events, both books: {len(traces['both'])} events", flush=True)
-    print("per-update cost at trace prefixes", flush=True)
-    finance, problems = finance_suite(args, traces)
-    speedups = ratios(finance)
+    print("batches through the engine", flush=True)
+    batches, problems = batch_suite(args, traces)
     print("whole-prefix runs", flush=True)
     whole, p2 = whole_suite(args, traces)
+    worker = None
+    if not args.no_worker:
+        print("the worker", flush=True)
+        worker = worker_suite(args, traces)
+        problems += [f"worker {s}: results differ" for s, w in worker["strategies"].items() if not w["agree"]]
     print("TPC-H Q17", flush=True)
     tpch, p3 = tpch_suite(args)
     problems += p2 + p3
     out = args.out or RESULTS / f"{prefix}.json"
-    plots = plot(finance, speedups, out.with_suffix(""))
-    for cases in finance.values():
-        for per in cases.values():
-            for c in per:
-                c.pop("final", None)
+    png = plot(batches, out.with_suffix(".png"), args.batches)
+    command = "bench/vwap.py" + (" --quick" if args.quick else "")
     report = {
         "meta": {
+            "command": command,
             "trace": args.trace.name,
             "events": {k: len(v) for k, v in traces.items()},
             "sizes": args.sizes,
+            "other_sizes": args.other_sizes,
+            "batches": args.batches,
             "budget_s": args.budget,
             "window": args.window,
             "python": sys.version.split()[0],
@@ -435,15 +791,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": time.time() - started,
             "quick": args.quick,
         },
-        "finance": finance,
-        "speedup": speedups,
+        "batches": batches,
+        "goals": goals(batches, default_strategy()),
+        "goals_rpai": goals(batches, "rpai"),
         "whole_prefix": whole,
+        "worker": worker,
         "q17": tpch,
-        "plots": plots,
+        "plots": [png],
         "problems": problems,
     }
     out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"wrote {_shown(out)} and {', '.join(plots)}")
+    print(f"wrote {_shown(out)} and {png}")
+    sys.stdout.write(markdown(report))
     for line in problems:
         print("PROBLEM:", line, file=sys.stderr)
     return 1 if problems else 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 SWITCH_RATIO = 0.7  # switch only to a plan estimated at most this fraction of the running plan's cost
 
@@ -102,18 +103,46 @@ def estimates(query: str, batch: int, touched: int, domain: int) -> dict[str, fl
     return {s: m.cost(batch, touched, domain) for s, m in MODELS.get(query, {}).items()}
 
 
+def coarse(domain: int) -> int:
+    """The domain size rounded down to its 4 leading bits (within 1/8): the estimates hardly move
+    between neighbours, and a coarse input lets ``choose`` answer most batches from its cache."""
+    shift = max(0, domain.bit_length() - 4)
+    return domain >> shift << shift
+
+
 def choose(query: str, running: str | None, batch: int, touched: int, domain: int) -> tuple[str, str]:
-    """The strategy to run next and why, given the running one (None: nothing built yet)."""
+    """The strategy to run next given the running one (None: nothing built yet), and why in one word:
+    ``fixed`` (no model), ``cheapest``, ``switched`` or ``kept`` (by the hysteresis). Called once per
+    batch, so it formats nothing and is a pure function of coarse inputs, cached; ``explain`` turns the
+    word into a sentence."""
+    return _choose(query, running, batch, touched, coarse(domain))
+
+
+@lru_cache(maxsize=4096)
+def _choose(query: str, running: str | None, batch: int, touched: int, domain: int) -> tuple[str, str]:
+    models = MODELS.get(query)
+    if models is None:
+        return FIXED, "fixed"
+    best = ""
+    low = running_cost = float("inf")
+    for name, model in models.items():
+        c = model.cost(batch, touched, domain)
+        if c < low:
+            best, low = name, c
+        if name == running:
+            running_cost = c
+    if running is None or running not in models:
+        return best, "cheapest"
+    if best != running and low <= SWITCH_RATIO * running_cost:
+        return best, "switched"
+    return running, "kept"
+
+
+def explain(query: str, running: str, why: str, batch: int, touched: int, domain: int) -> str:
+    """A sentence for a choice: the shape it was made at and the estimates it compared."""
+    if why == "fixed":
+        return f"{query} has no cost model: {running}"
     costs = estimates(query, batch, touched, domain)
-    if not costs:
-        return FIXED, f"{query} has no cost model: {FIXED}"
-    best = min(costs, key=lambda s: (costs[s], s))
-    shape = f"batch {batch}, {touched} levels touched, domain {domain}"
-    if running is None or running not in costs:
-        return best, f"cheapest at {shape}"
-    if best != running and costs[best] <= SWITCH_RATIO * costs[running]:
-        return (
-            best,
-            f"cheapest at {shape} ({costs[best]:.0f} vs {costs[running]:.0f} µs per batch for {running})",
-        )
-    return running, f"kept at {shape}"
+    shown = ", ".join(f"{s} {c:,.0f}" for s, c in sorted(costs.items(), key=lambda kv: kv[1]))
+    shape = f"batch {batch}, {touched} touched, domain {domain}"
+    return f"{running} ({why}) at {shape}; estimated µs per batch: {shown}"

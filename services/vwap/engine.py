@@ -46,7 +46,7 @@ class VwapEngine:
         # batches (smoothed integers, part of the state so a restore decides as the original would) and
         # the live domain values the cost model counts.
         self.auto = strategy == "auto"
-        self.running, self.auto_reason = auto.choose(query, None, 1, 1, 0) if self.auto else (strategy, "")
+        self.running, self._why = auto.choose(query, None, 1, 1, 0) if self.auto else (strategy, "")
         self.shape: list[int] = [0, 0]  # smoothed events and distinct domain values touched per batch
         self.switches = 0
         self._domain_col = "volume" if query == "psp" else "price"
@@ -73,7 +73,11 @@ class VwapEngine:
         netted: dict[str, dict[Any, list[Any]]] | None = None
         if book and hasattr(self.plan, "apply_levels"):
             netted = {rel: {} for rel in reads}
-        tally: dict[tuple[str, Any], int] | None = {} if self.auto and book else None
+        # ``auto`` counts the domain values each batch touches; the netted levels already are that count
+        # when the domain is the price, so a separate tally is kept only otherwise.
+        tally: dict[tuple[str, Any], int] | None = None
+        if self.auto and book and (netted is None or self._domain_col != "price"):
+            tally = {}
         domain_col = self._domain_col
         with exact_context():
             for i, ev in enumerate(events):
@@ -131,23 +135,49 @@ class VwapEngine:
         self.rejected += len(rejections)
         self.live_tuples += net
         if self.auto and valid:
-            self._observe(valid, tally)
+            self._observe(valid, tally, netted)
         return rejections
 
     # --- strategy auto (docs/algorithms/vwap.md §6.5) -------------------------------------------------
 
-    def _observe(self, valid: int, tally: Mapping[tuple[str, Any], int] | None) -> None:
-        """Fold one batch into the observed shape, then run the plan the cost model picks for it."""
+    @property
+    def auto_reason(self) -> str:
+        """Why the running plan runs, in words (the gauges of ``stats()`` carry the same as numbers)."""
+        if not self.auto:
+            return f"strategy {self.strategy} configured"
+        batch, touched = self.shape
+        return auto.explain(self.query, self.running, self._why, batch, touched, len(self._domain))
+
+    def _observe(
+        self,
+        valid: int,
+        tally: Mapping[tuple[str, Any], int] | None,
+        netted: Mapping[str, Mapping[Any, list[Any]]] | None,
+    ) -> None:
+        """Fold one batch into the observed shape, then run the plan the cost model picks for it. The
+        domain changes come from ``tally`` ((relation, value) -> Δcount) or, when the domain is the
+        price, from the netted levels."""
         touched = valid
+        domain = self._domain
         if tally is not None:
             touched = len(tally)
-            domain = self._domain
             for dk, dc in tally.items():
                 c = domain.get(dk, 0) + dc
                 if c:
                     domain[dk] = c
                 else:
                     domain.pop(dk, None)  # emptied, or created and emptied within the batch
+        elif netted is not None:
+            touched = 0
+            for rel, levels in netted.items():
+                touched += len(levels)
+                for p, acc in levels.items():
+                    dk = (rel, p)
+                    c = domain.get(dk, 0) + acc[0]
+                    if c:
+                        domain[dk] = c
+                    else:
+                        domain.pop(dk, None)
         shape = self.shape
         if shape[0] == 0:
             shape[0], shape[1] = valid, touched
@@ -157,9 +187,8 @@ class VwapEngine:
         self._decide()
 
     def _decide(self) -> None:
-        nxt, self.auto_reason = auto.choose(
-            self.query, self.running, self.shape[0], self.shape[1], len(self._domain)
-        )
+        batch, touched = self.shape
+        nxt, self._why = auto.choose(self.query, self.running, batch, touched, len(self._domain))
         if nxt != self.running:
             self.running = nxt
             self.plan = self._build_plan(nxt, self.bag, None)  # rebuilt from the live book: exact
@@ -275,13 +304,13 @@ class VwapEngine:
             self._domain = self._domain_of(bag)
             if choice is None:  # a state written without a choice (a bootstrap): decide from the book
                 self.shape = [0, 0]
-                self.running, self.auto_reason = auto.choose(self.query, None, 1, 1, len(self._domain))
+                self.running, self._why = auto.choose(self.query, None, 1, 1, len(self._domain))
             else:
                 running, batch, touched = choice
                 if running not in auto.candidates(self.query):
                     raise EngineError(f"stored auto choice {running!r} is not a candidate for {self.query}")
                 self.running, self.shape = running, [int(batch), int(touched)]
-                self.auto_reason = f"restored: {running}"
+                self._why = "restored"
         self.plan = self._build_plan(self.running, bag, levels)
         self.bag = bag
         self.live_tuples = sum(sum(b.values()) for b in bag.values())

@@ -23,11 +23,11 @@ PARAMS = ("fraction", "variant", "brokers", "brand", "container", "threshold")
 OPTIONS = {
     "query": Option("vwap", choice(*QUERIES), f"the query to maintain: {', '.join(QUERIES)}"),
     "strategy": Option(
-        "rpai",
+        "auto",
         choice(*STRATEGIES),
-        "rpai (the paper), or a baseline: dbtoaster (partial incrementalization), recompute (literal "
-        "nested loops), crosscheck (price-keyed descent; vwap and vwap-paper only), or auto (the plan "
-        "with the least estimated cost for the observed batch and domain sizes, switched as they change)",
+        "auto (the plan with the least estimated cost for the observed batch and domain sizes, switched "
+        "as they change), rpai (the paper), or a baseline: dbtoaster (partial incrementalization), "
+        "recompute (literal nested loops), crosscheck (price-keyed descent; vwap and vwap-paper only)",
     ),
     "fraction": Option(
         None,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from helpers import run_bench
+from helpers import REPO, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -13,17 +16,30 @@ QUERIES = ("vwap", "vwap-paper", "mst", "psp", "nq1", "sq1", "sq2", "nq2")
 def test_vwap_bench_smoke(tmp_path):
     data = run_bench("vwap.py", tmp_path / "vw.json", timeout=600)
     assert data["problems"] == []
-    for suffix in ("scaling", "speedup"):
-        assert (tmp_path / f"vw_{suffix}.png").stat().st_size > 0
-    sizes = data["meta"]["sizes"]
+    assert (tmp_path / "vw.png").stat().st_size > 0
+    batches = data["meta"]["batches"]
+    assert batches == [1, 100, 2000]
     for query in QUERIES:
-        rpai = data["finance"][query]["rpai"]
-        assert [c["events"] for c in rpai] == sizes
-        for case in rpai:
-            assert case["window"] > 0 and case["updates_per_s"] > 0
-            assert case["D"]["bids"] > 0
-        assert data["speedup"][query]["dbtoaster"], query
+        cases = data["batches"][query]
+        sizes = data["meta"]["sizes"] if query.startswith("vwap") else data["meta"]["other_sizes"]
+        for strategy in ("rpai", "dbtoaster", "duckdb", "auto"):
+            measured = [c for c in cases if c["strategy"] == strategy and "us_per_event" in c]
+            # every (prefix, batch size) is either measured or skipped with the reason
+            assert len([c for c in cases if c["strategy"] == strategy]) == len(sizes) * len(batches)
+            assert all(c["window"] > 0 and c["us_per_event"] > 0 for c in measured), (query, strategy)
+        assert any(c["strategy"] == "auto" and "auto_running" in c for c in cases)
+    assert {r["query"] for r in data["goals"]["rows"]} == set(QUERIES)
     for row in data["whole_prefix"]["vwap"]:
-        assert row["ratio"] > 0 and row["rpai"]["seconds"] > 0
+        assert row["rpai"] > 0 and row["dbtoaster"] > 0
+    assert all(w["agree"] for w in data["worker"]["strategies"].values())
     for label in ("uniform", "skewed"):
         assert data["q17"][label] and data["q17"][label][0]["events"] > 0
+    # the doc's tables are printed from a stored file alone
+    md = subprocess.run(
+        [sys.executable, "bench/vwap.py", "--markdown", str(tmp_path / "vw.json")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    assert "| events | D | batch |" in md and "Goal figures" in md

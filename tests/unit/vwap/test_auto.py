@@ -108,6 +108,8 @@ def test_stats_name_the_running_plan_and_the_estimates_it_was_chosen_on():
     costs = {s: stats[f"auto_estimate_{s}_us"] for s in auto.candidates("mst")}
     assert costs == auto.estimates("mst", 8, 8, 8)
     assert stats["auto_domain"] == 8 and stats["auto_batch_events"] == 8
+    assert engine.auto_reason.startswith(f"{engine.running} (")
+    assert "at batch 8, 8 touched, domain 8; estimated" in engine.auto_reason
 
 
 def trace(n: int, book: str = "both") -> list[UpdateEvent]:
@@ -151,5 +153,6 @@ def test_hysteresis_keeps_the_running_plan_near_the_boundary():
     if costs[better] > auto.SWITCH_RATIO * costs[worse]:
         assert auto.choose("psp", worse, 1, 1, 100)[0] == worse
     for d in range(1, 400, 7):  # from nothing, the cheapest estimate wins outright
-        est = auto.estimates("psp", 1, 1, d)
+        assert d * 7 // 8 <= auto.coarse(d) <= d
+        est = auto.estimates("psp", 1, 1, auto.coarse(d))  # decided on the coarse domain size
         assert auto.choose("psp", None, 1, 1, d)[0] == min(est, key=lambda s: (est[s], s))
