@@ -39,11 +39,11 @@ class CostModel:
 
     Calibrated on the benchmark machine (docs/algorithms/triangles.md §4.7); only the ratios matter."""
 
-    first_order: int = 2_500  # fixed cost of one first-order update
-    ivm_eps: int = 9_000  # fixed cost of one IVM^ε update (three views, part routing, triggers)
-    view_served: int = 1_500  # a single-view plan answering an update to the relation it serves
-    view_other: int = 4_000  # the same plan on another relation: intersect, then maintain the view
-    per_work: int = 60  # one work unit: a dict probe or loop iteration
+    first_order: int = 1_000  # fixed cost of one first-order update
+    ivm_eps: int = 3_000  # fixed cost of one IVM^ε update (three views, part routing, triggers)
+    view_served: int = 700  # a single-view plan answering an update to the relation it serves
+    view_other: int = 2_500  # the same plan on another relation: intersect, then maintain the view
+    per_work: int = 40  # one work unit: a dict probe or loop iteration
     rebuild_fixed: int = 200_000  # any rebuild: no switch on the noise of a handful of updates
     rebuild_per_tuple: int = 600  # indexes of one tuple on a rebuild
     rebuild_per_view_entry: int = 200  # one entry of a rebuilt view
@@ -135,6 +135,7 @@ class AutoEngine(TriangleEngine):
         self._served = -1
         self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != FIRST_ORDER]
         self._coldeg: list[dict[Any, int]] = []  # IVM^ε plan: tuples per second-variable value
+        self._join_cache: dict[str, tuple[int, int]] = {}  # view plan -> (|D| when counted, entries)
         self._pending: dict[str, Any] | None = None  # the decision entry while restoring from entries
 
     # --- one update -----------------------------------------------------------------------------
@@ -154,7 +155,6 @@ class AutoEngine(TriangleEngine):
                     del deg[y]
         else:
             plan._update(k, x, y, m)
-        self.tuple_updates += 1
         work = plan.work - w0
         self.work += work
         if work < self._cheap_work:
@@ -202,6 +202,8 @@ class AutoEngine(TriangleEngine):
                 regret[name] = 0
                 continue
             regret[name] = r
+            if r <= c.rebuild_fixed + c.rebuild_per_tuple * size:
+                continue  # below every plan's rebuild cost: no need to price this one's
             margin = r - self._rebuild_cost(name, size)
             if margin > best_margin:
                 best, best_margin = name, margin
@@ -232,8 +234,14 @@ class AutoEngine(TriangleEngine):
             return c.rebuild_fixed + c.rebuild_per_tuple * size
         if name == IVM_EPS:
             return c.rebuild_fixed + c.eps_rebuild_factor * c.rebuild_per_tuple * size
-        j = (_served(name) + 1) % 3  # the view joins relation j with relation j + 1 on their shared value
-        return c.rebuild_fixed + c.rebuild_per_tuple * size + c.rebuild_per_view_entry * self._join_size(j)
+        # The view joins relation j with relation j + 1 on their shared value. Its size is counted in
+        # O(|D|), so it is kept until |D| has halved or doubled since (part of the decision state).
+        j = (_served(name) + 1) % 3
+        at, entries = self._join_cache.get(name, (-1, 0))
+        if not (at // 2 <= size <= 2 * at) or at < 0:
+            entries = self._join_size(j)
+            self._join_cache[name] = (size, entries)
+        return c.rebuild_fixed + c.rebuild_per_tuple * size + c.rebuild_per_view_entry * entries
 
     def _join_size(self, j: int) -> int:
         """Entries (an upper bound) of the view joining relation j with j+1: Σ_v |j(·,v)|·|j+1(v,·)|."""
@@ -255,6 +263,7 @@ class AutoEngine(TriangleEngine):
         self._rows_moved |= self._stored_parts  # heavy rows of the old plan stop being heavy ...
         self._rows_moved |= getattr(old, "_rows_moved", set())
         plan, work = build_plan(name, self.mode, relations_of(old), old.q)  # mid-batch: self.q may lag
+        self.tuple_updates = old.tuple_updates
         self._install(name, plan)
         self._rows_moved |= plan._rows_moved  # ... and the new plan's heavy rows start
         plan._rows_moved.clear()
@@ -262,9 +271,11 @@ class AutoEngine(TriangleEngine):
         self.switches += 1
         self.observed = 0
         self.regret = dict.fromkeys(self.plans, 0)
+        self._join_cache = {}
 
     def _install(self, name: str, plan: TriangleEngine) -> None:
         plan.work = self.work
+        plan.tuple_updates = self.tuple_updates
         self.plan = plan
         self.plan_name = name
         self._served = _served(name)
@@ -282,8 +293,10 @@ class AutoEngine(TriangleEngine):
     # --- the TriangleEngine hooks, delegated to the current plan ----------------------------------
 
     def _finish_batch(self) -> None:
-        self.q = self.plan.q
-        self.size = self.plan.size
+        plan = self.plan
+        self.q = plan.q
+        self.size = plan.size
+        self.tuple_updates = plan.tuple_updates  # the plan counts on from auto's count (``_install``)
 
     def _mult(self, k: int, x: Any, y: Any) -> int:
         return self.plan._mult(k, x, y)
@@ -318,6 +331,7 @@ class AutoEngine(TriangleEngine):
             "regret": [self.regret[name] for name in self.plans],
             "observed": self.observed,
             "skip": self._skip,
+            "join_sizes": {name: list(v) for name, v in sorted(self._join_cache.items())},
             "plan_counters": {name: getattr(self.plan, name) for name in self.plan._COUNTERS},
         }
 
@@ -326,6 +340,7 @@ class AutoEngine(TriangleEngine):
         self.regret = dict(zip(self.plans, d["regret"], strict=True))
         self.observed = d["observed"]
         self._skip = d["skip"]
+        self._join_cache = {name: (v[0], v[1]) for name, v in d["join_sizes"].items()}
 
     def _dump_relations(self) -> dict[str, Any]:
         return {"decision": self._decision(), "plan": orjson.loads(self.plan.snapshot())}
@@ -365,6 +380,7 @@ class AutoEngine(TriangleEngine):
         plan = self.plan
         plan.q = self.q
         plan.work = self.work
+        plan.tuple_updates = self.tuple_updates
         if self._pending is not None:  # from entries; a plan restored from its snapshot is complete
             plan._after_restore()
             self._pending = None
@@ -394,6 +410,13 @@ class AutoEngine(TriangleEngine):
 
     def _heavy_rows(self) -> set[tuple[int, Any]]:
         return self.plan._heavy_rows()
+
+    def max_regret_share(self) -> float:
+        """The largest regret as a share of the plan-independent part of a rebuild (benchmarks watch
+        it to tell a settled plan from one about to switch)."""
+        c = self.costs
+        floor = c.rebuild_fixed + c.rebuild_per_tuple * self.plan.size
+        return max(self.regret.values()) / floor if floor else 0.0
 
     def check_invariants(self) -> None:
         self.plan.check_invariants()  # type: ignore[attr-defined]

@@ -209,7 +209,7 @@ def test_updates_to_every_relation_over_hubs_choose_ivm_eps():
         data["R"][(a, 10 + 2 * k + i)] = data["S"][(10 + 2 * k + i, c)] = 1  # to T(c, a)
     engine = create_engine("relations", "auto")
     engine.load(data)
-    for i in range(300):
+    for i in range(1200):
         rel = "RST"[i % 3]
         x, y = {"R": (a, b), "S": (b, c), "T": (c, a)}[rel]
         engine.apply([ev(rel, x, y, 1 if (i // 3) % 2 == 0 else -1)])
