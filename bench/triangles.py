@@ -79,6 +79,10 @@ RESULTS = REPO / "bench" / "results"
 HALF = Fraction(1, 2)
 EPS_SWEEP = (Fraction(0), Fraction(1, 4), Fraction(1, 3), HALF, Fraction(2, 3), Fraction(3, 4), Fraction(1))
 BASELINES = ("factorized", "recursive", "recompute")
+DEFAULT = "auto"  # the service's default strategy
+STRATEGIES = (DEFAULT, "ivm-eps", "first-order", *BASELINES)
+BATCH_SIZES = (1, 100, 2000)
+AUTO_WARMUP_MAX = 4096  # auto: warm-up toggles until its plan stops changing, at most this many
 SEC_PER_WORK = 0.2e-6  # conservative wall cost of one work unit, for skip decisions only
 SEC_PER_UPDATE = 5e-6  # fixed per-update cost, same use
 MAX_VIEW_ENTRIES = 20_000_000  # skip a view-keeping baseline whose views would exceed this
@@ -105,6 +109,13 @@ def eps_label(strategy: str, eps: Fraction | None) -> str:
 
 def make_engine(strategy: str, eps: Fraction | None, mode: str = "relations"):
     return create_engine(mode, strategy, str(eps) if strategy == "ivm-eps" else None)
+
+
+def plan_of(stats: dict[str, Any]) -> str | None:
+    """auto's current plan, from its 0/1 ``plan_<name>`` gauges."""
+    return next(
+        (k[5:] for k, v in stats.items() if k.startswith("plan_") and v == 1 and k != "plan_switches"), None
+    )
 
 
 def state_entries(strategy: str, stats: dict[str, int]) -> int:
@@ -151,7 +162,7 @@ def skip_case(case: dict[str, Any], reason: str) -> dict[str, Any]:
 
 
 def estimate_toggle(wk: wl.Toggle, strategy: str, min_toggles: int) -> dict[str, Any]:
-    work = wk.expected_work(strategy)
+    work = wk.expected_work("ivm-eps" if strategy == DEFAULT else strategy)
     est: dict[str, Any] = {
         "work_per_update": work,
         "seconds_for_min_toggles": round(min_toggles * (work * SEC_PER_WORK + SEC_PER_UPDATE), 3),
@@ -224,31 +235,61 @@ class ToggleRun:
                 for k in ("N", "theta_strict_R", "heavy_values_R", "heavy_values_S", "heavy_values_T")
                 if k in s0
             }
-        self.toggle = wk.toggle
-        self.m = -1
+        self.toggles = wk.toggles
+        self.period = 2 * len(self.toggles)  # D is D₀ again after each period
+        self.i = 0
         self.engine = engine
+        warm = WARMUP_TOGGLES + (-WARMUP_TOGGLES) % self.period
         t0 = time.perf_counter_ns()
-        self._toggles(WARMUP_TOGGLES, [0] * WARMUP_TOGGLES, 0)
-        per_toggle = (time.perf_counter_ns() - t0) / 1e9 / WARMUP_TOGGLES
+        self._toggles(warm, [0] * warm, 0)
+        per_toggle = (time.perf_counter_ns() - t0) / 1e9 / warm
+        if strategy == DEFAULT:
+            # Warm up until the plan has settled: no switch in the last chunk and no regret growing
+            # towards one. Its switches and their cost are reported (``warmup``), not timed per update.
+            chunk = self.period * max(1, 64 // self.period)
+            while warm < AUTO_WARMUP_MAX:
+                before = engine.result()["stats"]["plan_switches"]
+                share = engine.max_regret_share()
+                t1 = time.perf_counter_ns()
+                self._toggles(chunk, [0] * chunk, 0)
+                per_toggle = (time.perf_counter_ns() - t1) / 1e9 / chunk
+                warm += chunk
+                switched = engine.result()["stats"]["plan_switches"] != before
+                if not switched and engine.max_regret_share() <= share:
+                    break
+        warm_s = (time.perf_counter_ns() - t0) / 1e9
+        s_warm = engine.result()["stats"]
+        self.case["warmup"] = {
+            "updates": warm,
+            "seconds": round(warm_s, 6),
+            "us_per_update": round(1e6 * warm_s / warm, 3),
+            "plan_switches": s_warm.get("plan_switches"),
+            "plan_reason": engine.result()["stats"].get("plan_reason"),
+        }
+        self.warm = warm
         count = int(min(args.toggles, max(args.min_toggles, args.budget / max(per_toggle, 1e-9))))
-        self.block = max(2, count // BLOCKS)
-        self.block -= self.block % 2
+        self.block = max(self.period, count // BLOCKS)
+        self.block -= self.block % self.period
         self.lat = [0] * (self.block * BLOCKS)
         self.s1 = engine.result()["stats"]
 
     def _toggles(self, n: int, lat: list[int], at: int) -> None:
-        rel, x, y = self.toggle
+        """The next n toggles: each tuple of the cycle in turn, deleted in one round, re-inserted in
+        the next (so D is D₀ after every even number of rounds)."""
+        toggles = self.toggles
+        period = len(toggles)
         apply = self.engine.apply_tuple
         pc = time.perf_counter_ns
-        m = self.m
+        j = self.i
         prev = pc()
         for i in range(at, at + n):
-            apply(rel, x, y, m)
-            m = -m
+            rel, x, y = toggles[j % period]
+            apply(rel, x, y, -1 if (j // period) % 2 == 0 else 1)
+            j += 1
             now = pc()
             lat[i] = now - prev
             prev = now
-        self.m = m
+        self.i = j
 
     def run_block(self, b: int) -> None:
         if self.engine is not None:
@@ -268,8 +309,13 @@ class ToggleRun:
         self.case.update(
             status="ok",
             updates=count,
-            warmup_updates=WARMUP_TOGGLES,
+            warmup_updates=self.warm,
             seconds=round(seconds, 6),
+            total_seconds_incl_warmup=round(seconds + self.case["warmup"]["seconds"], 6),
+            us_per_update_incl_warmup=round(
+                1e6 * (seconds + self.case["warmup"]["seconds"]) / (count + self.warm), 3
+            ),
+            plan=plan_of(s2),
             updates_per_s=round(rate, 2),
             updates_per_s_mean=round(count / seconds, 2),
             updates_per_s_blocks=[round(r, 2) for r in rates],
@@ -309,13 +355,10 @@ def toggle_suite(
         wk = gen(n)
         truth = wl.brute_force_count(wk.data)  # D ends as D₀: an even number of toggles
         runs = []
-        for strategy in ("ivm-eps", "first-order", *BASELINES):
+        for strategy in STRATEGIES:
             eps = HALF if strategy == "ivm-eps" else None
             cid = f"{name}|{n}|{eps_label(strategy, eps)}"
-            skip = None
-            if strategy in BASELINES and n > args.baseline_max_size:
-                skip = f"baselines run only at |D| <= --baseline-max-size {args.baseline_max_size}"
-            runs.append(ToggleRun(wk, strategy, eps, args, truth, cid, skip))
+            runs.append(ToggleRun(wk, strategy, eps, args, truth, cid))
         cases.update(run_interleaved(runs))
         del wk, runs
         gc.collect()
@@ -350,7 +393,7 @@ def estimate_grow(costs: dict[str, int], n: int, strategy: str) -> dict[str, Any
         work = updates * costs["recount"] / 2  # every update recounts the current database
     elif strategy in ("recursive", "factorized"):
         work = costs["maint_sum"]  # each tuple walks its two full rows once in, once out (≈ half size)
-    elif strategy == "first-order":
+    elif strategy in ("first-order", DEFAULT):
         work = costs["fo_sum"]
     else:
         work = 0
@@ -374,7 +417,7 @@ def grow_suite(sizes: Sequence[int], args: argparse.Namespace) -> dict[str, dict
         mid = wl.relations_of(stream.updates[:n])
         truth_mid = wl.brute_force_count(mid)
         costs = wl.join_costs(mid)
-        for strategy in ("ivm-eps", "first-order", *BASELINES):
+        for strategy in STRATEGIES:
             eps = HALF if strategy == "ivm-eps" else None
             cid = f"W-grow|{n}|{eps_label(strategy, eps)}"
             case: dict[str, Any] = {
@@ -388,11 +431,6 @@ def grow_suite(sizes: Sequence[int], args: argparse.Namespace) -> dict[str, dict
             }
             est = estimate_grow(costs, n, strategy)
             case["estimate"] = est
-            if strategy in BASELINES and n > args.baseline_max_size:
-                cases[cid] = skip_case(
-                    case, f"baselines run only at |D| <= --baseline-max-size {args.baseline_max_size}"
-                )
-                continue
             if est["seconds"] > args.max_case_seconds:
                 cases[cid] = skip_case(
                     case, f"estimated {est['seconds']:.0f}s > --max-case-seconds {args.max_case_seconds:g}"
@@ -473,12 +511,119 @@ def run_grow(
         brute_force=truth_mid,
         count_checked_at="end of the insert phase (and 0 with |D| = 0 after the deletes)",
         final_N=stats.get("N"),
+        plan=plan_of(stats),
+        plan_switches=stats.get("plan_switches"),
         count_ok=mid_ok and end_ok,
     )
     progress(
         f"  {case['id']}: {case['updates_per_s']:>10,.1f} upd/s  {case['work_per_update']:>8,.1f} work/upd "
         f"(+rebalancing {case['work_per_update_incl_rebalancing']:,.1f}), "
         f"count {'ok' if case['count_ok'] else 'MISMATCH'}"
+    )
+    return case
+
+
+# --------------------------------------------------------------------------- graph churn, batch sizes
+
+
+def churn_suite(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Graph mode, R-MAT churn (``graph_churn_events``) after a BUILD of the warm edges, through
+    ``engine.apply`` in batches with the result read after each batch, as the worker does; every
+    strategy at every size, and the batch sizes ``BATCH_SIZES`` at ``--batch-size-at``."""
+    cases: dict[str, dict[str, Any]] = {}
+    for n in args.churn_sizes:
+        warm_edges = n // 2  # |D| counts both directions of an edge
+        triples, meta = wl.graph_churn_events(warm=warm_edges, churn=args.churn_steps, seed=args.seed)
+        warm = sorted({(min(u, v), max(u, v)) for u, v, _ in triples[:warm_edges]})
+        churn = [UpdateEvent("edges", {"src": u, "dst": v}, m) for u, v, m in triples[warm_edges:]]
+        truths: dict[int, int] = {}
+
+        def truth(done: int, triples=triples, warm_edges=warm_edges, truths=truths) -> int:
+            if done not in truths:
+                truths[done] = wl.graph_brute_force(wl.final_edges(triples[: warm_edges + done]))
+            return truths[done]
+
+        for batch in BATCH_SIZES if n == args.batch_size_at else (1,):
+            progress(f"G-churn |D|={n} batch {batch}")
+            for strategy in STRATEGIES:
+                eps = HALF if strategy == "ivm-eps" else None
+                cid = f"G-churn|{n}|b{batch}|{eps_label(strategy, eps)}"
+                cases[cid] = run_churn(cid, n, batch, strategy, eps, warm, churn, meta, truth, args)
+                gc.collect()
+    return cases
+
+
+def run_churn(
+    cid: str,
+    n: int,
+    batch: int,
+    strategy: str,
+    eps: Fraction | None,
+    warm: list[tuple[int, int]],
+    churn: list[UpdateEvent],
+    meta: dict[str, Any],
+    truth: Callable[[int], int],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    engine = make_engine(strategy, eps, "graph")
+    t0 = time.perf_counter()
+    engine.load(warm)
+    build_s = time.perf_counter() - t0
+    pc = time.perf_counter_ns
+    lat: list[int] = []
+    done = 0
+    spent = 0
+    budget_ns = args.budget * 1e9
+    while done < len(churn) and spent < budget_ns:
+        chunk = churn[done : done + batch]
+        t = pc()
+        rejected = engine.apply(chunk)
+        engine.result()
+        dt = pc() - t
+        if rejected:
+            raise RuntimeError(f"{cid}: churn event refused: {rejected[:2]}")
+        lat.append(dt)
+        spent += dt
+        done += len(chunk)
+    seconds = spent / 1e9
+    stats = engine.result()["stats"]
+    count = engine.q
+    # As for the toggles: the median of BLOCKS equal blocks of batches, so that a burst of load from
+    # another process moves one block, not the figure; the total-time figure is kept beside it.
+    per = max(1, len(lat) // BLOCKS)
+    rates = [per * batch / (sum(lat[i : i + per]) / 1e9) for i in range(0, per * min(BLOCKS, len(lat)), per)]
+    rate = statistics.median(rates)
+    case: dict[str, Any] = {
+        "id": cid,
+        "workload": "G-churn",
+        "size": n,
+        "batch_size": batch,
+        "strategy": strategy,
+        "epsilon": str(eps) if eps is not None else None,
+        "label": eps_label(strategy, eps),
+        "workload_meta": meta,
+        "status": "ok",
+        "build_seconds": round(build_s, 4),
+        "updates": done,
+        "updates_offered": len(churn),
+        "stopped_by_budget": done < len(churn),
+        "seconds": round(seconds, 6),
+        "updates_per_s": round(rate, 1),
+        "us_per_update": round(1e6 / rate, 3),
+        "updates_per_s_blocks": [round(r, 1) for r in rates],
+        "updates_per_s_total_time": round(done / seconds, 1),
+        "us_per_update_total_time": round(1e6 * seconds / done, 3),
+        "batch_latency": percentiles(lat),
+        "work_per_update": round(stats["work_total"] / max(1, stats["events"]), 3),
+        "plan": plan_of(stats),
+        "plan_switches": stats.get("plan_switches"),
+        "count": count,
+        "brute_force": truth(done),
+    }
+    case["count_ok"] = count == case["brute_force"]
+    progress(
+        f"  {cid}: {case['updates_per_s']:>10,.1f} upd/s ({done} events"
+        f"{', budget hit' if done < len(churn) else ''}), count {'ok' if case['count_ok'] else 'MISMATCH'}"
     )
     return case
 
@@ -543,9 +688,10 @@ def run_e2e(
     broker: BrokerProcess,
     run_id: str,
     state_dir: str,
+    strategy: str,
 ) -> dict[str, Any]:
     service = load_service("triangles")
-    topic = f"tri.bench.{run_id}.{name}"
+    topic = f"tri.bench.{run_id}.{name}.{strategy}"
     out_topic, dlq_topic = f"{topic}.out", f"{topic}.dlq"
     for t in (topic, out_topic, dlq_topic):
         broker.create_topic(t, 1)
@@ -561,18 +707,20 @@ def run_e2e(
 
     raw_config = {
         "mode": "graph",
-        "strategy": "ivm-eps",
-        "epsilon": "1/2",
+        "strategy": strategy,
+        **({"epsilon": "1/2"} if strategy == "ivm-eps" else {}),
         "key_field": KEY_FIELD,
         "input_topic": topic,
         "output_topic": out_topic,
         "dlq_topic": dlq_topic,
     }  # batch_size and checkpoint_interval: the runtime defaults
     config = build_config(service, raw_config)
-    namespace = f"tri.{run_id}.{name}"
+    namespace = f"tri.{run_id}.{name}.{strategy}"
     store = open_store("rocksdb", namespace, state_dir=state_dir)
     metrics = RuntimeMetrics(service.name)
-    worker = Worker(service, config, broker.bootstrap, store, group=f"bench-{run_id}-{name}", metrics=metrics)
+    worker = Worker(
+        service, config, broker.bootstrap, store, group=f"bench-{run_id}-{name}-{strategy}", metrics=metrics
+    )
     marks: dict[str, float] = {}
     in_memory: dict[str, Any] = {}
     on_assign, close = worker._on_assign, worker.close
@@ -624,9 +772,12 @@ def run_e2e(
         restored.restore_entries(cp.entries[KEY])
     else:
         restored.restore(cp.snapshots[KEY])
-    offline = create_engine("graph", "ivm-eps", "1/2")
+    offline = service.engine(config.options)
     t0 = time.perf_counter()
-    rejected = offline.apply(events)
+    rejected = []
+    for i in range(0, len(events), config.batch_size):  # the worker's batches, result read after each
+        rejected += offline.apply(events[i : i + config.batch_size])
+        offline.result()
     offline_s = time.perf_counter() - t0
     oracle = wl.graph_brute_force(wl.final_edges(triples))
     counts = {
@@ -646,12 +797,14 @@ def run_e2e(
     )
     stats = offline.result()["stats"]
     case = {
-        "id": f"e2e|{name}",
+        "id": f"e2e|{name}|{strategy}",
         "workload": name,
         "workload_meta": meta,
         "mode": "graph",
-        "strategy": "ivm-eps",
-        "epsilon": "1/2",
+        "strategy": strategy,
+        "label": strategy,
+        "epsilon": "1/2" if strategy == "ivm-eps" else None,
+        "plan": offline.result()["stats"].get("plan"),
         "partitions": 1,
         "keys": 1,
         "input_value_bytes": sum(map(len, values)),
@@ -692,7 +845,7 @@ def run_e2e(
     }
     case["goal_met"] = case["updates_per_s"] >= 3000
     progress(
-        f"  e2e {name}: {case['updates_per_s']:,.0f} events/s end to end ({len(events)} events in "
+        f"  e2e {name} {strategy}: {case['updates_per_s']:,.0f} events/s end to end ({len(events)} events in "
         f"{seconds:.2f}s; engine alone {case['engine_only_updates_per_s']:,.0f}/s), "
         f"counts {'agree' if ok else 'DISAGREE: ' + str(counts)}"
     )
@@ -713,9 +866,10 @@ def e2e_suite(args: argparse.Namespace, run_id: str) -> dict[str, dict[str, Any]
         broker.start()
         progress(f"end to end: embedded broker at {broker.bootstrap}")
         for name, triples, meta in (("graph-mix", mix, mix_meta), ("graph-churn", churn, churn_meta)):
-            case = run_e2e(name, triples, meta, broker, run_id, state_dir)
-            cases[case["id"]] = case
-            gc.collect()  # the worker's clients sit in reference cycles: free them before the broker goes
+            for strategy in (DEFAULT, "ivm-eps"):
+                case = run_e2e(name, triples, meta, broker, run_id, state_dir, strategy)
+                cases[case["id"]] = case
+                gc.collect()  # the worker's clients sit in reference cycles: free them before the broker goes
     finally:
         gc.collect()
         broker.stop()
@@ -797,6 +951,81 @@ def analyse(cases: dict[str, dict[str, Any]], sizes: Sequence[int]) -> dict[str,
             [r["size"] for r in rows], [r["speedup"] for r in rows]
         )
     return {"speedups": speedups, "slopes": slopes}
+
+
+def _groups(cases: dict[str, dict[str, Any]]) -> dict[tuple[str, int, int], dict[str, dict[str, Any]]]:
+    """Cases by (workload, |D|, batch size), then by strategy label: one row of the headline tables."""
+    out: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
+    for c in cases.values():
+        wk = c["id"].split("|")[0]
+        if wk not in HEADLINE:
+            continue
+        out.setdefault((wk, c["size"], c.get("batch_size", 1)), {})[c["label"]] = c
+    return out
+
+
+HEADLINE = ("W-mix", "W-all", "W-hub", "W-grow", "G-churn")
+LABELS = (DEFAULT, eps_label("ivm-eps", HALF), "first-order", *BASELINES)
+
+
+def default_vs_best(cases: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload, size and batch size: the default strategy's per-update time against the fastest
+    other strategy that ran (the goal: within 1.5x)."""
+    rows = []
+    for (wk, n, batch), by in sorted(_groups(cases).items()):
+        d = by.get(DEFAULT)
+        others = [c for label, c in by.items() if label != DEFAULT and c.get("status") == "ok"]
+        if not d or d.get("status") != "ok" or not others:
+            continue
+        best = min(others, key=lambda c: c["us_per_update"])
+        row = {
+            "workload": wk,
+            "size": n,
+            "batch_size": batch,
+            "default_us_per_update": d["us_per_update"],
+            "best": best["label"],
+            "best_us_per_update": best["us_per_update"],
+            "ratio": round(d["us_per_update"] / best["us_per_update"], 3),
+            "plan": d.get("plan"),
+        }
+        if "us_per_update_incl_warmup" in d:
+            best_total = min(others, key=lambda c: c.get("us_per_update_incl_warmup", c["us_per_update"]))
+            row["default_us_per_update_incl_warmup"] = d["us_per_update_incl_warmup"]
+            row["ratio_incl_warmup"] = round(
+                d["us_per_update_incl_warmup"]
+                / best_total.get("us_per_update_incl_warmup", best_total["us_per_update"]),
+                3,
+            )
+        row["within_1_5x"] = row["ratio"] <= 1.5
+        rows.append(row)
+    return rows
+
+
+def ivm_over_baselines(cases: dict[str, dict[str, Any]], workload: str) -> dict[str, Any]:
+    """IVM^ε(½) against each baseline at the largest size where IVM^ε ran (the goal: >= 10x)."""
+    groups = {key: by for key, by in _groups(cases).items() if key[0] == workload}
+    ivm = eps_label("ivm-eps", HALF)
+    sizes = sorted(n for (_, n, _), by in groups.items() if by.get(ivm, {}).get("status") == "ok")
+    if not sizes:
+        return {}
+    n = sizes[-1]
+    by = groups[(workload, n, 1)]
+    out: dict[str, Any] = {"size": n, "ivm_us_per_update": by[ivm]["us_per_update"], "baselines": {}}
+    for label in ("first-order", *BASELINES):
+        c = by.get(label)
+        if c is None:
+            continue
+        if c["status"] == "ok":
+            out["baselines"][label] = {
+                "us_per_update": c["us_per_update"],
+                "speedup": round(c["us_per_update"] / by[ivm]["us_per_update"], 2),
+            }
+        else:
+            out["baselines"][label] = {"skipped": c["reason"], "estimate": c.get("estimate")}
+    measured = [v["speedup"] for v in out["baselines"].values() if "speedup" in v]
+    out["min_measured_speedup"] = min(measured) if measured else None
+    out["goal_10x_met_by_measured"] = bool(measured) and min(measured) >= 10
+    return out
 
 
 # --------------------------------------------------------------------------- plots
@@ -898,6 +1127,35 @@ def plot_speedup(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_strategies(report: dict[str, Any], path: Path) -> None:
+    """Per-update time of every strategy against |D|, one panel per headline workload."""
+    plt = _plt()
+    groups = _groups(report["cases"])
+    workloads = [w for w in HEADLINE if any(k[0] == w and k[2] == 1 for k in groups)]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 4.5), squeeze=False)
+    for ax, wk in zip(axes[0], workloads, strict=True):
+        for label in LABELS:
+            pts = sorted(
+                (n, by[label]["us_per_update"])
+                for (w, n, b), by in groups.items()
+                if w == wk and b == 1 and by.get(label, {}).get("status") == "ok"
+            )
+            if pts:
+                style = "-o" if label == DEFAULT else "--."
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(wk, fontsize=10)
+        ax.set_xlabel("|D| (tuples)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("us per update (toggles: median block; others: total time / updates)")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle("Triangle count: every strategy, per-update wall time (lower is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_eps(report: dict[str, Any], path: Path) -> None:
     plt = _plt()
     cases = report["cases"]
@@ -945,6 +1203,165 @@ def plot_eps(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+# --------------------------------------------------------------------------- markdown (docs tables)
+
+
+def _us(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _cell(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return "-"
+    if c.get("status") != "ok":
+        est = (c.get("estimate") or {}).get(
+            "seconds_for_min_toggles", (c.get("estimate") or {}).get("seconds")
+        )
+        return f"skipped (est. {est:,.0f} s)" if isinstance(est, int | float) else "skipped"
+    cell = _us(c["us_per_update"])
+    if c.get("stopped_by_budget"):
+        cell += f" ({c['updates']:,} of {c['updates_offered']:,})"
+    if not c.get("count_ok", True):
+        cell += " COUNT MISMATCH"
+    return cell
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The tables of docs/triangles-benchmark.md, from a stored report (a test checks the doc)."""
+    cases = report["cases"]
+    out: list[str] = []
+    cfg = report["config"]
+    out.append(
+        f"Run `{report['run_id']}` ({report['created']}, {report['wall_seconds']:,.0f} s): "
+        f"`{report['command']}`; load average at start {report['machine'].get('loadavg_1_5_15')}."
+    )
+    out.append("")
+    titles = {
+        "W-mix": "W-mix: toggles of R(a*, b*) after BUILD (only R is updated)",
+        "W-all": "W-all: toggles of R(a*, b*), S(b*, c*), T(c*, a*) in turn after BUILD (all relations)",
+        "W-hub": "W-hub: toggles of R(a*, b*) after BUILD",
+        "W-grow": "W-grow: R-MAT tuples inserted from empty, then deleted (total time / updates)",
+        "G-churn": "G-churn: graph mode, R-MAT churn after BUILD, one event per apply (median of 5 blocks)",
+    }
+    groups = _groups(cases)
+    header = "| \\|D\\| | " + " | ".join(LABELS) + " | auto's plan |"
+    sep = "|---:|" + "---:|" * len(LABELS) + "---|"
+    for wk in HEADLINE:
+        rows = sorted((n, by) for (w, n, b), by in groups.items() if w == wk and b == 1)
+        if not rows:
+            continue
+        out += [f"**{titles[wk]}**: microseconds per update", "", header, sep]
+        for n, by in rows:
+            plan = (by.get(DEFAULT) or {}).get("plan") or "-"
+            out.append(f"| {n:,} | " + " | ".join(_cell(by.get(lb)) for lb in LABELS) + f" | {plan} |")
+        out.append("")
+    out += [
+        "**auto against the fastest other strategy** (per update; toggle workloads after a warm-up in "
+        "which auto settles its plan, and with that warm-up counted as total time / all updates)",
+        "",
+        "| workload | \\|D\\| | batch | auto µs/update | fastest other | its µs/update | ratio | "
+        "ratio incl. warm-up | within 1.5x |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for r in default_vs_best(cases):
+        incl = f"{r['ratio_incl_warmup']:.2f}" if "ratio_incl_warmup" in r else "-"
+        out.append(
+            f"| {r['workload']} | {r['size']:,} | {r['batch_size']} | {_us(r['default_us_per_update'])} | "
+            f"{r['best']} | {_us(r['best_us_per_update'])} | {r['ratio']:.2f} | {incl} | "
+        )
+        out[-1] += "yes |" if r["within_1_5x"] else "**no** |"
+    out.append("")
+    warm = [c for c in cases.values() if c.get("warmup") and c["strategy"] == DEFAULT and c["status"] == "ok"]
+    if warm:
+        out += [
+            "**auto's warm-up on the toggle workloads** (untimed in the per-update figures above)",
+            "",
+            "| case | warm-up updates | µs/update in warm-up | switches | reason |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for c in sorted(warm, key=lambda c: (c["workload"], c["size"])):
+            w = c["warmup"]
+            out.append(
+                f"| {c['workload']} {c['size']:,} | {w['updates']:,} | {_us(w['us_per_update'])} | "
+                f"{w['plan_switches']} | {w['plan_reason']} |"
+            )
+        out.append("")
+    bs = sorted(
+        (n, b, by) for (w, n, b), by in groups.items() if w == "G-churn" and n == cfg.get("batch_size_at")
+    )
+    if bs:
+        out += [
+            f"**Batch sizes** (G-churn at \\|D\\| = {cfg['batch_size_at']:,}, `engine.apply` per batch "
+            "and the result read after each): microseconds per event, median of 5 blocks",
+            "",
+            "| batch | " + " | ".join(LABELS) + " |",
+            "|---:|" + "---:|" * len(LABELS),
+        ]
+        for _n, b, by in bs:
+            out.append(f"| {b:,} | " + " | ".join(_cell(by.get(lb)) for lb in LABELS) + " |")
+        out.append("")
+    wall = ivm_over_baselines(cases, "W-all")
+    if wall:
+        out += [
+            f"**IVM^ε(1/2) on W-all at \\|D\\| = {wall['size']:,}**: {_us(wall['ivm_us_per_update'])} µs "
+            "per update; speed-up over each baseline (per update):",
+            "",
+        ]
+        for label, v in wall["baselines"].items():
+            if "speedup" in v:
+                out.append(f"- {label}: {v['speedup']:,.1f}x ({_us(v['us_per_update'])} µs/update)")
+            else:
+                out.append(f"- {label}: not run ({v['skipped']})")
+        out.append("")
+    e2e = sorted((c for c in cases.values() if c["id"].startswith("e2e|")), key=lambda c: c["id"])
+    if e2e:
+        out += [
+            "**Through the real Worker** (embedded broker, graph mode, 1 partition, RocksDB, default batch "
+            "size and checkpoint interval; total time from assignment to the final checkpoint / events)",
+            "",
+            "| stream | strategy | events | batch | events/s | µs/event | engine alone, same batches, "
+            "events/s | auto's plan | counts agree |",
+            "|---|---|---:|---:|---:|---:|---:|---|---|",
+        ]
+        for c in e2e:
+            out.append(
+                f"| {c['workload']} | {c['strategy']} | {c['events']:,} | {c['batch_size']:,} | "
+                f"{c['updates_per_s']:,.0f} | {_us(1e6 / c['updates_per_s'])} | "
+                f"{c['engine_only_updates_per_s']:,.0f} | {c.get('plan') or '-'} | "
+                f"{'yes' if c['count_ok'] else 'NO'} |"
+            )
+        out.append("")
+    eps_size = cfg["eps_size"]
+    eps_rows = []
+    for eps in EPS_SWEEP:
+        a = cases.get(f"W-mix-eps|{eps_size}|{eps_label('ivm-eps', eps)}", {})
+        b = cases.get(f"W-adv-eps|{eps_size}|{eps_label('ivm-eps', eps)}", {})
+        if a or b:
+            eps_rows.append(
+                f"| {eps} | {a.get('work_per_update', '-')} | {_us(a.get('us_per_update'))} | "
+                f"{b.get('work_per_update', '-')} | {_us(b.get('us_per_update'))} |"
+            )
+    if eps_rows:
+        out += [
+            f"**ε sweep at \\|D\\| = {eps_size:,}** (ivm-eps; fixed W-mix built for ε = 1/2, and the worst "
+            "case for each ε)",
+            "",
+            "| ε | fixed W-mix work/update | µs/update | worst case work/update | µs/update |",
+            "|---:|---:|---:|---:|---:|",
+            *eps_rows,
+            "",
+        ]
+    goals = report["goals"]
+    out.append(
+        f"All count checks passed: {'yes' if report['checks']['all_counts_ok'] else 'NO'} "
+        f"({report['checks']['cases_checked']} cases). Default within 1.5x of the fastest other strategy "
+        f"on every row: {'yes' if goals['default_within_1_5x_everywhere'] else 'no'}."
+    )
+    return "\n".join(out) + "\n"
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -954,7 +1371,9 @@ def print_summary(report: dict[str, Any]) -> None:
     def fmt(v: Any, spec: str = ",.1f") -> str:
         return "-" if v is None else format(v, spec)
 
-    for workload in ("W-mix", "W-hub", "W-grow"):
+    for workload in ("W-mix", "W-all", "W-hub", "W-grow", "G-churn"):
+        if not any(c["id"].startswith(f"{workload}|") for c in cases.values()):
+            continue
         print(f"\n{workload}")
         header = (
             f"{'|D|':>8} {'strategy':<18} {'upd/s':>12} {'us/upd':>10} {'p99 us':>9} {'max us':>10} "
@@ -969,6 +1388,13 @@ def print_summary(report: dict[str, Any]) -> None:
             if c["status"] != "ok":
                 print(f"{c['size']:>8} {c['label']:<18} skipped: {c['reason']}")
                 continue
+            if "batch_size" in c:
+                print(
+                    f"{c['size']:>8} {c['label'] + ' b' + str(c['batch_size']):<18} "
+                    f"{fmt(c['updates_per_s']):>12} {fmt(c['us_per_update']):>10} "
+                    f"{'yes' if c['count_ok'] else 'NO':>8}"
+                )
+                continue
             lat = c.get("latency") or {
                 "p99_us": max(p["latency"]["p99_us"] for p in c["phases"].values()),
                 "max_us": max(p["latency"]["max_us"] for p in c["phases"].values()),
@@ -982,7 +1408,7 @@ def print_summary(report: dict[str, Any]) -> None:
                 f"{'yes' if c['count_ok'] else 'NO':>8}"
             )
         rows = an["speedups"].get(workload) or []
-        if rows:
+        if rows and workload in an["slopes"]:
             print(
                 "  speed-up IVM^eps(1/2) / first-order: "
                 + ", ".join(
@@ -990,7 +1416,9 @@ def print_summary(report: dict[str, Any]) -> None:
                     for r in rows
                 )
             )
-        sl = an["slopes"][workload]
+        sl = an["slopes"].get(workload)
+        if not sl:
+            continue
         print(
             "  log-log slopes of work/update: "
             + ", ".join(
@@ -1064,7 +1492,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--min-toggles", type=int, default=None, help="min toggles per case (default 50; 20 quick)"
     )
     p.add_argument(
-        "--budget", type=float, default=None, help="target seconds of toggles per case (default 8; 0.3 quick)"
+        "--budget",
+        type=float,
+        default=None,
+        help="target seconds of toggles (or churn) per case (default 3; 0.3 quick)",
     )
     p.add_argument(
         "--max-case-seconds",
@@ -1072,16 +1503,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="skip a case whose estimated minimum cost exceeds this (default 60; 5 quick)",
     )
+    p.add_argument("--churn-sizes", default=None, help="G-churn |D| (default: --sizes)")
     p.add_argument(
-        "--baseline-max-size",
+        "--churn-steps",
+        type=int,
         default=None,
-        help="largest |D| for factorized/recursive/recompute (default 2^14; 2^12 quick)",
+        help="churn events per G-churn case (default 20000; 1000 quick)",
+    )
+    p.add_argument(
+        "--batch-size-at", default=None, help="G-churn |D| run at every batch size (default 2^16; 2^12 quick)"
+    )
+    p.add_argument("--with-hub", action="store_true", help="also run W-hub")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the docs/triangles-benchmark.md tables from a stored report (--from) and exit",
+    )
+    p.add_argument(
+        "--from", dest="source", default=None, help="report for --markdown (default: the --out JSON)"
     )
     p.add_argument(
         "--e2e-events",
         type=int,
         default=None,
-        help="events per end-to-end stream (default 60000; 3000 quick)",
+        help="events per end-to-end stream (default 40000; 3000 quick)",
     )
     p.add_argument("--no-e2e", action="store_true", help="skip the end-to-end part")
     p.add_argument("--seed", type=int, default=7, help="seed of the R-MAT streams (default 7)")
@@ -1098,12 +1543,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.eps_size = _sizes(args.eps_size)[0] if args.eps_size else (2**12 if q else 2**16)
     args.toggles = args.toggles or (200 if q else 2000)
     args.min_toggles = args.min_toggles or (20 if q else 50)
-    args.budget = args.budget or (0.3 if q else 8.0)
+    args.budget = args.budget or (0.3 if q else 3.0)
     args.max_case_seconds = args.max_case_seconds or (5.0 if q else 60.0)
-    args.baseline_max_size = (
-        _sizes(args.baseline_max_size)[0] if args.baseline_max_size else (2**12 if q else 2**14)
-    )
-    args.e2e_events = args.e2e_events or (3000 if q else 60000)
+    args.churn_sizes = _sizes(args.churn_sizes) if args.churn_sizes else list(args.sizes)
+    args.churn_steps = args.churn_steps or (1000 if q else 20000)
+    args.batch_size_at = _sizes(args.batch_size_at)[0] if args.batch_size_at else (2**12 if q else 2**16)
+    args.e2e_events = args.e2e_events or (3000 if q else 40000)
     if min(args.sizes + args.grow_sizes + [args.eps_size]) < 2**8:
         p.error("sizes must be at least 256")
     if args.min_toggles < 2 or args.toggles < args.min_toggles or args.e2e_events < 100:
@@ -1116,6 +1561,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown:
+        source = Path(args.source) if args.source else args.out.with_suffix(".json")
+        sys.stdout.write(markdown(json.loads(source.read_text())))
+        return 0
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     run_id = uuid.uuid4().hex[:8]
     started = time.perf_counter()
@@ -1127,19 +1576,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_info()  # load average at the start: other processes share the cores
     cases: dict[str, dict[str, Any]] = {}
     cases.update(toggle_suite("W-mix", wl.w_mix, args.sizes, args))
-    cases.update(toggle_suite("W-hub", wl.w_hub, args.sizes, args))
+    cases.update(toggle_suite("W-all", wl.w_all, args.sizes, args))
+    if args.with_hub:
+        cases.update(toggle_suite("W-hub", wl.w_hub, args.sizes, args))
     cases.update(eps_suite(args))
     cases.update(grow_suite(args.grow_sizes, args))
+    cases.update(churn_suite(args))
     if not args.no_e2e:
         cases.update(e2e_suite(args, run_id))
 
     ran = [c for c in cases.values() if c.get("status", "ok") == "ok"]
     failed = sorted(c["id"] for c in ran if not c["count_ok"])
     analysis = analyse(cases, args.sizes)
+    analysis["default_vs_best"] = default_vs_best(cases)
+    analysis["w_all_ivm_over_baselines"] = ivm_over_baselines(cases, "W-all")
     wmix = {r["size"]: r for r in analysis["speedups"]["W-mix"]}
     largest = max(args.sizes)
     goal_row = wmix.get(largest)
-    report = {
+    report: dict[str, Any] = {
         "benchmark": "triangles",
         "run_id": run_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -1157,11 +1611,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warmup_toggles": WARMUP_TOGGLES,
             "budget_s_per_case": args.budget,
             "max_case_seconds": args.max_case_seconds,
-            "baseline_max_size": args.baseline_max_size,
+            "churn_sizes": args.churn_sizes,
+            "churn_steps": args.churn_steps,
+            "batch_sizes": list(BATCH_SIZES),
+            "batch_size_at": args.batch_size_at,
+            "strategies": list(STRATEGIES),
+            "default_strategy": DEFAULT,
             "e2e_events": 0 if args.no_e2e else args.e2e_events,
             "seed": args.seed,
             "mode": "relations (engine level), graph (end to end)",
-            "api": "engine.apply_tuple per update (engine level); Worker over Kafka (end to end)",
+            "api": "engine.apply_tuple per update (W-*), engine.apply per batch with the result read "
+            "after each (G-churn); Worker over Kafka (end to end)",
             "timing": "perf_counter_ns around each update. Toggle cases: timed in "
             f"{BLOCKS} equal blocks, the blocks of all strategies of one size interleaved; updates_per_s "
             "= median block rate (updates_per_s_mean = all updates / all time; speedup = ratio of the "
@@ -1175,6 +1635,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cases": cases,
         "analysis": analysis,
         "goals": {
+            "default_within_1_5x_everywhere": all(r["within_1_5x"] for r in analysis["default_vs_best"]),
+            "default_rows_not_within_1_5x": [
+                f"{r['workload']}|{r['size']}|b{r['batch_size']}: {r['ratio']}x of {r['best']}"
+                for r in analysis["default_vs_best"]
+                if not r["within_1_5x"]
+            ],
+            "w_all_ivm_min_measured_speedup": analysis["w_all_ivm_over_baselines"].get(
+                "min_measured_speedup"
+            ),
+            "w_all_ivm_size": analysis["w_all_ivm_over_baselines"].get("size"),
+            "w_all_ivm_goal_10x_met": analysis["w_all_ivm_over_baselines"].get("goal_10x_met_by_measured"),
             "w_mix_speedup_at_largest_size": goal_row["speedup"] if goal_row else None,
             "w_mix_largest_size": largest,
             "w_mix_speedup_goal": 100,
@@ -1197,7 +1668,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     json_path = args.out.with_suffix(".json")
     json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     pngs = []
-    for suffix, fn in (("scaling", plot_scaling), ("speedup", plot_speedup), ("eps", plot_eps)):
+    for suffix, fn in (
+        ("scaling", plot_scaling),
+        ("speedup", plot_speedup),
+        ("eps", plot_eps),
+        ("strategies", plot_strategies),
+    ):
         png = args.out.parent / f"{args.out.name}_{suffix}.png"
         fn(report, png)
         pngs.append(png)

@@ -45,9 +45,16 @@ class Toggle:
     data: dict[str, Rel]
     toggle: tuple[str, int, int]  # (relation, x, y), present in D₀ with multiplicity 1
     meta: dict[str, Any] = field(default_factory=dict)
+    cycle: tuple[tuple[str, int, int], ...] = ()  # several toggled tuples, updated in turn
+
+    @property
+    def toggles(self) -> tuple[tuple[str, int, int], ...]:
+        return self.cycle or (self.toggle,)
 
     def expected_work(self, strategy: str) -> int:
         """Work units per toggle predicted from the construction (ivm-eps: see ``meta``)."""
+        if strategy in self.meta.get("expected_work", {}):
+            return self.meta["expected_work"][strategy]
         s, t = self.meta["s_row"], self.meta["t_col"]
         return {
             "first-order": min(s, t),
@@ -152,6 +159,72 @@ def w_light(n: int, eps: Fraction) -> Toggle:
         "design_eps": str(eps),
     }
     return Toggle("W-light", size, data, ("R", A_STAR, B_STAR), meta)
+
+
+C_STAR = 3
+
+
+def w_all(n: int, eps: Fraction = Fraction(1, 2)) -> Toggle:
+    """The all-relations adversarial mix: a W-mix gadget for each relation, toggled in turn.
+
+    For the toggled tuple (x*, y*) of relation k: K hub paths next(y*, c)·prev(c, x*) through fresh
+    light c, and k heavy values h of degree d = θ_strict(N, ε) + 2 in the previous relation with
+    next(y*, h) and prev(h, x*): the rotations of W-mix (§7) around R(a*, b*), S(b*, c*), T(c*, a*).
+    First-order intersects K-long rows on every update; a single-view plan (factorized) answers one
+    relation by a lookup but maintains K-long rows on the other two; recursive maintains K-long rows on
+    every update; IVM^ε does O(k) = O(√N) on each."""
+    theta = _theta(2 * n + 1, eps)
+    d = theta + 2
+    third = n // 3
+    k = max(1, round(2 * ((third - 1) * d // (4 * d + 2)) / d))
+    k_hub = (third - 1 - k * (d + 1)) // 2
+    if k_hub < 1:
+        raise ValueError(f"|D|={n} is too small for W-all at eps={eps}")
+    names = ("R", "S", "T")
+    star = (A_STAR, B_STAR, C_STAR)  # R(a*, b*), S(b*, c*), T(c*, a*)
+    data: dict[str, Rel] = {name: {} for name in names}
+    nxt = FIRST_FREE
+    toggles = []
+    for j in range(3):
+        rel, nrel, prel = names[j], names[(j + 1) % 3], names[(j + 2) % 3]
+        x, y = star[j], star[(j + 1) % 3]
+        data[rel][(x, y)] = 1
+        toggles.append((rel, x, y))
+        for _ in range(k_hub):
+            data[nrel][(y, nxt)] = 1
+            data[prel][(nxt, x)] = 1
+            nxt += 1
+        for _ in range(k):
+            h = nxt
+            nxt += 1
+            data[nrel][(y, h)] = 1
+            data[prel][(h, x)] = 1
+            for _ in range(d - 1):
+                data[prel][(h, nxt)] = 1
+                nxt += 1
+    pad = _pad(data, n)
+    hub = k_hub + k
+    meta = {
+        "K": k_hub,
+        "k_heavy": k,
+        "d": d,
+        "padding": pad,
+        "N_build": 2 * n + 1,
+        "theta_strict": theta,
+        "s_row": hub,
+        "t_col": hub,
+        "ivm_work": 1 + 2 * k,
+        "design_eps": str(eps),
+        # per update, averaged over the three relations: factorized looks R up and maintains its view
+        # over a hub row on S and T updates (after intersecting); recursive maintains two rows always
+        "expected_work": {
+            "factorized": (1 + 2 * (2 * hub)) // 3,
+            "recursive": 2 * hub + 1,
+            "first-order": hub,
+            "recompute": 3 * n,
+        },
+    }
+    return Toggle("W-all", n, data, toggles[0], meta, tuple(toggles))
 
 
 def w_adversarial(n: int, eps: Fraction) -> Toggle:
