@@ -42,6 +42,7 @@ puts the plot beside X as ``X.png``). Exits 1 if any two strategies disagree.
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import platform
@@ -192,41 +193,64 @@ def batched_case(
         for i in range(first, n, batch)
     ]
     raw = [events[i : min(i + batch, n)] for i in range(first, n, batch)]
+    duck = isinstance(target, DuckDBPeer)
+    # A shared machine's noise is of the order of a short window's total, so an engine's window is
+    # timed up to three times on copies of the same state while the budget lasts; the fastest counts.
+    # (The DuckDB peer holds a connection and is timed once.)
+    runs: list[dict[str, Any]] = []
+    while True:
+        copy_ = target if duck or len(runs) == 2 else copy.deepcopy(target)
+        run = _timed_window(copy_, ups, raw, duck, budget)
+        if run["skipped"] is not None:
+            return {"events": n, "batch": batch, "skipped": run["skipped"], "one_batch_s": run["one"]}
+        runs.append(run)
+        if duck or len(runs) == 3 or sum(r["spent"] for r in runs) > budget or run["done"] < n - first:
+            break
+    best = min(runs, key=lambda r: r["spent"] / r["done"])
+    out: dict[str, Any] = {
+        "events": n,
+        "batch": batch,
+        "window": best["done"],
+        "batches": best["batches"],
+        "repeats": len(runs),
+        "us_per_event": best["spent"] / best["done"] * 1e6,
+        "seconds": best["spent"],
+        "slowest_batch_s": best["one"],
+        "final": answer(best["final"]) if best["done"] == n - first else None,
+    }
+    if strategy == "auto":
+        out["auto_running"] = best["target"].running
+    return out
+
+
+def _timed_window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dict[str, Any]:
     gc.collect()
     spent = 0.0
-    done = 0
-    batches = 0
+    done = batches = 0
     one = 0.0
-    duck = isinstance(target, DuckDBPeer)
+    final: Any = None
     for up, rw in zip(ups, raw, strict=True):
         t0 = time.perf_counter()
-        if duck:
-            target.apply(rw)
-        else:
-            target.apply(up)
+        target.apply(rw if duck else up)
         final = target.result()
         dt = time.perf_counter() - t0
         one = max(one, dt)
         spent += dt
         done += len(up)
         batches += 1
+        if batches == 1 and dt > budget:
+            return {"skipped": f"one batch took {dt:.1f} s", "one": dt}
         if batches >= 3 and spent > budget:
             break
-        if batches == 1 and dt > budget:
-            return {"events": n, "batch": batch, "skipped": f"one batch took {dt:.1f} s", "one_batch_s": dt}
-    out: dict[str, Any] = {
-        "events": n,
-        "batch": batch,
-        "window": done,
+    return {
+        "skipped": None,
+        "spent": spent,
+        "done": done,
         "batches": batches,
-        "us_per_event": spent / done * 1e6,
-        "seconds": spent,
-        "slowest_batch_s": one,
-        "final": answer(final) if done == n - first else None,
+        "one": one,
+        "final": final,
+        "target": target,
     }
-    if strategy == "auto":
-        out["auto_running"] = target.running
-    return out
 
 
 def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
