@@ -27,7 +27,7 @@ KAFKA_LOG = logging.getLogger("ivmstream.kafka")
 
 
 class BrokerWatch:
-    """How long no Kafka broker has been reachable, from a consumer's callbacks; ``check`` raises
+    """How long no Kafka broker has been reachable, from the clients' callbacks; ``check`` raises
     BrokerUnavailable once that passes ``timeout`` seconds (None: never).
 
     librdkafka retries an unreachable cluster forever and says so only in log lines; a worker that
@@ -43,7 +43,7 @@ class BrokerWatch:
         self.down_since: float | None = None
 
     def on_error(self, err: KafkaError) -> None:
-        """The consumer's ``error_cb``: errors there are about the client, not one record."""
+        """The clients' ``error_cb``: errors there are about a client, not one record."""
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             if self.down_since is None:
                 self.down_since = time.monotonic()

@@ -106,7 +106,12 @@ class Worker:
                 },
             )
         )
-        self.producer = Producer(producer_settings(bootstrap, config.kafka.get("producer", {})))
+        # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it
+        self.producer = Producer(
+            producer_settings(
+                bootstrap, {**config.kafka.get("producer", {}), "error_cb": self.broker_watch.on_error}
+            )
+        )
         self.output = Output(service.name, self.producer, config.output_topic, config.dlq_topic, redis_client)
         self.partitions: dict[int, PartitionState] = {}
         self._stop = threading.Event()
