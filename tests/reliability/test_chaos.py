@@ -59,8 +59,15 @@ def _stop_all(run: Run, workers: Mapping[str, subprocess.Popen[bytes]]) -> None:
     live = {name: w for name, w in workers.items() if w.poll() is None}
     for worker in live.values():
         worker.terminate()
-    for worker in live.values():
-        run.stop(worker)  # waits, and fails unless it exited 0
+    for name, worker in live.items():
+        # one SIGTERM only: a second one landing during interpreter shutdown (when Python has put the
+        # default action back) would kill a worker that had already stopped cleanly
+        try:
+            code = worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            code = worker.wait()
+        assert code == 0, f"worker {name} exited {code} when stopped:\n{run.tail()}"
 
 
 def _kill(worker: subprocess.Popen[bytes]) -> int:
@@ -96,9 +103,11 @@ def _ahead_or_done(run: Run) -> bool:
     return uncheckpointed(run) > 0 or run.caught_up()
 
 
-def _all_up(run: Run, names: Iterable[str]) -> bool:
-    """Every named worker answers on its metrics port: it is past start-up and handles SIGTERM."""
-    return all(run.owned(name) is not None for name in names)
+def _all_running(run: Run, names: Iterable[str]) -> bool:
+    """Every named worker's latest life has logged that it runs, which it does once its SIGTERM handler
+    is installed (before that, SIGTERM just kills it: nothing to checkpoint yet, but not a clean 0)."""
+    lives = (run.worker_log(name).read_text(errors="replace").rsplit("--- start", 1)[-1] for name in names)
+    return all(" INFO ivmstream: running " in life for life in lives)
 
 
 @cases
@@ -135,7 +144,7 @@ def test_seeded_kills_of_two_workers_in_one_group_equal_replay(
             workers.update({v: run.start_named(v) for v in victims})
         run.produce(chunks[-1])
         _wait_all(run, workers, "catch-up after the kills", run.caught_up)
-        _wait_all(run, workers, "every worker started", partial(_all_up, run, workers))
+        _wait_all(run, workers, "every worker running", partial(_all_running, run, list(workers)))
     finally:
         _stop_all(run, workers)
     for victims, codes, _lost in kills:
