@@ -37,7 +37,8 @@ AUTO_EPSILON = "1/2"
 class CostModel:
     """Estimated wall cost in nanoseconds (integers, so every decision is exact and reproducible).
 
-    Calibrated on the benchmark machine (docs/algorithms/triangles.md §4.7); only the ratios matter."""
+    Set from per-update times measured with bench/triangles.py (docs/algorithms/triangles.md §4.7);
+    only the ratios matter."""
 
     first_order: int = 1_000  # fixed cost of one first-order update
     ivm_eps: int = 3_000  # fixed cost of one IVM^ε update (three views, part routing, triggers)
