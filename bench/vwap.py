@@ -189,7 +189,17 @@ def batched_case(
         feed(target, events[i : min(i + 2000, warm)])
     for i in range(warm, first, batch):
         feed(target, events[i : min(i + batch, first)])
-    target.result()
+    try:
+        with _stopped_after(STOP_AFTER * budget):
+            target.result()
+    except _Stopped:
+        stop = STOP_AFTER * budget
+        return {
+            "events": n,
+            "batch": batch,
+            "skipped": f"one answer stopped after {stop:.1f} s",
+            "one_batch_s": stop,
+        }
     ups = [
         [UpdateEvent(rel, row, m, None) for rel, row, m in events[i : min(i + batch, n)]]
         for i in range(first, n, batch)
