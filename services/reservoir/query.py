@@ -39,6 +39,8 @@ def _columns(v: Any) -> list[tuple[str, str]]:
     for c in v:
         if isinstance(c, str) and c:
             out.append((c, "int"))
+        elif isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], str) and c[1] in TYPES:
+            out.append(c)  # already parsed (a declared default): configs never hold tuples
         elif isinstance(c, Mapping) and len(c) == 1:
             ((name, typ),) = c.items()
             if not isinstance(name, str) or typ not in TYPES:
@@ -68,7 +70,7 @@ bags: Parser[list[list[str]]] = Parser("a list of bags, each a list of relation 
 
 OPTIONS: dict[str, Option] = {
     "relations": Option(
-        {"G1": ["src", "mid"], "G2": ["mid", "dst"]},
+        {"G1": [("src", "int"), ("mid", "int")], "G2": [("mid", "int"), ("dst", "int")]},
         mapping(columns),
         "the joined relation aliases {alias: [column, {column: int|str|float}, ...]}; natural join",
     ),

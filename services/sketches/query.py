@@ -622,9 +622,18 @@ def _sql(v: Any) -> str:
     return v
 
 
+# Defaults: TPC-H Q1's shape, lineitem in 64 equal ranges of l_orderkey over its domain at scale factor 1.
+DEFAULT_QUERY = (
+    "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, COUNT(*) AS count_order FROM lineitem "
+    "WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag, l_linestatus"
+)
+DEFAULT_PARTITION = {"lineitem": {"column": "l_orderkey", "ranges": 64, "domain": [0, 6_000_000]}}
+
 OPTIONS: dict[str, Option] = {
     "query": Option(
-        None, Parser("a SQL query", _sql), "the sketched query (SQL, docs/algorithms/sketches.md §1.2)"
+        DEFAULT_QUERY,
+        Parser("a SQL query", _sql),
+        "the sketched query (SQL, docs/algorithms/sketches.md §1.2)",
     ),
     "relations": Option(
         "tpch",
@@ -632,7 +641,7 @@ OPTIONS: dict[str, Option] = {
         'the tables: "tpch" (the TPC-H catalog) or {table: [column, ...] | {column: type}}',
     ),
     "partition": Option(
-        {},
+        DEFAULT_PARTITION,
         mapping(),
         "{table: {column, boundaries: [...]}} or {table: {column, ranges: n, domain: [lo, hi]}}",
     ),
