@@ -174,8 +174,13 @@ def propagate(
 
 
 def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofactor]]:
+    """One payload per row: read-only row views of the columns, made read-only once (a view of a
+    read-only array is read-only), so no row is copied or checked again."""
     lo, counts, sums, quad = rows.lo, rows.counts.tolist(), rows.sums, rows.quad
-    return [(key, Cofactor(lo, counts[i], sums[i], quad[i])) for i, key in enumerate(keys)]
+    sums.flags.writeable = False
+    quad.flags.writeable = False
+    block = Cofactor.block
+    return [(key, block(lo, counts[i], sums[i], quad[i])) for i, key in enumerate(keys)]
 
 
 def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:

@@ -40,6 +40,10 @@ class Intake:
         }
         self.aliases = {o.name: o.base for o in query.occurrences if o.is_alias}
         self.query = query
+        # relations whose columns are all floats: one pass checks a whole row (the common case)
+        self.all_float: dict[str, tuple[str, ...]] = {
+            r.name: r.columns for r in query.relations if all(t == "float" for t in r.types)
+        }
 
     def parse(self, i: int, ev: UpdateEvent) -> tuple[str, Key, int] | FactorizedDelta | Rejection:
         """(relation, canonical tuple in column order, multiplicity), a product delta, or why the event
@@ -58,6 +62,15 @@ class Intake:
         if not m:
             return Rejection(i, "zero-delta", "delta must be a non-zero integer, got 0")
         row = ev.row
+        names = self.all_float.get(rel)
+        if names is not None and len(row) == len(names):
+            try:
+                floats = [row[c] for c in names]
+            except KeyError:
+                pass  # the checks below say which column is missing
+            else:
+                if all(v.__class__ is float and -_INF < v < _INF for v in floats):
+                    return rel, tuple([v + 0.0 for v in floats]), m  # +0.0: one encoding of zero
         if len(row) != len(cols):
             extra = [c for c in row if c not in dict(cols)]
             if extra:

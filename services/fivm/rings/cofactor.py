@@ -131,6 +131,15 @@ class Cofactor:
         self.lo = lo if k else 0
         self.count = int(count)
 
+    @classmethod
+    def block(cls, lo: int, count: int, sums: FloatArray, quad: FloatArray) -> Cofactor:
+        """A payload from read-only float rows of matching widths, unchecked: column execution's rows
+        (services/fivm/columnar.py), which are shaped by construction."""
+        p = cls.__new__(cls)
+        p.sums, p.quad, p.count = sums, quad, count
+        p.lo = lo if len(sums) else 0
+        return p
+
     @property
     def k(self) -> int:
         return len(self.sums)
