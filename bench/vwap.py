@@ -155,7 +155,13 @@ class DuckDBPeer:
             self.con.execute(f"DELETE FROM {rel}")
             if rows:
                 self.con.execute(f"INSERT INTO {rel} SELECT * FROM frame")
-        got = shape(self.query, self.con.execute(self.text).fetchall())
+        try:
+            rows = self.con.execute(self.text).fetchall()
+        except RuntimeError as exc:  # DuckDB turns the stop signal into "Query interrupted"
+            if "interrupted" in str(exc):
+                raise _Stopped from None
+            raise
+        got = shape(self.query, rows)
         return got.get("k", empty({"query": self.query}))
 
 
@@ -840,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems += p2 + p3
     out = args.out or RESULTS / f"{prefix}.json"
     png = plot(batches, out.with_suffix(".png"), args.batches)
-    command = "bench/vwap.py" + (" --quick" if args.quick else "")
+    command = " ".join(["bench/vwap.py", *(sys.argv[1:] if argv is None else argv)])
     report = {
         "meta": {
             "command": command,
