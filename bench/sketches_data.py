@@ -4,7 +4,7 @@
 TPC-H sample (customer, orders, lineitem) split into two independent databases by order key parity
 (key field ``db``), loaded, then a stream of lineitem deletes and re-inserts:
 
-    python -m bench.sketches_data demo --tpch /work/shared/data/dbtoaster/tpch/tiny
+    python -m bench.sketches_data demo --tpch <DBToaster data>/tpch/tiny
 """
 
 from __future__ import annotations
