@@ -32,6 +32,22 @@ def _first(v: Any) -> Any:
     return v[0] if isinstance(v, tuple) else v
 
 
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command a report records: the script and its options, without ``--out`` (where the report
+    was written is a path of the machine that ran it, not part of what was measured)."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return " ".join([script, *kept])
+
+
 def machine_info(**extra: Any) -> dict[str, Any]:
     """CPU, platform, Python, the Kafka and storage libraries, and the load average now; plus ``extra``."""
     cpu_model = None

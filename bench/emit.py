@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import machine_info, produce_all  # noqa: E402
+from bench.common import command_line, machine_info, produce_all  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 MODES = ("batch", "every-event")
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "emit",
         "run_id": uuid.uuid4().hex[:8],
         "started": started,
-        "command": " ".join(["bench/emit.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("bench/emit.py", argv),
         "quick": args.quick,
         "repeats": args.repeats,
         "services": rows,

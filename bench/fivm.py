@@ -63,7 +63,7 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from bench.common import machine_info  # noqa: E402
+from bench.common import command_line, machine_info  # noqa: E402
 from bench.fivm_data import HOUSING, housing, housing_config, housing_fanout, round_robin  # noqa: E402
 from services.fivm.engine import FivmEngine  # noqa: E402
 from services.fivm.rings.matrix import (  # noqa: E402
@@ -1498,7 +1498,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "fivm",
         "run_id": uuid.uuid4().hex[:8],
         "started": started,
-        "command": " ".join(["bench/fivm.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("bench/fivm.py", argv),
         "quick": args.quick,
         "options": {
             "budget": args.budget,

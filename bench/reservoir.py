@@ -617,7 +617,10 @@ def main(argv: list[str] | None = None) -> int:
             a.out = str(RESULTS / "reservoir_quick.json")
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     todo = set(a.experiments.split(","))
-    report: dict[str, Any] = {"options": vars(a), "graph": {"gamma": GAMMA, "avg_degree": AVG_DEGREE}}
+    report: dict[str, Any] = {
+        "options": {k: v for k, v in vars(a).items() if k != "out"},  # where it was written: the machine's
+        "graph": {"gamma": GAMMA, "avg_degree": AVG_DEGREE},
+    }
     started = time.perf_counter()
     if "e1" in todo:
         report["e1"] = e1(ints(a.e1_line3), [3], a.k, a.budget)

@@ -47,7 +47,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import machine_info  # noqa: E402
+from bench.common import command_line, machine_info  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 PARTITIONS = 4
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "soak",
         "run_id": uuid.uuid4().hex[:8],
         "started": started,
-        "command": " ".join(["bench/soak.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("bench/soak.py", argv),
         "quick": args.quick,
         "options": {
             "new_key": args.new_key,
