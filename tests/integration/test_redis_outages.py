@@ -53,6 +53,28 @@ def wait_checkpointed(bootstrap: str, group: str, topic: str, timeout: float = 6
         time.sleep(0.1)
 
 
+def worker_args(broker, unique: str, cfg: Path, redis: RedisServer, state: str) -> list[str]:
+    """``ivmstream run triangles`` with results in ``redis`` and state in ``state`` (rocksdb or redis)."""
+    extra = ["--state-backend", "redis"] if state == "redis" else []
+    state_dir = cfg.parent / "s" if state == "rocksdb" else None
+    return run_args(
+        "triangles",
+        broker.bootstrap,
+        cfg,
+        group=f"{unique}-g",
+        state_dir=state_dir,
+        redis=redis.url,
+        extra=extra,
+    )
+
+
+def feeder(broker, unique: str) -> threading.Thread:
+    """The sample trickled into the input topic over 3 s (start it once the worker runs)."""
+    return threading.Thread(
+        target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
+    )
+
+
 def bounce(redis: RedisServer, down_for: float) -> RedisServer:
     """Stop redis-server, wait, start it again on the same port (and data directory, if it has one)."""
     redis.stop()
@@ -67,18 +89,14 @@ def test_results_in_a_redis_that_restarts_empty_are_published_again(broker, uniq
     cfg = config(tmp_path, unique)
     redis = RedisServer().start()
     try:
-        args = run_args(
-            "triangles", broker.bootstrap, cfg, group=f"{unique}-g", state_dir=tmp_path / "s", redis=redis.url
-        )
+        args = worker_args(broker, unique, cfg, redis, "rocksdb")
         log = tmp_path / "w.log"
-        feeder = threading.Thread(
-            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
-        )
+        feed = feeder(broker, unique)
         with running_worker(args, log):
-            feeder.start()
+            feed.start()
             wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
             redis = bounce(redis, 1.5)
-            feeder.join()
+            feed.join()
             wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
             time.sleep(1.0)  # a checkpoint after the last batch: it checks Redis again
         text = log.read_text()
@@ -98,22 +116,13 @@ def test_redis_state_that_comes_back_with_its_data_resumes(broker, unique, tmp_p
     data.mkdir()
     redis = RedisServer(data_dir=str(data)).start()
     try:
-        args = run_args(
-            "triangles",
-            broker.bootstrap,
-            cfg,
-            group=f"{unique}-g",
-            redis=redis.url,
-            extra=["--state-backend", "redis"],
-        )
-        feeder = threading.Thread(
-            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
-        )
+        args = worker_args(broker, unique, cfg, redis, "redis")
+        feed = feeder(broker, unique)
         with running_worker(args, tmp_path / "w.log"):
-            feeder.start()
+            feed.start()
             wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
             redis = bounce(redis, 1.5)
-            feeder.join()
+            feed.join()
             wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
         published = published_results(redis.url, f"{unique}.results", service="triangles")
         assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
@@ -129,28 +138,19 @@ def test_redis_state_that_comes_back_empty_stops_the_worker_and_a_restart_refuse
     cfg = config(tmp_path, unique)
     redis = RedisServer().start()
     try:
-        args = run_args(
-            "triangles",
-            broker.bootstrap,
-            cfg,
-            group=f"{unique}-g",
-            redis=redis.url,
-            extra=["--state-backend", "redis"],
-        )
-        feeder = threading.Thread(
-            target=trickle, args=(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 3.0)
-        )
+        args = worker_args(broker, unique, cfg, redis, "redis")
+        feed = feeder(broker, unique)
         log = tmp_path / "w.log"
         worker = start_worker(*args, log=log)
         try:
-            feeder.start()
+            feed.start()
             wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
             redis = bounce(redis, 0.5)
             code = worker.wait(60)
         finally:
             if worker.poll() is None:
                 worker.kill()
-            feeder.join()
+            feed.join()
         lines = [ln for ln in log.read_text().splitlines() if ln.startswith("ivmstream: error: ")]
         assert code != 0 and len(lines) == 1, log.read_text()
         assert "lost its data" in lines[0] and "stopping without writing" in lines[0]
