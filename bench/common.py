@@ -12,7 +12,8 @@ import importlib.metadata
 import os
 import platform
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,35 @@ def command_line(script: str, argv: list[str] | None) -> str:
         elif not arg.startswith("--out="):
             kept.append(arg)
     return " ".join([script, *kept])
+
+
+def run_until_caught_up(
+    worker: Any, ends: Mapping[int, int], timeout: float = 600.0
+) -> tuple[float, dict[str, Any]]:
+    """Run a ``Worker`` until its position on every partition reaches ``ends`` (its final checkpoint is
+    written when ``run`` returns): the seconds from its first batch, and every key's result then."""
+    marks: dict[str, float] = {}
+    process = worker._process
+    results: dict[str, Any] = {}
+
+    def timed_process(msgs: Any) -> None:
+        marks.setdefault("first", time.perf_counter())
+        process(msgs)
+
+    worker._process = timed_process
+    deadline = time.monotonic() + timeout
+
+    def caught_up(w: Any) -> bool:
+        positions = w.positions()
+        if all((positions.get(p) or 0) >= end for p, end in ends.items()):
+            results.update(w.results())
+            return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker did not catch up: {positions}")
+        return False
+
+    worker.run(until=caught_up)
+    return time.perf_counter() - marks["first"], results
 
 
 def machine_info(**extra: Any) -> dict[str, Any]:

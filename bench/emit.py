@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import command_line, machine_info, produce_all  # noqa: E402
+from bench.common import command_line, machine_info, produce_all, run_until_caught_up  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 MODES = ("batch", "every-event")
@@ -88,25 +88,7 @@ def run_worker(case: Any, broker: Any, topic: str, mode: str, tmp: Path) -> dict
     store = open_store("rocksdb", f"emit.{run}", state_dir=tmp)
     worker = Worker(case.service, config, broker.bootstrap, store, group=group, metrics=RuntimeMetrics("b"))
     ends = {p.partition: p.high for p in group_progress(broker.bootstrap, group, topic)}
-    marks: dict[str, float] = {}
-    process = worker._process
-
-    def timed(msgs: Any) -> None:
-        marks.setdefault("first", time.perf_counter())
-        process(msgs)
-
-    worker._process = timed  # type: ignore[method-assign]
-    deadline = time.monotonic() + 300
-
-    def done(w: Any) -> bool:
-        if all((w.positions().get(p) or 0) >= end for p, end in ends.items()):
-            return True
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{case}: worker did not catch up")
-        return False
-
-    worker.run(until=done)
-    seconds = time.perf_counter() - marks["first"]
+    seconds, _results = run_until_caught_up(worker, ends, timeout=300)
     records, size = output_size(broker.bootstrap, out)
     return {"seconds": seconds, "output_records": records, "output_bytes": size}
 

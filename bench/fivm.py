@@ -63,7 +63,7 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from bench.common import command_line, machine_info  # noqa: E402
+from bench.common import command_line, machine_info, run_until_caught_up  # noqa: E402
 from bench.fivm_data import HOUSING, housing, housing_config, housing_fanout, round_robin  # noqa: E402
 from services.fivm.engine import FivmEngine  # noqa: E402
 from services.fivm.rings.matrix import (  # noqa: E402
@@ -755,27 +755,7 @@ def _worker_run(
 
     metrics = RuntimeMetrics(service.name)
     worker = Worker(service, config, bootstrap, store, group=group, metrics=metrics)
-    marks: dict[str, float] = {}
-    process = worker._process
-    results: dict[str, Any] = {}
-
-    def timed_process(msgs: Any) -> None:
-        marks.setdefault("first", time.perf_counter())
-        process(msgs)
-
-    worker._process = timed_process  # type: ignore[method-assign]
-    deadline = time.monotonic() + 900
-
-    def caught_up(w: Worker) -> bool:
-        if w.positions().get(0) == end:
-            results.update(w.results())
-            return True
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"worker did not catch up: {w.positions()}")
-        return False
-
-    worker.run(until=caught_up)  # writes the final checkpoint before returning
-    seconds = time.perf_counter() - marks["first"]
+    seconds, results = run_until_caught_up(worker, {0: end}, timeout=900)
     checkpoints = {"count": 0.0, "sum": 0.0}
     for family in metrics.registry.collect():
         for sample in family.samples:

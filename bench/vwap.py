@@ -495,30 +495,10 @@ def _worker_run(
 ) -> dict[str, Any]:
     """One worker from the start of the topic until caught up (final checkpoint included): seconds
     from its first batch, and its in-memory result at the end."""
+    from bench.common import run_until_caught_up
     from shared.runtime import Worker
 
-    worker = Worker(service, config, bootstrap, store, group=group)
-    marks: dict[str, float] = {}
-    process = worker._process
-    results: dict[str, Any] = {}
-
-    def timed_process(msgs: Any) -> None:
-        marks.setdefault("first", time.perf_counter())
-        process(msgs)
-
-    worker._process = timed_process  # type: ignore[method-assign]
-    deadline = time.monotonic() + 600
-
-    def caught_up(w: Any) -> bool:
-        if w.positions().get(0) == end:
-            results.update(w.results())
-            return True
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"worker did not catch up: {w.positions()}")
-        return False
-
-    worker.run(until=caught_up)
-    seconds = time.perf_counter() - marks["first"]
+    seconds, results = run_until_caught_up(Worker(service, config, bootstrap, store, group=group), {0: end})
     (result,) = results.values()
     return {"seconds": seconds, "result": result}
 
