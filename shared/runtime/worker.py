@@ -483,19 +483,21 @@ class Worker:
         the same records."""
         applied = 0
         changes: list[tuple[str, dict[str, Any]]] = []
-        touched: dict[str, None] = {}
+        latest: dict[str, Any] = {}  # each touched key's result after its last event in this batch
         topic, partition, name = state.topic, state.partition, self.service.name
         for msg, item in zip(msgs, decoded, strict=True):
             if item.__class__ is not UpdateEvent:
                 continue
             assert isinstance(item, UpdateEvent)
             key = item.key if item.key is not None else KEYLESS
-            existed = key in state.engines or key in state.stored_only
-            engine = state.engine(key)
-            before = engine.result() if existed else {}
-            rejections = engine.apply([item])
+            if key in latest:
+                engine, before = state.engines[key], latest[key]
+            else:
+                existed = key in state.engines or key in state.stored_only
+                engine = state.engine(key)
+                before = latest[key] = engine.result() if existed else {}
+            rejections = engine.apply([item])  # a refused event leaves the engine as it was
             state.dirty.add(key)
-            touched[key] = None
             if rejections:
                 self._reject(msg, rejections[0].code, rejections[0].detail)
                 continue
@@ -509,13 +511,14 @@ class Worker:
                         "key": key,
                         "event": f"{topic}:{partition}:{offset}",
                         "offsets": {f"{topic}:{partition}": offset + 1},
-                        "patch": changelog.diff(before, engine.result()),
+                        "patch": changelog.diff(before, after := engine.result()),
                     },
                 )
             )
+            latest[key] = after
         self.output.publish_changes(changes)
         self.metrics.events_applied.inc(applied)
-        return list(touched)
+        return list(latest)
 
     def _record(self, state: PartitionState, key: str, engine: Any = None) -> dict[str, Any]:
         """A key's published record; an engine that sums upstream results (the coordinator) also says
