@@ -8,7 +8,7 @@ CHECKOV_VERSION := 3.3.30
 CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: setup system-deps demo test test-fast bench lint clean fuzz
+.PHONY: setup system-deps demo test test-fast bench lint clean fuzz chaos
 
 setup: system-deps $(STAMP) $(CHECKOV_STAMP)
 
@@ -48,6 +48,11 @@ test: setup
 # Everything but the tests marked slow (the demo, benchmark smoke runs, kill -9 restarts).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+# The long forms of the chaos and Redis outage tests (`make test` runs their short forms): every
+# service's workers SIGKILLed over more rounds, a longer rebalance storm, Redis down for longer.
+chaos: setup
+	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/reliability/test_chaos.py tests/integration/test_redis_outages.py
 
 bench: setup
 	$(PY) bench/runtime.py
