@@ -1,5 +1,8 @@
 """Chaos: workers SIGKILLed and restarted at seeded random points, and a rebalance storm.
 
+``make test`` runs the template service's workload through three kill rounds and a short storm; ``make
+chaos`` (``IVMSTREAM_CHAOS=long``) runs every service's, with more rounds and a longer storm.
+
 Two workers share one consumer group (and the Redis state backend, as workers on different machines
 would), so every kill and every restart moves partitions between them. Whatever the interleaving, the
 results they published must equal ``replay`` of the whole input: nothing lost, nothing counted twice.
@@ -23,14 +26,15 @@ from reliability_runs import Run, demo_cases, parts, redone, uncheckpointed
 from shared.testing import Case
 
 SEED = 20261123
-ROUNDS = 3
+LONG = os.environ.get("IVMSTREAM_CHAOS") == "long"
+# Each kill run takes ~10 s a service: the short form kills the template service's workers only.
+ROUNDS = 7 if LONG else 3
+STORMS = 6 if LONG else 2
 SESSION_MS = 1000  # a killed worker's partitions move after this long
-
-# Each run takes ~10 s: the template service's stays in the fast set, the others are marked slow.
 FAST = "reference"
 cases = pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=c.name, marks=() if c.name == FAST else pytest.mark.slow) for c in demo_cases()],
+    [pytest.param(c, id=c.name) for c in demo_cases() if LONG or c.name == FAST],
 )
 
 
@@ -125,7 +129,9 @@ def test_seeded_kills_of_two_workers_in_one_group_equal_replay(
     run.prepare(batch_size=20, checkpoint_interval=1.0, session_timeout_ms=SESSION_MS)
     chunks = parts(case.records, ROUNDS + 1)
     workers = {name: run.start_named(name) for name in ("a", "b")}
-    plans = [["a"], ["b"], ["a", "b"]][:ROUNDS]
+    # each worker killed alone once and both together once, then (long form) seeded picks
+    plans = [["a"], ["b"], ["a", "b"]]
+    plans += [rng.sample(["a", "b"], rng.randint(1, 2)) for _ in range(ROUNDS - len(plans))]
     rng.shuffle(plans)
     kills: list[tuple[list[str], list[int], int]] = []  # victims, their exit codes, work lost with them
     try:
@@ -157,16 +163,19 @@ def test_seeded_kills_of_two_workers_in_one_group_equal_replay(
 
 def test_rebalance_storm_makes_progress_and_loses_nothing(broker, redis_server, unique, tmp_path: Path):
     """A steady worker while another joins and leaves again and again: each round, the group checkpoints
-    further, and at the end the published results equal replay."""
+    further, and at the end the published results equal replay. Each joiner starts once the steady
+    worker owns every partition, so every round moves partitions to the joiner and back."""
     [case] = [c for c in demo_cases() if c.name == FAST]
-    storms = 3
     run = Run(case, broker, redis_server.url, tmp_path, unique, backend="redis")
     run.prepare(batch_size=20, checkpoint_interval=0.3, session_timeout_ms=SESSION_MS)
-    chunks = parts(case.records, storms + 1)
+    chunks = parts(case.records, STORMS + 1)
     steady = run.start_named("steady")
     checkpointed = [0]
     try:
-        for chunk in chunks[:storms]:
+        for chunk in chunks[:STORMS]:
+            _wait_all(
+                run, {"steady": steady}, "steady to own every partition", partial(_owns_all, run, "steady")
+            )
             before = len(_assignments(run, "joiner"))
             joiner = run.start_named("joiner")
             workers = {"steady": steady, "joiner": joiner}
@@ -181,5 +190,5 @@ def test_rebalance_storm_makes_progress_and_loses_nothing(broker, redis_server, 
     finally:
         run.stop(steady)
     assert checkpointed == sorted(set(checkpointed)), checkpointed  # progress in every round
-    assert run.logs().count("--- start") == storms + 1
+    assert run.logs().count("--- start") == STORMS + 1
     run.assert_published_equals_replay()
