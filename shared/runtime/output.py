@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import redis
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from shared.retry import with_retries
 
@@ -39,6 +39,10 @@ def writers_key(output_topic: str) -> str:
 
 class DeliveryFailed(RuntimeError):
     pass
+
+
+# No checkpoint covers input whose output was refused: a restart computes and publishes it again.
+_RESUME = "exiting with the state at its last checkpoint: once that is fixed, a restart publishes them again"
 
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
@@ -64,9 +68,9 @@ class Output:
         self._registered = False  # whether Redis has held this worker's field
         self._failures: list[str] = []
 
-    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self._failures.append(err.str())
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:  # librdkafka retried what could be retried: this record is refused for good
+            self._failures.append(f"{msg.topic()}: {err.name()} ({err.str()})")
 
     def _produce(self, topic: str, value: bytes, key: bytes | None, headers: Any = None, partition: int = -1):
         while True:
@@ -77,6 +81,11 @@ class Output:
                 return
             except BufferError:  # local queue full: let librdkafka drain it, then retry
                 self.producer.poll(0.05)
+            except KafkaException as exc:  # refused before sending (e.g. the topic failed for good)
+                err = exc.args[0]
+                raise DeliveryFailed(
+                    f"cannot publish to {topic}: {err.name()} ({err.str()}); {_RESUME}"
+                ) from None
 
     def dead_letter(self, msg: Message, code: str, detail: str) -> None:
         """The original bytes with why they were refused and where they came from."""
@@ -186,7 +195,7 @@ class Output:
         if self._failures:
             first, n = self._failures[0], len(self._failures)
             self._failures.clear()
-            raise DeliveryFailed(f"{n} output records were not delivered: {first}")
+            raise DeliveryFailed(f"{n} output records were not delivered, the first to {first}; {_RESUME}")
 
 
 def build_record(service: str, key: str, result: Any, topic: str, partition: int, next_offset: int) -> dict:
