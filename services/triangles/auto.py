@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import orjson
 
 from services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine
-from services.triangles.baselines import FirstOrderEngine, ViewEngine
+from services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
 from services.triangles.ivm_eps import IvmEpsEngine
 from shared.engine import EngineError, Entry, EntryChange
 
@@ -44,11 +44,12 @@ class CostModel:
     ivm_eps: int = 3_000  # fixed cost of one IVM^ε update (three views, part routing, triggers)
     view_served: int = 700  # a single-view plan answering an update to the relation it serves
     view_other: int = 2_500  # the same plan on another relation: intersect, then maintain the view
-    per_work: int = 40  # one work unit: a dict probe or loop iteration
-    rebuild_fixed: int = 200_000  # any rebuild: no switch on the noise of a handful of updates
-    rebuild_per_tuple: int = 600  # indexes of one tuple on a rebuild
-    rebuild_per_view_entry: int = 200  # one entry of a rebuilt view
-    eps_rebuild_factor: int = 3  # IVM^ε rebuild: partitions, heavy indexes and views, per tuple
+    per_work: int = 60  # one work unit: a dict probe or loop iteration
+    rebuild_fixed: int = 50_000  # any rebuild: no switch on the noise of a handful of updates
+    rebuild_per_tuple: int = 250  # the second-variable index of one tuple (leaving IVM^ε)
+    rebuild_per_view_entry: int = 250  # one wedge Σ_v |j(·,v)|·|j+1(v,·)| of a rebuilt view
+    eps_rebuild_per_tuple: int = 350  # IVM^ε from any plan: parts, heavy indexes and views, per tuple
+    switch_percent: int = 50  # switch once the regret reaches this share of the rebuild's cost
     cheap_work: int = 64  # updates cheaper than this are sampled ...
     sample_stride: int = 16  # ... one in this many, weighted by it
 
@@ -99,16 +100,23 @@ def relations_of(plan: TriangleEngine) -> list[Index]:
     raise EngineError(f"auto cannot run plan {plan.strategy!r}")
 
 
-def build_plan(name: str, mode: str, fwd: list[Index], q: int) -> tuple[TriangleEngine, int]:
-    """Plan ``name`` over relations ``fwd`` whose count is known to be ``q``; returns it and its work.
+def build_plan(name: str, mode: str, old: TriangleEngine, q: int) -> tuple[TriangleEngine, int]:
+    """Plan ``name`` over the relations of plan ``old``, whose count is ``q``; returns it and its work.
 
-    IVM^ε gets the strict partition at N = 2|D|+1, as after BUILD (§2.5); Q is not recounted."""
+    Between first-order and a single-view plan both indexes are handed over as they are (the rows
+    are moved, not copied) and only the view is built. IVM^ε gets the strict partition at
+    N = 2|D|+1, as after BUILD (§2.5). Q is not recounted."""
     plan = new_plan(name, mode)
-    plan._load_tuples(fwd, set())
-    if isinstance(plan, IvmEpsEngine):
-        work = plan._repartition(2 * plan.size + 1)
+    if isinstance(old, _FullRelations) and isinstance(plan, _FullRelations):
+        plan.fwd, plan.bwd, plan.rsize, plan.size = old.fwd, old.bwd, list(old.rsize), old.size
+        plan._rebuild_derived()
+        work = sum(len(v) for v in getattr(plan, "views", ()))
     else:
-        work = plan.size + sum(len(v) for v in getattr(plan, "views", ()))
+        plan._load_tuples(relations_of(old), set())
+        if isinstance(plan, IvmEpsEngine):
+            work = plan._repartition(2 * plan.size + 1)
+        else:
+            work = plan.size + sum(len(v) for v in getattr(plan, "views", ()))
     plan.q = q
     return plan, work
 
@@ -167,6 +175,25 @@ class AutoEngine(TriangleEngine):
         else:
             self._price(k, x, y, work, 1)
 
+    def _update_pair(self, u: Any, v: Any, m: int) -> None:  # type: ignore[override]
+        """A graph event: both directions in the plan, priced once as two updates of half its work
+        (the two directions intersect the same two rows, so they cost alike)."""
+        plan = self.plan
+        w0 = plan.work
+        update = plan._update
+        update(0, u, v, m)
+        update(0, v, u, m)
+        work = plan.work - w0
+        self.work += work
+        if work < 2 * self._cheap_work:
+            self._skip -= 1
+            if self._skip:
+                return
+            self._skip = self._stride
+            self._price(0, u, v, work // 2, 2 * self._stride)
+        else:
+            self._price(0, u, v, work // 2, 2)
+
     def _price(self, k: int, x: Any, y: Any, work: int, weight: int) -> None:
         """Add this update's cost difference to every candidate's regret; switch if one has paid off."""
         c = self.costs
@@ -203,9 +230,9 @@ class AutoEngine(TriangleEngine):
                 regret[name] = 0
                 continue
             regret[name] = r
-            if r <= c.rebuild_fixed + c.rebuild_per_tuple * size:
+            if r * 100 <= c.switch_percent * c.rebuild_fixed:
                 continue  # below every plan's rebuild cost: no need to price this one's
-            margin = r - self._rebuild_cost(name, size)
+            margin = r * 100 - c.switch_percent * self._rebuild_cost(name, size)
             if margin > best_margin:
                 best, best_margin = name, margin
         if best is not None:
@@ -230,28 +257,37 @@ class AutoEngine(TriangleEngine):
         return len(fwd[nxt].get(y, ())), len(bwd[prv].get(x, ()))
 
     def _rebuild_cost(self, name: str, size: int) -> int:
+        """What switching to ``name`` costs from the current plan: first-order and the single-view
+        plans share both indexes, so between them only a view is built (or dropped); leaving IVM^ε
+        also builds the second-variable indexes."""
         c = self.costs
-        if name == FIRST_ORDER:
-            return c.rebuild_fixed + c.rebuild_per_tuple * size
         if name == IVM_EPS:
-            return c.rebuild_fixed + c.eps_rebuild_factor * c.rebuild_per_tuple * size
+            return c.rebuild_fixed + c.eps_rebuild_per_tuple * size
+        cost = c.rebuild_fixed
+        if _kind(self.plan_name) == EPS:
+            cost += c.rebuild_per_tuple * size
+        if name == FIRST_ORDER:
+            return cost
         # The view joins relation j with relation j + 1 on their shared value. Its size is counted in
-        # O(|D|), so it is kept until |D| has halved or doubled since (part of the decision state).
+        # O(distinct values), and kept until |D| has halved or doubled since (part of the decision state).
         j = (_served(name) + 1) % 3
         at, entries = self._join_cache.get(name, (-1, 0))
         if not (at // 2 <= size <= 2 * at) or at < 0:
             entries = self._join_size(j)
             self._join_cache[name] = (size, entries)
-        return c.rebuild_fixed + c.rebuild_per_tuple * size + c.rebuild_per_view_entry * entries
+        return cost + c.rebuild_per_view_entry * entries
 
     def _join_size(self, j: int) -> int:
-        """Entries (an upper bound) of the view joining relation j with j+1: Σ_v |j(·,v)|·|j+1(v,·)|."""
-        left: dict[Any, int] = {}
-        for _x, row in self.plan._rows(j):
-            for v in row:
-                left[v] = left.get(v, 0) + 1
-        right = relations_of(self.plan)[(j + 1) % 3]
-        return sum(n * len(right.get(v, ())) for v, n in left.items())
+        """Wedges of the view joining relation j with j+1 (an upper bound on its entries):
+        Σ_v |j(·,v)|·|j+1(v,·)|, from per-value degrees the current plan keeps."""
+        plan = self.plan
+        if isinstance(plan, IvmEpsEngine):
+            hf, lf = plan.hf[(j + 1) % 3], plan.lf[(j + 1) % 3]
+            return sum(n * (len(hf.get(v, ())) + len(lf.get(v, ()))) for v, n in self._coldeg[j].items())
+        if not isinstance(plan, _FullRelations):
+            raise EngineError(f"auto cannot run plan {plan.strategy!r}")
+        right = plan.fwd[(j + 1) % 3]
+        return sum(len(col) * len(right.get(v, ())) for v, col in plan.bwd[j].items())
 
     # --- switching ----------------------------------------------------------------------------------
 
@@ -263,7 +299,7 @@ class AutoEngine(TriangleEngine):
         old = self.plan
         self._rows_moved |= self._stored_parts  # heavy rows of the old plan stop being heavy ...
         self._rows_moved |= getattr(old, "_rows_moved", set())
-        plan, work = build_plan(name, self.mode, relations_of(old), old.q)  # mid-batch: self.q may lag
+        plan, work = build_plan(name, self.mode, old, old.q)  # mid-batch: self.q may lag
         self.tuple_updates = old.tuple_updates
         self._install(name, plan)
         self._rows_moved |= plan._rows_moved  # ... and the new plan's heavy rows start
@@ -416,7 +452,7 @@ class AutoEngine(TriangleEngine):
         """The largest regret as a share of the plan-independent part of a rebuild (benchmarks watch
         it to tell a settled plan from one about to switch)."""
         c = self.costs
-        floor = c.rebuild_fixed + c.rebuild_per_tuple * self.plan.size
+        floor = c.switch_percent * c.rebuild_fixed / 100
         return max(self.regret.values()) / floor if floor else 0.0
 
     def check_invariants(self) -> None:

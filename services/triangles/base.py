@@ -220,6 +220,7 @@ class TriangleEngine:
 
     def _apply_graph(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
         update = self._update
+        pair = self._update_pair
         changed = self._edge_changes
         mult = self._mult
         for i, ev in enumerate(events):
@@ -259,8 +260,11 @@ class TriangleEngine:
                 rejected.append(Rejection(i, "absent-edge", f"edge {u!r}-{v!r} is not present"))
                 continue
             w0 = self.work
-            update(0, u, v, m)
-            update(0, v, u, m)
+            if pair is None:
+                update(0, u, v, m)
+                update(0, v, u, m)
+            else:
+                pair(u, v, m)
             # One entry per undirected edge, and its multiplicity is known here: none to look up later.
             changed[_edge(u, v)] = 1 if m == 1 else 0
             self.work_last = self.work - w0
@@ -535,6 +539,10 @@ class TriangleEngine:
 
     def _update(self, k: int, x: Any, y: Any, m: int) -> None:
         raise NotImplementedError
+
+    # Graph events: both directions of an edge in one call, for a strategy that handles the pair at
+    # once (``auto`` prices the event once); None applies them as two ``_update`` calls.
+    _update_pair: Callable[[Any, Any, int], None] | None = None
 
     def _mult(self, k: int, x: Any, y: Any) -> int:
         raise NotImplementedError

@@ -16,7 +16,9 @@ from shared.events import UpdateEvent
 
 COLS = {"R": ("a", "b"), "S": ("b", "c"), "T": ("c", "a")}
 # Rebuilds priced at nothing: any update that another plan would do more cheaply triggers a switch.
-TWITCHY = CostModel(rebuild_fixed=0, rebuild_per_tuple=0, rebuild_per_view_entry=0, sample_stride=1)
+TWITCHY = CostModel(
+    rebuild_fixed=0, rebuild_per_tuple=0, rebuild_per_view_entry=0, eps_rebuild_per_tuple=0, sample_stride=1
+)
 
 
 def ev(rel: str, x, y, m: int) -> UpdateEvent:
