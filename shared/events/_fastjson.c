@@ -11,11 +11,21 @@
  * checks it against the reference decoder on generated and mutated records.
  *
  * Python API (see shared/events/codec.py):
- *     Decoder(relations, key_field, event_type, error_type, fallback, max_size=-1)
+ *     Decoder(relations, key_field, event_type, error_type, fallback, max_size=-1, refuse=None, max_depth=-1)
  *         relations: sequence of (name: str, ((column: str, typecode: int), ...))
  *         key_field: str or None
  *         fallback(value) -> event or error instance, for every declined value
- *         max_size: values longer than this many bytes are declined (the fallback rejects them); -1: no limit
+ *         max_size: values longer than this many bytes are refused as "oversized"; -1: no limit
+ *         refuse(value) -> event or error instance: the reference decoder alone, for a declined value the
+ *             refusal scan below finds certainly invalid (default: the fallback)
+ *         max_depth: values nested deeper than this are refused as "too-deep"; -1: no check here
+ *
+ * Refusing cheaply. A flood of hostile records must not cost many good ones, so a declined value is
+ * first scanned without building objects: over the size limit or nested too deep, its error is made
+ * here (these are the reference decoder's first two checks, and their details are fixed texts); not
+ * JSON, text that is not UTF-8, a null, a NaN/Infinity, an integer beyond 64 bits (no event holds any
+ * of these), it goes straight to `refuse`, skipping the fallback's faster decoder, which would only
+ * fail on it. The scan never decides a verdict the reference decoder would not: `refuse` is it.
  *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
  *     Decoder.decode_many(values) -> decoded
  */
@@ -62,7 +72,9 @@ typedef struct {
     PyObject *fallback;
     PyObject *empty_key; /* "" : the one group of a service without key_field */
     PyObject **cache;    /* CACHE_SLOTS recent short ASCII strings (owned references) or NULL */
-    Py_ssize_t max_size; /* longer values are declined; -1: no limit */
+    Py_ssize_t max_size; /* longer values are refused as oversized; -1: no limit */
+    PyObject *refuse;    /* the reference decoder, for values the refusal scan finds invalid */
+    int max_depth;       /* deeper values are refused as too-deep; -1: not checked here */
 } Decoder;
 
 /* --- the parser ------------------------------------------------------------------------------------ */
@@ -406,6 +418,301 @@ decline:
     return NULL;
 }
 
+/* --- the refusal scan: what a declined value certainly is, without building objects ---------------- */
+
+/* Whether the text nests arrays and objects deeper than `limit`, read as the reference decoder reads it
+ * (shared/events/reasons.py too_deep): brackets outside strings, a backslash in a string escaping the
+ * next byte. 1: deeper; 0: not; -1: undecided (a string runs to the end, which that reading treats
+ * differently, so the reference decoder decides; unless there are too few brackets to nest that deep). */
+static int nesting_exceeds(const char *p, const char *end, int limit) {
+    int depth = 0, opening = 0;
+    for (const char *q = p; q < end; q++) opening += *q == '[' || *q == '{';
+    if (opening <= limit) return 0; /* too shallow however strings are read (as too_deep's first test) */
+    while (p < end) {
+        char ch = *p++;
+        if (ch == '"') {
+            for (;;) {
+                if (p >= end) return -1;
+                char in = *p++;
+                if (in == '"') break;
+                if (in == '\\') {
+                    if (p >= end) return -1;
+                    p++;
+                }
+            }
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > limit) return 1;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+/* A strict JSON reader that only notes what no update event may hold. `bad`: the text is not JSON (NaN
+ * and Infinity included) or not UTF-8; the reader stops there. Otherwise, read to the end: `null` (a
+ * null anywhere), `big` (the first integer literal outside [-2**63, 2**64 - 1], the reference decoder's
+ * first check after parsing) and `unsure` (an escaped surrogate, a number literal too long to judge
+ * here: whether the reference parser reads the text is then left to it). */
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+    int bad;
+    int null;
+    int unsure;
+    const unsigned char *big;
+    Py_ssize_t big_len;
+} Scan;
+
+#define MAX_JUDGED_DIGITS 300 /* longer integers may overflow the reference parser's double */
+
+static void scan_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static int is_hex(unsigned char ch) {
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+}
+
+/* The length of the UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates, at most U+10FFFF); 0: invalid. */
+static int utf8_sequence(const unsigned char *p, const unsigned char *end) {
+    unsigned char b = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+        n = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        n = 3;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        n = 4;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (end - p < n || p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++) {
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    }
+    return n;
+}
+
+static void scan_string_value(Scan *s) {
+    s->p++; /* the opening quote */
+    while (s->p < s->end) {
+        unsigned char ch = *s->p;
+        if (ch == '"') {
+            s->p++;
+            return;
+        }
+        if (ch < 0x20) break;
+        if (ch == '\\') {
+            if (s->end - s->p < 2) break;
+            unsigned char esc = s->p[1];
+            if (esc == 'u') {
+                if (s->end - s->p < 6 || !is_hex(s->p[2]) || !is_hex(s->p[3]) || !is_hex(s->p[4]) || !is_hex(s->p[5]))
+                    break;
+                if ((s->p[2] == 'd' || s->p[2] == 'D') && strchr("89abAB", s->p[3]) != NULL && s->p[3] != 0)
+                    s->unsure = 1; /* a surrogate: whether it is paired is the reference parser's call */
+                s->p += 6;
+            } else if (strchr("\"\\/bfnrt", esc) != NULL && esc != 0) {
+                s->p += 2;
+            } else {
+                break;
+            }
+            continue;
+        }
+        if (ch < 0x80) {
+            s->p++;
+            continue;
+        }
+        int n = utf8_sequence(s->p, s->end);
+        if (n == 0) break;
+        s->p += n;
+    }
+    s->bad = 1;
+}
+
+/* Whether the integer literal of `ndigits` digits at `digits` lies outside [-2**63, 2**64 - 1]. */
+static int integer_out_of_range(const unsigned char *digits, Py_ssize_t ndigits, int negative) {
+    const char *bound = negative ? "9223372036854775808" : "18446744073709551615";
+    Py_ssize_t blen = (Py_ssize_t)strlen(bound);
+    if (ndigits != blen) return ndigits > blen;
+    return memcmp(digits, bound, (size_t)blen) > 0;
+}
+
+static void scan_number_value(Scan *s) {
+    const unsigned char *start = s->p;
+    int negative = 0;
+    if (*s->p == '-') {
+        negative = 1;
+        s->p++;
+    }
+    const unsigned char *digits = s->p;
+    if (s->p >= s->end || *s->p < '0' || *s->p > '9') goto bad;
+    if (*s->p == '0') {
+        s->p++;
+    } else {
+        while (s->p < s->end && *s->p >= '0' && *s->p <= '9') s->p++;
+    }
+    Py_ssize_t ndigits = s->p - digits;
+    int is_float = 0;
+    if (s->p < s->end && *s->p == '.') {
+        s->p++;
+        if (s->p >= s->end || *s->p < '0' || *s->p > '9') goto bad;
+        while (s->p < s->end && *s->p >= '0' && *s->p <= '9') s->p++;
+        is_float = 1;
+    }
+    if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+        s->p++;
+        if (s->p < s->end && (*s->p == '+' || *s->p == '-')) s->p++;
+        if (s->p >= s->end || *s->p < '0' || *s->p > '9') goto bad;
+        while (s->p < s->end && *s->p >= '0' && *s->p <= '9') s->p++;
+        is_float = 1;
+    }
+    if (!is_float) {
+        if (ndigits > MAX_JUDGED_DIGITS) {
+            s->unsure = 1;
+        } else if (s->big == NULL && integer_out_of_range(digits, ndigits, negative)) {
+            s->big = start;
+            s->big_len = s->p - start;
+        }
+        return;
+    }
+    if (s->p - start > MAX_FLOAT_TEXT) {
+        s->unsure = 1;
+        return;
+    }
+    char buf[MAX_FLOAT_TEXT + 1];
+    memcpy(buf, start, (size_t)(s->p - start));
+    buf[s->p - start] = '\0';
+    double d = PyOS_string_to_double(buf, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto bad;
+    }
+    if (isinf(d)) goto bad; /* a float no double holds (1e999) */
+    if (d == 0.0 && strpbrk(buf, "123456789") != NULL) s->unsure = 1; /* underflow: the parser's call */
+    return;
+bad:
+    s->bad = 1;
+}
+
+static void scan_value(Scan *s, int depth);
+
+static void scan_container(Scan *s, int depth, int object) {
+    unsigned char close = object ? '}' : ']';
+    s->p++;
+    scan_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return;
+    }
+    for (;;) {
+        if (object) {
+            scan_ws(s);
+            if (s->p >= s->end || *s->p != '"') break;
+            scan_string_value(s);
+            if (s->bad) return;
+            scan_ws(s);
+            if (s->p >= s->end || *s->p != ':') break;
+            s->p++;
+        }
+        scan_value(s, depth + 1);
+        if (s->bad) return;
+        scan_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return;
+        }
+        break;
+    }
+    s->bad = 1;
+}
+
+static void scan_value(Scan *s, int depth) {
+    scan_ws(s);
+    if (s->p >= s->end || depth > 64) { /* deeper texts were refused or left undecided before */
+        s->bad = s->p >= s->end;
+        return;
+    }
+    unsigned char ch = *s->p;
+    if (ch == '{' || ch == '[') {
+        scan_container(s, depth, ch == '{');
+    } else if (ch == '"') {
+        scan_string_value(s);
+    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        scan_number_value(s);
+    } else if (s->end - s->p >= 4 && memcmp(s->p, "true", 4) == 0) {
+        s->p += 4;
+    } else if (s->end - s->p >= 5 && memcmp(s->p, "false", 5) == 0) {
+        s->p += 5;
+    } else if (s->end - s->p >= 4 && memcmp(s->p, "null", 4) == 0) {
+        s->p += 4;
+        s->null = 1;
+    } else {
+        s->bad = 1; /* NaN, Infinity, or not JSON */
+    }
+}
+
+static void scan_text(Scan *s, const char *text, Py_ssize_t n) {
+    memset(s, 0, sizeof(*s));
+    s->p = (const unsigned char *)text;
+    s->end = s->p + n;
+    scan_value(s, 0);
+    if (!s->bad) {
+        scan_ws(s);
+        s->bad = s->p != s->end;
+    }
+}
+
+static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) {
+    if (detail == NULL) return NULL;
+    PyObject *err = PyObject_CallFunction(self->error_type, "sO", code, detail);
+    Py_DECREF(detail);
+    return err;
+}
+
+/* A declined value's verdict when the refusal scan reaches one: a new reference to an error (or, from
+ * `refuse`, whatever the reference decoder makes of it). NULL without an exception: the scan cannot
+ * tell, the fallback decides. */
+static PyObject *refuse_cheaply(Decoder *self, PyObject *value) {
+    if (!PyBytes_CheckExact(value)) return NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    const char *text = PyBytes_AS_STRING(value);
+    if (self->max_size >= 0 && n > self->max_size)
+        return event_error(
+            self, "oversized",
+            PyUnicode_FromFormat("record of %zd bytes, over the limit of %zd", n, self->max_size));
+    if (self->max_depth < 0) return NULL;
+    int deep = nesting_exceeds(text, text + n, self->max_depth);
+    if (deep == 1)
+        return event_error(self, "too-deep", PyUnicode_FromFormat("JSON nested deeper than %d levels", self->max_depth));
+    if (deep != 0) return NULL;
+    Scan scan;
+    scan_text(&scan, text, n);
+    if (scan.bad) return PyObject_CallOneArg(self->refuse, value);
+    if (scan.unsure) return NULL;
+    if (scan.big != NULL) { /* the text parses: the reference decoder's next check refuses the literal */
+        const char *lit = (const char *)scan.big;
+        PyObject *shown = scan.big_len <= 40
+                              ? PyUnicode_FromStringAndSize(lit, scan.big_len)
+                              : PyUnicode_FromFormat("%.20s...(%zd digits)", lit, scan.big_len);
+        if (shown == NULL) return NULL;
+        PyObject *detail = PyUnicode_FromFormat("integer %U is outside the 64-bit range [-2**63, 2**64 - 1]", shown);
+        Py_DECREF(shown);
+        return event_error(self, "integer-out-of-range", detail);
+    }
+    if (scan.null) return PyObject_CallOneArg(self->refuse, value); /* no event holds a null */
+    return NULL;
+}
+
 static int group_append(PyObject *groups, PyObject *key, PyObject *event) {
     PyObject *group = PyDict_GetItemWithError(groups, key);
     if (group != NULL) return PyList_Append(group, event);
@@ -422,7 +729,7 @@ static int group_append(PyObject *groups, PyObject *key, PyObject *event) {
 /* Every value decoded (declined ones by the fallback); with `grouped`, also the events by partition key
  * and the number of errors, as (decoded, groups, errors); without, just the decoded list. */
 static PyObject *decode_batch(Decoder *self, PyObject *values, int grouped) {
-    if (self->fallback == NULL || self->event_type == NULL || self->error_type == NULL) {
+    if (self->fallback == NULL || self->refuse == NULL || self->event_type == NULL || self->error_type == NULL) {
         PyErr_SetString(PyExc_TypeError, "Decoder.__init__ was not called");
         return NULL;
     }
@@ -439,7 +746,8 @@ static PyObject *decode_batch(Decoder *self, PyObject *values, int grouped) {
                 Py_DECREF(value);
                 goto fail;
             }
-            item = PyObject_CallOneArg(self->fallback, value);
+            item = refuse_cheaply(self, value);
+            if (item == NULL && !PyErr_Occurred()) item = PyObject_CallOneArg(self->fallback, value);
             if (item == NULL) {
                 Py_DECREF(value);
                 goto fail;
@@ -502,15 +810,20 @@ static void free_relations(Decoder *self) {
 }
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback", "max_size", NULL};
-    PyObject *relations, *key_field, *event_type, *error_type, *fallback;
+    static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback",
+                             "max_size", "refuse", "max_depth", NULL};
+    PyObject *relations, *key_field, *event_type, *error_type, *fallback, *refuse = Py_None;
     Py_ssize_t max_size = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|n", kwlist, &relations, &key_field, &event_type,
-                                     &error_type, &fallback, &max_size))
+    int max_depth = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|nOi", kwlist, &relations, &key_field, &event_type,
+                                     &error_type, &fallback, &max_size, &refuse, &max_depth))
         return -1;
     self->max_size = max_size < 0 ? -1 : max_size;
-    if (!PyType_Check(error_type) || !PyCallable_Check(event_type) || !PyCallable_Check(fallback)) {
-        PyErr_SetString(PyExc_TypeError, "event_type and fallback must be callable, error_type a type");
+    self->max_depth = max_depth < 0 ? -1 : max_depth;
+    if (refuse == Py_None) refuse = fallback;
+    if (!PyType_Check(error_type) || !PyCallable_Check(event_type) || !PyCallable_Check(fallback) ||
+        !PyCallable_Check(refuse)) {
+        PyErr_SetString(PyExc_TypeError, "event_type, fallback and refuse must be callable, error_type a type");
         return -1;
     }
     if (key_field != Py_None && !PyUnicode_Check(key_field)) {
@@ -577,6 +890,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->event_type, Py_NewRef(event_type));
     Py_XSETREF(self->error_type, Py_NewRef(error_type));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    Py_XSETREF(self->refuse, Py_NewRef(refuse));
     if (self->empty_key == NULL) {
         self->empty_key = PyUnicode_FromStringAndSize("", 0);
         if (self->empty_key == NULL) return -1;
@@ -599,6 +913,7 @@ static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->event_type);
     Py_VISIT(self->error_type);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->refuse);
     return 0;
 }
 
@@ -606,6 +921,7 @@ static int Decoder_clear(Decoder *self) {
     Py_CLEAR(self->event_type);
     Py_CLEAR(self->error_type);
     Py_CLEAR(self->fallback);
+    Py_CLEAR(self->refuse);
     return 0;
 }
 

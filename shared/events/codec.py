@@ -234,7 +234,9 @@ class EventCodec:
         elif compiled and _fastjson is None:
             raise RuntimeError("the compiled decoder shared.events._fastjson is not built (pip install -e .)")
         self._compiled = (
-            _compiled_decoder(schema, self._decode_declined, max_record_bytes) if compiled else None
+            _compiled_decoder(schema, self._decode_declined, max_record_bytes, self._refuse)
+            if compiled
+            else None
         )
 
     @property
@@ -244,13 +246,19 @@ class EventCodec:
 
     def _decode_declined(self, value: bytes | None) -> UpdateEvent | EventError:
         """A record the compiled decoder left undecided: the msgspec path, then the reference decoder."""
+        [item] = self._fast.decode_many((value,))  # the value itself where msgspec cannot decide
+        if item.__class__ is UpdateEvent:
+            return item
+        return self._refuse(value)
+
+    def _refuse(self, value: bytes | str | None) -> UpdateEvent | EventError:
+        """The reference decoder's verdict as a value. A refusal is returned, not raised, without the
+        traceback a raise attaches (it would keep the decoder's frames alive per dead-lettered record)."""
         try:
-            return self._fast.decode(value)
-        except _DECLINED:
-            try:
-                return self.decode_slow(value)
-            except EventError as err:
-                return err
+            return self.decode_slow(value)
+        except EventError as err:
+            err.__traceback__ = None
+            return err
 
     def decode(self, value: bytes | str | None) -> UpdateEvent:
         try:
@@ -367,9 +375,13 @@ CODECS: dict[str, type[EventCodec]] = {EventCodec.name: EventCodec}
 
 
 def _compiled_decoder(
-    schema: Schema, fallback: Callable[[Any], Any], max_record_bytes: int = MAX_RECORD_BYTES
+    schema: Schema,
+    fallback: Callable[[Any], Any],
+    max_record_bytes: int = MAX_RECORD_BYTES,
+    refuse: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """The C decoder for this schema. Decimal columns are left to Python (their records are declined)."""
+    """The C decoder for this schema. Decimal columns are left to Python (their records are declined).
+    ``refuse``: the reference decoder, for the records the C decoder's refusal scan finds invalid."""
     assert _fastjson is not None
     codes = {
         "int": _fastjson.T_INT,
@@ -384,7 +396,14 @@ def _compiled_decoder(
         (name, tuple((col, codes[typ]) for col, typ in rel.columns)) for name, rel in schema.relations.items()
     ]
     return _fastjson.Decoder(
-        relations, schema.key_field, UpdateEvent, EventError, fallback, max_size=max_record_bytes
+        relations,
+        schema.key_field,
+        UpdateEvent,
+        EventError,
+        fallback,
+        max_size=max_record_bytes,
+        refuse=refuse,
+        max_depth=MAX_NESTING,
     )
 
 

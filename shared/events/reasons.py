@@ -8,6 +8,7 @@ only on the reference (slow) path, which the fast decoders hand every record the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
@@ -71,11 +72,15 @@ def as_bytes(value: bytes | str) -> bytes:
 
 
 def json_error_reason(raw: bytes, message: str, pos: int) -> str:
-    """The reason code for text the JSON parser refused (``message``/``pos`` from its error)."""
+    """The reason code for text the JSON parser refused (``message``/``pos`` from its error; ``pos``
+    counts characters of the decoded text, so it is turned into an offset in ``raw`` first)."""
     if "depth limit" in message or "recursion" in message.lower():
         return "too-deep"
     if "UTF-8" in message or "surrogate" in message:
         return "invalid-utf8"
+    if not raw.isascii():
+        with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: the message said so above
+            pos = len(raw.decode("utf-8")[:pos].encode("utf-8"))
     if "infinity" in message:  # a literal no double holds: 1e400, or an integer of 309 digits or more
         return "integer-out-of-range" if _INTEGER_LITERAL.match(raw, max(pos, 0)) else "non-finite-number"
     for start in (pos, pos - 1):

@@ -67,6 +67,8 @@ class Output:
         self.writer = uuid.uuid4().hex  # this worker's field in the writers hash
         self._registered = False  # whether Redis has held this worker's field
         self._failures: list[str] = []
+        self._service_header: tuple[str, str | bytes | None] = ("ivmstream.service", service.encode())
+        self._reason_headers: dict[str, tuple[str, str | bytes | None]] = {}
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:  # librdkafka retried what could be retried: this record is refused for good
@@ -89,13 +91,32 @@ class Output:
 
     def dead_letter(self, msg: Message, code: str, detail: str) -> None:
         """The original bytes with why they were refused and where they came from."""
-        headers = [
-            ("ivmstream.reason", code.encode()),
-            ("ivmstream.detail", detail.encode()),
-            ("ivmstream.service", self.service.encode()),
-            ("ivmstream.source", f"{msg.topic()}:{msg.partition()}:{msg.offset()}".encode()),
-        ]
-        self._produce(self.dlq_topic, msg.value() or b"", msg.key(), headers)
+        self.dead_letters([(msg, code, detail)])
+
+    def dead_letters(self, refused: Iterable[tuple[Message, str, str]]) -> None:
+        """Dead-letter each ``(record, reason code, detail)`` in one loop: a flood of bad records costs
+        one produce per record and nothing more (the constant headers are built once per code)."""
+        produce = self.producer.produce
+        topic = self.dlq_topic
+        on_delivery = self._on_delivery
+        service = self._service_header
+        reasons = self._reason_headers
+        for msg, code, detail in refused:
+            reason = reasons.get(code)
+            if reason is None:
+                reason = reasons[code] = ("ivmstream.reason", code.encode())
+            source = f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+            headers = [
+                reason,
+                ("ivmstream.detail", detail.encode()),
+                service,
+                ("ivmstream.source", source.encode()),
+            ]
+            value = msg.value() or b""
+            try:
+                produce(topic, value, msg.key(), headers=headers, on_delivery=on_delivery)
+            except BufferError:  # local queue full: the retrying path drains it
+                self._produce(topic, value, msg.key(), headers)
 
     def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:
         """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1

@@ -451,9 +451,7 @@ class Worker:
         decoded, groups, errors = codec.decode_grouped(map(_message_value, msgs))
         self.metrics.count_relations(self.coverage.count(groups.values()))
         if errors:
-            for i, item in enumerate(decoded):
-                if item.__class__ is not UpdateEvent:
-                    self._reject(msgs[i], item.code, item.detail)
+            self._reject_decoded(msgs, decoded)  # type: ignore[arg-type]
         if self._every_event:
             return self._apply_each(state, msgs, decoded)
         if self.routing is not None:
@@ -668,9 +666,32 @@ class Worker:
         )
 
     def _reject(self, msg: Message, code: str, detail: str) -> None:
-        self.output.dead_letter(msg, code, detail)
-        self.metrics.reject(code)
-        log.debug("rejected %s:%d:%d %s: %s", msg.topic(), msg.partition(), msg.offset(), code, detail)
+        self._reject_many([(msg, code, detail)])
+
+    def _reject_many(self, refused: list[tuple[Message, str, str]]) -> None:
+        """Dead-letter and count refused records as one batch: a flood of bad input costs one produce per
+        record, and one metric update per reason and batch (not a label lookup per record)."""
+        self.output.dead_letters(refused)
+        counts: dict[str, int] = {}
+        for _, code, _ in refused:
+            counts[code] = counts.get(code, 0) + 1
+        for code, n in counts.items():
+            self.metrics.reject(code, n)
+        if log.isEnabledFor(logging.DEBUG):
+            for msg, code, detail in refused:
+                log.debug(
+                    "rejected %s:%d:%d %s: %s", msg.topic(), msg.partition(), msg.offset(), code, detail
+                )
+
+    def _reject_decoded(self, msgs: list[Message], decoded: list[UpdateEvent | EventError]) -> None:
+        """Dead-letter the records the codec refused (its EventErrors in ``decoded``)."""
+        self._reject_many(
+            [
+                (msgs[i], item.code, item.detail)
+                for i, item in enumerate(decoded)
+                if item.__class__ is not UpdateEvent
+            ]
+        )
 
     # --- checkpoints -------------------------------------------------------------------------------
 

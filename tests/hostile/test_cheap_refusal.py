@@ -1,0 +1,158 @@
+"""The compiled decoder's refusal scan: cheap for hostile records, and never a different verdict.
+
+A record the compiled decoder declines is scanned without building objects (shared/events/_fastjson.c):
+over the size limit, nested too deep or holding an integer beyond 64 bits, its error is made in C; not
+JSON, not UTF-8, holding a null or a NaN, it goes straight to the reference decoder. Both must give the
+reference decoder's reason *and* detail (the detail is in every dead letter), which is checked here on
+hostile records and on random damage to good ones; and the hostile kinds must really skip the slower
+paths, which is what the scan is for.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz.hostile_records import KINDS, hostile_record
+from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from shared.events import codec as codec_module
+
+if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
+    pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
+
+# One relation the C decoder parses in full, one it declines outright (a decimal column), and a key.
+PARSED = Relation.of("p", i="int", f="float", s="str", b="bool", e="exact")
+DECLINED = Relation.of("d", s="str", d="decimal", n="number")
+SCHEMA = Schema.of(PARSED, DECLINED, key_field="k")
+LIMIT = 600
+GOOD: list[dict[str, Any]] = [
+    {"relation": "p", "row": {"i": 7, "f": 1.5, "s": "ab", "b": True, "e": 3, "k": "x"}, "delta": 1},
+    {"relation": "d", "row": {"s": "é", "d": "2.50", "n": -4, "k": 12}, "delta": -2},
+]
+
+
+def verdict(item: UpdateEvent | EventError) -> tuple[Any, ...]:
+    if isinstance(item, EventError):
+        return ("rejected", item.code, item.detail)
+    return ("accepted", item.relation, tuple((c, type(v).__name__, repr(v)) for c, v in item.row.items()))
+
+
+def reference(codec: EventCodec, value: bytes) -> tuple[Any, ...]:
+    try:
+        return verdict(codec.decode_slow(value))
+    except EventError as err:
+        return verdict(err)
+
+
+def check_agrees(values: list[bytes]) -> None:
+    codec = EventCodec(SCHEMA, compiled=True, max_record_bytes=LIMIT)
+    expected = [reference(codec, v) for v in values]
+    assert [verdict(x) for x in codec.decode_many(values)] == expected
+    decoded, _, errors = codec.decode_grouped(values)
+    assert [verdict(x) for x in decoded] == expected
+    assert errors == sum(e[0] == "rejected" for e in expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from(KINDS), st.sampled_from(GOOD))
+def test_hostile_records_get_the_reference_reason_and_detail(
+    seed: int, kind: str, event: dict[str, Any]
+) -> None:
+    value, reason = hostile_record(
+        kind, event, SCHEMA.relations[event["relation"]], random.Random(seed), LIMIT
+    )
+    check_agrees([value])
+    [item] = EventCodec(SCHEMA, compiled=True, max_record_bytes=LIMIT).decode_many([value])
+    assert isinstance(item, EventError) and item.code == reason
+
+
+# Damage that reaches every branch of the scan: brackets and quotes (nesting read outside strings, strings
+# left open), escapes (surrogates), numbers at and past the 64-bit bounds, long and overflowing floats,
+# bytes that are not UTF-8, nulls, NaN, truncation.
+PIECES = [
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b'"',
+    b"\\",
+    b",",
+    b":",
+    b" ",
+    b"\n",
+    b"null",
+    b"NaN",
+    b"-Infinity",
+    b"true",
+    b"0",
+    b"-",
+    b"1e999",
+    b"1e-999",
+    b"2.5",
+    b"\\ud800",
+    b"\\udc00",
+    b'"\\ud83d\\ude00"',
+    b"\xff",
+    b"\xed\xa0\x80",
+    b"\xc3\xa9",
+    b"18446744073709551615",
+    b"18446744073709551616",
+    b"-9223372036854775808",
+    b"-9223372036854775809",
+    b"1" * 45,
+    b"-" + b"9" * 320,
+    b"0." + b"1" * 70,
+    b"[" * 20 + b"]" * 20,
+    b'"[[[[[[[[[[[[[[[[[["',
+    b"x" * 40,
+]
+
+
+@st.composite
+def damaged(draw: st.DrawFn) -> bytes:
+    value = bytearray(orjson.dumps(draw(st.sampled_from(GOOD))))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(value)))
+        cut = draw(st.integers(0, 3))
+        value[at : at + cut] = draw(st.sampled_from(PIECES))
+    if draw(st.booleans()):
+        value = value[: draw(st.integers(0, len(value)))]
+    return bytes(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(damaged(), min_size=1, max_size=6))
+def test_damaged_records_get_the_reference_verdict_and_detail(values: list[bytes]) -> None:
+    check_agrees(values)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("event", GOOD, ids=lambda e: e["relation"])
+def test_hostile_kinds_skip_the_slower_paths(kind: str, event: dict[str, Any]) -> None:
+    """Oversized, too deep and 64-bit overflows are refused in C; the kinds that are not JSON or hold no
+    event go to the reference decoder without the fast Python path; only a wrong type needs that path."""
+    value, _ = hostile_record(kind, event, SCHEMA.relations[event["relation"]], random.Random(kind), LIMIT)
+    calls: dict[str, int] = {"fallback": 0, "refuse": 0}
+    codec = EventCodec(SCHEMA, compiled=False, max_record_bytes=LIMIT)
+
+    def called(path: str) -> Any:
+        def call(v: bytes) -> UpdateEvent | EventError:
+            calls[path] += 1
+            return codec._refuse(v)
+
+        return call
+
+    decoder = codec_module._compiled_decoder(SCHEMA, called("fallback"), LIMIT, called("refuse"))
+    [item] = decoder.decode_many([value])
+    assert isinstance(item, EventError)
+    if kind in ("oversized", "too-deep", "integer-out-of-range"):
+        assert calls == {"fallback": 0, "refuse": 0}
+    elif kind == "wrong-type":
+        assert calls["refuse"] == 0  # the scan cannot tell a type; the fallback (and its fast path) decides
+    else:
+        assert calls == {"fallback": 0, "refuse": 1}
