@@ -58,6 +58,11 @@ class SketchEngine:
             t: [typ in ("decimal", "exact") for typ in table.types] for t, table in self.tables.items()
         }
         self._bootstrapped = False
+        for node in self.compiled.root.walk():
+            node.source = self._whole_store  # top-m refills recapture from the store (§2.6.3)
+
+    def _whole_store(self) -> P.DbView:
+        return self.view(None)
 
     # --- updates ----------------------------------------------------------------------------------------
 

@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from sortedcontainers import SortedDict  # type: ignore[import-untyped]
-
 from services.sketches.bloom import BloomFilter
 from services.sketches.partition import RangeSpec
-from services.sketches.values import add, as_fraction, order_key, row_key
+from services.sketches.topm import PrefixBuffer
+from services.sketches.values import Descending, add, as_fraction, order_key, row_key
 
 Row = tuple[Any, ...]
 ZSet = dict[tuple[Row, int], int]
@@ -56,6 +55,9 @@ def _add(out: ZSet, key: tuple[Row, int], n: int) -> None:
 
 class Node:
     children: tuple[Node, ...] = ()
+    # The database the operator's child is recaptured from when a top-m buffer underflows (§2.6.3); the
+    # engine sets it to its table store, at the batch's new version by the time flush() reads it.
+    source: Callable[[], DbView] | None = None
 
     def capture(self, db: DbView) -> Annotated:
         raise NotImplementedError
@@ -73,6 +75,9 @@ class Node:
 
     def stats(self) -> dict[str, float]:
         return {}
+
+    def set_top_m(self, m: int | None) -> None:
+        """Bound MIN/MAX and top-k state to m units (§2.6.3); only those operators keep such state."""
 
 
 class Scan(Node):
@@ -284,15 +289,15 @@ AGG_KINDS = ("sum", "count", "count_star", "avg", "min", "max")
 
 
 class GroupState:
-    """One group of an aggregation (§2.4.6/§2.4.7): counts, exact sums, value multisets, fragment counts."""
+    """One group of an aggregation (§2.4.6/§2.4.7): counts, exact sums, MIN/MAX buffers, fragment counts."""
 
-    __slots__ = ("F", "P", "cnt", "multisets", "nns", "sums")
+    __slots__ = ("F", "P", "buffers", "cnt", "nns", "sums")
 
     def __init__(self, n_aggs: int) -> None:
         self.cnt = 0
         self.sums: list[Any] = [0] * n_aggs
         self.nns = [0] * n_aggs
-        self.multisets: list[dict[Any, int] | None] = [None] * n_aggs
+        self.buffers: list[PrefixBuffer | None] = [None] * n_aggs  # MIN/MAX: the m best values (§2.6.3)
         self.F: dict[int, int] = {}  # fragment -> number of member tuples whose sketch contains it
         self.P = 0
 
@@ -301,18 +306,24 @@ class Aggregate(Node):
     """Aggregation with sum/count/avg/min/max (§2.4.6, §2.4.7); without aggregates, DISTINCT (§2.4.10).
 
     The output row is the group values then the aggregate values. With no GROUP BY (``scalar``) there
-    is always exactly one output row, as in SQL.
+    is always exactly one output row, as in SQL. MIN/MAX keep each group's values in a top-m buffer
+    (``top_m``; None keeps them all) that is refilled from a recapture of the child when deletes drain it.
     """
 
     def __init__(self, child: Node, group: Sequence[Expr], aggs: Sequence[tuple[str, Expr | None]]) -> None:
         self.children = (child,)
         self.group = tuple(group)
         self.aggs = tuple(aggs)
+        self.top_m: int | None = None
+        self.refills = 0
         self.scalar = not self.group
         self.groups: dict[Row, GroupState] = {}
         self.before: dict[Row, tuple[Row, int] | None] = {}
         self.touched: dict[Row, set[int]] = {}
         self.emitted_scalar = False
+
+    def set_top_m(self, m: int | None) -> None:
+        self.top_m = m
 
     # --- aggregate values --------------------------------------------------------------------------
 
@@ -329,8 +340,8 @@ class Aggregate(Node):
             elif kind == "avg":
                 out.append(Fraction(as_fraction(st.sums[i])) / nn if nn else None)
             else:
-                ms = st.multisets[i]
-                out.append((min(ms) if kind == "min" else max(ms)) if ms else None)
+                buf = st.buffers[i]
+                out.append(buf.first() if buf is not None else None)
         return tuple(out)
 
     def _image(self, g: Row, st: GroupState | None) -> tuple[Row, int] | None:
@@ -350,14 +361,10 @@ class Aggregate(Node):
             if kind in ("sum", "avg"):
                 st.sums[i] = add(st.sums[i], v * n)
             elif kind in ("min", "max"):
-                ms = st.multisets[i]
-                if ms is None:
-                    ms = st.multisets[i] = {}
-                c = ms.get(v, 0) + n
-                if c:
-                    ms[v] = c
-                else:
-                    del ms[v]
+                buf = st.buffers[i]
+                if buf is None:
+                    buf = st.buffers[i] = PrefixBuffer(self.top_m)
+                buf.add(v if kind == "min" else Descending(v), v, n)
 
     def capture(self, db: DbView) -> Annotated:
         groups: dict[Row, GroupState] = {}
@@ -401,8 +408,41 @@ class Aggregate(Node):
         self.absorb(self.children[0].push(table, delta))
         return {}
 
+    def _refill(self) -> None:
+        """Reload the MIN/MAX buffers that deletes drained from a recapture of the child (§2.6.3)."""
+        drained: dict[Row, list[int]] = {}
+        for g in self.before:
+            st = self.groups.get(g)
+            if st is None:
+                continue
+            idx = [i for i, b in enumerate(st.buffers) if b is not None and b.underflow(1)]
+            if idx:
+                drained[g] = idx
+        if not drained:
+            return
+        if self.source is None:
+            raise AssertionError("a drained top-m buffer needs the table store to refill from")
+        self.refills += len(drained)
+        values: dict[tuple[Row, int], dict[Any, int]] = {}
+        gk = self.group
+        for row, _, n in self.children[0].capture(self.source()):
+            g = tuple(f(row) for f in gk)
+            for i in drained.get(g, ()):
+                v = self.aggs[i][1](row)  # type: ignore[misc]
+                if v is not None:
+                    bag = values.setdefault((g, i), {})
+                    bag[v] = bag.get(v, 0) + n
+        for g, idx in drained.items():
+            for i in idx:
+                buf = self.groups[g].buffers[i]
+                assert buf is not None
+                desc = self.aggs[i][0] == "max"
+                buf.refill((Descending(v) if desc else v, v, n) for v, n in values.get((g, i), {}).items())
+
     def flush(self) -> ZSet:
         self.absorb(self.children[0].flush())
+        if self.top_m is not None:
+            self._refill()
         if self.scalar and not self.emitted_scalar:
             self.before.setdefault((), None)
             self.touched.setdefault((), set())
@@ -436,22 +476,33 @@ class Aggregate(Node):
         return out
 
     def stats(self) -> dict[str, float]:
-        return {"groups": float(len(self.groups))}
+        out = {"groups": float(len(self.groups))}
+        if self.top_m is not None:
+            out["topm_refills"] = float(self.refills)
+        return out
 
 
 class TopK(Node):
     """ORDER BY [LIMIT k] (§2.4.9) under the total order O*: the ORDER BY keys, then the row, then P.
 
     Without a limit it only orders the capture (maintenance passes deltas through). With one, the state
-    is every input tuple in O* order; a batch emits ``new top-k - old top-k``.
+    is the input tuples in O* order, all of them or (``top_m``) the first m >= k units with a refill from
+    a recapture of the child when deletes leave fewer than k (§2.6.3); a batch emits
+    ``new top-k - old top-k``.
     """
 
     def __init__(self, child: Node, keys: Sequence[tuple[Expr, bool]], limit: int | None) -> None:
         self.children = (child,)
         self.keys = tuple(keys)
         self.limit = limit
-        self.state: SortedDict = SortedDict()
+        self.top_m: int | None = None
+        self.state = PrefixBuffer(None)
         self.old: ZSet | None = None
+        self.refills = 0
+
+    def set_top_m(self, m: int | None) -> None:
+        self.top_m = m
+        self.state = PrefixBuffer(None if m is None or self.limit is None else max(m, self.limit))
 
     def order(self, row: Row, p: int) -> tuple[Any, ...]:
         return (*(order_key(f(row), desc) for f, desc in self.keys), row_key(row), p)
@@ -477,7 +528,7 @@ class TopK(Node):
         return self._first((r, p, n) for (r, p), n in ordered)
 
     def _top(self) -> ZSet:
-        return {(r, p): n for r, p, n in self._first(self.state.values())}
+        return {(r, p): n for r, p, n in self._first((r, p, n) for (r, p), n in self.state.values())}
 
     def absorb(self, delta: ZSet) -> None:
         if not delta:
@@ -486,13 +537,7 @@ class TopK(Node):
             self.old = self._top()
         state = self.state
         for (row, p), n in delta.items():
-            k = self.order(row, p)
-            cur = state.get(k)
-            c = (cur[2] if cur else 0) + n
-            if c:
-                state[k] = (row, p, c)
-            else:
-                del state[k]
+            state.add(self.order(row, p), (row, p), n)
 
     def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
         d = self.children[0].push(table, delta)
@@ -508,17 +553,28 @@ class TopK(Node):
         self.absorb(d)
         if self.old is None:
             return {}
-        for e in self.state.values():
-            if e[2] < 0:
-                raise AssertionError("top-k input with a negative multiplicity")
+        if self.state.total < 0 or any(n < 0 for _, n in self.state.values()):
+            raise AssertionError("top-k input with a negative multiplicity")
+        if self.state.underflow(self.limit):
+            self._refill()
         out = self._top()
         for k, n in self.old.items():
             _add(out, k, -n)
         self.old = None
         return out
 
+    def _refill(self) -> None:
+        if self.source is None:
+            raise AssertionError("a drained top-m buffer needs the table store to refill from")
+        self.refills += 1
+        order = self.order
+        self.state.refill((order(r, p), (r, p), n) for r, p, n in self.children[0].capture(self.source()))
+
     def stats(self) -> dict[str, float]:
-        return {"topk_entries": float(len(self.state))}
+        out = {"topk_entries": float(len(self.state))}
+        if self.top_m is not None:
+            out["topm_refills"] = float(self.refills)
+        return out
 
 
 class Merge:

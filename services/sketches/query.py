@@ -22,7 +22,7 @@ from services.sketches.catalog import Table, parse_relations
 from services.sketches.expressions import AGGREGATES, Expr, QueryError, compile_expr, literal, unsupported
 from services.sketches.partition import RangeSpec, parse_partition
 from shared.events import Relation
-from shared.options import Option, Parser, boolean, choice, mapping
+from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int
 
 STRATEGIES = ("imp", "full", "nosketch")
 
@@ -552,6 +552,7 @@ def compile_query(
     bloom: bool = False,
     allow_unsafe: bool = False,
     monotone_aggregates: bool = False,
+    top_m: int | None = None,
 ) -> Compiled:
     """Parse and plan ``sql``; QueryError (a ValueError) for anything outside the class or unsafe."""
     tables = parse_relations(relations)
@@ -594,6 +595,8 @@ def compile_query(
         if isinstance(tree, exp.Except | exp.Intersect):
             raise QueryError(f"{tree.key.upper()} is not supported (only UNION ALL)")
         raise QueryError(f"not a query: {sql!r}")
+    for node in root.walk():
+        node.set_top_m(top_m)
     used = {t.name for t in tables.values() if t.name in read}
     return Compiled(root, columns, ordered, {n: tables[n] for n in sorted(used)}, specs, safety, s4)
 
@@ -658,6 +661,12 @@ OPTIONS: dict[str, Option] = {
         boolean(),
         "S4: accept sum/count > c and ORDER BY sum DESC LIMIT k, refusing negative sum inputs",
     ),
+    "top_m": Option(
+        0,
+        non_negative_int(),
+        "keep only the m best values per MIN/MAX group and max(m, k) top-k tuples, refilled when deletes "
+        "drain them (§2.6.3); 0 keeps them all",
+    ),
 }
 
 
@@ -672,6 +681,7 @@ def compile_options(options: Mapping[str, Any]) -> Compiled:
         bloom=options["bloom"],
         allow_unsafe=options["allow_unsafe"],
         monotone_aggregates=options["monotone_aggregates"],
+        top_m=options.get("top_m") or None,
     )
 
 

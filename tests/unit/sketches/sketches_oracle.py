@@ -64,6 +64,8 @@ def options(query: str, partition: Mapping[str, Any], strategy: str = "imp", **f
         "bloom": flags.get("bloom", False),
         "allow_unsafe": flags.get("allow_unsafe", False),
         "monotone_aggregates": flags.get("monotone_aggregates", False),
+        "top_m": flags.get("top_m", 0),
+        "join": flags.get("join", "mat"),
     }
 
 
