@@ -356,8 +356,20 @@ class Worker:
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:
-        """A view needs every update after its state: refuse to start past deleted records."""
-        low, _high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
+        """A view needs every update after its state: refuse to start past deleted records. A partition
+        whose leader is unreachable (one broker down) is taken all the same, so the others progress: its
+        fetch waits for the leader, and a position deleted meanwhile stops the worker there
+        (``auto.offset.reset`` is ``error``)."""
+        try:
+            low, _high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
+        except KafkaException as exc:
+            log.warning(
+                "%s:%d: its start offset is unknown (%s); taking it, to be read once its leader answers",
+                tp.topic,
+                tp.partition,
+                exc.args[0].str(),
+            )
+            return
         needed = stored if stored is not None else 0
         if needed < low:
             raise HistoryTruncated(
