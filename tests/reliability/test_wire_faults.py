@@ -8,6 +8,10 @@ never happening. The worker must ride them all out, and what it published must e
 
 Then every broker stays down past ``broker_timeout``: the worker must exit non-zero with one clear
 line, and a restart must resume exactly.
+
+With the template service's workload only: a Produce of results or dead letters refused for good
+(MSG_SIZE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED, INVALID_RECORD) stops the worker in one line before any
+checkpoint covers it; and one broker of three down holds back only the partitions it leads.
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from reliability_runs import Run, demo_cases, parts, pin_to
 
 from shared.dev.broker import BrokerError, BrokerProcess
+from shared.events import SourceRecord
+from shared.partitioner import partition_for
+from shared.runtime.dlq import read_to_end
 from shared.testing import Case
 
 # Each run takes 10-20 s: the template service's stays in the fast set, the others are marked slow.
@@ -245,3 +253,161 @@ def test_fault_lines_are_built_from_keywords():
         fault_line("leader", topic="has space", partition=0, broker=1)
     with pytest.raises(ValueError):
         fault_line("explode", broker=1)
+
+
+# --------------------------------------------------------------------------- refused output, one broker down
+
+# Errors a broker answers a Produce with for good (librdkafka does not retry them), and which topic
+# they hit: the results topic's leader is broker 2, the dead-letter topic's broker 3.
+REFUSALS = [
+    ("results", "MSG_SIZE_TOO_LARGE"),
+    ("results", "TOPIC_AUTHORIZATION_FAILED"),
+    ("dlq", "INVALID_RECORD"),
+]
+LEADERS = {"results": 2, "dlq": 3}
+BAD = SourceRecord(0, b'{"relation": "items", "row": ', b"east")  # dead-lettered: cut-off JSON
+
+
+def _reference() -> Case:
+    [case] = [c for c in demo_cases() if c.name == FAST]
+    return case
+
+
+def _outputs(run: Run) -> dict[str, str]:
+    return {"results": run.output_topic, "dlq": f"{run.prefix}.dlq"}
+
+
+def _lead_outputs(broker: BrokerProcess, run: Run, leaders: dict[str, int]) -> None:
+    """Create the results and dead-letter topics, every partition of each led by its broker in ``leaders``."""
+    for kind, topic in _outputs(run).items():
+        broker.create_topic(topic, run.case.workload.partitions)
+        for p in range(run.case.workload.partitions):
+            broker.fault("leader", topic=topic, partition=p, broker=leaders[kind])
+
+
+def _last_life(run: Run, name: str) -> str:
+    return run.worker_log(name).read_text(errors="replace").rsplit("--- start", 1)[-1]
+
+
+def test_a_refused_produce_stops_the_worker_in_one_line_and_a_restart_resumes_exactly(
+    fault_broker: BrokerProcess, redis_server, unique, tmp_path: Path
+):
+    """Each error the broker answers a Produce of results with for good (not retried) stops the worker
+    with one line naming the topic and the error, before any checkpoint covers the input whose results
+    were refused; the restart (the error was answered once) publishes them, and the results equal replay."""
+    run = Run(_reference(), fault_broker, redis_server.url, tmp_path, unique)
+    run.prepare(batch_size=20, checkpoint_interval=0.2, session_timeout_ms=SESSION_MS)
+    pin_to(fault_broker, run, HOME)
+    _lead_outputs(fault_broker, run, LEADERS)
+    chunks = parts(run.case.records, len(REFUSALS) + 1)
+    done = 0
+    for (kind, error), chunk in zip(REFUSALS, chunks, strict=False):
+        worker = run.start_named("w")
+        try:
+            run.wait_for(worker, "the previous input checkpointed", partial(_checkpointed_all, run, done))
+            fault_broker.fault("broker-errors", broker=LEADERS[kind], api="Produce", errors=[(error, 0)])
+            half = len(chunk) // 2
+            # to the input partitions, which broker HOME leads; a bad record makes a dead letter
+            run.produce([*chunk[:half], *([BAD] if kind == "dlq" else []), *chunk[half:]])
+            code = worker.wait(60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        life = _last_life(run, "w")
+        errors = [line for line in life.splitlines() if line.startswith("ivmstream: error:")]
+        assert code == 1 and len(errors) == 1, life
+        assert _outputs(run)[kind] in errors[0] and error in errors[0], errors[0]
+        assert "Traceback" not in life
+        # no checkpoint covers input whose output was refused: with results, the whole part (the first
+        # produce after the fault failed); with a dead letter, the bad record
+        if kind == "results":
+            assert _checkpointed(run) == done, (error, run.progress())
+        else:
+            [bad] = [m for m in read_to_end(fault_broker.bootstrap, run.topic) if m.value() == BAD.value]
+            assert run.progress()[bad.partition()].committed <= bad.offset(), (bad.offset(), run.progress())
+        done += len(chunk) + (kind == "dlq")
+    run.produce(chunks[-1])
+    worker = run.start_named("w")
+    try:
+        run.wait_for(worker, "catch-up after the refusals", run.caught_up, timeout=60)
+    finally:
+        run.stop(worker)
+    run.assert_published_equals_replay()
+
+
+def _checkpointed(run: Run) -> int:
+    return sum(p.committed for p in run.progress())
+
+
+def _checkpointed_all(run: Run, records: int) -> bool:
+    return _checkpointed(run) == records
+
+
+def _owns_all(run: Run, name: str) -> bool:
+    return run.owned(name) == run.case.workload.partitions
+
+
+def _committed(run: Run) -> dict[int, int]:
+    """The group's checkpoint per input partition, asked of the coordinator only (``run.progress`` also
+    asks each partition's leader for its end)."""
+    consumer = Consumer({"bootstrap.servers": run.broker.bootstrap, "group.id": run.group})
+    try:
+        tps = [TopicPartition(run.topic, p) for p in range(run.case.workload.partitions)]
+        return {tp.partition: max(tp.offset, 0) for tp in consumer.committed(tps, timeout=10)}
+    finally:
+        consumer.close()
+
+
+def test_one_broker_down_holds_back_only_the_partitions_it_leads(
+    fault_broker: BrokerProcess, redis_server, unique, tmp_path: Path
+):
+    """Broker 3 leads input partition 0 and goes down, past broker_timeout, while the others stay up:
+    the partitions broker 1 leads are consumed and checkpointed to their end, partition 0 stays at its
+    checkpoint, the worker keeps running, and a worker restarted then takes every partition; once
+    broker 3 is back partition 0 catches up, and the results equal replay (nothing lost, nothing
+    counted twice)."""
+    run = Run(_reference(), fault_broker, redis_server.url, tmp_path, unique)
+    run.prepare(
+        batch_size=20, checkpoint_interval=0.2, session_timeout_ms=SESSION_MS, broker_timeout=BROKER_TIMEOUT
+    )
+    pin_to(fault_broker, run, HOME)
+    fault_broker.fault("leader", topic=run.topic, partition=0, broker=3)
+    _lead_outputs(fault_broker, run, {"results": 2, "dlq": 2})
+    first, second = parts(run.case.records, 2)
+    count = run.case.workload.partitions
+    held = [r for r in second if partition_for(r.key, count) == 0]  # cannot be produced while 3 is down
+    others = [r for r in second if partition_for(r.key, count) != 0]
+    assert held and others
+    worker = run.start_named("w")
+    try:
+        run.produce(first)
+        run.wait_for(worker, "the first half checkpointed", run.caught_up, timeout=60)
+        ends = {p.partition: p.high for p in run.progress()}
+        for r in others:
+            ends[partition_for(r.key, count)] += 1
+        fault_broker.fault("down", broker=3)
+        try:
+            run.produce(others)
+            up_ends = {p: end for p, end in ends.items() if p != 0}
+            run.wait_for(
+                worker,
+                "the partitions on the brokers up checkpointed",
+                lambda: {p: c for p, c in _committed(run).items() if p != 0} == up_ends,
+                timeout=60,
+            )
+            time.sleep(BROKER_TIMEOUT)  # past broker_timeout: a partial outage must not stop the worker
+            assert worker.poll() is None, run.tail()
+            assert _committed(run)[0] == ends[0], (_committed(run), ends)
+            # a worker (re)started meanwhile takes every partition, also the one it cannot read yet
+            run.stop(worker)
+            worker = run.start_named("w")
+            run.wait_for(worker, "every partition assigned", partial(_owns_all, run, "w"), timeout=60)
+            assert f"{run.topic}:0: its start offset is unknown" in _last_life(run, "w"), run.tail()
+        finally:
+            fault_broker.fault("up", broker=3)
+        run.produce(held)
+        run.wait_for(worker, "catch-up once broker 3 is back", run.caught_up, timeout=60)
+    finally:
+        run.stop(worker)
+    assert "ivmstream: error" not in run.logs(), run.tail()
+    run.assert_published_equals_replay()
