@@ -119,6 +119,12 @@ def producer_settings(bootstrap: str, overrides: Mapping[str, Any] | None = None
     return _with_security(conf, overrides)
 
 
+def client_security(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings every client gets beyond its own (the environment's security settings, then
+    ``overrides``): for clients built elsewhere, such as the dead-letter readers and Spark's Kafka source."""
+    return _with_security({}, overrides)
+
+
 def _with_security(conf: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """``conf`` with the environment's security settings, then ``overrides`` (a config's ``kafka``
     section for this kind of client), on top."""
