@@ -133,6 +133,8 @@ class AutoEngine(TriangleEngine):
         self.plans = plan_names(self.graph)
         self.plan_name = FIRST_ORDER  # cheapest to build and to run until updates say otherwise
         self.plan: TriangleEngine = new_plan(FIRST_ORDER, mode)
+        self._gauges = {f"plan_{name}": int(name == FIRST_ORDER) for name in self.plans}
+        self._mult = self.plan._mult  # type: ignore[method-assign]  # event checks skip a hop
         self.regret = dict.fromkeys(self.plans, 0)
         self.reason = "initial plan: first-order needs no views and no partition"
         self.switches = 0
@@ -315,6 +317,8 @@ class AutoEngine(TriangleEngine):
         plan.tuple_updates = self.tuple_updates
         self.plan = plan
         self.plan_name = name
+        self._gauges = {f"plan_{p}": int(p == name) for p in self.plans}
+        self._mult = plan._mult  # type: ignore[method-assign]
         self._served = _served(name)
         self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != name]
         self._coldeg = []
@@ -348,11 +352,12 @@ class AutoEngine(TriangleEngine):
         return self.plan._relation_sizes()
 
     def _stats_extra(self) -> dict[str, int]:
-        out = {f"plan_{name}": int(name == self.plan_name) for name in self.plans}
+        out = self._gauges.copy()  # read after every batch, so the fixed part is built per switch
         out["plan_switches"] = self.switches
         out["switch_work_total"] = self.switch_work_total
         inner = self.plan._stats_extra()
-        out.update({k: v for k, v in inner.items() if k not in out})
+        if inner:
+            out.update({k: v for k, v in inner.items() if k not in out})
         return out
 
     def result(self) -> dict[str, Any]:

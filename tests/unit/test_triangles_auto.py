@@ -11,6 +11,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from services.triangles.auto import AutoEngine, CostModel, plan_names
+from services.triangles.baselines import FirstOrderEngine, ViewEngine
 from services.triangles.engine import create_engine
 from shared.events import UpdateEvent
 
@@ -228,3 +229,21 @@ def test_sparse_random_updates_stay_with_first_order():
     stats = engine.result()["stats"]
     assert stats["plan"] == "first-order" and stats["plan_switches"] == 0
     assert stats["plan_reason"].startswith("initial plan")
+
+
+def test_a_switch_between_first_order_and_a_view_plan_hands_the_indexes_over():
+    """Only the view is built (docs/algorithms/triangles.md §4.7): the rows stay where they are, and
+    the view equals its recomputation from them."""
+    engine = AutoEngine("relations")
+    engine.load(_hub(50))
+    plan = engine.plan
+    assert isinstance(plan, FirstOrderEngine)
+    fwd, bwd = plan.fwd, plan.bwd
+    for name in ("view-ST", "first-order"):
+        engine.switch_to(name)
+        assert isinstance(engine.plan, FirstOrderEngine | ViewEngine)
+        assert engine.plan.fwd is fwd and engine.plan.bwd is bwd
+        engine.check_invariants()
+    engine.apply([ev("R", 1, 2, -1)])
+    assert engine.result()["count"] == brute_count({**_hub(50), "R": {}})
+    engine.check_invariants()
