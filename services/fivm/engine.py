@@ -90,16 +90,34 @@ class FivmEngine:
         rejections: list[Rejection] = []
         pending: dict[str, dict[Key, int]] = {}
         maint = self.maint
-        parse = self.intake.parse
-        for i, ev in enumerate(events):
+        intake = self.intake
+        parse = intake.parse
+        fast = intake.float_columns
+        updatable = maint.updatable
+        i = 0
+        n = len(events)
+        while i < n:
+            ev = events[i]
+            rel = ev.relation
+            if rel in fast and rel in updatable and not maint.loading:
+                # A run of this relation's all-float tuples, consolidated in one loop (§1.2).
+                got = pending.get(rel)
+                batch = {} if got is None else got
+                j = intake.absorb_floats(events, i, rel, batch)
+                if j > i:
+                    if got is None:  # relations propagate in the order of their first tuple
+                        pending[rel] = batch
+                    i = j
+                    continue
             parsed = parse(i, ev)
+            i += 1
             if isinstance(parsed, Rejection):
                 rejections.append(parsed)
                 continue
             if isinstance(parsed, FactorizedDelta):
                 # In stream order: what came before is propagated first (§2.6).
                 if parsed.relation not in maint.updatable and not maint.loading:
-                    rejections.append(Rejection(i, "static-relation", self._static(parsed.relation)))
+                    rejections.append(Rejection(i - 1, "static-relation", self._static(parsed.relation)))
                     continue
                 self._flush(pending)
                 pending = {}
@@ -110,22 +128,16 @@ class FivmEngine:
             rel, t, m = parsed
             if rel not in maint.updatable:
                 if not maint.loading:
-                    rejections.append(
-                        Rejection(
-                            i,
-                            "static-relation",
-                            self._static(rel),
-                        )
-                    )
+                    rejections.append(Rejection(i - 1, "static-relation", self._static(rel)))
                     continue
             elif maint.loading:
                 self._flush(pending)
                 pending = {}
                 maint.seal()
-            batch = pending.get(rel)
-            if batch is None:
-                batch = pending[rel] = {}
-            batch[t] = batch.get(t, 0) + m
+            into = pending.get(rel)
+            if into is None:
+                into = pending[rel] = {}
+            into[t] = into.get(t, 0) + m
         self._flush(pending)
         return rejections
 
@@ -180,7 +192,7 @@ class FivmEngine:
             self._check()
         return absorbed
 
-    def _flush(self, pending: Mapping[str, Mapping[Key, int]]) -> None:
+    def _flush(self, pending: Mapping[str, dict[Key, int]]) -> None:
         for rel, batch in pending.items():
             delta = consolidate(batch)
             if delta:

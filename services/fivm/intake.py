@@ -11,7 +11,8 @@ Z-relations and a negative multiplicity is legal (§2.12).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -21,6 +22,17 @@ from services.fivm.query import Query
 from services.fivm.views import Key
 from shared.engine import Rejection
 from shared.events import UpdateEvent
+
+_FLOAT_ONLY = {float}
+
+
+def _columns_getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``row -> tuple(row[c] for c in names)`` as one ``itemgetter`` call."""
+    get = operator.itemgetter(*names)
+    if len(names) == 1:
+        return lambda row: (get(row),)
+    return get  # type: ignore[no-any-return]
+
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -44,6 +56,10 @@ class Intake:
         self.all_float: dict[str, tuple[str, ...]] = {
             r.name: r.columns for r in query.relations if all(t == "float" for t in r.types)
         }
+        # ... and one C call that reads those columns of a row as a tuple
+        self.float_columns: dict[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]] = {
+            rel: _columns_getter(names) for rel, names in self.all_float.items()
+        }
 
     def parse(self, i: int, ev: UpdateEvent) -> tuple[str, Key, int] | FactorizedDelta | Rejection:
         """(relation, canonical tuple in column order, multiplicity), a product delta, or why the event
@@ -62,15 +78,19 @@ class Intake:
         if not m:
             return Rejection(i, "zero-delta", "delta must be a non-zero integer, got 0")
         row = ev.row
-        names = self.all_float.get(rel)
-        if names is not None and len(row) == len(names):
+        getter = self.float_columns.get(rel)
+        if getter is not None and len(row) == len(cols):
             try:
-                floats = [row[c] for c in names]
+                floats = getter(row)
             except KeyError:
                 pass  # the checks below say which column is missing
             else:
-                if all(v.__class__ is float and -_INF < v < _INF for v in floats):
-                    return rel, tuple([v + 0.0 for v in floats]), m  # +0.0: one encoding of zero
+                # Only floats, and their sum finite: each is (NaN and ±inf make the sum non-finite; a
+                # sum that overflows falls to the checks below, which accept it).
+                if set(map(type, floats)) == _FLOAT_ONLY and -_INF < sum(floats) < _INF:
+                    if 0.0 in floats:  # -0.0 == 0.0: one encoding of zero
+                        return rel, tuple([v + 0.0 for v in floats]), m
+                    return rel, floats, m
         if len(row) != len(cols):
             extra = [c for c in row if c not in dict(cols)]
             if extra:
@@ -90,6 +110,37 @@ class Intake:
                 return Rejection(i, cv.code, f"{rel}.{col}: {cv.detail}")
             values.append(cv)
         return rel, tuple(values), m
+
+    def absorb_floats(
+        self, events: Sequence[UpdateEvent], start: int, rel: str, batch: dict[Key, int]
+    ) -> int:
+        """Add the tuples of ``events[start:]`` to ``batch`` while they are ``rel``'s (an all-float
+        relation) and ``parse`` would accept them as they come; return the index of the first event
+        left (to ``parse``, which then says what is wrong with it). The per-event call is a large share
+        of a batch, so the common case runs here in one loop."""
+        getter = self.float_columns[rel]
+        width = len(self.columns[rel])
+        i = start
+        n = len(events)
+        while i < n:
+            ev = events[i]
+            if ev.relation != rel:
+                break
+            m = ev.delta
+            row = ev.row
+            if m.__class__ is not int or not m or len(row) != width:
+                break
+            try:
+                floats = getter(row)
+            except KeyError:
+                break
+            if set(map(type, floats)) != _FLOAT_ONLY or not -_INF < sum(floats) < _INF:
+                break
+            if 0.0 in floats:  # -0.0 == 0.0: one encoding of zero
+                floats = tuple([v + 0.0 for v in floats])
+            batch[floats] = batch.get(floats, 0) + m
+            i += 1
+        return i
 
     def parse_factorized(self, i: int, ev: UpdateEvent) -> FactorizedDelta | Rejection:
         """An event of ``R:factorized``: ``delta`` copies of the product its row's factors spell."""
@@ -232,6 +283,7 @@ def canonical(v: Any, typ: str) -> Any:
     return v + 0.0  # -0.0 + 0.0 == +0.0: one encoding per value
 
 
-def consolidate(batch: Mapping[Key, int]) -> dict[Key, int]:
-    """Drop tuples whose changes cancelled (§1.2: duplicates and insert/delete pairs net out first)."""
-    return {t: m for t, m in batch.items() if m}
+def consolidate(batch: dict[Key, int]) -> dict[Key, int]:
+    """Drop tuples whose changes cancelled (§1.2: duplicates and insert/delete pairs net out first);
+    ``batch`` itself when none did."""
+    return {t: m for t, m in batch.items() if m} if 0 in batch.values() else batch

@@ -12,13 +12,14 @@ maintained; at the first update to U the views outside μ(τ, U) are dropped (§
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from services.fivm import columnar
 from services.fivm.order import VariableOrder, build_order
 from services.fivm.query import RING_FACTORY, Query
 from services.fivm.rings import Ring, make_ring
-from services.fivm.triggers import GET, INDEX, LeafPlan, compile_plans, required_indexes
+from services.fivm.triggers import GET, INDEX, LeafPlan, Step, compile_plans, required_indexes
 from services.fivm.views import Key, View
 from services.fivm.viewtree import INDICATOR, LEAF, ViewTree, build_view_tree, materialized
 from shared.engine import EngineError
@@ -176,6 +177,9 @@ class FivmMaintainer:
         key_pos = plan.key_pos
         lifted = plan.lifted
         block = getattr(ring, "lift_block", None)
+        whole = getattr(ring, "leaf_delta", None)
+        if whole is not None:  # the ring builds the leaf's δ for the whole relation delta (§2.14)
+            return whole([v for v, _ in lifted], [i for _, i in lifted], key_pos, delta)  # type: ignore[no-any-return]
         out: Delta = {}
         for t, m in delta.items():
             if not lifted:
@@ -216,12 +220,27 @@ class FivmMaintainer:
         """The trigger of §2.5 along one leaf-to-root path; every materialized view on it is updated."""
         ring = self.ring
         mul, add, is_zero = ring.mul, ring.add, ring.is_zero
+        # Map payloads are summed once per key (§2.14): pairwise adds would copy a growing map per row.
+        sum_all = getattr(ring, "sum_all", None)
+        groups: dict[Key, list[Any]] = {}
         views = self.views
         leaf = views.get(plan.leaf)
         if leaf is not None:
             leaf.add_all(delta.items())
+        lift_sum = getattr(ring, "lift_sum", None)
         for step in plan.steps:
-            out: Delta = {}
+            out: Delta | None = None
+            if lift_sum is not None:
+                out = self._count_step(step, delta, lift_sum)
+            if out is not None:
+                delta = out
+                target = views.get(step.view)
+                if target is not None:
+                    target.add_all(delta.items())
+                if not delta:
+                    break
+                continue
+            out = {}
             for key, p in delta.items():
                 rows: list[tuple[Key, tuple[Any, ...]]] = [(key, (p,))]
                 for probe in step.probes:
@@ -254,14 +273,62 @@ class FivmMaintainer:
                     if step.lift_pos >= 0:
                         prod = mul(ring.lift(step.lift_var, row[step.lift_pos]), prod)
                     ok = tuple([row[i] for i in step.out])
-                    prev = out.get(ok)
-                    out[ok] = prod if prev is None else add(prev, prod)
+                    if sum_all is None:
+                        prev = out.get(ok)
+                        out[ok] = prod if prev is None else add(prev, prod)
+                    else:
+                        parts = groups.get(ok)
+                        if parts is None:
+                            groups[ok] = [prod]
+                        else:
+                            parts.append(prod)
+            if sum_all is not None:
+                out = {k: sum_all(parts) for k, parts in groups.items()}
+                groups = {}
             delta = {k: v for k, v in out.items() if not is_zero(v)}
             target = views.get(step.view)
             if target is not None:
                 target.add_all(delta.items())
             if not delta:
                 break
+
+    def _count_step(
+        self, step: Step, delta: Delta, lift_sum: Callable[[str, dict[Any, int]], Any]
+    ) -> Delta | None:
+        """One trigger step when the delta and every sibling it meets hold plain int counts and the
+        siblings are point lookups (a star's root, §2.14): per parent key, Σ count · lift(x) with the
+        counts summed per value first; None (nothing changed) when any payload is not an int."""
+        if not all(p.__class__ is int for p in delta.values()) or any(pr.mode != GET for pr in step.probes):
+            return None
+        views = self.views
+        probes = [(views[pr.view].data, pr.probe) for pr in step.probes]
+        out_pos = step.out
+        lift_pos = step.lift_pos
+        acc: dict[Key, dict[Any, int]] = {}
+        for key, p in delta.items():
+            prod = p
+            for data, pos in probes:
+                q = data.get(tuple([key[i] for i in pos]))
+                if q is None:
+                    break
+                if q.__class__ is not int:
+                    return None
+                prod *= q
+            else:
+                ok = tuple([key[i] for i in out_pos])
+                x = key[lift_pos] if lift_pos >= 0 else None
+                weights = acc.get(ok)
+                if weights is None:
+                    acc[ok] = {x: prod}
+                else:
+                    weights[x] = weights.get(x, 0) + prod
+        var = step.lift_var if lift_pos >= 0 else None
+        out: Delta = {}
+        for ok, weights in acc.items():
+            payload = lift_sum(var, weights) if var is not None else sum(weights.values())
+            if not self.ring.is_zero(payload):
+                out[ok] = payload
+        return out
 
     # --- reading -----------------------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ docs/algorithms/fivm-baselines.md §6.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from services.fivm.baselines.common import (
@@ -130,45 +130,120 @@ class ListKeysMaintainer(RingSwap):
         return [self.listing_view(rows)]
 
 
+@dataclass(frozen=True)
+class WideLeaf:
+    """``L@leaf``: a leaf's relation projected on its keys and its output variables, columns in the
+    relation's order (a delta's tuples are then its keys as they are when that covers every column)."""
+
+    view: str
+    positions: tuple[int, ...]  # base tuple positions of the view's key columns
+    whole: bool  # the positions are every column in order: the base tuple is the key
+    key_at: tuple[int, ...]  # view key positions of the leaf's keys (the index enumeration uses)
+    key_vars: tuple[str, ...]  # the leaf's keys in that order
+    out_at: tuple[int, ...]  # view key positions of the output variables
+    out_vars: tuple[str, ...]
+
+
 class FactPayloadsMaintainer(RingSwap):
     """Strategy ``fact-payloads`` (§6.3): factorized payloads, the listing enumerated from the views.
 
     A leaf that composes two or more output variables keeps, besides its view, the view ``L@leaf``
-    over its keys and those variables (the factorized payload keeps the first of them only)."""
+    over its keys and those variables (the factorized payload keeps the first of them only).
+    Enumeration takes an output variable's candidate values from a relation below it, never from the
+    variable's own payload, whose multiplicities may cancel under negative multiplicities (§6.3)."""
 
     def __init__(self, query: Query) -> None:
         super().__init__(query, "factorized")
         self.tree = self.inner.tree
-        self.wide: dict[str, tuple[str, tuple[int, ...]]] = {}  # leaf -> (view name, tuple positions)
+        self.wide: dict[str, WideLeaf] = {}
         occ = {o.name: o for o in query.occurrences}
         for node in self.tree.nodes():
             if node.kind == LEAF and len(node.composed_lifted) > 1 and node.relation is not None:
                 cols = occ[node.relation].columns
-                keys = node.keys + node.composed_lifted
+                keys = tuple(sorted(node.keys + node.composed_lifted, key=cols.index))
                 name = f"L@{node.name}"
                 self.extra[name] = int_view(name, keys)
-                self.wide[node.name] = (name, tuple(cols.index(v) for v in keys))
+                positions = tuple(cols.index(v) for v in keys)
+                key_at = tuple(i for i, v in enumerate(keys) if v in node.keys)
+                out_at = tuple(i for i, v in enumerate(keys) if v not in node.keys)
+                self.wide[node.name] = WideLeaf(
+                    name,
+                    positions,
+                    positions == tuple(range(len(cols))),
+                    key_at,
+                    tuple(keys[i] for i in key_at),
+                    out_at,
+                    tuple(keys[i] for i in out_at),
+                )
+        # A wide leaf's factor is never enumerated (L@leaf is) and its parent keeps only its count
+        # (§5.2): its view stores the count, built without a value map per key.
+        inner = self.inner
+        for base, plans in inner.plans.items():
+            inner.plans[base] = [
+                replace(p, lifted=()) if p.kind == LEAF and p.leaf in self.wide else p for p in plans
+            ]
+        # Per output variable with children: the leaf below whose keys give its candidate values, and
+        # the positions of the leaf's keys bound above the variable (an index unless there are none).
+        self.source: dict[str, tuple[ViewNode, tuple[int, ...], int]] = {}
+        for node in self.tree.nodes():
+            if node.kind == LEAF or not node.lift or node.var is None:
+                continue
+            above = set(node.keys)
+            leaves = [n for n in node.walk() if n.kind == LEAF and node.var in n.keys]
+            leaf = min(leaves, key=lambda n: len(set(n.keys) - above))
+            keys = self._candidate_keys(leaf)
+            bound = tuple(i for i, v in enumerate(keys) if v in above)
+            self.source[node.name] = (leaf, bound, keys.index(node.var))
+        self._groups: dict[tuple[str, tuple[int, ...]], dict[Key, list[Key]]] = {}
         self.rebuild_derived()
+
+    def _candidate_keys(self, leaf: ViewNode) -> tuple[str, ...]:
+        wide = self.wide.get(leaf.name)
+        return self.extra[wide.view].keys if wide is not None else leaf.keys
+
+    def _candidate_view(self, leaf: ViewNode) -> View:
+        wide = self.wide.get(leaf.name)
+        return self.extra[wide.view] if wide is not None else self.inner.views[leaf.name]
 
     def rebuild_derived(self) -> None:
         self.inner.rebuild_derived()
-        for node in self.tree.nodes():
-            if node.name in self.wide:
-                self.extra[self.wide[node.name][0]].add_index(tuple(range(len(node.keys))))
+
+    def _lookup(self, view: View, positions: tuple[int, ...], values: Key) -> Iterable[Key]:
+        """The keys of ``view`` with ``values`` at ``positions``. The groups are built when a result
+        is read, not kept as indexes: updates then cost no index upkeep, and a read enumerates the
+        whole listing anyway."""
+        groups = self._groups.get((view.name, positions))
+        if groups is None:
+            groups = self._groups[view.name, positions] = {}
+            for k in view.data:
+                bucket = tuple([k[i] for i in positions])
+                found = groups.get(bucket)
+                if found is None:
+                    groups[bucket] = [k]
+                else:
+                    found.append(k)
+        return groups.get(values, ())
 
     def apply_relation(self, base: str, delta: dict[Key, int]) -> None:
         self.inner.apply_relation(base, delta)
         for o in self.inner.query.occurrences_of(base):
             wide = self.wide.get(o.name)
-            if wide is not None:
-                view = self.extra[wide[0]]
-                for t, m in delta.items():
-                    view.add(tuple([t[i] for i in wide[1]]), m)
+            if wide is None:
+                continue
+            view = self.extra[wide.view]
+            if wide.whole:
+                view.add_counts(delta.items())  # the view's key is the base tuple itself
+            else:
+                pos = wide.positions
+                view.add_counts((tuple([t[i] for i in pos]), m) for t, m in delta.items())
 
     def roots(self) -> list[View]:
         variables = self.listing.variables
         rows: dict[tuple[Any, ...], int] = {}
-        for combo in itertools.product(*(list(self._enumerate(r, {})) for r in self.tree.roots)):
+        self._groups = {}
+        parts = [list(self._enumerate(r, {})) for r in self.tree.roots]
+        self._groups = {}
+        for combo in itertools.product(*parts):
             named: dict[str, Any] = {}
             m = 1
             for part, k in combo:
@@ -181,38 +256,49 @@ class FactPayloadsMaintainer(RingSwap):
 
     def _enumerate(self, node: ViewNode, bound: dict[str, Any]) -> Iterator[tuple[dict[str, Any], int]]:
         """(values of the output variables below ``node``, multiplicity) given the ancestors' values:
-        iterate an output variable's values in its view, multiply the payloads of the views right
-        above relations (docs/algorithms/fivm-rings.md §5.3)."""
-        view = self.inner.views[node.name]
-        key = tuple([bound[v] for v in node.keys])
+        iterate an output variable's candidate values, recurse into its children, multiply the
+        payloads of the views right above relations (docs/algorithms/fivm-rings.md §5.3)."""
         wide = self.wide.get(node.name)
         if wide is not None:
-            aux = self.extra[wide[0]]
-            n = len(node.keys)
-            for k in aux.lookup(tuple(range(n)), key):
-                yield dict(zip(node.composed_lifted, k[n:], strict=True)), aux.data[k]
+            aux = self.extra[wide.view]
+            out_at, out_vars = wide.out_at, wide.out_vars
+            for k in self._lookup(aux, wide.key_at, tuple([bound[v] for v in wide.key_vars])):
+                yield dict(zip(out_vars, [k[i] for i in out_at], strict=True)), aux.data[k]
             return
-        p = view.get(key)
-        if p is None:
+        if node.kind == LEAF or node.kind == INDICATOR or not node.lift or node.var is None:
+            p = self.inner.views[node.name].get(tuple([bound[v] for v in node.keys]))
+            if p is None:
+                return
+            if node.kind == LEAF and node.composed_lifted:
+                (var,) = node.composed_lifted
+                for x, m in values(p):
+                    yield {var: x}, m
+            else:
+                # A relation, or a bound variable: no output variable below (they sit above bound ones).
+                yield {}, count(p)
             return
-        if node.kind == LEAF and node.composed_lifted:
-            (var,) = node.composed_lifted
-            for x, m in values(p):
-                yield {var: x}, m
-        elif node.kind in (LEAF, INDICATOR) or not node.lift or node.var is None:
-            # A relation, or a bound variable: no output variable below (they sit above bound ones).
-            yield {}, count(p)
+        for x in self._candidates(node, bound):
+            here = {**bound, node.var: x}
+            parts = [list(self._enumerate(c, here)) for c in node.children]
+            for combo in itertools.product(*parts):
+                out = {node.var: x}
+                m = 1
+                for part, mult in combo:
+                    out.update(part)
+                    m *= mult
+                yield out, m
+
+    def _candidates(self, node: ViewNode, bound: dict[str, Any]) -> list[Any]:
+        """The values of ``node``'s variable some relation below it holds under the bound values: a
+        superset of those with join rows below, whatever the signs of their multiplicities."""
+        leaf, positions, at = self.source[node.name]
+        view = self._candidate_view(leaf)
+        if positions:
+            keys = view.keys
+            found = self._lookup(view, positions, tuple([bound[keys[i]] for i in positions]))
         else:
-            for x, _ in values(p):
-                here = {**bound, node.var: x}
-                parts = [list(self._enumerate(c, here)) for c in node.children]
-                for combo in itertools.product(*parts):
-                    out = {node.var: x}
-                    m = 1
-                    for part, mult in combo:
-                        out.update(part)
-                        m *= mult
-                    yield out, m
+            found = view.data
+        return list(dict.fromkeys([k[at] for k in found]))
 
 
 def sql_opt(query: Query) -> SqlOptMaintainer:

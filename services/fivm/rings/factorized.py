@@ -11,7 +11,8 @@ maps. Both are associative and distribute because a count is additive.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -102,6 +103,27 @@ class FactorizedRing:
                 vals.pop(x, None)
         return _factor(a.var, vals, a.count + b.count)
 
+    def sum_all(self, payloads: Sequence[FactPayload]) -> FactPayload:
+        """The sum of ``payloads`` merged into one fresh map: a view's key met by many join rows of a
+        batch costs one pass over their values instead of a copy per row (docs/algorithms/fivm.md §2.14)."""
+        if len(payloads) == 1:
+            return payloads[0]
+        factors = [p for p in payloads if isinstance(p, Factor)]
+        if not factors:
+            return sum(payloads)  # type: ignore[arg-type]
+        if len(factors) < len(payloads):
+            return functools.reduce(self.add, payloads)  # the mixed case, and its errors
+        var = factors[0].var
+        vals: dict[Any, int] = {}
+        total = 0
+        for f in factors:
+            if f.var != var:
+                raise BlockLayoutError(f"adding values of variables {var} and {f.var}")
+            total += f.count
+            for x, m in f.values.items():
+                vals[x] = vals.get(x, 0) + m
+        return _factor(var, {x: m for x, m in vals.items() if m}, total)
+
     def mul(self, a: FactPayload, b: FactPayload) -> FactPayload:
         """Keep the factor of the variable highest in the order, scaled by the other's count (§5.2)."""
         if isinstance(a, Factor) and isinstance(b, Factor):
@@ -148,6 +170,55 @@ class FactorizedRing:
             if j is not None and (best < 0 or j < best):
                 best, at = j, i
         return 1 if best < 0 else Factor(best, {values[at]: 1}, 1)
+
+    def lift_sum(self, var: str, weights: Mapping[Any, int]) -> FactPayload:
+        """``Σ_x weights[x] · lift(var, x)`` in one payload (a trigger step over int counts, §5.2)."""
+        total = sum(weights.values())
+        j = self.index.get(var)
+        if j is None:
+            return total
+        vals = {x: m for x, m in weights.items() if m} if 0 in weights.values() else dict(weights)  # owned
+        return _factor(j, vals, total)
+
+    def leaf_delta(
+        self,
+        variables: Sequence[str],
+        positions: Sequence[int],
+        key_pos: Sequence[int],
+        delta: Mapping[tuple[Any, ...], int],
+    ) -> dict[tuple[Any, ...], FactPayload]:
+        """A leaf's δ for a whole relation delta: per key, ``Σ m · lift_block(variables, t)`` without a
+        payload per tuple: the multiplicities of the kept variable's values are counted per key in
+        plain maps and wrapped once (docs/algorithms/fivm.md §2.14)."""
+        best = -1
+        at = 0
+        for v, i in zip(variables, positions, strict=True):
+            j = self.index.get(v)
+            if j is not None and (best < 0 or j < best):
+                best, at = j, i
+        one = len(key_pos) == 1
+        k0 = key_pos[0] if key_pos else 0
+        if best < 0:  # a count per key
+            counts: dict[tuple[Any, ...], int] = {}
+            for t, m in delta.items():
+                key = (t[k0],) if one else tuple([t[i] for i in key_pos])
+                counts[key] = counts.get(key, 0) + m
+            return {key: c for key, c in counts.items() if c}  # type: ignore[misc]
+        acc: dict[tuple[Any, ...], dict[Any, int]] = {}
+        for t, m in delta.items():
+            key = (t[k0],) if one else tuple([t[i] for i in key_pos])
+            x = t[at]
+            vals = acc.get(key)
+            if vals is None:
+                acc[key] = {x: m}
+            else:
+                vals[x] = vals.get(x, 0) + m
+        out: dict[tuple[Any, ...], FactPayload] = {}
+        for key, vals in acc.items():
+            live = {x: m for x, m in vals.items() if m} if 0 in vals.values() else vals
+            if live:
+                out[key] = Factor(best, live, sum(live.values()))
+        return out
 
     # An int payload is a msgpack int; a Factor is ``[var, [[value, multiplicity], ...], count]``.
     # Values are scalars msgpack keeps exactly; multiplicities and counts fit in 64 bits (§5.4).

@@ -99,6 +99,21 @@ class ListingRing:
                 rows.pop(t, None)
         return Listing(a.schema, rows)
 
+    def sum_all(self, payloads: Sequence[Listing]) -> Listing:
+        """The sum of ``payloads`` merged into one fresh map: a view's key met by many join rows of a
+        batch costs one pass over their rows instead of a copy per row (docs/algorithms/fivm.md §2.14)."""
+        live = [p for p in payloads if p.rows]
+        if len(live) <= 1:
+            return live[0] if live else self.zero()
+        schema = live[0].schema
+        rows: dict[Row, int] = {}
+        for p in live:
+            if p.schema != schema:
+                raise BlockLayoutError(f"adding listing payloads over different schemas {schema}, {p.schema}")
+            for t, m in p.rows.items():
+                rows[t] = rows.get(t, 0) + m
+        return Listing(schema, {t: m for t, m in rows.items() if m})
+
     def mul(self, a: Listing, b: Listing) -> Listing:
         """Cartesian product over disjoint schemas, columns in preorder (§4.2)."""
         if not a.rows or not b.rows:
