@@ -4,18 +4,26 @@ for a sharded query, the next broadcast offset its state covers).
 With ``resident_keys`` and a store that reads one key at a time (``KeyLoader``), at most that many
 engines stay in memory after a checkpoint: the least recently used clean ones are dropped (their state
 is exactly what the store holds) and restored from the store when their key is next seen. Engines
-changed since the last checkpoint stay until it has written them."""
+changed since the last checkpoint stay until it has written them.
+
+Which keys the store holds is asked of the store (``KeyLoader.has_keys``, point lookups batched per
+consumer batch), not kept in an index of every stored key: memory stays bounded by the resident engines
+and a bounded cache of recent answers, however many keys the partition has seen."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
 from shared.engine import Engine, StoredMap, is_incremental, store_backed_maps
 from shared.state import PartitionCheckpoint, StateChanges, StateError, StateStore
 from shared.state.base import EntryReader, KeyLoader
+
+# Answers of the store about keys not resident (stored or not) kept at most: enough for the distinct keys
+# of a large consumer batch, whose lookups are made together before it is applied.
+KNOWN_KEYS = 8192
 
 
 def store_backing(store: StateStore, probe: Engine, incremental: bool) -> frozenset[str]:
@@ -44,6 +52,7 @@ class PartitionState:
         backed: frozenset[str] = frozenset(),
         loader: KeyLoader | None = None,
         resident_keys: int | None = None,
+        known_keys: int = KNOWN_KEYS,
     ):
         """``backed``: maps (``store_backing``) each engine reads through ``store``; ``cp`` must have been
         loaded without them. ``loader``: ``cp`` is only the header (``load_header``) and each stored key
@@ -61,8 +70,11 @@ class PartitionState:
         self.engines: OrderedDict[str, Engine] = OrderedDict()  # least recently used first
         self._loader = loader
         self._resident = resident_keys
-        # stored keys with no resident engine (read on demand); only with a loader
-        self.stored_only: set[str] = set(loader.stored_keys(topic, partition) if loader is not None else ())
+        # with a loader: how many stored keys have no resident engine (read on demand), and a bounded
+        # LRU cache of whether recently asked non-resident keys are stored
+        self._stored_only = loader.count_keys(topic, partition) if loader is not None else 0
+        self._known: OrderedDict[str, bool] = OrderedDict()
+        self._known_max = max(1, known_keys)
         self._incremental: set[str] = set()  # keys checkpointed as entries
         self._rewrite: set[str] = set()  # incremental keys restored from a whole snapshot
         for key, snap in cp.snapshots.items():
@@ -115,12 +127,55 @@ class PartitionState:
             if self._resident is not None:
                 self.engines.move_to_end(key)
             return engine
-        if key in self.stored_only:
+        if self._loader is not None and self._is_stored(key):
             engine = self._load(key)
-            self.stored_only.discard(key)
+            self._stored_only -= 1
         else:
             engine = self._new_engine(key)
+        self._known.pop(key, None)
         return self._add(key, engine)
+
+    def has_state(self, key: str) -> bool:
+        """Whether ``key`` has an engine: resident, or stored."""
+        return key in self.engines or (self._loader is not None and self._is_stored(key))
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Ask the store in one call about the keys not resident and not cached (a consumer batch's keys,
+        before it is applied): a remote store then costs a round trip per batch, not per new key."""
+        if self._loader is None:
+            return
+        engines, known = self.engines, self._known
+        ask = [k for k in keys if k not in engines and k not in known][: self._known_max]
+        if ask:
+            for key, stored in zip(ask, self._loader.has_keys(self.topic, self.partition, ask), strict=True):
+                self._remember(key, stored)
+
+    def _is_stored(self, key: str) -> bool:
+        stored = self._known.get(key)
+        if stored is None:
+            assert self._loader is not None
+            [stored] = self._loader.has_keys(self.topic, self.partition, [key])
+            self._remember(key, stored)
+        return stored
+
+    def _remember(self, key: str, stored: bool) -> None:
+        known = self._known
+        known[key] = stored
+        known.move_to_end(key)
+        if len(known) > self._known_max:
+            known.popitem(last=False)
+
+    def stored_only_keys(self) -> list[str]:
+        """The stored keys with no resident engine, sorted (read from the store: for listings, not per
+        record)."""
+        if self._loader is None:
+            return []
+        engines = self.engines
+        return [k for k in self._loader.stored_keys(self.topic, self.partition) if k not in engines]
+
+    def all_keys(self) -> list[str]:
+        """Every key with state, resident or stored, sorted."""
+        return sorted([*self.engines, *self.stored_only_keys()])
 
     def _load(self, key: str) -> Engine:
         """``key``'s engine from the store (a whole snapshot, or its entries)."""
@@ -146,23 +201,28 @@ class PartitionState:
         if self._resident is None:
             return 0
         excess = len(self.engines) - self._resident
-        dropped = 0
         if excess <= 0:
             return 0
-        for key in list(self.engines):
-            if key in self.dirty:
-                continue
+        idle = []
+        for key in self.engines:
+            if key not in self.dirty:
+                idle.append(key)
+                if len(idle) == excess:
+                    break
+        if not idle:
+            return 0
+        assert self._loader is not None
+        # An engine whose stored state is empty (e.g. every entry deleted) leaves nothing in the store.
+        for key, stored in zip(idle, self._loader.has_keys(self.topic, self.partition, idle), strict=True):
             del self.engines[key]
-            self.stored_only.add(key)
-            dropped += 1
-            if dropped == excess:
-                break
-        return dropped
+            self._stored_only += stored
+            self._remember(key, stored)
+        return len(idle)
 
     @property
     def key_count(self) -> int:
         """Keys with state: resident engines and the stored keys not loaded."""
-        return len(self.engines) + len(self.stored_only)
+        return len(self.engines) + self._stored_only
 
     def read_engine(self, key: str) -> Engine:
         """``key``'s engine from the store, for reading only: not kept, nothing marked to checkpoint."""
@@ -174,7 +234,7 @@ class PartitionState:
     def results(self) -> dict[str, Any]:
         """Every key's result; keys not resident are read from the store into throwaway engines."""
         out = {key: engine.result() for key, engine in self.engines.items()}
-        for key in sorted(self.stored_only):
+        for key in self.stored_only_keys():
             out[key] = self.read_engine(key).result()
         return out
 

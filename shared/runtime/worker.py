@@ -283,7 +283,7 @@ class Worker:
             )
             if self.output.redis is not None and self.routing is None and state.key_count:
                 # Redis lost results while no worker ran: publish those keys' current results again
-                missing = self.output.missing_results(sorted(set(state.engines) | state.stored_only))
+                missing = self.output.missing_results(state.all_keys())
                 if missing:
                     self._republish(state, missing)
                     log.warning(
@@ -470,6 +470,7 @@ class Worker:
             groups = self._drop_misrouted(state.partition, msgs, decoded, groups)
         applied = 0
         index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
+        state.prefetch(groups)
         for key, events in groups.items():
             given = events.copy()  # maps rejections back to records whatever the engine does to its list
             rejections = state.engine(key).apply(events)
@@ -503,7 +504,7 @@ class Worker:
             if key in latest:
                 engine, before = state.engines[key], latest[key]
             else:
-                existed = key in state.engines or key in state.stored_only
+                existed = state.has_state(key)
                 engine = state.engine(key)
                 before = latest[key] = engine.result() if existed else {}
             rejections = engine.apply([item])  # a refused event leaves the engine as it was
@@ -646,7 +647,7 @@ class Worker:
         lost them; keys not resident are read from the store into throwaway engines."""
         if self.routing is not None:
             return self._publish_partial(state)
-        wanted = sorted(set(state.engines) | state.stored_only) if keys is None else keys
+        wanted = state.all_keys() if keys is None else keys
         records = []
         for key in wanted:
             engine = state.engines.get(key)

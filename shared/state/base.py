@@ -12,7 +12,7 @@ A key's state is stored in one of two layouts: a whole snapshot (engines with on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -127,6 +127,15 @@ class KeyLoader(Protocol):
 
     def stored_keys(self, topic: str, partition: int) -> list[str]:
         """Every key that has stored state (a snapshot or entries), sorted."""
+        ...
+
+    def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
+        """Whether each key has stored state, as ``stored_keys`` would list it: point lookups (one round
+        trip for a remote store), so a partition need not hold an index of every stored key."""
+        ...
+
+    def count_keys(self, topic: str, partition: int) -> int:
+        """How many keys ``stored_keys`` would list, counted without holding them."""
         ...
 
     def load_key(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 from shared.engine import Entry
 from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
@@ -47,6 +47,18 @@ class MemoryStore:
         if p is None:
             return []
         return sorted(set(p.snapshots) | {k for k, maps in p.entries.items() if maps})
+
+    def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
+        p = self._data.get((topic, partition))
+        if p is None:
+            return [False] * len(keys)
+        return [key in p.snapshots or bool(p.entries.get(key)) for key in keys]
+
+    def count_keys(self, topic: str, partition: int) -> int:
+        p = self._data.get((topic, partition))
+        if p is None:
+            return 0
+        return len(p.snapshots) + sum(1 for k, maps in p.entries.items() if maps and k not in p.snapshots)
 
     def load_key(
         self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()

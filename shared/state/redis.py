@@ -7,7 +7,7 @@ per partition lists the keys that have entry hashes, so a restore reads exactly 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -138,6 +138,27 @@ class RedisStore:
         )
         keys = {f[len(SNAPSHOT_PREFIX) :].decode() for f in fields if f.startswith(SNAPSHOT_PREFIX)}
         return sorted(keys | {k.decode() for k in listed})
+
+    def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
+        """HEXISTS of the snapshot field and SISMEMBER of the entry-key set, per key, in one pipeline."""
+        if not keys:
+            return []
+        main, listed = self._hash(topic, partition), self._keys_set(topic, partition)
+
+        def read() -> list[Any]:
+            with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hexists(main, SNAPSHOT_PREFIX + key.encode())
+                    pipe.sismember(listed, key)
+                return pipe.execute()
+
+        found = self._call(read, "read state from Redis")
+        return [bool(found[2 * i]) or bool(found[2 * i + 1]) for i in range(len(keys))]
+
+    def count_keys(self, topic: str, partition: int) -> int:
+        """The number of ``stored_keys`` (read at assignment only: the list is dropped once counted; HSCAN
+        and SSCAN may repeat an element, so they cannot count)."""
+        return len(self.stored_keys(topic, partition))
 
     def load_key(
         self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()

@@ -9,7 +9,7 @@ closes it on revocation, and RocksDB's lock file guards against two owners at on
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
@@ -169,6 +169,36 @@ class RocksDBStore:
             keys.add(key)
             it.seek(entry_prefix(key) + b"\xff")
         return sorted(keys)
+
+    def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
+        """A snapshot lookup, else one seek to the key's entry prefix, per key."""
+        db = self._db(topic, partition)
+        it = db.iter()
+        out = []
+        for key in keys:
+            if db.get(SNAPSHOT_PREFIX + key.encode()) is not None:
+                out.append(True)
+                continue
+            prefix = entry_prefix(key)
+            it.seek(prefix)
+            out.append(it.valid() and it.key().startswith(prefix))
+        return out
+
+    def count_keys(self, topic: str, partition: int) -> int:
+        """Snapshot keys, plus each key with entries and no snapshot (seeking past each key's entries)."""
+        db = self._db(topic, partition)
+        count = sum(1 for _ in self._scan(db, SNAPSHOT_PREFIX))
+        it = db.iter()
+        it.seek(ENTRY_PREFIX)
+        while it.valid():
+            k = it.key()
+            if not k.startswith(ENTRY_PREFIX):
+                break
+            key = split_entry_key(k)[0]
+            if db.get(SNAPSHOT_PREFIX + key.encode()) is None:
+                count += 1
+            it.seek(entry_prefix(key) + b"\xff")
+        return count
 
     def load_key(
         self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()

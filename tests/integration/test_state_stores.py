@@ -203,3 +203,8 @@ def test_single_key_reads_equal_the_whole_partition_load(reopen):
         assert sorted(kept) == sorted(e for e in whole.entries.get(key, []) if e[0] != "meta")
     assert again.load_key("in", 0, "never stored") == (None, [])
     assert again.load_header("in", 5).offset is None and again.stored_keys("in", 5) == []
+    # point lookups and the count agree with the listing, for listed keys, prefixes and strangers
+    asked = [*listed, "never stored", "a\x00", "", "k:", "gone\xff", *(k[:-1] for k in listed if k)]
+    assert again.has_keys("in", 0, asked) == [k in listed for k in asked]
+    assert again.has_keys("in", 0, []) == [] and again.has_keys("in", 5, ["a"]) == [False]
+    assert again.count_keys("in", 0) == len(listed) and again.count_keys("in", 5) == 0

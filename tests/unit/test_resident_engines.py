@@ -6,7 +6,9 @@ engines remain after each checkpoint."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,11 +26,11 @@ from shared.state.envelope import Envelope
 ENV = Envelope("test", 1, {}).to_bytes()
 
 
-def item(rng: random.Random) -> UpdateEvent:
+def item(rng: random.Random, delta: int | None = None) -> UpdateEvent:
     return UpdateEvent(
         "items",
         {"item": rng.choice("abcde"), "qty": rng.randint(1, 9), "price": Decimal(rng.randint(1, 99)) / 10},
-        rng.choice([1, 1, 1, -1]),
+        rng.choice([1, 1, 1, -1]) if delta is None else delta,
     )
 
 
@@ -37,7 +39,7 @@ def edge(rng: random.Random) -> UpdateEvent:
     return UpdateEvent("E", {"src": a, "dst": b}, 1)
 
 
-CASES = {
+CASES: dict[str, tuple[Any, dict[str, Any], Callable[[random.Random], UpdateEvent]]] = {
     "reference": (REFERENCE, {"allow_negative": True}, item),
     "triangles": (TRIANGLES, {"mode": "graph", "strategy": "ivm-eps"}, edge),
 }
@@ -105,16 +107,61 @@ def test_engines_changed_since_the_last_checkpoint_are_never_dropped():
     state = partition(REFERENCE, options, store, 1, True)
     rng = random.Random(1)
     for key in ("a", "b", "c"):
-        state.engine(key).apply([item(rng)])
+        state.engine(key).apply([item(rng, 1)])
         state.dirty.add(key)
     assert state.evict_idle() == 0 and len(state.engines) == 3  # nothing checkpointed yet
     store.commit("in", 0, 1, state.take_changes(), ENV)
-    state.engine("a").apply([item(rng)])
+    state.engine("a").apply([item(rng, 1)])
     state.dirty.add("a")
     assert state.evict_idle() == 2  # b and c, the clean ones; a changed since the checkpoint stays
-    assert set(state.engines) == {"a"} and state.stored_only == {"b", "c"}
+    assert set(state.engines) == {"a"} and state.stored_only_keys() == ["b", "c"]
+    assert state.key_count == 3 and state.all_keys() == ["a", "b", "c"]
     before = state.engine("b").result()  # read back from the store
-    assert state.stored_only == {"c"} and before == state.results()["b"]
+    assert state.stored_only_keys() == ["c"] and before == state.results()["b"]
+    assert state.key_count == 3 and state.has_state("c") and not state.has_state("d")
+
+
+def test_the_store_is_asked_which_keys_it_holds_not_an_index():
+    """The partition keeps no list of stored keys: a key is looked up in the store when first seen (in a
+    batch via ``prefetch``), the count follows what the store holds, and a restarted partition counts the
+    stored keys without loading them."""
+    options = resolve_options(REFERENCE, {})  # a delete of an absent item is refused: no state
+    store = MemoryStore()
+    state = partition(REFERENCE, options, store, 1, True)
+    rng = random.Random(2)
+    for key, delta in (("empty", -1), ("a", 1), ("b", 1)):
+        state.engine(key).apply([item(rng, delta)])
+        state.dirty.add(key)
+    store.commit("in", 0, 1, state.take_changes(), ENV)
+    assert store.stored_keys("in", 0) == ["a", "b"]
+    assert state.evict_idle() == 2 and list(state.engines) == ["b"]  # the least recently used go
+    assert state.key_count == 2  # "empty" left nothing in the store, so it is not counted
+    restarted = partition(REFERENCE, options, store, 1, True)
+    assert restarted.key_count == 2 and not restarted.engines
+    restarted.prefetch(["a", "new"])
+    assert restarted.has_state("a") and not restarted.has_state("new") and restarted.key_count == 2
+    assert restarted.engine("a").result() == state.results()["a"]
+    restarted.engine("new")
+    assert restarted.key_count == 3 and restarted.all_keys() == ["a", "b", "new"]
+
+
+def test_the_cache_of_store_answers_is_bounded():
+    options = resolve_options(REFERENCE, {})
+    store = MemoryStore()
+    state = PartitionState(
+        "in",
+        0,
+        lambda: REFERENCE.engine(options),
+        store.load_header("in", 0),
+        loader=store,
+        resident_keys=1,
+        known_keys=5,
+    )
+    state.prefetch(f"k{i}" for i in range(50))
+    assert len(state._known) == 5
+    for i in range(50):
+        assert not state.has_state(f"k{i}")
+    assert len(state._known) == 5
 
 
 def test_a_bound_without_a_store_that_reads_single_keys_is_refused():
