@@ -22,7 +22,8 @@ Usage (from the repo root)::
     .venv/bin/python bench/hostile.py            # 24000 / 3800 good records, 7 repeats (~2 min)
     .venv/bin/python bench/hostile.py --quick    # 3000 good records, 1 repeat
 
-Writes ``bench/results/hostile.json`` (``hostile_quick.json`` with ``--quick``).
+Writes ``bench/results/hostile.json`` (``hostile_quick.json`` with ``--quick``); ``--markdown FILE.json``
+prints the table of docs/security.md ("Throughput under a flood") from a stored report.
 """
 
 from __future__ import annotations
@@ -178,6 +179,28 @@ def bench_service(
     }
 
 
+LABELS = {"triangles": "`triangles` (a real view)", "reference": "`reference` (near no-op engine)"}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The docs table of a stored report, with the load the machine was under."""
+    load = report.get("machine", {}).get("loadavg_1_5_15") or ["?"]
+    lines = [
+        f"`{report['command']}`, {report['repeats']} interleaved repeats, load average {load[0]} at the end "
+        "of the run:",
+        "",
+        "| Service | Good records | Clean, good/s | Half hostile, good/s | Slowdown (paired median) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, s in sorted(report["services"].items(), key=lambda kv: kv[1]["slowdown_paired_median"]):
+        lines.append(
+            f"| {LABELS.get(name, f'`{name}`')} | {s['good_records']:,} | "
+            f"{s['clean_good_per_s_median']:,.0f} | {s['hostile_good_per_s_median']:,.0f} | "
+            f"{s['slowdown_paired_median']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--service", action="append", choices=SERVICES, help="default: all of them")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--markdown", metavar="FILE.json", help="print the docs table of a stored report")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     repeats = 1 if args.quick else args.repeats
     out = args.out or RESULTS / ("hostile_quick.json" if args.quick else "hostile.json")
     services: dict[str, Any] = {}
