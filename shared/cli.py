@@ -435,7 +435,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     if args.bootstrap:
         from shared.runtime.kafka import check_reachable
 
-        check_reachable(args.bootstrap)
+        check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     print(f"bootstrapping {service.name} from {args.snapshot} with Spark ...", file=sys.stderr, flush=True)
     report = run_bootstrap(
         _spark(args.master),
@@ -463,7 +463,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     service, config = _load(args.service, args.config)
     refuse_sharded(config)
     client = connect(args.redis) if args.redis else None
-    check_reachable(args.bootstrap)
+    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     print(f"reconciling {service.name} with Spark ...", file=sys.stderr, flush=True)
     report = run_reconcile(
         _spark(args.master),
