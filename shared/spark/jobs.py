@@ -29,6 +29,7 @@ from shared.config import ConfigError, ServiceConfig, schema_of
 from shared.engine import is_incremental
 from shared.partitioner import partition_for
 from shared.runtime.dlq import latest_results, read_dead_letters
+from shared.runtime.kafka import client_security
 from shared.runtime.output import result_index, result_key
 from shared.service import ServiceDefinition
 from shared.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
@@ -64,12 +65,27 @@ def load_jobs(service: ServiceDefinition) -> BatchJobs:
 # --- offsets ------------------------------------------------------------------------------------------
 
 
-def topic_offsets(bootstrap: str, topic: str, spec: str) -> dict[int, int]:
+def kafka_settings(config: ServiceConfig) -> dict[str, str]:
+    """The librdkafka settings the worker's consumer gets beyond its own (the environment's security
+    settings, then the config's ``kafka.consumer`` section), as strings: the jobs' Kafka readers get
+    them too, the Spark source as ``kafka.*`` options."""
+    return {
+        k: str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in client_security(config.kafka.get("consumer", {})).items()
+    }
+
+
+def topic_offsets(
+    bootstrap: str, topic: str, spec: str, kafka: Mapping[str, str] | None = None
+) -> dict[int, int]:
     """``earliest``, ``latest`` or ``P:O,P:O,...`` (unnamed partitions: earliest) per partition.
 
     Unlike the Spark source, which clamps, an explicit offset outside a partition's range is an error:
     resuming or reconciling from the wrong place must not pass silently."""
-    marks = resolve_offsets(bootstrap, topic, "earliest", "latest")
+    try:
+        marks = resolve_offsets(bootstrap, topic, "earliest", "latest", conf=kafka)
+    except ValueError as exc:  # a setting librdkafka refuses (the message names it, secrets masked)
+        raise BatchError(str(exc)) from None
     if spec == "earliest":
         return {p: lo for p, (lo, _hi) in marks.items()}
     if spec == "latest":
@@ -132,7 +148,7 @@ def run_bootstrap(
     schema = schema_of(service, config)
     topic = config.input_topic
     if bootstrap_servers:
-        offsets = topic_offsets(bootstrap_servers, topic, from_offsets)
+        offsets = topic_offsets(bootstrap_servers, topic, from_offsets, kafka_settings(config))
     else:  # no broker to ask: a fresh topic, read from its beginning
         offsets = dict.fromkeys(range(partitions), 0)
     for p in offsets:
@@ -210,12 +226,11 @@ def published_results(redis_client: Any, output_topic: str) -> dict[str, dict[st
 
 
 def _engine_refused(
-    spark: SparkSession, bootstrap: str, dlq_topic: str, input_topic: str
+    spark: SparkSession, bootstrap: str, dlq_topic: str, input_topic: str, kafka: Mapping[str, str]
 ) -> DataFrame | None:
     """(partition, offset) of input records the stream refused; they are not part of its view."""
-    refused = {
-        (d.partition, d.offset) for d in read_dead_letters(bootstrap, dlq_topic) if d.topic == input_topic
-    }
+    dead = read_dead_letters(bootstrap, dlq_topic, kafka=kafka)
+    refused = {(d.partition, d.offset) for d in dead if d.topic == input_topic}
     if not refused:
         return None
     return spark.createDataFrame(sorted(refused), "partition int, offset long")
@@ -237,10 +252,11 @@ def run_reconcile(
     jobs = load_jobs(service)
     schema = schema_of(service, config)
     topic = config.input_topic
+    kafka = kafka_settings(config)
     published = (
         published_results(redis_client, config.output_topic)
         if redis_client is not None
-        else latest_results(bootstrap_servers, config.output_topic)
+        else latest_results(bootstrap_servers, config.output_topic, kafka=kafka)
     )
     report = ReconcileReport(
         service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
@@ -255,7 +271,7 @@ def run_reconcile(
         if t != topic:
             raise BatchError(f"result for key {key!r} reflects topic {t}, but the config reads {topic}")
         key_ends.append((key, int(p), int(end)))
-    starts = topic_offsets(bootstrap_servers, topic, from_offsets)
+    starts = topic_offsets(bootstrap_servers, topic, from_offsets, kafka)
     ends = {p: max((e for _k, pp, e in key_ends if pp == p), default=starts[p]) for p in starts}
     report.offsets = {f"{topic}:{p}": e for p, e in sorted(ends.items())}
     parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
@@ -268,10 +284,11 @@ def run_reconcile(
         topic,
         starting=orjson.dumps({str(p): o for p, o in starts.items()}).decode(),
         ending=orjson.dumps({str(p): o for p, o in ends.items()}).decode(),
+        options={f"kafka.{k}": v for k, v in kafka.items()},
     )
     decoded = decode_log(log, schema).cache()
     report.undecodable = decoded.where(F.col("error").isNotNull()).count()
-    dead = _engine_refused(spark, bootstrap_servers, config.dlq_topic, topic)
+    dead = _engine_refused(spark, bootstrap_servers, config.dlq_topic, topic, kafka)
     covered = spark.createDataFrame(key_ends, f"{KEY} string, _p int, _end long")
     for name, events in events_by_relation(decoded, schema).items():
         if dead is not None:

@@ -13,7 +13,8 @@ Options (names are case-insensitive, as for every Spark source)::
     startingOffsets            earliest (default) | latest | JSON {"<partition>": offset, ...}
     endingOffsets              latest (default)   | earliest | JSON {"<partition>": offset, ...}
     kafkaConsumer.pollTimeoutMs  how long a task or the planner waits for the broker (default 60000)
-    kafka.<librdkafka setting>   passed to every Consumer, e.g. kafka.security.protocol
+    kafka.<librdkafka setting>   passed to every Consumer, e.g. kafka.security.protocol; secret ones
+                                 (kafka.sasl.password) are masked in every error and log line
 
 In JSON offsets -2 means earliest and -1 latest (as in Spark's Kafka source, whose
 ``{"<topic>": {...}}`` form is accepted too); partitions not named start at earliest and end at latest.
@@ -45,6 +46,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from shared.secrets import redact, register_kafka_settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,6 +153,9 @@ def offsets_json(offsets: OffsetSpec | Mapping[int, int]) -> str:
 
 
 def _consumer_conf(bootstrap: str, extra: Mapping[str, str] | None) -> dict[str, Any]:
+    """``extra`` (the ``kafka.*`` options) under the reader's own settings; secrets among them are
+    registered for redaction in this process, the driver's or an executor's, before any client exists."""
+    register_kafka_settings(extra or {})
     conf: dict[str, Any] = {"group.id": f"ivmkafka-{uuid.uuid4().hex}"}
     conf.update(extra or {})
     conf.update(
@@ -171,7 +177,9 @@ def _new_consumer(conf: Mapping[str, Any]) -> Any:
     try:
         return Consumer(dict(conf))
     except (KafkaException, ValueError, TypeError) as exc:
-        raise ValueError(f"invalid '{_KAFKA_PREFIX}*' option for the Kafka consumer: {exc}") from None
+        raise ValueError(
+            f"invalid '{_KAFKA_PREFIX}*' option for the Kafka consumer: {redact(str(exc))}"
+        ) from None
 
 
 # --------------------------------------------------------------------------- offsets
@@ -194,7 +202,7 @@ def _resolve_with(
     try:
         metadata = consumer.list_topics(timeout=timeout)  # all topics: naming one could auto-create it
     except KafkaException as exc:
-        raise KafkaSourceError(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None
+        raise KafkaSourceError(f"cannot reach Kafka at {bootstrap}: {redact(exc.args[0].str())}") from None
     meta = metadata.topics.get(topic)
     if meta is None or not meta.partitions:
         raise KafkaSourceError(f"topic {topic!r} does not exist at {bootstrap}")
@@ -429,7 +437,7 @@ def _read_range(
                         # aborted records. Below ``end`` the rest is not readable yet (open transaction).
                         position = max(position, min(msg.offset(), end))
                         continue
-                    raise KafkaSourceError(f"reading {where}: {err.str()}")
+                    raise KafkaSourceError(f"reading {where}: {redact(err.str())}")
                 offset = msg.offset()
                 if offset >= end:
                     position = end

@@ -1,20 +1,30 @@
-"""The ``ivmkafka`` Spark data source reads exactly the offset ranges asked for, like a plain consumer."""
+"""The ``ivmkafka`` Spark data source reads exactly the offset ranges asked for, like a plain consumer;
+the Kafka security settings reach it and every other Kafka reader of the Spark jobs."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import AnalysisException
 
+from shared.config import ServiceConfig, load_config
 from shared.events import SourceRecord
+from shared.runtime.dlq import latest_results, read_dead_letters, read_to_end
+from shared.runtime.kafka import BrokerUnavailable
 from shared.runtime.produce import produce_records
+from shared.service import load_service
 from shared.spark.kafka_source import KAFKA_SCHEMA, KafkaPartition, KafkaSource, read_kafka, resolve_offsets
-from tests.helpers import read_topic
+from tests.helpers import ivm, read_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -218,3 +228,150 @@ def test_partition_not_in_topic_is_an_error(spark: SparkSession, broker: BrokerP
     with pytest.raises(AnalysisException, match="endingOffsets") as info:
         df.collect()
     assert "has partitions 0..2" in str(info.value)
+
+
+# --------------------------------------------------------------------------- security settings
+
+KEY_PASSWORD = "key-pass-Planted-5e71"
+SASL_PASSWORD = "sasl-pass-Planted-0c94"
+
+
+def _absent_ca(tmp_path: Path) -> str:
+    """TLS settings whose CA file is missing: librdkafka refuses them when it builds a client, naming
+    ``ssl.ca.location``, which proves they reached it (the embedded broker has no TLS listener)."""
+    return str(tmp_path / "absent-ca.pem")
+
+
+def _tls_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("IVMSTREAM_KAFKA_SECURITY_PROTOCOL", "SSL")
+    monkeypatch.setenv("IVMSTREAM_KAFKA_SSL_CA_LOCATION", _absent_ca(tmp_path))
+    monkeypatch.setenv("IVMSTREAM_KAFKA_SSL_KEY_PASSWORD", KEY_PASSWORD)
+
+
+def _config(tmp_path: Path, unique: str, consumer: dict[str, Any]) -> ServiceConfig:
+    path = tmp_path / "reference.json"
+    path.write_text(
+        json.dumps(
+            {
+                "key_field": "store",
+                "input_topic": f"{unique}.updates",
+                "output_topic": f"{unique}.results",
+                "dlq_topic": f"{unique}.dlq",
+                "kafka": {"consumer": consumer},
+            }
+        )
+    )
+    return load_config(load_service("reference"), path)
+
+
+def test_security_settings_reach_the_dead_letter_and_results_readers(
+    broker: BrokerProcess, topic: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the environment, or from a config's ``kafka.consumer`` section, into the consumers that read
+    dead letters and published results back (reconcile uses them): each refuses the missing CA file in
+    one line that names the topic, and no password shows."""
+    from_config = {"security.protocol": "SSL", "ssl.ca.location": _absent_ca(tmp_path)}
+    from_config_secret = from_config | {"sasl.password": SASL_PASSWORD}
+    results = partial(latest_results, broker.bootstrap, topic)
+    dead = partial(read_dead_letters, broker.bootstrap, topic)
+    _refused(partial(results, kafka=from_config), topic, broker, SASL_PASSWORD)
+    _refused(partial(dead, kafka=from_config_secret), topic, broker, SASL_PASSWORD)
+    _tls_env(monkeypatch, tmp_path)
+    _refused(results, topic, broker, KEY_PASSWORD)
+    _refused(dead, topic, broker, KEY_PASSWORD)
+    # the config's section goes on top of the environment's settings
+    assert read_to_end(broker.bootstrap, topic, kafka={"security.protocol": "PLAINTEXT"})
+
+
+def _refused(read: Callable[[], object], topic: str, broker: BrokerProcess, secret: str) -> None:
+    with pytest.raises(BrokerUnavailable) as refused:
+        read()
+    text = str(refused.value)
+    assert f"cannot read {topic} at {broker.bootstrap}" in text and "ssl.ca.location" in text, text
+    assert secret not in text
+
+
+def test_kafka_options_reach_the_planner_and_every_task_consumer(
+    broker: BrokerProcess, topic: str, tmp_path: Path
+) -> None:
+    """``kafka.*`` options go to the consumer that plans the read (in the driver) and to the one each
+    task builds (in an executor, from the pickled reader); their errors mask the passwords."""
+    options = {
+        "bootstrap.servers": broker.bootstrap,
+        "topic": topic,
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.ca.location": _absent_ca(tmp_path),
+        "kafka.sasl.password": SASL_PASSWORD,
+    }
+    reader = KafkaSource(options).reader(KAFKA_SCHEMA)
+    with pytest.raises(ValueError, match=r"ssl\.ca\.location") as planner:
+        reader.partitions()
+    with pytest.raises(ValueError, match=r"ssl\.ca\.location") as task:
+        list(reader.read(KafkaPartition(0, 0, 1)))
+    for refused in (planner, task):
+        assert SASL_PASSWORD not in str(refused.value)
+
+
+def test_reconcile_gives_every_kafka_reader_the_security_settings(
+    broker: BrokerProcess, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment's settings and the config's ``kafka.consumer`` section reach, in the order
+    reconcile uses them, the results reader, the offsets resolver and the Spark source; each failure is
+    one line (an error the CLI reports) without the password."""
+    from shared.spark import jobs
+
+    _tls_env(monkeypatch, tmp_path)
+    config = _config(tmp_path, unique, {"sasl.username": "ivm", "enable.ssl.certificate.verification": False})
+    settings = jobs.kafka_settings(config)
+    assert settings["security.protocol"] == "SSL" and settings["sasl.username"] == "ivm"
+    assert settings["enable.ssl.certificate.verification"] == "false"  # librdkafka's spelling
+    broker.create_topic(config.input_topic, 1)
+    service = load_service("reference")
+    # no Spark session: each reader fails before reconcile would use one
+    reconcile = partial(jobs.run_reconcile, None, service, config, broker.bootstrap, None)
+    with pytest.raises(BrokerUnavailable, match=r"ssl\.ca\.location"):  # the results topic, read back
+        reconcile()
+    published = {"k": {"key": "k", "result": {}, "offsets": {f"{config.input_topic}:0": 0}}}
+    monkeypatch.setattr(jobs, "latest_results", lambda *_a, **_k: published)
+    with pytest.raises(jobs.BatchError, match=r"ssl\.ca\.location") as offsets:  # the offsets resolver
+        reconcile()
+    monkeypatch.setattr(jobs, "topic_offsets", lambda *_a, **_k: {0: 0})
+    with pytest.raises(ValueError, match=r"ssl\.ca\.location") as source:  # the Spark source's planner
+        reconcile()
+    for refused in (offsets, source):
+        assert KEY_PASSWORD not in str(refused.value)
+
+
+def test_secret_kafka_options_stay_out_of_spark_plans(
+    spark: SparkSession, broker: BrokerProcess, topic: str
+) -> None:
+    """Passwords among the ``kafka.*`` options (harmless over PLAINTEXT) read the whole topic and never
+    show in the query's plans."""
+    options = {"kafka.security.protocol": "PLAINTEXT", "kafka.sasl.password": SASL_PASSWORD}
+    df = read_kafka(spark, broker.bootstrap, topic, options=options)
+    assert df.count() == N_RECORDS + N_TOMBSTONES
+    plans = io.StringIO()
+    with contextlib.redirect_stdout(plans):
+        df.explain(extended=True)
+    assert "ivmkafka" in plans.getvalue() and SASL_PASSWORD not in plans.getvalue()
+
+
+@pytest.mark.parametrize("command", ["reconcile", "bootstrap"])
+def test_the_jobs_commands_check_kafka_with_the_configs_settings(
+    broker: BrokerProcess, unique: str, tmp_path: Path, command: str
+) -> None:
+    """``ivmstream reconcile``/``bootstrap`` probe the broker with the config's ``kafka.consumer`` section
+    before starting Spark: a refused setting is one line, without the password beside it."""
+    consumer = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": _absent_ca(tmp_path),
+        "sasl.password": SASL_PASSWORD,
+    }
+    config = _config(tmp_path, unique, consumer)
+    args = [command, "reference", "--config", str(config.source), "--bootstrap", broker.bootstrap]
+    if command == "bootstrap":
+        args += ["--snapshot", str(tmp_path / "snapshot"), "--state-dir", str(tmp_path / "state")]
+    proc = ivm(*args, check=False, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"ivmstream: error: cannot reach Kafka at {broker.bootstrap}: ")
+    assert "ssl.ca.location" in proc.stderr and SASL_PASSWORD not in proc.stderr + proc.stdout
