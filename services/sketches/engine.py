@@ -26,6 +26,7 @@ import orjson
 from services.sketches import plan as P
 from services.sketches.catalog import Table
 from services.sketches.partition import RangeSpec
+from services.sketches.probe import BaseIndexes
 from services.sketches.query import Compiled, compile_options
 from services.sketches.values import exact, row_key, to_json
 from shared.engine import Entry, EntryChange, Rejection
@@ -58,8 +59,11 @@ class SketchEngine:
             t: [typ in ("decimal", "exact") for typ in table.types] for t, table in self.tables.items()
         }
         self._bootstrapped = False
+        self.indexes = BaseIndexes(self.store)  # for probe joins (§2.4.5)
         for node in self.compiled.root.walk():
             node.source = self._whole_store  # top-m refills recapture from the store (§2.6.3)
+            if isinstance(node, P.Scan):
+                node.indexes = self.indexes
 
     def _whole_store(self) -> P.DbView:
         return self.view(None)
@@ -143,17 +147,29 @@ class SketchEngine:
                 del rows[row]
                 if not rows:
                     del frags[f]
+            self.indexes.update(table, row, c)
             self.rows[table] += n
             self._dirty.add((table, row))
 
     def _bootstrap(self) -> None:
-        """Operator state from the stored database: all of it pushed as one batch of inserts (§2.3)."""
+        """Operator state from the stored database: all of it one batch of inserts into an empty store
+        (§2.5), table by table as the driver pushes (probe joins read the tables pushed so far)."""
         self._bootstrapped = True
         out: P.ZSet = {}
-        for table in sorted(self.store):
-            whole = {row: n for rows in self.store[table].values() for row, n in rows.items()}
-            if whole:
-                _fold(out, self.compiled.root.push(table, whole))
+        whole = {
+            t: {row: n for rows in frags.values() for row, n in rows.items()}
+            for t, frags in self.store.items()
+        }
+        dirty = set(self._dirty)
+        for table in self.store:
+            self.store[table] = {}
+            self.rows[table] = 0
+        self.indexes.clear()
+        for table in sorted(whole):
+            if whole[table]:
+                _fold(out, self.compiled.root.push(table, whole[table]))
+                self._store(table, whole[table])
+        self._dirty = dirty
         _fold(out, self.compiled.root.flush())
         self.merge.apply(out)
         self.last_delta = (0, 0)

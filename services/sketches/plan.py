@@ -58,6 +58,7 @@ class Node:
     # The database the operator's child is recaptured from when a top-m buffer underflows (§2.6.3); the
     # engine sets it to its table store, at the batch's new version by the time flush() reads it.
     source: Callable[[], DbView] | None = None
+    width = 0  # columns of the output row (join inputs)
 
     def capture(self, db: DbView) -> Annotated:
         raise NotImplementedError
@@ -79,13 +80,21 @@ class Node:
     def set_top_m(self, m: int | None) -> None:
         """Bound MIN/MAX and top-k state to m units (§2.6.3); only those operators keep such state."""
 
+    def lookup(self, positions: tuple[int, ...], key: Row) -> Iterable[tuple[Row, int, int]]:
+        """The current output rows whose columns ``positions`` equal ``key``, read from the table store
+        (probe joins, §2.4.5): ``(row, P, multiplicity)``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be probed (select-project-join only)")
+
 
 class Scan(Node):
     """Table access: annotate each tuple with the bit of its fragment (§2.1; unpartitioned: P = 0)."""
 
-    def __init__(self, table: str, spec: RangeSpec | None) -> None:
+    def __init__(self, table: str, spec: RangeSpec | None, width: int = 0) -> None:
         self.table = table
         self.spec = spec
+        self.width = width
+        # The table store's secondary indexes (``services/sketches/probe.py``), set by the engine.
+        self.indexes: Any = None
 
     def annotate(self, row: Row) -> int:
         spec = self.spec
@@ -106,6 +115,13 @@ class Scan(Node):
     def flush(self) -> ZSet:
         return {}
 
+    def lookup(self, positions: tuple[int, ...], key: Row) -> Iterable[tuple[Row, int, int]]:
+        if None in key:
+            return  # a NULL key matches nothing (SQL)
+        ann = self.annotate
+        for row, n in self.indexes.lookup(self.table, positions, key):
+            yield row, ann(row), n
+
 
 class Filter(Node):
     """σθ and HAVING (§2.4.2): keep tuples whose predicate is true; the sketch is unchanged."""
@@ -113,6 +129,7 @@ class Filter(Node):
     def __init__(self, child: Node, predicate: Expr) -> None:
         self.children = (child,)
         self.predicate = predicate
+        self.width = child.width
 
     def capture(self, db: DbView) -> Annotated:
         p = self.predicate
@@ -127,6 +144,10 @@ class Filter(Node):
 
     def flush(self) -> ZSet:
         return self._keep(self.children[0].flush())
+
+    def lookup(self, positions: tuple[int, ...], key: Row) -> Iterable[tuple[Row, int, int]]:
+        p = self.predicate
+        return (e for e in self.children[0].lookup(positions, key) if p(e[0]) is True)
 
 
 class Project(Node):
@@ -198,6 +219,7 @@ class Join(Node):
         bloom: bool,
     ) -> None:
         self.children = (left, right)
+        self.width = left.width + right.width
         self.left_key = left_key
         self.right_key = right_key
         self.residual = residual

@@ -21,6 +21,7 @@ from services.sketches import plan as P
 from services.sketches.catalog import Table, parse_relations
 from services.sketches.expressions import AGGREGATES, Expr, QueryError, compile_expr, literal, unsupported
 from services.sketches.partition import RangeSpec, parse_partition
+from services.sketches.probe import ProbeJoin
 from shared.events import Relation
 from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int
 
@@ -164,6 +165,7 @@ def _join_tree(
     specs: Mapping[str, RangeSpec],
     pushdown: bool,
     bloom: bool,
+    probe: bool,
 ) -> tuple[P.Node, list[_Source], _UnionFind, _Scope]:
     scope = _Scope(sources)
     conds = _conjuncts(select.args["where"].this if select.args.get("where") else None)
@@ -188,7 +190,7 @@ def _join_tree(
             rest.append((aliases, c))
 
     def leaf(src: _Source) -> P.Node:
-        node: P.Node = P.Scan(src.table.name, specs.get(src.table.name))
+        node: P.Node = P.Scan(src.table.name, specs.get(src.table.name), len(src.table.sql_columns))
         local = _Scope([_Source(src.alias, src.table)])
         for c in single[src.alias]:
             node = P.Filter(node, compile_expr(c, _column_resolver(local)))
@@ -219,7 +221,10 @@ def _join_tree(
         theta_parts = [c for aliases, c in rest if aliases <= inside and aliases & {nxt.alias}]
         rest = [(a, c) for a, c in rest if not (a <= inside and a & {nxt.alias})]
         theta = _conjunction(theta_parts, _column_resolver(joined_scope))
-        node = P.Join(node, leaf(nxt), _key(lpos), _key(rpos), theta, bloom)
+        if probe:
+            node = ProbeJoin(node, leaf(nxt), (tuple(lpos), tuple(rpos)), theta, bloom)
+        else:
+            node = P.Join(node, leaf(nxt), _key(lpos), _key(rpos), theta, bloom)
     scope = _Scope(placed)
     top = _conjunction([c for _, c in rest], _column_resolver(scope))
     if top is not None:
@@ -306,6 +311,7 @@ def _plan_select(
     pushdown: bool,
     bloom: bool,
     in_union: bool = False,
+    probe: bool = False,
 ) -> _SelectPlan:
     for key in ("with_", "qualify", "connect", "pivots", "laterals"):
         if select.args.get(key):
@@ -313,7 +319,7 @@ def _plan_select(
     if select.args.get("distinct") and select.args["distinct"].args.get("on"):
         raise QueryError("DISTINCT ON is not supported")
     sources = _sources(select, tables)
-    node, placed, classes, scope = _join_tree(select, sources, specs, pushdown, bloom)
+    node, placed, classes, scope = _join_tree(select, sources, specs, pushdown, bloom, probe)
     items = list(select.expressions)
     if any(isinstance(i, exp.Star) for i in items):
         if len(items) != 1:
@@ -553,6 +559,7 @@ def compile_query(
     allow_unsafe: bool = False,
     monotone_aggregates: bool = False,
     top_m: int | None = None,
+    join: str = "mat",
 ) -> Compiled:
     """Parse and plan ``sql``; QueryError (a ValueError) for anything outside the class or unsafe."""
     tables = parse_relations(relations)
@@ -571,7 +578,8 @@ def compile_query(
     if isinstance(tree, exp.Union):
         branches = _union_branches(tree)
         plans = [
-            _plan_select(b, tables, by_table, selection_pushdown, bloom, in_union=True) for b in branches
+            _plan_select(b, tables, by_table, selection_pushdown, bloom, in_union=True, probe=join == "probe")
+            for b in branches
         ]
         widths = {len(p.columns) for p in plans}
         if len(widths) != 1:
@@ -583,7 +591,7 @@ def compile_query(
         safety: str | None = "S1"
         s4: dict[str, list[tuple[Expr, str]]] = {}
     elif isinstance(tree, exp.Select):
-        one = _plan_select(tree, tables, by_table, selection_pushdown, bloom)
+        one = _plan_select(tree, tables, by_table, selection_pushdown, bloom, probe=join == "probe")
         root, columns, ordered = one.node, one.columns, one.ordered
         safety, why = _safety(one, specs, monotone_aggregates)
         if safety is None and not allow_unsafe:
@@ -661,6 +669,11 @@ OPTIONS: dict[str, Option] = {
         boolean(),
         "S4: accept sum/count > c and ORDER BY sum DESC LIMIT k, refusing negative sum inputs",
     ),
+    "join": Option(
+        "mat",
+        choice("mat", "probe"),
+        "mat: joins keep both inputs indexed by key; probe: joins look rows up in the table store (§2.4.5)",
+    ),
     "top_m": Option(
         0,
         non_negative_int(),
@@ -682,6 +695,7 @@ def compile_options(options: Mapping[str, Any]) -> Compiled:
         allow_unsafe=options["allow_unsafe"],
         monotone_aggregates=options["monotone_aggregates"],
         top_m=options.get("top_m") or None,
+        join=options.get("join", "mat"),
     )
 
 

@@ -112,7 +112,11 @@ def boundaries(draw: Any) -> list[int]:
 def test_maintained_sketch_is_a_capture_and_skipping_is_safe(shape: str, data: st.DataObject) -> None:
     sql, duck_sql, parts = SHAPES[shape]
     partition = {t: {"column": c, "boundaries": boundaries(data.draw)} for t, c in parts.items()}
-    flags = {"bloom": data.draw(st.booleans()), "selection_pushdown": data.draw(st.booleans())}
+    flags = {
+        "bloom": data.draw(st.booleans()),
+        "selection_pushdown": data.draw(st.booleans()),
+        "join": data.draw(st.sampled_from(["mat", "probe"])),
+    }
     imp = engine(sql, partition, "imp", **flags)
     full = engine(sql, partition, "full")
     model: dict[str, Counter[tuple[Any, ...]]] = {t: Counter() for t in SCHEMA}
