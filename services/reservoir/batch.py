@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DecimalType
@@ -30,6 +31,7 @@ from shared.spark.jobs import BatchError, BatchJobs
 COUNT = DecimalType(38, 0)  # counts exceed 64 bits on skewed data; beyond 38 digits the job refuses
 _R = "__r"  # a directed edge's count per key (rounded or exact)
 _W = "__w"
+PARSE: dict[str, Any] = {"int": int, "float": float, "str": str}  # a column type -> its value from a string
 CHECKED = {"rsjoin": False, "redraw": False, "sjoin": True}  # strategy -> exact counts (others: |Q| only)
 
 
@@ -98,6 +100,24 @@ def directed_counts(
     return memo
 
 
+def _all_counts(
+    memo: Mapping[tuple[int, int], DataFrame], key_cols: Mapping[tuple[int, int], Sequence[str]]
+) -> DataFrame:
+    """Every directed edge's counts in one frame (one Spark job): the edge, its key values as a JSON
+    array of strings (their types differ from edge to edge; ``PARSE`` reads them back), the count."""
+    frames = []
+    for (e, p), df in memo.items():
+        cols = key_cols[(e, p)]
+        values = F.to_json(F.array(*[F.col(c).cast("string") for c in cols])) if cols else F.lit("[]")
+        frames.append(
+            df.select(KEY, F.lit(e).alias("__e"), F.lit(p).alias("__p"), values.alias("__v"), "__cnt")
+        )
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
 def build_state(
     spark: SparkSession, bags: Mapping[str, DataFrame], options: Mapping[str, Any]
 ) -> Iterator[tuple[str, bytes]]:
@@ -110,18 +130,17 @@ def build_state(
     checked = CHECKED.get(options["strategy"])
     spark_counts: dict[str, dict[tuple[int, int], dict[tuple[Any, ...], int]]] = defaultdict(dict)
     if checked is not None:
-        nodes = node_frames(aliases, query)
-        memo = directed_counts(nodes, query, exact=checked)
-        for (e, p), df in memo.items():
-            key_cols = [c for c in df.columns if c not in (KEY, "__cnt", _R)]
-            for row in df.collect():
-                if row["__cnt"] is None:
-                    raise BatchError(
-                        "reservoir bootstrap: a count exceeds 38 digits; build the state by replay"
-                    )
-                spark_counts[row[KEY]].setdefault((e, p), {})[tuple(row[c] for c in key_cols)] = int(
-                    row["__cnt"]
-                )
+        memo = directed_counts(node_frames(aliases, query), query, exact=checked)
+        key_cols = {edge: [c for c in df.columns if c not in (KEY, "__cnt", _R)] for edge, df in memo.items()}
+        for row in _all_counts(memo, key_cols).collect():
+            if row["__cnt"] is None:
+                raise BatchError("reservoir bootstrap: a count exceeds 38 digits; build the state by replay")
+            edge = (row["__e"], row["__p"])
+            value = tuple(
+                PARSE[query.types[c]](v)
+                for c, v in zip(key_cols[edge], orjson.loads(row["__v"]), strict=True)
+            )
+            spark_counts[row[KEY]].setdefault(edge, {})[value] = int(row["__cnt"])
     for key in sorted(base_rows):
         engine = ReservoirEngine.bootstrap(options, {b: sorted(ts) for b, ts in base_rows[key].items()})
         if checked is not None:

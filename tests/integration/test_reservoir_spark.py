@@ -1,7 +1,7 @@
 """Spark side of the reservoir service (docs/algorithms/reservoir.md §8): the bootstrap's engines hold
 the snapshot's relations, index counts equal to Spark's and a valid sample; bootstrap then stream
-runs on; reconcile matches every published result and catches a sampled row that is not a join row,
-a wrong sample size and a wrong exact |Q|."""
+runs on; reconcile matches a published result and catches a sampled row that is not a join row, a
+wrong sample size and a wrong exact |Q|."""
 
 from __future__ import annotations
 
@@ -128,11 +128,10 @@ def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, uniqu
     assert sorted(results) == ["g1", "g2"]
     assert all(len(r["sample"]) == config.options["k"] for r in results.values())
 
-    good = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
-    assert good.verdict == "match" and good.keys == 2, good.mismatches
+    # one reconcile checks both: g1 as published matches, g2 with a sampled row outside the join does not
     record = orjson.loads(client.get(result_key(out, "g2")) or b"{}")
     record["result"]["sample"][0]["a"] = 10_000
     client.set(result_key(out, "g2"), orjson.dumps(record))
-    bad = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
-    assert bad.verdict == "mismatch" and list(bad.mismatches) == ["g2"]
-    assert bad.mismatches["g2"][0].startswith("$.sample")
+    report = run_reconcile(spark, SERVICE, config, broker.bootstrap, client, snapshot=str(head))
+    assert report.keys == 2 and list(report.mismatches) == ["g2"], report.mismatches
+    assert [d.split(":")[0] for d in report.mismatches["g2"]] == ["$.sample"]
