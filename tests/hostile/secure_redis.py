@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from shared.dev.redis_server import free_port
+from shared.dev.redis_server import free_port, spawn_redis_server, stop_redis_server
 
 DEFAULT_PASSWORD = "planted-default-Zq81xv"
 ACL_USER = "ivm"
@@ -122,9 +120,6 @@ class SecureRedis:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 15.0) -> SecureRedis:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed (run `make setup`)")
         pki = self.pki
         # requirepass and the ACL user go in a config file: on the command line they would be visible to
         # every local user in the process list.
@@ -149,40 +144,26 @@ class SecureRedis:
             + "\n"
         )
         conf.chmod(0o600)
-        self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout
-        client = redis.Redis(port=self.port, password=DEFAULT_PASSWORD, socket_connect_timeout=0.5)
-        while True:
-            try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
-                if self.proc.poll() is not None:
-                    err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                    raise RuntimeError(f"redis-server exited: {err.strip()}") from None
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("secure redis-server did not answer") from None
-                time.sleep(0.05)
+        probe = redis.Redis(port=self.port, password=DEFAULT_PASSWORD, socket_connect_timeout=0.5)
+        self.proc = spawn_redis_server([str(conf)], self.port, probe, timeout)
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_redis_server(self.proc)
         self.proc = None
 
     def plain_url(self, user: str = "", password: str | None = None) -> str:
-        auth = f"{user}:{password}@" if password is not None else (f"{user}@" if user else "")
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        return f"redis://{_auth(user, password)}127.0.0.1:{self.port}/0"
 
     def tls_url(self, user: str = "", password: str | None = None, ca: Path | None = None) -> str:
-        auth = f"{user}:{password}@" if password is not None else (f"{user}@" if user else "")
+        auth = _auth(user, password)
         pki = self.pki
         return (
             f"rediss://{auth}127.0.0.1:{self.tls_port}/0?ssl_ca_certs={ca or pki.ca}"
             f"&ssl_certfile={pki.client_cert}&ssl_keyfile={pki.client_key}&ssl_cert_reqs=required"
         )
+
+
+def _auth(user: str, password: str | None) -> str:
+    """The ``user:password@`` part of a URL (``user@`` without a password, nothing without either)."""
+    return f"{user}:{password}@" if password is not None else (f"{user}@" if user else "")

@@ -83,13 +83,28 @@ def feed(broker, unique: str, half: int) -> None:
     assert report.sent == len(part) and not report.failures, report.failures
 
 
-def outage(redis: RedisServer, broker, unique: str) -> RedisServer:
+def outage(redis: RedisServer, broker, unique: str) -> None:
     """Stop redis-server, produce the second half while it is down, then start it again on the same
     port (and data directory, if it has one)."""
     redis.stop()
     feed(broker, unique, 1)
     time.sleep(DOWN_FOR)
-    return RedisServer(redis.port, redis.data_dir).start()
+    redis.start()
+
+
+def ride_out(broker, unique: str, cfg: Path, redis: RedisServer, state: str, linger: float = 0.0) -> str:
+    """A worker through the first half, the outage with the second half, and the catch-up, then
+    ``linger`` seconds more; its log."""
+    log = cfg.parent / "w.log"
+    with running_worker(worker_args(broker, unique, cfg, redis, state), log):
+        feed(broker, unique, 0)
+        wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
+        outage(redis, broker, unique)
+        wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
+        time.sleep(linger)
+    text = log.read_text()
+    assert "retrying in" in text, text  # the outage met the worker
+    return text
 
 
 def test_results_in_a_redis_that_restarts_empty_are_published_again(broker, unique, tmp_path):
@@ -99,17 +114,9 @@ def test_results_in_a_redis_that_restarts_empty_are_published_again(broker, uniq
     cfg = config(tmp_path, unique)
     redis = RedisServer().start()
     try:
-        args = worker_args(broker, unique, cfg, redis, "rocksdb")
-        log = tmp_path / "w.log"
-        with running_worker(args, log):
-            feed(broker, unique, 0)
-            wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
-            redis = outage(redis, broker, unique)
-            wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
-            time.sleep(1.0)  # a checkpoint after the last batch: it checks Redis again
-        text = log.read_text()
+        # lingering, a checkpoint after the last batch checks Redis again
+        text = ride_out(broker, unique, cfg, redis, "rocksdb", linger=1.0)
         assert "Redis lost the published results of triangles" in text, text
-        assert "retrying in" in text, text  # the outage met the worker
         published = published_results(redis.url, f"{unique}.results", service="triangles")
         assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
     finally:
@@ -125,14 +132,7 @@ def test_redis_state_that_comes_back_with_its_data_resumes(broker, unique, tmp_p
     data.mkdir()
     redis = RedisServer(data_dir=str(data)).start()
     try:
-        args = worker_args(broker, unique, cfg, redis, "redis")
-        log = tmp_path / "w.log"
-        with running_worker(args, log):
-            feed(broker, unique, 0)
-            wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
-            redis = outage(redis, broker, unique)
-            wait_caught_up(broker.bootstrap, f"{unique}-g", f"{unique}.updates", timeout=120)
-        assert "retrying in" in log.read_text(), log.read_text()  # the outage met the worker
+        ride_out(broker, unique, cfg, redis, "redis")
         published = published_results(redis.url, f"{unique}.results", service="triangles")
         assert answer(published) == answer(offline_results(cfg, SAMPLE, service="triangles"))
     finally:
@@ -153,7 +153,7 @@ def test_redis_state_that_comes_back_empty_stops_the_worker_and_a_restart_refuse
         try:
             feed(broker, unique, 0)
             wait_checkpointed(broker.bootstrap, f"{unique}-g", f"{unique}.updates")
-            redis = outage(redis, broker, unique)
+            outage(redis, broker, unique)
             code = worker.wait(60)
         finally:
             if worker.poll() is None:

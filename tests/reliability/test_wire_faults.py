@@ -17,7 +17,7 @@ checkpoint covers it; and one broker of three down holds back only the partition
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -164,7 +164,12 @@ def test_every_fault_during_a_run_leaves_results_equal_to_replay(
     assert f"(broker_timeout {BROKER_TIMEOUT:g} s)" in errors[0]
     assert "Traceback" not in run.logs()
 
-    run.produce(chunks[-1])
+    _restart_and_finish(run, chunks[-1])
+
+
+def _restart_and_finish(run: Run, rest: Sequence[SourceRecord]) -> None:
+    """The rest of the input, a worker started again to catch up and stopped; the results equal replay."""
+    run.produce(rest)
     worker = run.start_named("w")
     try:
         run.wait_for(worker, "catch-up after the restart", run.caught_up, timeout=60)
@@ -326,13 +331,7 @@ def test_a_refused_produce_stops_the_worker_in_one_line_and_a_restart_resumes_ex
             [bad] = [m for m in read_to_end(fault_broker.bootstrap, run.topic) if m.value() == BAD.value]
             assert run.progress()[bad.partition()].committed <= bad.offset(), (bad.offset(), run.progress())
         done += len(chunk) + (kind == "dlq")
-    run.produce(chunks[-1])
-    worker = run.start_named("w")
-    try:
-        run.wait_for(worker, "catch-up after the refusals", run.caught_up, timeout=60)
-    finally:
-        run.stop(worker)
-    run.assert_published_equals_replay()
+    _restart_and_finish(run, chunks[-1])
 
 
 def _checkpointed(run: Run) -> int:
