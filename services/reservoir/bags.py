@@ -2,7 +2,8 @@
 
 A cyclic join is run as an acyclic join over the bags of a declared decomposition. Each bag keeps the
 join of its aliases; inserting an alias tuple yields the bag tuples it creates (its join with the
-other aliases of the bag, by hash lookups in a fixed order), each of which the engine then inserts
+other aliases of the bag, by hash lookups in a fixed order, each alias joined after one it shares a
+column with), each of which the engine then inserts
 into the index as a tuple of that node. A bag of one alias passes its tuples through unchanged.
 """
 
@@ -30,9 +31,11 @@ class BagLayer:
             for a in n.members:
                 bound = set(relations[a])
                 plan = []
-                for b in n.members:
-                    if b == a:
-                        continue
+                rest = [b for b in n.members if b != a]
+                while rest:
+                    # the next alias sharing a column with those bound, so no lookup is a cross product
+                    b = next((b for b in rest if bound & set(relations[b])), rest[0])
+                    rest.remove(b)
                     key = tuple(c for c in relations[b] if c in bound)
                     plan.append((b, key))
                     self.indexes.setdefault(b, {}).setdefault(key, {})

@@ -58,6 +58,8 @@ class ReservoirEngine:
         self.rng = random.Random(self.seed)
         self.rels: dict[str, dict[Tup, int]] = {a: {} for a in q.relations}  # tuple -> arrival number
         self.rel_seq = 0
+        self.key_pos = {a: tuple(q.relations[a].index(c) for c in cols) for a, cols in q.keys.items()}
+        self.holders: dict[str, dict[Tup, Tup]] = {a: {} for a in self.key_pos}  # alias -> key -> tuple
         self._log: dict[tuple[str, bytes], bytes | None] = {}  # entries changed since the last checkpoint
         self._meta_changed = True
         self.counters = dict.fromkeys(_COUNTERS, 0)
@@ -79,7 +81,11 @@ class ReservoirEngine:
         engine = cls(options)
         for base, tuples in bases.items():
             for t in tuples:
-                for alias in engine.query.fanout[base]:
+                aliases = engine.query.fanout[base]
+                clash = engine._key_clash(aliases, t)
+                if clash is not None:
+                    raise ValueError(f"the relations break a declared key: {t!r} in {base}: {clash}")
+                for alias in aliases:
                     engine._add_rel(alias, t)
         engine._reload_nodes()
         if engine.strategy in REDRAWING:
@@ -113,6 +119,12 @@ class ReservoirEngine:
             t = tuple(ev.row[c] for c in q.bases[ev.relation])
             aliases = q.fanout[ev.relation]
             if ev.delta == 1:
+                clash = self._key_clash(aliases, t)
+                if clash is not None:
+                    rejected.append(
+                        Rejection(i, "key-violation", f"insert of {t!r} into {ev.relation}: {clash}")
+                    )
+                    continue
                 self._flush_deletes()
                 self.counters["events"] += 1
                 for alias in aliases:
@@ -134,6 +146,8 @@ class ReservoirEngine:
                     for alias in aliases:
                         del self.rels[alias][t]
                         self._log[(REL, _key(alias, t))] = None
+                        if alias in self.key_pos:
+                            del self.holders[alias][self._key_of(alias, t)]
                     self.pending_deletes += 1
             else:
                 rejected.append(
@@ -154,7 +168,33 @@ class ReservoirEngine:
         for b in self.bags.insert(alias, t):
             self._insert_node(e, b)
 
+    # --- declared keys (§2.8) -------------------------------------------------------------------
+
+    def _key_of(self, alias: str, t: Tup) -> Tup:
+        return tuple(t[i] for i in self.key_pos[alias])
+
+    def _key_clash(self, aliases: Sequence[str], t: Tup) -> str | None:
+        """Why inserting t into these aliases would break a declared key, or None (a duplicate of a
+        present tuple breaks none)."""
+        for alias in aliases:
+            if alias not in self.key_pos or t in self.rels[alias]:
+                continue
+            held = self.holders[alias].get(self._key_of(alias, t))
+            if held is not None:
+                cols = ", ".join(self.query.keys[alias])
+                return f"{alias} already holds {held!r} with the same key ({cols})"
+        return None
+
+    def _hold_keys(self) -> None:
+        """The key index of every keyed alias, from its tuples (it is derived state, never stored)."""
+        self.holders = {a: {} for a in self.key_pos}
+        for alias in self.key_pos:
+            for t in self.rels[alias]:
+                self.holders[alias][self._key_of(alias, t)] = t
+
     def _add_rel(self, alias: str, t: Tup) -> None:
+        if alias in self.key_pos:
+            self.holders[alias][self._key_of(alias, t)] = t
         self.rels[alias][t] = self.rel_seq
         self._log[(REL, _key(alias, t))] = str(self.rel_seq).encode()
         self.rel_seq += 1
@@ -383,6 +423,7 @@ class ReservoirEngine:
 
     def _load(self, st: dict[str, Any]) -> None:
         self.rels = {a: {tuple(t): seq for t, seq in rows} for a, rows in st["rels"].items()}
+        self._hold_keys()
         self._fresh_structures()
         index = self.index
         for alias, rel in self.rels.items():

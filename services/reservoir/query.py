@@ -29,6 +29,7 @@ from shared.options import (
 
 STRATEGIES = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt", "symhj", "redraw", "rebuild")
 TYPES = ("int", "str", "float")
+MERGING = ("rsjoin-opt", "sjoin-opt")  # the strategies that merge foreign-key joins (§2.8)
 
 
 def _columns(v: Any) -> list[tuple[str, str]]:
@@ -68,6 +69,20 @@ def _bags(v: Any) -> list[list[str]]:
 
 bags: Parser[list[list[str]]] = Parser("a list of bags, each a list of relation aliases", _bags)
 
+
+def _key_columns(v: Any) -> list[str]:
+    if (
+        not isinstance(v, list)
+        or not v
+        or not all(isinstance(c, str) and c for c in v)
+        or len(set(v)) != len(v)
+    ):
+        raise key_columns.invalid()
+    return list(v)
+
+
+key_columns: Parser[list[str]] = Parser("a non-empty list of distinct column names", _key_columns)
+
 OPTIONS: dict[str, Option] = {
     "relations": Option(
         {"G1": [("src", "int"), ("mid", "int")], "G2": [("mid", "int"), ("dst", "int")]},
@@ -81,6 +96,11 @@ OPTIONS: dict[str, Option] = {
         "{base: [columns]}: a base relation's own column names (default: its first alias's)",
     ),
     "bags": Option(None, optional(bags), "a cyclic join's decomposition: each bag a list of aliases (§4)"),
+    "keys": Option(
+        {},
+        mapping(key_columns),
+        "{alias: [columns]}: a key of a (referenced) relation; inserts that break it are refused (§2.8)",
+    ),
     "k": Option(1000, positive_int(), "the reservoir size"),
     "seed": Option(42, non_negative_int(), "the seed of the engine's random generator"),
     "predicate": Option(None, optional(string()), "θ over result columns, e.g. 'src != dst' (§1.3)"),
@@ -110,6 +130,8 @@ class Query:
     columns: tuple[str, ...]  # the join result's columns
     nodes: tuple[Node, ...]
     edges: tuple[tuple[int, int], ...]  # the join tree over nodes
+    keys: dict[str, tuple[str, ...]]  # alias -> its declared key columns
+    derived: str  # how the nodes came about: "aliases", "declared", "fk-merge" (§2.8) or "ghd" (§4)
 
     def neighbours(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in self.nodes]
@@ -158,14 +180,70 @@ def parse_query(options: Mapping[str, Any]) -> Query:
     out_cols: list[str] = []
     for cols_ in rels.values():
         out_cols += [c for c in cols_ if c not in out_cols]
-    nodes = _nodes(rels, options["bags"])
+    keys = _keys(rels, options["keys"])
+    decomposition, derived = options["bags"], "declared"
+    if decomposition is None:
+        decomposition, derived = [[a] for a in rels], "aliases"
+        if options["strategy"] in MERGING and keys:
+            merged = fk_merge(rels, keys)
+            if merged is not None and len(merged) < len(rels):
+                decomposition, derived = merged, "fk-merge"
+    nodes = _nodes(rels, decomposition)
     edges = join_tree([set(n.attrs) for n in nodes])
     if edges is None:
         raise ValueError(
             "the join is cyclic: declare 'bags' (a decomposition whose bags form an acyclic join), "
             "e.g. one bag per triangle for the dumbbell"
         )
-    return Query(rels, types, bases, {b: tuple(a) for b, a in fanout.items()}, tuple(out_cols), nodes, edges)
+    fan = {b: tuple(a) for b, a in fanout.items()}
+    return Query(rels, types, bases, fan, tuple(out_cols), nodes, edges, keys, derived)
+
+
+def _keys(
+    rels: Mapping[str, tuple[str, ...]], declared: Mapping[str, list[str]]
+) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for alias, cols in declared.items():
+        if alias not in rels:
+            raise ValueError(f"keys names {alias!r}, which is not one of the relations")
+        missing = [c for c in cols if c not in rels[alias]]
+        if missing:
+            raise ValueError(f"the key of {alias!r} names {missing[0]!r}, which is not one of its columns")
+        out[alias] = tuple(cols)
+    return out
+
+
+def fk_merge(
+    rels: Mapping[str, tuple[str, ...]], keys: Mapping[str, tuple[str, ...]]
+) -> list[list[str]] | None:
+    """Foreign-key merging (§2.8): each keyed alias S joins the bag of the first join-tree neighbour R
+    (in declaration order) holding S's key columns, so each R tuple meets at most one S tuple and a bag
+    holds at most as many tuples as its one unmerged alias. Contracting join-tree edges keeps the
+    bags an acyclic join. None when the aliases' join is cyclic."""
+    names = list(rels)
+    edges = join_tree([set(rels[a]) for a in names])
+    if edges is None:
+        return None
+    group = list(range(len(names)))
+
+    def find(x: int) -> int:
+        while group[x] != x:
+            x = group[x]
+        return x
+
+    for s, alias in enumerate(names):
+        key = keys.get(alias)
+        if key is None:
+            continue
+        around = sorted(b if a == s else a for a, b in edges if s in (a, b))
+        referencing = [r for r in around if set(key) <= set(rels[names[r]])]
+        if referencing:
+            a, b = find(s), find(referencing[0])
+            group[max(a, b)] = min(a, b)
+    out: dict[int, list[str]] = {}
+    for i, alias in enumerate(names):
+        out.setdefault(find(i), []).append(alias)
+    return list(out.values())
 
 
 def _nodes(

@@ -33,11 +33,12 @@ DUMBBELL = {
     },
     "bags": [["R1", "R2", "R3"], ["R7"], ["R5", "R6", "R4"]],
 }
-# A foreign-key merge written as a bag: Sales joins at most one Item each (item is Item's key in the
-# workloads this models), so the bag holds at most |Sales| tuples; Sales rows may arrive before their Item.
+# A foreign-key join: item is Item's declared key, so each Sales tuple joins at most one Item tuple; the
+# -opt strategies merge Sales and Item into one bag (docs/algorithms/reservoir.md §2.8), the others run
+# on the aliases; all of them refuse an Item tuple whose item another one already has.
 FK_MERGE = {
     "relations": {"Sales": ["item", "cust"], "Item": ["item", "cat"], "Cust": ["cust", "region"]},
-    "bags": [["Sales", "Item"], ["Cust"]],
+    "keys": {"Item": ["item"]},
 }
 QUERIES: dict[str, dict[str, Any]] = {
     "line3": LINE3,
@@ -83,3 +84,40 @@ def event(relation: str, cols: Sequence[str], values: Sequence[Any], delta: int 
 
 def bases(e: ReservoirEngine) -> list[tuple[str, tuple[str, ...]]]:
     return list(e.query.bases.items())
+
+
+class Model:
+    """The base relations a stream leaves, kept apart from the engine: set semantics, declared keys,
+    append_only. ``apply`` returns the refusal code an event must get (None: applied)."""
+
+    def __init__(self, e: ReservoirEngine) -> None:
+        self.query = e.query
+        self.append_only = e.append_only
+        self.sets: dict[str, set[Row]] = {b: set() for b in e.query.bases}
+
+    def apply(self, relation: str, values: Sequence[Any], delta: int) -> str | None:
+        t, present = tuple(values), self.sets[relation]
+        if delta == 1:
+            if t in present:
+                return None
+            for alias in self.query.fanout[relation]:
+                key = self.query.keys.get(alias)
+                if key is None:
+                    continue
+                pos = [self.query.relations[alias].index(c) for c in key]
+                if any(all(o[i] == t[i] for i in pos) for o in present):
+                    return "key-violation"
+            present.add(t)
+            return None
+        if delta != -1:
+            return "set-semantics"
+        if self.append_only:
+            return "append-only"
+        if t not in present:
+            return "absent-tuple"
+        present.remove(t)
+        return None
+
+    def relations(self) -> dict[str, set[Row]]:
+        """Each alias's tuples: its base relation's."""
+        return {a: set(self.sets[b]) for b, aliases in self.query.fanout.items() for a in aliases}
