@@ -94,6 +94,30 @@ class ScalarRing:
             x = to_units(value, self.decimals)
         return x if k == 1 else x**k
 
+    def leaf_delta(
+        self,
+        variables: Sequence[str],
+        positions: Sequence[int],
+        key_pos: Sequence[int],
+        delta: Mapping[tuple[Any, ...], int],
+    ) -> dict[tuple[Any, ...], Any]:
+        """A leaf's δ for a whole relation delta, per key ``Σ m · Π lifts`` in the per-tuple trigger's
+        order of operations (so the same floats), without a ring call per tuple (fivm.md §2.14)."""
+        one = self._one
+        lifted = list(zip(variables, positions, strict=True))
+        single = len(key_pos) == 1
+        k0 = key_pos[0] if key_pos else 0
+        out: dict[tuple[Any, ...], Any] = {}
+        for t, m in delta.items():
+            p = one
+            for v, i in lifted:
+                p = p * self.lift(v, t[i])
+            p = m * p
+            key = (t[k0],) if single else tuple([t[i] for i in key_pos])
+            prev = out.get(key)
+            out[key] = p if prev is None else prev + p
+        return {k: p for k, p in out.items() if p != 0}
+
     def encode(self, a: Any) -> bytes:
         """Floats: 8 bytes IEEE; ints: minimal little-endian two's complement (any size)."""
         if self.exact:
