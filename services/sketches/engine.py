@@ -10,9 +10,9 @@ fragment counts, top-k order, the merge counts μ). Strategies (§4):
 * ``nosketch``: no sketch; every fragment is scanned.
 
 The result (§7.2) is the sketch per partitioned table, the query answered over the sketched fragments
-only (data skipping, §2.7) and how many rows that scanned. Checkpoints hold the table store as entries
-(one per distinct row, keyed by table and fragment); the operator state is a function of the store (the
-maintained state equals a fresh capture's, §3 G2), so a restore rebuilds it by one bootstrap pass.
+only (data skipping, §2.7) and how many rows that scanned. Checkpoints hold the table store (one entry
+per distinct row, keyed by table and fragment) and every operator's state as its own map, written as
+changed entries only (§6), so a restore reads the state back instead of recomputing it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from services.sketches import plan as P
+from services.sketches import state as S
 from services.sketches.catalog import Table
 from services.sketches.partition import RangeSpec
 from services.sketches.probe import BaseIndexes
@@ -33,6 +34,9 @@ from shared.engine import Entry, EntryChange, Rejection
 from shared.events import UpdateEvent
 
 STORE = "t"  # map: orjson [table, fragment, row] -> multiplicity
+BOOTSTRAPPED = S.dumps(["bootstrapped"])  # in map x: the operator state is built (imp)
+# Counters reported by stats() but not part of the result: they restart with the process.
+COUNTERS = ("bloom_probes", "bloom_filtered", "probe_lookups", "topm_refills")
 
 
 def _encode_default(v: Any) -> Any:
@@ -60,7 +64,9 @@ class SketchEngine:
         }
         self._bootstrapped = False
         self.indexes = BaseIndexes(self.store)  # for probe joins (§2.4.5)
-        for node in self.compiled.root.walk():
+        self.nodes = list(self.compiled.root.walk())  # a node's position names its state entries
+        self._marker_dirty = False
+        for node in self.nodes:
             node.source = self._whole_store  # top-m refills recapture from the store (§2.6.3)
             if isinstance(node, P.Scan):
                 node.indexes = self.indexes
@@ -155,6 +161,7 @@ class SketchEngine:
         """Operator state from the stored database: all of it one batch of inserts into an empty store
         (§2.5), table by table as the driver pushes (probe joins read the tables pushed so far)."""
         self._bootstrapped = True
+        self._marker_dirty = True
         out: P.ZSet = {}
         whole = {
             t: {row: n for rows in frags.values() for row, n in rows.items()}
@@ -252,17 +259,17 @@ class SketchEngine:
     def _state_sizes(self) -> dict[str, float]:
         out: dict[str, float] = {"merge_fragments": float(len(self.merge.counts))}
         if self.strategy == "imp":
-            for node in self.compiled.root.walk():
+            for node in self.nodes:
                 for k, v in node.stats().items():
-                    if not k.startswith("bloom"):
+                    if k not in COUNTERS:
                         out[k] = out.get(k, 0.0) + v
         return out
 
     def stats(self) -> dict[str, float]:
         out = self._state_sizes()
-        for node in self.compiled.root.walk():
+        for node in self.nodes:
             for k, v in node.stats().items():
-                if k.startswith("bloom"):
+                if k in COUNTERS:
                     out[k] = out.get(k, 0.0) + v
         out["rows"] = float(sum(self.rows.values()))
         return out
@@ -280,11 +287,27 @@ class SketchEngine:
             for flag, v in zip(flags, values, strict=True)
         )
 
+    def _node_entries(self, changed: bool) -> Iterator[EntryChange]:
+        if not self._bootstrapped:
+            return  # no operator state (full, nosketch, or imp before its first batch)
+        for nid, node in enumerate(self.nodes):
+            for name, parts, value in node.entries(changed):
+                yield name, S.dumps([nid, *parts]), None if value is None else S.dumps(value)
+        for r, n in self.merge.entries(changed):
+            yield S.MERGE, S.dumps([r]), None if n is None else str(n).encode()
+        if self._bootstrapped and (self._marker_dirty or not changed):
+            yield S.SCALARS, BOOTSTRAPPED, b"1"
+        if changed:
+            self._marker_dirty = False
+
     def all_entries(self) -> Iterator[Entry]:
         for table in sorted(self.store):
             for rows in self.store[table].values():
                 for row, n in rows.items():
                     yield STORE, self._key(table, row), str(n).encode()
+        for name, key, value in self._node_entries(False):
+            assert value is not None
+            yield name, key, value
 
     def changed_entries(self) -> list[EntryChange]:
         out: list[EntryChange] = []
@@ -292,16 +315,35 @@ class SketchEngine:
             n = self.multiplicity(table, row)
             out.append((STORE, self._key(table, row), str(n).encode() if n else None))
         self._dirty.clear()
+        out.extend(sorted(self._node_entries(True), key=lambda e: (e[0], e[1])))
         return out
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
         batch: dict[str, dict[P.Row, int]] = {}
+        by_node: dict[int, dict[str, list[tuple[list[Any], Any]]]] = {}
+        counts: list[tuple[int, int]] = []
+        bootstrapped = False
         for name, key, value in entries:
-            if name != STORE:
+            if name == STORE:
+                table, row = self._decode(key)
+                batch.setdefault(table, {})[row] = int(value)
+            elif name == S.MERGE:
+                counts.append((S.loads(key)[0], int(value)))
+            elif name == S.SCALARS and key == BOOTSTRAPPED:
+                bootstrapped = True
+            elif name in S.NODE_MAPS:
+                nid, *parts = S.loads(key)
+                by_node.setdefault(nid, {}).setdefault(name, []).append((parts, S.loads(value)))
+            else:
                 raise ValueError(f"unknown state map {name!r}")
-            table, row = self._decode(key)
-            batch.setdefault(table, {})[row] = int(value)
         self._load(batch)
+        if bootstrapped:
+            for nid, node in enumerate(self.nodes):
+                node.load(by_node.get(nid, {}))
+            self.merge.load(counts)
+            self._bootstrapped = True
+        elif by_node or counts:
+            raise ValueError("operator state without its bootstrap marker")
 
     def _load(self, batch: Mapping[str, Mapping[P.Row, int]]) -> None:
         fresh = SketchEngine(self.options)
@@ -311,15 +353,12 @@ class SketchEngine:
         self._dirty.clear()
 
     def snapshot(self) -> bytes:
-        entries = sorted((k, v) for _, k, v in self.all_entries())
-        return orjson.dumps([[k.decode(), v.decode()] for k, v in entries])
+        """Every entry, sorted: the same bytes for the same state whatever order built it."""
+        entries = sorted((name, k, v) for name, k, v in self.all_entries())
+        return orjson.dumps([[name, k.decode(), v.decode()] for name, k, v in entries])
 
     def restore(self, data: bytes) -> None:
-        batch: dict[str, dict[P.Row, int]] = {}
-        for key, value in orjson.loads(data):
-            table, row = self._decode(key.encode())
-            batch.setdefault(table, {})[row] = int(value)
-        self._load(batch)
+        self.restore_entries((name, k.encode(), v.encode()) for name, k, v in orjson.loads(data))
 
 
 def _negative(v: Any) -> bool:

@@ -19,12 +19,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from services.sketches import state as S
 from services.sketches.bloom import BloomFilter
 from services.sketches.partition import RangeSpec
 from services.sketches.topm import PrefixBuffer
 from services.sketches.values import Descending, add, as_fraction, order_key, row_key
 
 Row = tuple[Any, ...]
+StateEntry = tuple[str, list[Any], Any]  # (map, key parts after the node id, JSON value or None: deleted)
+Loaded = Mapping[str, list[tuple[list[Any], Any]]]  # map -> [(key parts, value)]
 ZSet = dict[tuple[Row, int], int]
 Annotated = list[tuple[Row, int, int]]  # (row, P, multiplicity), multiplicity > 0
 Expr = Callable[[Row], Any]
@@ -84,6 +87,14 @@ class Node:
         """The current output rows whose columns ``positions`` equal ``key``, read from the table store
         (probe joins, §2.4.5): ``(row, P, multiplicity)``."""
         raise NotImplementedError(f"{type(self).__name__} cannot be probed (select-project-join only)")
+
+    def entries(self, changed: bool) -> Iterator[StateEntry]:
+        """The operator's state as checkpoint entries (§6): all of them, or (``changed``) those that
+        changed since the last such call, which then forgets them."""
+        return iter(())
+
+    def load(self, entries: Loaded) -> None:
+        """Rebuild the state from its entries (called after the table store is loaded)."""
 
 
 class Scan(Node):
@@ -227,6 +238,7 @@ class Join(Node):
         self.blooms = (BloomFilter(), BloomFilter()) if bloom else None
         self.probes = 0
         self.filtered = 0
+        self.dirty: set[tuple[int, Row, Row, int]] = set()  # (side, key, row, P) changed since a checkpoint
 
     def capture(self, db: DbView) -> Annotated:
         left, right = (c.capture(db) for c in self.children)
@@ -279,6 +291,7 @@ class Join(Node):
             if bucket is None:
                 bucket = mine[k] = {}
             _add(bucket, (row, p), n)
+            self.dirty.add((side, k, row, p))
             if not bucket:
                 del mine[k]
             if bloom_mine is not None and n > 0:
@@ -297,6 +310,28 @@ class Join(Node):
     def flush(self) -> ZSet:
         left, right = self.children
         return self._delta(left.flush(), right.flush())
+
+    def entries(self, changed: bool) -> Iterator[StateEntry]:
+        if changed:
+            dirty, self.dirty = self.dirty, set()
+            for side, k, row, p in dirty:
+                n = self.index[side].get(k, {}).get((row, p))
+                yield S.JOIN, [side, S.encode_row(row), p], n
+        else:
+            for side, ix in enumerate(self.index):
+                for bucket in ix.values():
+                    for (row, p), n in bucket.items():
+                        yield S.JOIN, [side, S.encode_row(row), p], n
+
+    def load(self, entries: Loaded) -> None:
+        for (side, row_values, p), n in entries.get(S.JOIN, ()):
+            row = S.decode_row(row_values)
+            k = (self.left_key if side == 0 else self.right_key)(row)
+            self.index[side].setdefault(k, {})[(row, p)] = n
+        if self.blooms is not None:  # the keys held now: the old filter's bits minus deleted keys' bits
+            for side, ix in enumerate(self.index):
+                for k in ix:
+                    self.blooms[side].add(k)
 
     def stats(self) -> dict[str, float]:
         size = sum(len(b) for ix in self.index for b in ix.values())
@@ -338,6 +373,10 @@ class Aggregate(Node):
         self.aggs = tuple(aggs)
         self.top_m: int | None = None
         self.refills = 0
+        self.minmax = [i for i, (kind, _) in enumerate(self.aggs) if kind in ("min", "max")]
+        self.dirty: set[Row] = set()  # groups changed since a checkpoint
+        self.changed_values: dict[tuple[Row, int], dict[Any, Any]] = {}  # (group, agg) -> buffer changes
+        self.scalar_dirty = False
         self.scalar = not self.group
         self.groups: dict[Row, GroupState] = {}
         self.before: dict[Row, tuple[Row, int] | None] = {}
@@ -416,6 +455,12 @@ class Aggregate(Node):
                 touched[g] = set()
             if st is None:
                 st = groups[g] = GroupState(n_aggs)
+            for i in self.minmax:
+                buf = st.buffers[i]
+                if buf is None:
+                    buf = st.buffers[i] = PrefixBuffer(self.top_m)
+                if buf.changed is None:
+                    buf.changed = self.changed_values.setdefault((g, i), {})
             self._fold(st, row, n)
             F = st.F
             mark = touched[g]
@@ -466,11 +511,13 @@ class Aggregate(Node):
         if self.top_m is not None:
             self._refill()
         if self.scalar and not self.emitted_scalar:
+            self.scalar_dirty = True
             self.before.setdefault((), None)
             self.touched.setdefault((), set())
             self.groups.setdefault((), GroupState(len(self.aggs)))
         self.emitted_scalar = self.emitted_scalar or self.scalar
         out: ZSet = {}
+        self.dirty.update(self.before)
         for g, old in self.before.items():
             st = self.groups[g]
             for r in self.touched[g]:
@@ -497,6 +544,66 @@ class Aggregate(Node):
         self.touched.clear()
         return out
 
+    def _group_value(self, st: GroupState) -> list[Any]:
+        return [st.cnt, S.encode_row(st.sums), st.nns, sorted(st.F.items())]
+
+    def entries(self, changed: bool) -> Iterator[StateEntry]:
+        groups = self.groups
+        if changed:
+            dirty, self.dirty = self.dirty, set()
+            for g in dirty:
+                st = groups.get(g)
+                yield S.GROUPS, [S.encode_row(g)], None if st is None else self._group_value(st)
+            values, self.changed_values = self.changed_values, {}
+            for (g, i), keys in values.items():
+                st = groups.get(g)
+                buf = st.buffers[i] if st is not None else None
+                if buf is not None:
+                    buf.changed = None  # attached again at its group's next touch
+                for key, v in keys.items():
+                    n = buf.stored(key) if buf is not None else 0
+                    yield S.VALUES, [S.encode_row(g), i, S.encode(v)], n or None
+            if self.scalar_dirty:
+                self.scalar_dirty = False
+                yield S.SCALARS, ["scalar"], 1
+            return
+        for g, st in groups.items():
+            yield S.GROUPS, [S.encode_row(g)], self._group_value(st)
+            for i in self.minmax:
+                buf = st.buffers[i]
+                if buf is not None:
+                    for v, n in buf.values():
+                        yield S.VALUES, [S.encode_row(g), i, S.encode(v)], n
+        if self.emitted_scalar:
+            yield S.SCALARS, ["scalar"], 1
+
+    def load(self, entries: Loaded) -> None:
+        n_aggs = len(self.aggs)
+        for (g_values,), (cnt, sums, nns, F) in entries.get(S.GROUPS, ()):
+            st = self.groups[S.decode_row(g_values)] = GroupState(n_aggs)
+            st.cnt, st.sums, st.nns = cnt, list(S.decode_row(sums)), list(nns)
+            st.F = {r: c for r, c in F}
+            for r in st.F:
+                st.P |= 1 << r
+            for i in self.minmax:
+                st.buffers[i] = PrefixBuffer(self.top_m)
+        stored: dict[tuple[Row, int], list[tuple[Any, Any, int]]] = {}
+        for (g_values, i, v), n in entries.get(S.VALUES, ()):
+            value = S.decode(v)
+            key = Descending(value) if self.aggs[i][0] == "max" else value
+            stored.setdefault((S.decode_row(g_values), i), []).append((key, value, n))
+        for (g, i), units in stored.items():
+            st = self.groups[g]
+            buf = st.buffers[i]
+            assert buf is not None
+            buf.load(units, st.nns[i])
+        for st in self.groups.values():
+            for i in self.minmax:
+                buf = st.buffers[i]
+                if buf is not None and not buf.items:
+                    buf.load((), st.nns[i])
+        self.emitted_scalar = bool(entries.get(S.SCALARS))
+
     def stats(self) -> dict[str, float]:
         out = {"groups": float(len(self.groups))}
         if self.top_m is not None:
@@ -518,13 +625,43 @@ class TopK(Node):
         self.keys = tuple(keys)
         self.limit = limit
         self.top_m: int | None = None
-        self.state = PrefixBuffer(None)
         self.old: ZSet | None = None
         self.refills = 0
+        self.set_top_m(None)
 
     def set_top_m(self, m: int | None) -> None:
         self.top_m = m
         self.state = PrefixBuffer(None if m is None or self.limit is None else max(m, self.limit))
+        self.state.changed = {}
+        self.saved_total = 0  # the bag size the last checkpoint holds
+
+    def entries(self, changed: bool) -> Iterator[StateEntry]:
+        if self.limit is None:
+            return
+        state = self.state
+        if changed:
+            keys, state.changed = state.changed, {}
+            for key, (row, p) in (keys or {}).items():
+                yield S.TOPK, [S.encode_row(row), p], state.stored(key) or None
+            if state.total != self.saved_total:
+                self.saved_total = state.total
+                yield S.SCALARS, ["total"], state.total or None
+            return
+        for (row, p), n in state.values():
+            yield S.TOPK, [S.encode_row(row), p], n
+        if state.total:
+            yield S.SCALARS, ["total"], state.total
+
+    def load(self, entries: Loaded) -> None:
+        if self.limit is None:
+            return
+        units = []
+        for (row_values, p), n in entries.get(S.TOPK, ()):
+            row = S.decode_row(row_values)
+            units.append((self.order(row, p), (row, p), n))
+        total = sum(v for _, v in entries.get(S.SCALARS, ()))
+        self.state.load(units, total)
+        self.saved_total = total
 
     def order(self, row: Row, p: int) -> tuple[Any, ...]:
         return (*(order_key(f(row), desc) for f, desc in self.keys), row_key(row), p)
@@ -605,6 +742,19 @@ class Merge:
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
         self.sketch = 0
+        self.dirty: set[int] = set()  # fragments whose count changed since a checkpoint
+
+    def entries(self, changed: bool) -> Iterator[tuple[int, int | None]]:
+        if changed:
+            dirty, self.dirty = self.dirty, set()
+            return ((r, self.counts.get(r)) for r in sorted(dirty))
+        return iter(sorted(self.counts.items()))
+
+    def load(self, counts: Iterable[tuple[int, int]]) -> None:
+        self.counts = dict(counts)
+        self.sketch = 0
+        for r in self.counts:
+            self.sketch |= 1 << r
 
     def apply(self, delta: ZSet) -> tuple[int, int]:
         """Fold one batch's result delta; return the fragments (added, removed) as bitmasks."""
@@ -618,6 +768,7 @@ class Merge:
                     pre[r] = counts.get(r, 0)
                 counts[r] = counts.get(r, 0) + n
                 p ^= low
+        self.dirty.update(pre)
         added = removed = 0
         for r, before in pre.items():
             now = counts[r]

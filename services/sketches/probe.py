@@ -132,6 +132,16 @@ class ProbeJoin(P.Join):
             raise AssertionError("a probe join's inputs are select-project-join: they emit at push only")
         return {}
 
+    def load(self, entries: P.Loaded) -> None:
+        """No join state to read; the Bloom filters learn the keys each side holds now (the store is
+        loaded first), which covers every key a lookup can find."""
+        if self.blooms is None:
+            return
+        for side, child in enumerate(self.children):
+            key = self.left_key if side == 0 else self.right_key
+            for row, _, _ in child.lookup((), ()):
+                self.blooms[side].add(key(row))
+
     def lookup(self, positions: tuple[int, ...], key: P.Row) -> Iterator[tuple[P.Row, int, int]]:
         """This join's rows whose columns ``positions`` equal ``key``, by nested index lookups."""
         left, right = self.children

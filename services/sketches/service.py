@@ -62,6 +62,6 @@ SERVICE = ServiceDefinition(
         ),
         DemoWorkload(input=DATA / "tpch_demo.jsonl", config={**DEMO_CONFIG, "strategy": "full"}, name="full"),
     ),
-    state_version=1,
+    state_version=2,
     batch="services.sketches.batch:JOBS",
 )

@@ -19,13 +19,15 @@ from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 class PrefixBuffer:
     """``key -> (value, units)`` for the first ``m`` units of a bag in key order (``m=None``: all of it)."""
 
-    __slots__ = ("items", "m", "total", "units")
+    __slots__ = ("changed", "items", "m", "total", "units")
 
     def __init__(self, m: int | None) -> None:
         self.m = m
         self.items: SortedDict = SortedDict()
         self.units = 0  # stored units
         self.total = 0  # units of the whole bag
+        # key -> value of every key whose stored units changed since the owner last took it (checkpoints)
+        self.changed: dict[Any, Any] | None = None
 
     @property
     def complete(self) -> bool:
@@ -39,6 +41,8 @@ class PrefixBuffer:
         cur = self.items.get(key)
         self.items[key] = (value, (cur[1] if cur else 0) + n)
         self.units += n
+        if self.changed is not None:
+            self.changed[key] = value
         self._trim()
 
     def delete(self, key: Any, n: int) -> None:
@@ -48,6 +52,8 @@ class PrefixBuffer:
         if cur is None:
             return
         take = min(cur[1], n)
+        if self.changed is not None:
+            self.changed[key] = cur[0]
         if take == cur[1]:
             del self.items[key]
         else:
@@ -67,6 +73,8 @@ class PrefixBuffer:
         items = self.items
         while self.units > m:
             key, (value, c) = items.peekitem(-1)
+            if self.changed is not None:
+                self.changed[key] = value
             drop = min(c, self.units - m)
             if drop == c:
                 del items[key]
@@ -86,10 +94,34 @@ class PrefixBuffer:
             cur = merged.get(key)
             merged[key] = (value, (cur[1] if cur else 0) + n)
             total += n
-        self.items = SortedDict({k: v for k, v in merged.items() if v[1]})
-        self.units = sum(c for _, c in self.items.values())
+        if self.changed is not None:
+            self.changed.update((k, v[0]) for k, v in self.items.items())
+        self.items = SortedDict()
+        self.units = 0
         self.total = total
-        self._trim()
+        room = self.m
+        for key in sorted(k for k, v in merged.items() if v[1]):
+            value, n = merged[key]
+            if room is not None:
+                if room <= 0:
+                    break
+                n = min(n, room)
+                room -= n
+            self.items[key] = (value, n)
+            self.units += n
+        if self.changed is not None:
+            self.changed.update((k, v[0]) for k, v in self.items.items())
+
+    def load(self, entries: Iterable[tuple[Any, Any, int]], total: int) -> None:
+        """Restore stored units ``(key, value, units)`` and the bag's size from a checkpoint."""
+        for key, value, n in entries:
+            self.items[key] = (value, n)
+            self.units += n
+        self.total = total
+
+    def stored(self, key: Any) -> int:
+        cur = self.items.get(key)
+        return cur[1] if cur else 0
 
     def first(self) -> Any:
         """The value of the first stored unit (None if nothing is stored)."""
