@@ -171,17 +171,18 @@ class RocksDBStore:
         return sorted(keys)
 
     def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
-        """A snapshot lookup, else one seek to the key's entry prefix, per key."""
+        """One seek to the key's entry prefix, else a snapshot lookup, per key (entries first: the layout
+        of incremental engines, the common one)."""
         db = self._db(topic, partition)
         it = db.iter()
         out = []
         for key in keys:
-            if db.get(SNAPSHOT_PREFIX + key.encode()) is not None:
-                out.append(True)
-                continue
             prefix = entry_prefix(key)
             it.seek(prefix)
-            out.append(it.valid() and it.key().startswith(prefix))
+            if it.valid() and it.key().startswith(prefix):
+                out.append(True)
+            else:
+                out.append(db.get(SNAPSHOT_PREFIX + key.encode()) is not None)
         return out
 
     def count_keys(self, topic: str, partition: int) -> int:
