@@ -36,7 +36,7 @@ REL, NODE, DIR, META = "rel", "node", "dir", "meta"  # the maps of the increment
 _META_KEY = b"state"
 SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
 REDRAWING = ("redraw", "rebuild")
-_COUNTERS = ("events", "inserts", "duplicates", "deletes", "rebuilds")
+_COUNTERS = ("events", "inserts", "deletes", "rebuilds")
 
 
 class ReservoirEngine:
@@ -119,6 +119,11 @@ class ReservoirEngine:
             t = tuple(ev.row[c] for c in q.bases[ev.relation])
             aliases = q.fanout[ev.relation]
             if ev.delta == 1:
+                if t in self.rels[aliases[0]]:
+                    # refused, not ignored: the log's net count of every tuple is then 0 or 1 (§8.2)
+                    detail = f"insert of {t!r} present in {ev.relation}"
+                    rejected.append(Rejection(i, "duplicate-tuple", detail))
+                    continue
                 clash = self._key_clash(aliases, t)
                 if clash is not None:
                     rejected.append(
@@ -158,10 +163,6 @@ class ReservoirEngine:
         return rejected
 
     def _insert_alias(self, alias: str, t: Tup) -> None:
-        rel = self.rels[alias]
-        if t in rel:
-            self.counters["duplicates"] += 1  # set semantics: no change, no random draw
-            return
         self._add_rel(alias, t)
         self.counters["inserts"] += 1
         e = self.node_of[alias]
@@ -174,10 +175,9 @@ class ReservoirEngine:
         return tuple(t[i] for i in self.key_pos[alias])
 
     def _key_clash(self, aliases: Sequence[str], t: Tup) -> str | None:
-        """Why inserting t into these aliases would break a declared key, or None (a duplicate of a
-        present tuple breaks none)."""
+        """Why inserting t (not present) into these aliases would break a declared key, or None."""
         for alias in aliases:
-            if alias not in self.key_pos or t in self.rels[alias]:
+            if alias not in self.key_pos:
                 continue
             held = self.holders[alias].get(self._key_of(alias, t))
             if held is not None:
@@ -372,8 +372,13 @@ class ReservoirEngine:
             "sample": [dict(zip(cols, r, strict=True)) for r in rows],
             "join_size": e.join_size(),
             "join_size_bound": e.join_size_bound(),
-            "stats": e.stats(),
+            "stats": {**e.stats(), "decomposition": self.decomposition()},
         }
+
+    def decomposition(self) -> dict[str, Any]:
+        """How the index nodes came about (declared, derived for a cycle or by a key merge) and their bags."""
+        q = self.query
+        return {"derived": q.derived, "bags": [list(n.members) for n in q.nodes]}
 
     def stats(self) -> dict[str, float]:
         """Work counters and gauges of this engine as it is (a pending run of deletes not applied yet)."""

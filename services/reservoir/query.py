@@ -95,7 +95,11 @@ OPTIONS: dict[str, Option] = {
         mapping(columns),
         "{base: [columns]}: a base relation's own column names (default: its first alias's)",
     ),
-    "bags": Option(None, optional(bags), "a cyclic join's decomposition: each bag a list of aliases (§4)"),
+    "bags": Option(
+        None,
+        optional(bags),
+        "a cyclic join's decomposition: each bag a list of aliases (default: derived, §4)",
+    ),
     "keys": Option(
         {},
         mapping(key_columns),
@@ -188,11 +192,13 @@ def parse_query(options: Mapping[str, Any]) -> Query:
             merged = fk_merge(rels, keys)
             if merged is not None and len(merged) < len(rels):
                 decomposition, derived = merged, "fk-merge"
+    if options["bags"] is None and join_tree([set(c) for c in rels.values()]) is None:
+        decomposition, derived = cycle_bags(rels), "ghd"
     nodes = _nodes(rels, decomposition)
     edges = join_tree([set(n.attrs) for n in nodes])
     if edges is None:
         raise ValueError(
-            "the join is cyclic: declare 'bags' (a decomposition whose bags form an acyclic join), "
+            "the declared 'bags' form a cyclic join: each bag a list of aliases, the bags an acyclic join, "
             "e.g. one bag per triangle for the dumbbell"
         )
     fan = {b: tuple(a) for b, a in fanout.items()}
@@ -210,6 +216,78 @@ def _keys(
         if missing:
             raise ValueError(f"the key of {alias!r} names {missing[0]!r}, which is not one of its columns")
         out[alias] = tuple(cols)
+    return out
+
+
+def cycle_bags(rels: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
+    """A decomposition of a cyclic join (§4.1): the aliases of each cycle in one bag. Cycles are the
+    biconnected components of the graph linking each alias to its columns; the aliases of a component
+    that holds two or more form a bag (an alias on two such components joins both into one bag), every
+    other alias is a bag of its own. One bag of everything if that still leaves a cycle."""
+    names = list(rels)
+    vertices = [("alias", a) for a in names] + sorted({("col", c) for cols in rels.values() for c in cols})
+    number = {v: i for i, v in enumerate(vertices)}
+    adjacency: list[list[int]] = [[] for _ in vertices]
+    for a, cols in rels.items():
+        for c in cols:
+            adjacency[number[("alias", a)]].append(number[("col", c)])
+            adjacency[number[("col", c)]].append(number[("alias", a)])
+    group = list(range(len(names)))
+
+    def find(x: int) -> int:
+        while group[x] != x:
+            x = group[x]
+        return x
+
+    for component in _biconnected(adjacency):
+        members = sorted(v for v in component if v < len(names))
+        for m in members[1:]:
+            first, other = find(members[0]), find(m)
+            group[max(first, other)] = min(first, other)
+    out: dict[int, list[str]] = {}
+    for i, alias in enumerate(names):
+        out.setdefault(find(i), []).append(alias)
+    derived = list(out.values())
+    if join_tree([{c for a in bag for c in rels[a]} for bag in derived]) is None:
+        return [names]
+    return derived
+
+
+def _biconnected(adjacency: Sequence[Sequence[int]]) -> list[set[int]]:
+    """The vertex sets of the biconnected components (Hopcroft-Tarjan, iterative)."""
+    n = len(adjacency)
+    depth, low = [-1] * n, [0] * n
+    out: list[set[int]] = []
+    for root in range(n):
+        if depth[root] >= 0:
+            continue
+        depth[root] = 0
+        edges: list[tuple[int, int]] = []
+        stack = [(root, -1, iter(adjacency[root]))]
+        while stack:
+            v, parent, it = stack[-1]
+            for w in it:
+                if depth[w] < 0:
+                    depth[w] = low[w] = depth[v] + 1
+                    edges.append((v, w))
+                    stack.append((w, v, iter(adjacency[w])))
+                    break
+                if w != parent and depth[w] < depth[v]:
+                    edges.append((v, w))
+                    low[v] = min(low[v], depth[w])
+            else:
+                stack.pop()
+                if parent < 0:
+                    continue
+                low[parent] = min(low[parent], low[v])
+                if low[v] >= depth[parent]:
+                    component: set[int] = set()
+                    while True:
+                        a, b = edges.pop()
+                        component |= {a, b}
+                        if (a, b) == (parent, v):
+                            break
+                    out.append(component)
     return out
 
 

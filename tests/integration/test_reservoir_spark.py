@@ -1,11 +1,13 @@
 """Spark side of the reservoir service (docs/algorithms/reservoir.md §8): the bootstrap's engines hold
 the snapshot's relations, index counts equal to Spark's and a valid sample; bootstrap then stream
-runs on; reconcile matches a published result and catches a sampled row that is not a join row, a
-wrong sample size and a wrong exact |Q|."""
+runs on over a stream of duplicates, deletes and deletes of absent tuples; reconcile recomputes the
+live relations exactly, matches a published result and catches a sampled row that is not a join row,
+a wrong sample size and a wrong exact |Q|."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,22 @@ def test_bootstrap_builds_valid_engines_and_recompute_agrees_with_them(spark, tm
         assert [d.split(":")[0] for d in diff(expected[key], comparable(wrong))] == ["$.join_size"]
 
 
+def churned(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The stream's events with, after some of them, what the live set must be computed in offset order
+    for: the edge inserted again then deleted (gone, though its net count is +1), deleted twice (the
+    second refused) then inserted again, or inserted again (refused) and deleted once."""
+    events = [orjson.loads(x) for x in lines]
+    rng = random.Random(4)
+    out: list[dict[str, Any]] = []
+    for i, ev in enumerate(events):
+        out.append(ev)
+        if i % 7:
+            continue
+        again, gone = {**ev, "delta": 1}, {**ev, "delta": -1}
+        out += [[again, gone], [gone, gone, again], [again, gone, again]][rng.randrange(3)]
+    return out
+
+
 def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, unique, tmp_path):
     from helpers import rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
 
@@ -105,10 +123,12 @@ def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, uniqu
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
     head, tail = tmp_path / "head.jsonl", tmp_path / "tail.jsonl"
     head.write_bytes(b"".join(lines[: len(lines) // 2]))
-    tail.write_bytes(b"".join(lines[len(lines) // 2 :]))
+    tail.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for ev in churned(lines[len(lines) // 2 :])))
     topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"
     broker.create_topic(topic, 2)
-    cfg = stream_config(tmp_path / "c.json", unique, **LINE3_CONFIG, checkpoint_interval=0.2)
+    # the exact index without θ publishes |Q|, so a recomputation holding a tuple too many is caught
+    exact = {**LINE3_CONFIG, "strategy": "sjoin", "predicate": None}
+    cfg = stream_config(tmp_path / "c.json", unique, **exact, checkpoint_interval=0.2)
     config = load_config(SERVICE, cfg)
     state = tmp_path / "state"
     report = spark_bootstrap(

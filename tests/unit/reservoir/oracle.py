@@ -40,7 +40,12 @@ FK_MERGE = {
     "relations": {"Sales": ["item", "cust"], "Item": ["item", "cat"], "Cust": ["cust", "region"]},
     "keys": {"Item": ["item"]},
 }
+# A 4-cycle with a pendant, no decomposition declared: the engine derives one bag for the cycle (§4.1)
+CYCLE4 = {
+    "relations": {"R": ["a", "b"], "S": ["b", "c"], "T": ["c", "d"], "U": ["d", "a"], "V": ["d", "e"]},
+}
 QUERIES: dict[str, dict[str, Any]] = {
+    "cycle4": CYCLE4,
     "line3": LINE3,
     "two": TWO_TABLE,
     "star3": STAR3,
@@ -99,7 +104,7 @@ class Model:
         t, present = tuple(values), self.sets[relation]
         if delta == 1:
             if t in present:
-                return None
+                return "duplicate-tuple"
             for alias in self.query.fanout[relation]:
                 key = self.query.keys.get(alias)
                 if key is None:

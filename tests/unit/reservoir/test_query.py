@@ -28,13 +28,15 @@ def test_the_join_tree_follows_shared_columns():
     assert sorted(tuple(sorted(e)) for e in q.edges) == [(0, 2), (1, 2)]
 
 
-def test_a_cyclic_join_needs_bags():
+def test_a_cyclic_join_gets_a_derived_decomposition_unless_one_is_declared():
     triangle = {"relations": {"R": ["a", "b"], "S": ["b", "c"], "T": ["c", "a"]}}
-    with pytest.raises(ValueError, match="cyclic"):
-        parse_query(options(triangle))
+    q = parse_query(options(triangle))
+    assert q.derived == "ghd" and [n.attrs for n in q.nodes] == [("a", "b", "c")]
     q = parse_query(options({**triangle, "bags": [["R", "S", "T"]]}))
-    assert [n.attrs for n in q.nodes] == [("a", "b", "c")]
+    assert q.derived == "declared" and [n.attrs for n in q.nodes] == [("a", "b", "c")]
     assert len(parse_query(options(DUMBBELL)).nodes) == 3
+    with pytest.raises(ValueError, match="cyclic"):
+        parse_query(options({**triangle, "bags": [["R"], ["S"], ["T"]]}))
 
 
 @pytest.mark.parametrize(
