@@ -1601,7 +1601,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--eps-size", default=None, help="|D| of the epsilon sweep (default 2^16; 2^12 with --quick)"
     )
-    p.add_argument("--toggles", type=int, default=None, help="max toggles per case (default 2000; 200 quick)")
+    p.add_argument(
+        "--toggles", type=int, default=None, help="max toggles per case (default 20000, 200 quick)"
+    )
     p.add_argument(
         "--min-toggles", type=int, default=None, help="min toggles per case (default 50; 20 quick)"
     )
@@ -1655,7 +1657,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.sizes = _sizes(args.sizes) if args.sizes else ([2**10, 2**12] if q else [2**12, 2**14, 2**16, 2**18])
     args.grow_sizes = _sizes(args.grow_sizes) if args.grow_sizes else list(args.sizes)
     args.eps_size = _sizes(args.eps_size)[0] if args.eps_size else (2**12 if q else 2**16)
-    args.toggles = args.toggles or (200 if q else 2000)
+    args.toggles = args.toggles or (200 if q else 20000)
     args.min_toggles = args.min_toggles or (20 if q else 50)
     args.budget = args.budget or (0.3 if q else 3.0)
     args.max_case_seconds = args.max_case_seconds or (5.0 if q else 60.0)
