@@ -435,6 +435,46 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+def table(title: str, names: Sequence[str], rows: Sequence[Sequence[str]], left: bool = False) -> list[str]:
+    """A titled markdown table of right-aligned numbers (the first column left-aligned if ``left``)."""
+    align = ["---" if left and i == 0 else "---:" for i in range(len(names))]
+    return [
+        title,
+        "",
+        "| " + " | ".join(names) + " |",
+        "|" + "|".join(align) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+    ]
+
+
+def _memory(r: dict[str, Any]) -> list[str]:
+    return [f"{r['held_bytes'] / 1e6:.1f}", f"{r['bytes_per_edge']:.0f}"]
+
+
+def _e1_row(name: str, r: dict[str, Any]) -> list[str]:
+    rs, sj = r["rsjoin"], r.get("sjoin")
+    if sj is None:
+        sj_s, ratio, sj_p = "not run", "", ""
+    elif sj["timed_out"]:
+        sj_s = f"> {sj['seconds']:.1f} ({sj['processed']:,} of {sj['events']:,})"
+        ratio, sj_p = "", f"{sj['propagations']:,}"
+    else:
+        sj_s, ratio = f"{sj['seconds']:.2f}", f"{sj['seconds'] / rs['seconds']:.1f}x"
+        sj_p = f"{sj['propagations']:,}"
+    return [
+        name,
+        f"{r['edges']:,}",
+        f"{r['join_size']:.3g}",
+        f"{rs['seconds']:.2f}",
+        sj_s,
+        ratio,
+        f"{rs['propagations']:,}",
+        sj_p,
+        f"{rs['us_per_event']:.0f}",
+    ]
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The tables of docs/reservoir-benchmark.md, printed from a stored report."""
     lines: list[str] = []
@@ -447,110 +487,103 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("")
     e1_ = report.get("e1")
     if e1_:
-        lines.append(f"### E1: time vs N (k = {e1_['k']:,}, SJoin budget {e1_['budget_s']:g} s per prefix)")
-        lines.append("")
-        lines.append(
-            "| query | edges N | \\|Q\\| | RSJoin s | SJoin s | SJoin/RSJoin | RSJoin propagations "
-            "| SJoin propagations | RSJoin µs/edge |"
+        lines += table(
+            f"### E1: time vs N (k = {e1_['k']:,}, SJoin budget {e1_['budget_s']:g} s per prefix)",
+            [
+                "query",
+                "edges N",
+                "\\|Q\\|",
+                "RSJoin s",
+                "SJoin s",
+                "SJoin/RSJoin",
+                "RSJoin propagations",
+                "SJoin propagations",
+                "RSJoin µs/edge",
+            ],
+            [_e1_row(name, r) for name, rows in e1_["queries"].items() for r in rows],
+            left=True,
         )
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for name, rows in e1_["queries"].items():
-            for r in rows:
-                rs = r["rsjoin"]
-                sj = r.get("sjoin")
-                if sj is None:
-                    sj_s, ratio, sj_p = "not run", "", ""
-                elif sj["timed_out"]:
-                    sj_s, ratio, sj_p = (
-                        f"> {sj['seconds']:.1f} ({sj['processed']:,} of {sj['events']:,})",
-                        "",
-                        f"{sj['propagations']:,}",
-                    )
-                else:
-                    sj_s, ratio, sj_p = (
-                        f"{sj['seconds']:.2f}",
-                        f"{sj['seconds'] / rs['seconds']:.1f}x",
-                        f"{sj['propagations']:,}",
-                    )
-                lines.append(
-                    f"| {name} | {r['edges']:,} | {r['join_size']:.3g} | {rs['seconds']:.2f} "
-                    f"| {sj_s} | {ratio} | "
-                    f"{rs['propagations']:,} | {sj_p} | {rs['us_per_event']:.0f} |"
-                )
-        lines.append("")
     e2_ = report.get("e2")
     if e2_:
-        lines.append(f"### E2: per-edge update time, {e2_['query']}, {e2_['edges']:,} edges, sampling off")
-        lines.append("")
-        lines.append("| index | edges timed | mean µs | p50 | p90 | p99 | max | propagations |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        e2_rows = []
         for s in ("rsjoin", "sjoin"):
             r = e2_[s]
             timed = f"{r['processed']:,}" + (" (budget)" if r["timed_out"] else "")
-            lines.append(
-                f"| {s} | {timed} | {r['mean_us']:.1f} | {r['p50_us']:.1f} | {r['p90_us']:.1f} "
-                f"| {r['p99_us']:.1f} | "
-                f"{r['max_us']:.0f} | {r['propagations']:,} |"
+            e2_rows.append(
+                [
+                    s,
+                    timed,
+                    *(f"{r[c]:.1f}" for c in ("mean_us", "p50_us", "p90_us", "p99_us")),
+                    f"{r['max_us']:.0f}",
+                    f"{r['propagations']:,}",
+                ]
             )
-        lines.append("")
-        lines.append(f"Mean ratio SJoin/RSJoin: {e2_['mean_ratio_sjoin_over_rsjoin']:.1f}x.")
-        lines.append("")
+        lines += table(
+            f"### E2: per-edge update time, {e2_['query']}, {e2_['edges']:,} edges, sampling off",
+            ["index", "edges timed", "mean µs", "p50", "p90", "p99", "max", "propagations"],
+            e2_rows,
+            left=True,
+        )
+        lines += [f"Mean ratio SJoin/RSJoin: {e2_['mean_ratio_sjoin_over_rsjoin']:.1f}x.", ""]
     e3_ = report.get("e3")
     if e3_:
-        lines.append(f"### E3: k sweep, line-3, {e3_['edges']:,} edges (RSJoin)")
-        lines.append("")
-        lines.append("| k | seconds | real stops | dummy stops | retrieves | sample |")
-        lines.append("|---:|---:|---:|---:|---:|---:|")
-        for r in e3_["rows"]:
-            lines.append(
-                f"| {r['k']:,} | {r['seconds']:.2f} | {r['stops_real']:,} | {r['stops_dummy']:,} "
-                f"| {r['retrieves']:,} | {r['sample_size']:,} |"
-            )
-        lines.append("")
+        lines += table(
+            f"### E3: k sweep, line-3, {e3_['edges']:,} edges (RSJoin)",
+            ["k", "seconds", "real stops", "dummy stops", "retrieves", "sample"],
+            [
+                [f"{r['k']:,}", f"{r['seconds']:.2f}"]
+                + [f"{r[c]:,}" for c in ("stops_real", "stops_dummy", "retrieves", "sample_size")]
+                for r in e3_["rows"]
+            ],
+        )
     e4_ = report.get("e4")
     if e4_:
-        lines.append(f"### E4: RSWP vs RS, {e4_['items']:,} items, k = {e4_['k']:,}")
-        lines.append("")
-        lines.append(
-            "| density | RS θ evaluations | RSWP θ evaluations | ratio | (k/φ)(1+ln(φN/k)) | RS s | RSWP s |"
+        lines += table(
+            f"### E4: RSWP vs RS, {e4_['items']:,} items, k = {e4_['k']:,}",
+            [
+                "density",
+                "RS θ evaluations",
+                "RSWP θ evaluations",
+                "ratio",
+                "(k/φ)(1+ln(φN/k))",
+                "RS s",
+                "RSWP s",
+            ],
+            [
+                [
+                    f"{r['density']:.1f}",
+                    f"{r['rs_evals']:,}",
+                    f"{r['rswp_evals']:,}",
+                    f"{r['ratio']:.1f}x",
+                    f"{r['expected_rswp_evals']:,.0f}",
+                    f"{r['rs_seconds']:.2f}",
+                    f"{r['rswp_seconds']:.2f}",
+                ]
+                for r in e4_["rows"]
+            ],
         )
-        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
-        for r in e4_["rows"]:
-            lines.append(
-                f"| {r['density']:.1f} | {r['rs_evals']:,} | {r['rswp_evals']:,} | {r['ratio']:.1f}x | "
-                f"{r['expected_rswp_evals']:,.0f} | {r['rs_seconds']:.2f} | {r['rswp_seconds']:.2f} |"
-            )
-        lines.append("")
     e6_ = report.get("e6")
     if e6_:
-        lines.append("### E6: memory (tracemalloc, line-3)")
-        lines.append("")
-        lines.append("| edges | RSJoin MB held | RSJoin bytes/edge | SJoin MB held | SJoin bytes/edge |")
-        lines.append("|---:|---:|---:|---:|---:|")
-        for r in e6_["rows"]:
-            a, b = r["rsjoin"], r["sjoin"]
-            lines.append(
-                f"| {r['edges']:,} | {a['held_bytes'] / 1e6:.1f} | {a['bytes_per_edge']:.0f} "
-                f"| {b['held_bytes'] / 1e6:.1f} | {b['bytes_per_edge']:.0f} |"
-            )
-        lines.append("")
+        lines += table(
+            "### E6: memory (tracemalloc, line-3)",
+            ["edges", "RSJoin MB held", "RSJoin bytes/edge", "SJoin MB held", "SJoin bytes/edge"],
+            [
+                [f"{r['edges']:,}"] + [f for m in ("rsjoin", "sjoin") for f in _memory(r[m])]
+                for r in e6_["rows"]
+            ],
+        )
     svc = report.get("service")
     if svc:
-        lines.append(
+        lines += table(
             f"### Through the worker: {svc['query']}, {svc['events']:,} edges, "
-            f"batch size {svc['batch_size']:,}, "
-            f"checkpoints every {svc['checkpoint_interval_s']:g} s"
+            f"batch size {svc['batch_size']:,}, checkpoints every {svc['checkpoint_interval_s']:g} s",
+            ["path", "seconds", "edges/s"],
+            [
+                ["engine alone", f"{svc['engine_seconds']:.2f}", f"{svc['engine_events_per_second']:,.0f}"],
+                ["real Worker", f"{svc['worker_seconds']:.2f}", f"{svc['worker_events_per_second']:,.0f}"],
+            ],
+            left=True,
         )
-        lines.append("")
-        lines.append("| path | seconds | edges/s |")
-        lines.append("|---|---:|---:|")
-        lines.append(
-            f"| engine alone | {svc['engine_seconds']:.2f} | {svc['engine_events_per_second']:,.0f} |"
-        )
-        lines.append(
-            f"| real Worker | {svc['worker_seconds']:.2f} | {svc['worker_events_per_second']:,.0f} |"
-        )
-        lines.append("")
     s = report["summary"]
     lines.append("### Goals")
     lines.append("")

@@ -48,14 +48,11 @@ class Counters:
             setattr(self, s, d[s])
 
 
-class Reservoir:
-    """A uniform k-sample without replacement of the real items seen (§2.2)."""
+class _Sampler:
+    """What both reservoirs share: the generator, θ counted where it is evaluated, the work counters."""
 
     def __init__(self, k: int, rng: random.Random, theta: Theta = None) -> None:
         self.k, self.rng, self.theta = k, rng, theta
-        self.sample: list[Row] = []
-        self.w: float | None = None
-        self.q = 0
         self.counters = Counters()
 
     def _real(self, row: Row | None) -> bool:
@@ -66,13 +63,29 @@ class Reservoir:
         self.counters.theta_evals += 1
         return self.theta(row)
 
+    def _batch(self, n: int) -> bool:
+        """Count a batch of n items; False for an empty one, which changes nothing."""
+        if n <= 0:
+            return False
+        self.counters.batches += 1
+        self.counters.items += n
+        return True
+
+
+class Reservoir(_Sampler):
+    """A uniform k-sample without replacement of the real items seen (§2.2)."""
+
+    def __init__(self, k: int, rng: random.Random, theta: Theta = None) -> None:
+        super().__init__(k, rng, theta)
+        self.sample: list[Row] = []
+        self.w: float | None = None
+        self.q = 0
+
     def update(self, n: int, get: Get) -> None:
         """Feed one batch of n items (BatchUpdate); an empty batch changes nothing."""
-        if n <= 0:
+        if not self._batch(n):
             return
         c = self.counters
-        c.batches += 1
-        c.items += n
         pos, k, s = 0, self.k, self.sample
         while len(s) < k and pos < n:  # fill: real items only, in order
             row = get(pos)
@@ -127,34 +140,23 @@ class Reservoir:
         self.counters.load(st["counters"])
 
 
-class ReplacementReservoir:
+class ReplacementReservoir(_Sampler):
     """k independent one-slot reservoirs: a uniform sample *with* replacement (§2.6).
 
     Each slot keeps its own threshold and the absolute stream position of its next stop; a heap of
     those positions makes a batch cost its stops, not k."""
 
     def __init__(self, k: int, rng: random.Random, theta: Theta = None) -> None:
-        self.k, self.rng, self.theta = k, rng, theta
+        super().__init__(k, rng, theta)
         self.slots: list[Row] = []
         self.ws: list[float] = []
         self.heap: list[tuple[int, int]] = []  # (absolute next stop, slot)
         self.seen = 0  # items (dummies included) before the current batch
-        self.counters = Counters()
-
-    def _real(self, row: Row | None) -> bool:
-        if row is None:
-            return False
-        if self.theta is None:
-            return True
-        self.counters.theta_evals += 1
-        return self.theta(row)
 
     def update(self, n: int, get: Get) -> None:
-        if n <= 0:
+        if not self._batch(n):
             return
         c, rng = self.counters, self.rng
-        c.batches += 1
-        c.items += n
         pos, base = 0, self.seen
         if not self.slots:
             while pos < n:
