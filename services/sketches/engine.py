@@ -227,19 +227,21 @@ class SketchEngine:
                     total += sum(rows.values())
         return total
 
-    def answer(self, sketch: int | None) -> list[list[Any]]:
-        """The query over the sketched fragments (None: all data), in SQL order or sorted."""
+    def answer(self, sketch: int | None, compiled: Compiled | None = None) -> list[list[Any]]:
+        """The query (or another instance, §2.7.1) over the sketched fragments (None: all data), in SQL
+        order or sorted."""
+        compiled = compiled or self.compiled
         out: list[tuple[Any, ...]] = []
-        for row, _, n in self.compiled.root.capture(self.view(sketch)):
+        for row, _, n in compiled.root.capture(self.view(sketch)):
             out.extend([row] * n)
-        if not self.compiled.ordered:
+        if not compiled.ordered:
             out.sort(key=row_key)
         return [[to_json(v) for v in row] for row in out]
 
     def result(self) -> dict[str, Any]:
         sketch = self.sketch()
         scan = self.skipping_sketch()
-        return {
+        out: dict[str, Any] = {
             "sketch": {
                 s.table: [f for f in range(s.fragments) if sketch >> (s.offset + f) & 1]
                 for s in self.specs.values()
@@ -255,6 +257,11 @@ class SketchEngine:
                 **{k: int(v) for k, v in self._state_sizes().items()},
             },
         }
+        if self.compiled.instances:  # other instances of the template, skipping with this sketch
+            out["instances"] = [
+                {"query": sql, "answer": self.answer(scan, inst)} for sql, inst in self.compiled.instances
+            ]
+        return out
 
     def _state_sizes(self) -> dict[str, float]:
         out: dict[str, float] = {"merge_fragments": float(len(self.merge.counts))}

@@ -22,6 +22,7 @@ from services.sketches.catalog import Table, parse_relations
 from services.sketches.expressions import AGGREGATES, Expr, QueryError, compile_expr, literal, unsupported
 from services.sketches.partition import RangeSpec, parse_partition
 from services.sketches.probe import ProbeJoin
+from services.sketches.reuse import reuse_refusal
 from shared.events import Relation
 from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int
 
@@ -37,6 +38,7 @@ class Compiled:
     specs: list[RangeSpec]
     safety: str | None  # the condition that proved the sketch safe; None: maintained, never used
     nonnegative: dict[str, list[tuple[Expr, str]]] = field(default_factory=dict)  # S4's enforced inputs
+    instances: list[tuple[str, Compiled]] = field(default_factory=list)  # answered with this sketch (§2.7.1)
 
 
 @dataclass
@@ -633,6 +635,12 @@ def _sql(v: Any) -> str:
     return v
 
 
+def _sql_list(v: Any) -> list[str]:
+    if not isinstance(v, list | tuple):
+        raise ValueError("must be a list of SQL queries")
+    return [_sql(q) for q in v]
+
+
 # Defaults: TPC-H Q1's shape, lineitem in 64 equal ranges of l_orderkey over its domain at scale factor 1.
 DEFAULT_QUERY = (
     "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, COUNT(*) AS count_order FROM lineitem "
@@ -674,6 +682,11 @@ OPTIONS: dict[str, Option] = {
         choice("mat", "probe"),
         "mat: joins keep both inputs indexed by key; probe: joins look rows up in the table store (§2.4.5)",
     ),
+    "instances": Option(
+        [],
+        Parser("a list of SQL queries", _sql_list),
+        "other instances of the query's template answered over this sketch, when reuse is safe (§2.7.1)",
+    ),
     "top_m": Option(
         0,
         non_negative_int(),
@@ -686,8 +699,18 @@ OPTIONS: dict[str, Option] = {
 def compile_options(options: Mapping[str, Any]) -> Compiled:
     if options["query"] is None:
         raise ValueError("'query' is required: the SQL query to sketch")
+    compiled = _compile_one(options, options["query"])
+    for sql in options.get("instances") or []:
+        why = reuse_refusal(options["query"], sql, compiled.safety)
+        if why is not None:
+            raise QueryError(f"instance {sql!r} cannot reuse the sketch: {why}")
+        compiled.instances.append((sql, _compile_one(options, sql)))
+    return compiled
+
+
+def _compile_one(options: Mapping[str, Any], sql: str) -> Compiled:
     return compile_query(
-        options["query"],
+        sql,
         options["relations"],
         options["partition"],
         selection_pushdown=options["selection_pushdown"],

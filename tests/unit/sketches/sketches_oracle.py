@@ -66,6 +66,7 @@ def options(query: str, partition: Mapping[str, Any], strategy: str = "imp", **f
         "monotone_aggregates": flags.get("monotone_aggregates", False),
         "top_m": flags.get("top_m", 0),
         "join": flags.get("join", "mat"),
+        "instances": flags.get("instances", []),
     }
 
 
