@@ -9,8 +9,9 @@ Experiments (docs/algorithms/sketches.md §9):
 * ``breakeven``: Q_groups (G = 1,000) with Δ from 0.1 % to 10 % of the table.
 * ``frag``: #fragments 10 … 5,000 for a narrow-sketch partition (``a``, S2) and a wide one (``id``,
   maintained only: unsafe for HAVING), Δ = 1,000.
-* ``tpch``: TPC-H Q1, Q3, Q5, Q6, Q10, Q14 at SF 0.01 (``tpchgen-cli``), lineitem batches of Δ = 10,
-  100, 1,000; partition ``l_orderkey`` into 1,000 equal-width ranges.
+* ``tpch``: TPC-H Q1, Q3, Q5, Q6, Q10, Q14 at SF 0.01 and 0.1 (``tpchgen-cli``), lineitem batches of
+  Δ = 10, 100, 1,000; partition ``l_orderkey`` into 1,000 equal-width ranges. The join queries also
+  time IMP with probe joins (``join: probe``) on the same batches.
 * ``mixed``: 100 operations alternating update batches and queries (1U1Q, 1U5Q, 5U1Q; Δ = 20, 200) for
   ``imp`` (maintain, answer over the sketch), ``full`` (recapture when stale, answer over the sketch)
   and ``nosketch`` (answer over everything).
@@ -22,7 +23,7 @@ rewritten to SQL (``capture_sql``) run by DuckDB, a vectorised engine, over a co
 applied (moving the batch into DuckDB is recorded as ``duckdb_apply_batch_s`` but not counted, as the
 Python baseline's store update is not). Every IMP sketch is checked against both captures.
 
-    python -m bench.sketches              # ~15 min on a loaded 2-core VM; JSON + PNG in bench/results/
+    python -m bench.sketches              # ~20 min on a loaded 2-core VM; JSON + PNG in bench/results/
     python -m bench.sketches --quick      # smoke test (small sizes)
     python -m bench.sketches --markdown   # print the tables of docs/sketches-benchmark.md from the JSON
 """
@@ -33,6 +34,7 @@ import argparse
 import gc
 import itertools
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -46,7 +48,7 @@ from typing import Any
 import duckdb
 import sqlglot
 
-from bench.common import machine_info
+from bench.common import command_line, machine_info, run_until_caught_up
 from services.sketches import plan as P
 from services.sketches.capture_sql import FRAG, branches, capture_sql
 from services.sketches.engine import SketchEngine
@@ -78,6 +80,7 @@ def options(query: str, relations: Any, partition: Mapping[str, Any], **flags: A
         "selection_pushdown": True,
         "bloom": flags.get("bloom", False),
         "allow_unsafe": flags.get("allow_unsafe", False),
+        "join": flags.get("join", "mat"),
         "monotone_aggregates": flags.get("monotone_aggregates", False),
     }
 
@@ -115,12 +118,20 @@ class Bench:
     """One query over one database: the IMP engine, and a DuckDB copy with a fragment column per table."""
 
     def __init__(
-        self, opts: Mapping[str, Any], data: Mapping[str, dict[tuple[Any, ...], int]], seed: int
+        self,
+        opts: Mapping[str, Any],
+        data: Mapping[str, dict[tuple[Any, ...], int]],
+        seed: int,
+        probe: bool = False,
     ) -> None:
         self.engine = SketchEngine(opts)
         self.updates = {t: Updates(list(rows), seed) for t, rows in data.items() if t in self.engine.tables}
         read = {t: dict(r) for t, r in data.items() if t in self.updates}
         self.bootstrap_s = timed(lambda: self.engine.maintain(read))
+        # The same query with probe joins, fed the same batches (§2.4.5).
+        self.probe = SketchEngine({**opts, "join": "probe"}) if probe else None
+        if self.probe is not None:
+            self.probe.maintain(read)
         self.duck = duckdb.connect()
         self.duck.execute("SET threads TO 2")
         for name, table in self.engine.tables.items():
@@ -139,6 +150,11 @@ class Bench:
 
     def imp(self, batch: Mapping[str, Mapping[tuple[Any, ...], int]]) -> float:
         return timed(lambda: self.engine.maintain(batch))
+
+    def imp_probe(self, batch: Mapping[str, Mapping[tuple[Any, ...], int]]) -> float:
+        probe = self.probe
+        assert probe is not None
+        return timed(lambda: probe.maintain(batch))
 
     def full_python(self) -> float:
         return timed(lambda: P.capture_sketch(self.engine.compiled.root, self.engine.view(None)))
@@ -182,6 +198,8 @@ class Bench:
         want = P.capture_sketch(self.engine.compiled.root, self.engine.view(None))
         if self.engine.sketch() != want or self.duck_capture() != want:
             raise AssertionError("IMP, Python capture and DuckDB capture disagree on the sketch")
+        if self.probe is not None and self.probe.sketch() != want:
+            raise AssertionError("IMP with probe joins disagrees with the capture")
 
 
 def _duck_type(t: str) -> str:
@@ -242,10 +260,12 @@ def delta_runs(
     out = []
     full_py = median([b.full_python() for _ in range(max(1, repeats // 2))])
     for d in deltas:
-        imp, duck, moved = [], [], []
+        imp, duck, moved, probe = [], [], [], []
         for _ in range(repeats):
             batch = b.batch(table, d, make)
             imp.append(b.imp(batch))
+            if b.probe is not None:
+                probe.append(b.imp_probe(batch))
             capture_s, apply_s = b.full_duckdb(batch)
             duck.append(capture_s)
             moved.append(apply_s)
@@ -257,6 +277,8 @@ def delta_runs(
             "full_duckdb_s": median(duck),
             "duckdb_apply_batch_s": median(moved),
         }
+        if probe:
+            rec["imp_probe_s"] = median(probe)
         rec["speedup_python"] = rec["full_python_s"] / rec["imp_s"]
         rec["speedup_duckdb"] = rec["full_duckdb_s"] / rec["imp_s"]
         progress(
@@ -434,7 +456,8 @@ def exp_tpch(sf: float, deltas: Sequence[int], repeats: int, names: Sequence[str
     for name in names:
         sql, flags = TPCH_QUERIES[name]
         progress(f"TPC-H {name} SF {sf}")
-        b = Bench(options(sql, "tpch", part, **flags), data, seed=7)
+        joins = len({t.name for t in sqlglot.parse_one(sql).find_all(sqlglot.exp.Table)}) > 1
+        b = Bench(options(sql, "tpch", part, **flags), data, seed=7, probe=joins)
         runs = delta_runs(b, deltas, repeats, table="lineitem", make=new_linenumber)
         out.append(
             {
@@ -560,18 +583,7 @@ def _worker_run(
 
     metrics = RuntimeMetrics(service.name)
     worker = Worker(service, config, bootstrap, store, group=group, metrics=metrics)
-    deadline = time.monotonic() + 600
-    t0 = time.perf_counter()
-
-    def caught_up(w: Any) -> bool:
-        if w.positions().get(0) == end:
-            return True
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"worker did not catch up: {w.positions()}")
-        return False
-
-    worker.run(until=caught_up)
-    seconds = time.perf_counter() - t0
+    seconds, _ = run_until_caught_up(worker, {0: end}, timeout=600)
     checkpoints = 0.0
     for family in metrics.registry.collect():
         for sample in family.samples:
@@ -650,7 +662,8 @@ def markdown(report: Mapping[str, Any]) -> str:
     m = report["machine"]
     lines = [
         f"Run: `{report['command']}` on {m['cpu_model']} ({m['cpu_count']} cores, load average "
-        f"{m['loadavg_1_5_15']} at the end), {report['seconds']:.0f} s in total.",
+        f"{report.get('loadavg_start', '?')} at the start, {m['loadavg_1_5_15']} at the end), "
+        f"{report['seconds']:.0f} s in total.",
         "",
         "### Q_groups and Q_having (seconds per batch as ms, median)",
         "",
@@ -698,13 +711,25 @@ def markdown(report: Mapping[str, Any]) -> str:
         "### TPC-H (lineitem batches, partition l_orderkey, 1,000 ranges)",
         "",
         _row(
-            "query", "SF", "safety", "Δ", "IMP ms", "full Python ms", "full DuckDB ms", "x Python", "x DuckDB"
+            "query",
+            "SF",
+            "safety",
+            "Δ",
+            "IMP ms",
+            "full Python ms",
+            "full DuckDB ms",
+            "x Python",
+            "x DuckDB",
+            "IMP probe ms",
         ),
-        _row(*["---"] * 9),
+        _row(*["---"] * 10),
     ]
     for rec in report["tpch"]:
         for r in rec["runs"]:
-            lines.append(_row(rec["query"], rec["sf"], rec["safety"], r["delta"], *_times(r), *_speedups(r)))
+            probe = _ms(r["imp_probe_s"]) if "imp_probe_s" in r else "—"
+            lines.append(
+                _row(rec["query"], rec["sf"], rec["safety"], r["delta"], *_times(r), *_speedups(r), probe)
+            )
     lines += [
         "",
         "### Mixed workload (total seconds)",
@@ -730,6 +755,7 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_start = os.getloadavg()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the recorded JSON")
@@ -768,16 +794,22 @@ def main(argv: list[str] | None = None) -> int:
             list(TPCH_QUERIES),
         )
         groups = [50, 1000, 5000]
-    report: dict[str, Any] = {"command": "python -m bench.sketches" + (" --quick" if args.quick else "")}
+    report: dict[str, Any] = {
+        "command": command_line("bench/sketches.py", argv),
+        "loadavg_start": list(load_start),
+    }
     report["groups"] = exp_groups(n, groups, deltas, reps)
     report["breakeven"] = exp_breakeven(n, fr, max(2, reps // 2))
     report["frag"] = exp_frag(n // 5, frags, reps)
     report["tpch"] = exp_tpch(sf, deltas, reps, names)
+    if not args.quick:  # one scale factor up: fewer repeats keep the run near ten minutes
+        report["tpch"] += exp_tpch(0.1, deltas, 3, names)
     report["mixed"] = exp_mixed(mixed_n, ops, [20, 200])
     if not args.no_worker:
         progress("worker")
         report["worker"] = exp_worker()
     report["seconds"] = time.perf_counter() - t0
+    report["loadavg_end"] = list(os.getloadavg())
     report["machine"] = machine_info(duckdb=duckdb.__version__)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))

@@ -28,6 +28,8 @@ def test_sketches_bench_smoke(tmp_path):
             assert r["imp_s"] > 0 and r["full_python_s"] > 0 and r["full_duckdb_s"] > 0
     assert {r["query"] for r in data["tpch"]} == {"Q3", "Q6"}
     assert {r["safety"] for r in data["tpch"]} == {"S2", "S1"}  # Q3 groups by the order key; Q6 is monotone
+    for rec in data["tpch"]:  # the join query also times probe joins on the same batches
+        assert all(("imp_probe_s" in r) == (rec["query"] == "Q3") for r in rec["runs"])
     assert {(r["ratio"], r["delta"]) for r in data["mixed"]} == {
         (q, d) for q in ("1U1Q", "1U5Q", "5U1Q") for d in (20, 200)
     }
