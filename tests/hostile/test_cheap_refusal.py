@@ -156,3 +156,32 @@ def test_hostile_kinds_skip_the_slower_paths(kind: str, event: dict[str, Any]) -
         assert calls["refuse"] == 0  # the scan cannot tell a type; the fallback (and its fast path) decides
     else:
         assert calls == {"fallback": 0, "refuse": 1}
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "18446744073709551616",  # 2**64, the first positive integer out of range
+        "-9223372036854775809",  # -2**63 - 1
+        "9" * 40,
+        "-" + "9" * 39,  # 40 characters with the sign: quoted whole
+        "9" * 41,  # abbreviated
+        "-" + "1" * 45,
+        "7" * 300,  # the longest literal the scan judges
+        "7" * 301,  # longer: the reference decoder judges
+    ],
+)
+@pytest.mark.parametrize("where", ["delta", "column", "after-text"])
+def test_integers_beyond_64_bits_are_quoted_as_the_reference_decoder_quotes_them(
+    literal: str, where: str
+) -> None:
+    event = dict(GOOD[1])
+    if where == "delta":
+        value = orjson.dumps(dict(event, delta=0)).replace(b'"delta":0', b'"delta":' + literal.encode())
+    else:
+        text = "12345678901234567890123 é" if where == "after-text" else "x"
+        row = dict(event["row"], s=text, n="\x00N")
+        value = orjson.dumps(dict(event, row=row)).replace(b'"\\u0000N"', literal.encode())
+    check_agrees([value])
+    [item] = EventCodec(SCHEMA, compiled=True, max_record_bytes=1 << 16).decode_many([value])
+    assert isinstance(item, EventError) and item.code == "integer-out-of-range"
