@@ -115,7 +115,7 @@ class Output:
             value = msg.value() or b""
             try:
                 produce(topic, value, msg.key(), headers=headers, on_delivery=on_delivery)
-            except BufferError:  # local queue full: the retrying path drains it
+            except (BufferError, KafkaException):  # queue full, or refused: the path that handles both
                 self._produce(topic, value, msg.key(), headers)
 
     def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:

@@ -68,7 +68,9 @@ def test_hostile_records_get_the_reference_reason_and_detail(
     )
     check_agrees([value])
     [item] = EventCodec(SCHEMA, compiled=True, max_record_bytes=LIMIT).decode_many([value])
-    assert isinstance(item, EventError) and item.code == reason
+    # fuzz/hostile_records.py's wrong values for a bool column include a null, which is a null-value
+    expected = {reason, "null-value"} if kind == "wrong-type" else {reason}
+    assert isinstance(item, EventError) and item.code in expected
 
 
 # Damage that reaches every branch of the scan: brackets and quotes (nesting read outside strings, strings
@@ -185,3 +187,65 @@ def test_integers_beyond_64_bits_are_quoted_as_the_reference_decoder_quotes_them
     check_agrees([value])
     [item] = EventCodec(SCHEMA, compiled=True, max_record_bytes=1 << 16).decode_many([value])
     assert isinstance(item, EventError) and item.code == "integer-out-of-range"
+
+
+class _Msg:
+    """The parts of a consumed record a dead letter reads."""
+
+    def __init__(self, offset: int, value: bytes) -> None:
+        self._offset, self._value = offset, value
+
+    def topic(self) -> str:
+        return "in"
+
+    def partition(self) -> int:
+        return 2
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> bytes:
+        return b"k"
+
+
+class _Producer:
+    """Refuses the produces listed in ``refuse`` (by call number) with the given exception, once each."""
+
+    def __init__(self, refuse: dict[int, BaseException]) -> None:
+        self.refuse, self.calls, self.sent = refuse, 0, []  # type: ignore[var-annotated]
+
+    def produce(self, topic: str, value: bytes, key: bytes, **kw: Any) -> None:
+        self.calls += 1
+        exc = self.refuse.pop(self.calls, None)
+        if exc is not None:
+            raise exc
+        self.sent.append((topic, value, key, dict(kw["headers"])))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def test_a_batch_of_dead_letters_keeps_every_header_and_the_refusal_handling() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from shared.runtime.output import DeliveryFailed, Output
+
+    producer = _Producer({2: BufferError("queue full")})
+    out = Output("svc", producer, "out", "dlq", None)  # type: ignore[arg-type]
+    refused = [(_Msg(i, b"v%d" % i), ("oversized", "null-value")[i % 2], f"detail {i}") for i in range(4)]
+    out.dead_letters(refused)  # type: ignore[arg-type]
+    assert [(t, v, k) for t, v, k, _ in producer.sent] == [("dlq", b"v%d" % i, b"k") for i in range(4)]
+    for (_, _, _, headers), (msg, code, detail) in zip(producer.sent, refused, strict=True):
+        assert headers == {
+            "ivmstream.reason": code.encode(),
+            "ivmstream.detail": detail.encode(),
+            "ivmstream.service": b"svc",
+            "ivmstream.source": f"in:2:{msg.offset()}".encode(),
+        }
+    gone = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    producer = _Producer({1: gone, 2: gone})
+    with pytest.raises(DeliveryFailed, match="cannot publish to dlq"):
+        Output("svc", producer, "out", "dlq", None).dead_letters(refused)  # type: ignore[arg-type]
