@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 import orjson
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DecimalType
 
@@ -35,11 +34,31 @@ PARSE: dict[str, Any] = {"int": int, "float": float, "str": str}  # a column typ
 CHECKED = {"rsjoin": False, "redraw": False, "sjoin": True}  # strategy -> exact counts (others: |Q| only)
 
 
-def _nextpow2(c):  # type: ignore[no-untyped-def]  # untyped: Spark infers no UDF kind from hints
-    if c is None:
-        return None
-    n = int(c)
-    return Decimal(1 << (n - 1).bit_length()) if n > 0 else Decimal(0)
+def nextpow2(c: Column) -> Column:
+    """The smallest power of two >= c (0 for 0), exactly, in Spark SQL (no Python worker): e = ceil(log2 c)
+    in floating point is off by at most one near powers of two and beyond 2^53, so the answer is the
+    first of 2^(e-1), 2^e, 2^(e+1) that is >= c, compared as exact decimals (CASE evaluates only the
+    branch it takes, so nothing beyond 38 digits is built)."""
+    e = F.ceil(F.log2(c.cast("double")))
+
+    def power(x: Column) -> Column:
+        """2^x exactly, as a product of three powers below 2^63 (a double cast to a decimal is not exact)."""
+        x = F.greatest(x, F.lit(0))
+        a = F.least(x, F.lit(62))
+        b = F.least(x - a, F.lit(62))
+        return (_shift(a) * _shift(b) * _shift(x - a - b)).cast(COUNT)
+
+    return (
+        F.when(c == 0, F.lit(0).cast(COUNT))
+        .when(power(e - 1) >= c, power(e - 1))
+        .when(power(e) >= c, power(e))
+        .otherwise(power(e + 1))
+    )
+
+
+def _shift(n: Column) -> Column:
+    """2^n for 0 <= n <= 62: exact as a double, then as a long, then as a decimal."""
+    return F.pow(F.lit(2.0), n).cast("long").cast(DecimalType(20, 0))
 
 
 def alias_frames(bags: Mapping[str, DataFrame], query: Query) -> dict[str, DataFrame]:
@@ -72,7 +91,6 @@ def directed_counts(
     """For every directed edge e→p (and the super-root 0→-1): per key and join value, the sum over e's
     tuples of the product of its children's counts (rounded up to powers of two unless ``exact``)."""
     nbrs = query.neighbours()
-    rounded = F.udf(_nextpow2, COUNT)
     memo: dict[tuple[int, int], DataFrame] = {}
 
     def counts(e: int, p: int) -> DataFrame:
@@ -89,7 +107,7 @@ def directed_counts(
             df = df.withColumn(_W, (F.col(_W) * F.col("__c")).cast(COUNT)).drop("__c")
         key = [a for a in attrs if p >= 0 and a in query.nodes[p].attrs]
         summed = df.groupBy(KEY, *key).agg(F.sum(_W).cast(COUNT).alias("__cnt"))
-        out = summed.withColumn(_R, F.col("__cnt") if exact else rounded(F.col("__cnt"))).cache()
+        out = summed.withColumn(_R, F.col("__cnt") if exact else nextpow2(F.col("__cnt"))).cache()
         memo[(e, p)] = out
         return out
 

@@ -37,6 +37,21 @@ def one_shuffle_partition(spark):
     spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
+def test_spark_rounds_counts_up_to_powers_of_two_exactly(spark):
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+
+    from services.reservoir.batch import COUNT, nextpow2
+    from services.reservoir.index import nextpow2 as engine_nextpow2
+
+    values = [0, 1, 2, 3, 5, 1023, 1024, 1025, 2**53 - 1, 2**53 + 1, 2**60 - 1, 2**60, 2**60 + 1]
+    values += [2**100 + 1, 10**37, 2**125 + 3, random.Random(1).randrange(2**120)]
+    df = spark.createDataFrame([(Decimal(v),) for v in values], "c decimal(38,0)")
+    got = [int(r["r"]) for r in df.select(nextpow2(F.col("c").cast(COUNT)).alias("r")).collect()]
+    assert got == [engine_nextpow2(v) if v else 0 for v in values]
+
+
 def walks3(engine: ReservoirEngine) -> set[tuple[int, int, int, int]]:
     """Line-3 results by hash lookups over the engine's edge relation (an oracle independent of it)."""
     edges = list(engine.rels["G1"])
