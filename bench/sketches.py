@@ -642,6 +642,10 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _load(values: Sequence[float] | None) -> str:
+    return "?" if values is None else " / ".join(f"{v:.1f}" for v in values)
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.2f}"
 
@@ -662,7 +666,7 @@ def markdown(report: Mapping[str, Any]) -> str:
     m = report["machine"]
     lines = [
         f"Run: `{report['command']}` on {m['cpu_model']} ({m['cpu_count']} cores, load average "
-        f"{report.get('loadavg_start', '?')} at the start, {m['loadavg_1_5_15']} at the end), "
+        f"{_load(report.get('loadavg_start'))} at the start, {_load(m['loadavg_1_5_15'])} at the end), "
         f"{report['seconds']:.0f} s in total.",
         "",
         "### Q_groups and Q_having (seconds per batch as ms, median)",
@@ -796,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = [50, 1000, 5000]
     report: dict[str, Any] = {
         "command": command_line("bench/sketches.py", argv),
-        "loadavg_start": list(load_start),
+        "loadavg_start": [round(v, 2) for v in load_start],
     }
     report["groups"] = exp_groups(n, groups, deltas, reps)
     report["breakeven"] = exp_breakeven(n, fr, max(2, reps // 2))
@@ -809,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         progress("worker")
         report["worker"] = exp_worker()
     report["seconds"] = time.perf_counter() - t0
-    report["loadavg_end"] = list(os.getloadavg())
+    report["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     report["machine"] = machine_info(duckdb=duckdb.__version__)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
