@@ -134,7 +134,6 @@ class AutoEngine(TriangleEngine):
         self.plan_name = FIRST_ORDER  # cheapest to build and to run until updates say otherwise
         self.plan: TriangleEngine = new_plan(FIRST_ORDER, mode)
         self._gauges = {f"plan_{name}": int(name == FIRST_ORDER) for name in self.plans}
-        self._mult = self.plan._mult  # type: ignore[method-assign]  # event checks skip a hop
         self.regret = dict.fromkeys(self.plans, 0)
         self.reason = "initial plan: first-order needs no views and no partition"
         self.switches = 0
@@ -318,7 +317,6 @@ class AutoEngine(TriangleEngine):
         self.plan = plan
         self.plan_name = name
         self._gauges = {f"plan_{p}": int(p == name) for p in self.plans}
-        self._mult = plan._mult  # type: ignore[method-assign]
         self._served = _served(name)
         self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != name]
         self._coldeg = []

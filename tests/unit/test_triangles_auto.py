@@ -247,3 +247,24 @@ def test_a_switch_between_first_order_and_a_view_plan_hands_the_indexes_over():
     engine.apply([ev("R", 1, 2, -1)])
     assert engine.result()["count"] == brute_count({**_hub(50), "R": {}})
     engine.check_invariants()
+
+
+@settings(max_examples=40, deadline=None)
+@given(GRAPH_OPS, st.integers(1, 40))
+def test_graph_batches_that_switch_mid_batch_check_events_against_the_current_plan(ops, batch):
+    """Switches happen inside ``apply`` (rebuilds priced at nothing): the set-semantics checks of the
+    later events in the batch must read the plan that holds the edges by then."""
+    engine = AutoEngine("graph", TWITCHY)
+    edges: set[tuple[int, int]] = set()
+    events = []
+    for u, v, _ in ops:
+        if u == v:
+            continue
+        e = (min(u, v), max(u, v))
+        m = -1 if e in edges else 1
+        (edges.discard if m < 0 else edges.add)(e)
+        events.append(edge(u, v, m))
+    for i in range(0, len(events), batch):
+        assert engine.apply(events[i : i + batch]) == []
+    assert engine.result()["count"] == brute_graph(edges)
+    engine.check_invariants()
