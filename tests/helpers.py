@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -236,11 +237,41 @@ def ivm_produce(
     return ivm(*args, check=check)
 
 
+def ivm_in_process(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``ivmstream ARGS`` through the CLI's entry point in this process: the same parsing, checks, output
+    and exit status, but a Spark command runs on the tests' SparkSession (the CLI takes the active one)
+    instead of starting a JVM of its own. The child-process path is run by the reference service's
+    bootstrap test and by ``ivmstream demo``."""
+    from shared.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    proc = subprocess.CompletedProcess(["ivmstream", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"ivmstream {' '.join(args)} failed ({code}):\n{proc.stderr}")
+    return proc
+
+
 def ivm_bootstrap(
-    service: str, config: Path, snapshot: Path, *, bootstrap: str, state_dir: Path, group: str
+    service: str,
+    config: Path,
+    snapshot: Path,
+    *,
+    bootstrap: str,
+    state_dir: Path,
+    group: str,
+    in_process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``ivmstream bootstrap`` of a snapshot into RocksDB state at the topic's current end, as ``run`` with
-    the same group and state dir resumes it; one Spark core, as the tests share the machine."""
+    the same group and state dir resumes it; one Spark core, as the tests share the machine. With
+    ``in_process`` the command runs on the tests' SparkSession (:func:`ivm_in_process`)."""
+    if in_process:
+        return ivm_in_process(
+            *("bootstrap", service, "--config", str(config), "--snapshot", str(snapshot)),
+            *("--bootstrap", bootstrap, "--from-offsets", "latest", "--state-dir", str(state_dir)),
+            *("--group", group),
+        )
     return ivm(
         "bootstrap",
         service,
@@ -265,11 +296,12 @@ def ivm_bootstrap(
 def ivm_reconcile(
     service: str, config: Path, *, bootstrap: str, redis: str, report: Path, snapshot: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``ivmstream reconcile``: Spark recomputes the views from the topic (on top of ``snapshot``)."""
+    """``ivmstream reconcile`` (in this process, on the tests' SparkSession): Spark recomputes the views
+    from the topic (on top of ``snapshot``)."""
     args = ["reconcile", service, "--config", str(config), "--bootstrap", bootstrap, "--redis", redis]
     if snapshot is not None:
         args += ["--snapshot", str(snapshot)]
-    return ivm(*args, "--report", str(report), timeout=300)
+    return ivm_in_process(*args, "--report", str(report))
 
 
 def published_results(redis_url: str, output_topic: str, service: str = "reference") -> dict[str, Any]:

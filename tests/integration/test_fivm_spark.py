@@ -363,8 +363,8 @@ def test_bootstrap_then_stream_equals_streaming_everything_and_reconcile_matches
 
 
 def test_cli_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, unique, tmp_path):
-    """The user path on a random covariance query without a key: `ivmstream bootstrap fivm` (its own
-    Spark), the rest streamed by a worker that resumes from that state, then reconcile says MATCH."""
+    """The user path on a random covariance query without a key: `ivmstream bootstrap fivm`, the rest
+    streamed by a worker that resumes from that state, then reconcile says MATCH."""
     from helpers import ivm_bootstrap, run_worker_to_end, stream_config
 
     from shared.redis_client import connect
@@ -383,7 +383,9 @@ def test_cli_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, u
     topic, group = f"{unique}.updates", f"{unique}-g"
     broker.create_topic(topic, 1)
     cfg = stream_config(tmp_path / "c.json", unique, **query, checkpoint_interval=0.2)
-    proc = ivm_bootstrap("fivm", cfg, head, bootstrap=broker.bootstrap, state_dir=tmp_path / "s", group=group)
+    proc = ivm_bootstrap(
+        "fivm", cfg, head, bootstrap=broker.bootstrap, state_dir=tmp_path / "s", group=group, in_process=True
+    )
     assert proc.stdout.startswith("bootstrapped 1 key(s) of fivm into rocksdb state"), proc.stdout
     produce_records(broker.bootstrap, topic, read_source(tail))
     config = load_config(SERVICE, cfg)

@@ -141,7 +141,7 @@ def test_reconcile_passes_on_correct_results_and_catches_a_corrupted_one(
     assert "sums.qty" in bad_report.mismatches["north"][0]
 
 
-def test_reconcile_cli_reports_and_records_the_verdict(broker, redis_server, unique, tmp_path):
+def test_reconcile_cli_reports_and_records_the_verdict(spark, broker, redis_server, unique, tmp_path):
     """The command a user runs: one summary line, a JSON report, exit status, verdict for /metrics."""
     topic, out = f"{unique}.updates", f"{unique}.results"
     broker.create_topic(topic, 1)

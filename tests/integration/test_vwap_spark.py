@@ -433,11 +433,13 @@ def test_bootstrap_from_the_standard_book_restores_engines_equal_to_streaming_it
         assert comparable(engine.result()) == comparable(reference.result()), query
 
 
-def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, tmp_path, standard_snapshot):
+def test_cli_bootstrap_then_stream_then_reconcile(
+    spark, broker, redis_server, unique, tmp_path, standard_snapshot
+):
     """The user path: `ivmstream bootstrap vwap` from the standard book, the tiny trace streamed on top,
     `ivmstream reconcile vwap` (Spark SQL over the snapshot plus the log) says MATCH."""
     import orjson
-    from helpers import ivm, run_worker_to_end, write_config
+    from helpers import ivm_in_process, run_worker_to_end, write_config
 
     from services.vwap.engine import create_engine
     from shared.compare import diff
@@ -462,7 +464,7 @@ def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, 
         checkpoint_interval=0.2,
     )
     state = tmp_path / "state"
-    proc = ivm(
+    proc = ivm_in_process(
         "bootstrap",
         "vwap",
         "--config",
@@ -477,9 +479,6 @@ def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, 
         str(state),
         "--group",
         group,
-        "--master",
-        "local[1]",
-        timeout=300,
     )
     assert proc.stdout.startswith("bootstrapped 1 key(s) of vwap into rocksdb state"), proc.stdout
     records = list(read_source(tiny, "orderbook", book="bids"))
@@ -496,7 +495,7 @@ def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, 
     assert {k: comparable(r) for k, r in results.items()} == {"": comparable(expected.result())}
 
     report_path = tmp_path / "report.json"
-    proc = ivm(
+    proc = ivm_in_process(
         "reconcile",
         "vwap",
         "--config",
@@ -509,7 +508,6 @@ def test_cli_bootstrap_then_stream_then_reconcile(broker, redis_server, unique, 
         str(standard_snapshot),
         "--report",
         str(report_path),
-        timeout=300,
     )
     assert proc.stdout.strip().startswith("reconcile vwap: MATCH on 1 key(s)"), proc.stdout
     assert orjson.loads(report_path.read_bytes())["verdict"] == "match"
