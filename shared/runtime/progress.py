@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from shared.runtime.kafka import client_security
+
 
 @dataclass(frozen=True)
 class PartitionProgress:
@@ -25,7 +27,8 @@ class PartitionProgress:
 
 
 def group_progress(bootstrap: str, group: str, topic: str, timeout: float = 10.0) -> list[PartitionProgress]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    settings = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    consumer = Consumer({**client_security(), **settings})  # the environment's security settings too
     try:
         meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
         tps = [TopicPartition(topic, p) for p in sorted(meta.partitions)]
