@@ -21,7 +21,7 @@ WRONG_TYPE: dict[str, Sequence[str]] = {
     "float": ['"1.5"', "false", "{}"],
     "number": ['"2"', "true", "[]"],
     "str": ["1", "2.5", "false", '{"s":1}'],
-    "bool": ["1", '"true"', "null"],
+    "bool": ["1", '"true"', "[]"],  # null has its own reason, null-value
     "decimal": ["true", "[]", '"abc"'],
     "exact": ["false", "{}", '"x"'],
 }
