@@ -82,6 +82,8 @@ def options(query: str, relations: Any, partition: Mapping[str, Any], **flags: A
         "allow_unsafe": flags.get("allow_unsafe", False),
         "join": flags.get("join", "mat"),
         "monotone_aggregates": flags.get("monotone_aggregates", False),
+        "top_m": flags.get("top_m", 0),
+        "instances": flags.get("instances", []),
     }
 
 

@@ -700,7 +700,7 @@ def compile_options(options: Mapping[str, Any]) -> Compiled:
     if options["query"] is None:
         raise ValueError("'query' is required: the SQL query to sketch")
     compiled = _compile_one(options, options["query"])
-    for sql in options.get("instances") or []:
+    for sql in options["instances"]:
         why = reuse_refusal(options["query"], sql, compiled.safety)
         if why is not None:
             raise QueryError(f"instance {sql!r} cannot reuse the sketch: {why}")
@@ -717,8 +717,8 @@ def _compile_one(options: Mapping[str, Any], sql: str) -> Compiled:
         bloom=options["bloom"],
         allow_unsafe=options["allow_unsafe"],
         monotone_aggregates=options["monotone_aggregates"],
-        top_m=options.get("top_m") or None,
-        join=options.get("join", "mat"),
+        top_m=options["top_m"] or None,  # 0: keep every value
+        join=options["join"],
     )
 
 

@@ -41,6 +41,9 @@ def sales_engine(strategy: str = "imp") -> SketchEngine:
             "bloom": False,
             "allow_unsafe": False,
             "monotone_aggregates": True,
+            "top_m": 0,
+            "join": "mat",
+            "instances": [],
         }
     )
 
@@ -302,6 +305,9 @@ def test_tpch_catalog_uses_standard_column_names_and_platform_events() -> None:
             "bloom": False,
             "allow_unsafe": False,
             "monotone_aggregates": False,
+            "top_m": 0,
+            "join": "mat",
+            "instances": [],
         }
     )
     from decimal import Decimal
