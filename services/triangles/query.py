@@ -41,10 +41,11 @@ OPTIONS = {
         "relations: Z-relations R(a,b), S(b,c), T(c,a)",
     ),
     "strategy": Option(
-        "ivm-eps",
+        "auto",
         choice(*STRATEGIES),
-        "ivm-eps (the paper); auto (picks first-order, IVM^eps or a single-view plan from the updates it "
-        "sees, and switches exactly); or a baseline: first-order, factorized, recursive, recompute",
+        "auto (picks first-order, IVM^eps at 1/2 or a single-view plan from the updates it sees, and "
+        "switches exactly); ivm-eps (the paper, any epsilon); or a baseline: first-order, factorized, "
+        "recursive, recompute",
     ),
     "epsilon": Option(
         None,

@@ -25,24 +25,25 @@ def config(**raw):
     return build_config(SERVICE, raw).options
 
 
-def test_defaults_are_graph_mode_ivm_eps_at_one_half():
+def test_defaults_are_graph_mode_auto_and_ivm_eps_at_one_half():
     opts = config()
     assert opts == {
         "mode": "graph",
-        "strategy": "ivm-eps",
+        "strategy": "auto",
         "epsilon": None,
         "always_iterate_s": False,
         "id_type": "int",
     }
-    engine = make_engine(opts)
+    assert make_engine(opts).strategy == "auto"
+    engine = make_engine(config(strategy="ivm-eps"))
     assert isinstance(engine, IvmEpsEngine) and engine.graph and [str(e) for e in engine.eps] == ["1/2"]
 
 
 def test_epsilon_forms_are_canonicalized():
-    assert config(epsilon="1/3")["epsilon"] == "1/3"
-    assert config(epsilon=0.25)["epsilon"] == "1/4"
-    assert config(epsilon=1)["epsilon"] == "1"
-    per = config(mode="relations", epsilon={"R": 0, "S": "0", "T": 1.0})
+    assert config(strategy="ivm-eps", epsilon="1/3")["epsilon"] == "1/3"
+    assert config(strategy="ivm-eps", epsilon=0.25)["epsilon"] == "1/4"
+    assert config(strategy="ivm-eps", epsilon=1)["epsilon"] == "1"
+    per = config(mode="relations", strategy="ivm-eps", epsilon={"R": 0, "S": "0", "T": 1.0})
     assert per["epsilon"] == {"R": "0", "S": "0", "T": "1"}
     engine = make_engine(per)
     assert [str(e) for e in engine.eps] == ["0", "0", "1"]
@@ -59,7 +60,11 @@ def test_epsilon_forms_are_canonicalized():
         ({"mode": "relations", "epsilon": {"R": "1/2", "S": "1/2", "T": "2"}}, r"for T: epsilon must lie"),
         ({"always_iterate_s": "yes"}, "must be true or false"),
         ({"id_type": "float"}, "must be one of int, str"),
-        ({"epsilon": {"R": "1/2", "S": "1/2", "T": "1/2"}}, "per-relation 'epsilon' needs mode 'relations'"),
+        (
+            {"strategy": "ivm-eps", "epsilon": {"R": "1/2", "S": "1/2", "T": "1/2"}},
+            "per-relation 'epsilon' needs mode 'relations'",
+        ),
+        ({"epsilon": "1/3"}, "'epsilon' applies only to strategy 'ivm-eps', but strategy is 'auto'"),
         ({"strategy": "first-order", "epsilon": "1/2"}, "'epsilon' applies only to strategy 'ivm-eps'"),
         ({"always_iterate_s": True}, "'always_iterate_s' applies only to strategy 'first-order'"),
     ],
