@@ -22,6 +22,7 @@ The checks raise AssertionError with a readable message; they import no test fra
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -44,6 +45,7 @@ from shared.service import DemoWorkload, ServiceDefinition, available_services, 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds the shared/ and services/ packages
 PROBE_SCALE = 1000  # a negated delta this many times larger deletes more copies than any workload holds
+KILL_SLICES = 4  # a kill's second half goes out in this many slices: more chances to catch work in flight
 
 
 class Broker(Protocol):
@@ -517,9 +519,10 @@ def check_kill9_restart(
 
     The workload is fed in ``kills + 1`` parts. For part k: produce its first half, start a worker and
     wait until its group checkpoints past everything before (the restart restored state and went on);
-    produce the second half and wait until the worker has published results beyond its checkpoint;
-    then kill it. So every kill lands with applied, published, not yet checkpointed work, and before
-    the end of the input; the returned KillPoints say what was seen."""
+    produce the second half, slice by slice, until the worker is seen with results published beyond its
+    checkpoint (a slice checkpointed before a poll caught it is followed by the next); then kill it and
+    produce the slices left. So every kill lands with applied, published, not yet checkpointed work, and
+    before the end of the input; the returned KillPoints say what was seen."""
     records = case.records
     total = len(records)
     parts = kills + 1
@@ -543,16 +546,22 @@ def check_kill9_restart(
             run.wait_for(
                 worker, f"a checkpoint past {stale or before}", partial(_resumed, run, stale, before)
             )
-            run.produce(records[middle:end])
-            run.wait_for(
-                worker, "results published beyond the checkpoint", partial(_ahead, run, point, total)
-            )
+            unsent = _slices(records[middle:end], KILL_SLICES)
+            while unsent and not point:
+                run.produce(unsent.pop(0))
+                # a slice the worker checkpointed before a poll saw it ahead is followed by the next one
+                settled = partial(_ahead_or_caught_up, run, point, total)
+                run.wait_for(worker, "results published beyond the checkpoint", settled)
         finally:
             if worker.poll() is None:
                 os.kill(worker.pid, signal.SIGKILL)
             code = worker.wait(30)
         if code != -signal.SIGKILL:
             raise AssertionError(f"{case}: worker ended with {code} before it was killed:\n{run.tail()}")
+        if not point:
+            raise AssertionError(f"{case}: every slice was checkpointed before results beyond it were seen")
+        for piece in unsent:  # the rest of this part, in log order, before the next part
+            run.produce(piece)
         seen.append(point[0])
     run.produce(records[bounds[kills] :])
     worker = run.start_worker()
@@ -585,6 +594,18 @@ def _resumed(run: StreamRun, stale: Mapping[int, int], before: int) -> bool:
     progress = run.progress()
     covered = all(p.committed >= stale.get(p.partition, 0) for p in progress)
     return covered and sum(p.committed for p in progress) > before
+
+
+def _slices(records: Sequence[SourceRecord], count: int) -> list[Sequence[SourceRecord]]:
+    """``records`` in ``count`` consecutive, non-empty pieces (fewer when there are fewer records)."""
+    count = max(1, min(count, len(records)))
+    bounds = [len(records) * i // count for i in range(count + 1)]
+    return [records[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _ahead_or_caught_up(run: StreamRun, found: list[KillPoint], total: int) -> bool:
+    """Results are ahead of the checkpoint (kill now), or the checkpoint already covers the input."""
+    return _ahead(run, found, total) or run.caught_up()
 
 
 def _ahead(run: StreamRun, found: list[KillPoint], total: int) -> bool:
