@@ -271,4 +271,6 @@ def empty(options: Mapping[str, Any]) -> dict[str, Any]:
     return _expected(options, 0, None)
 
 
-JOBS = BatchJobs(build_state=build_state, recompute=recompute, comparable=comparable, empty=empty)
+JOBS = BatchJobs(
+    build_state=build_state, recompute=recompute, comparable=comparable, empty=empty, snapshot_as_set=True
+)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +49,19 @@ class BatchJobs:
     comparable: Callable[[Any], Any] = lambda result: result
     # The result of a key whose bags are empty (all its tuples deleted); None: such a key is a mismatch.
     empty: Callable[[Mapping[str, Any]], Any] | None = None
+    # The engine holds its relations as sets (a repeated insert is refused): reconcile reads a snapshot
+    # tuple with a positive net multiplicity as present once, as bootstrap does, before the log's events.
+    snapshot_as_set: bool = False
 
 
 class BatchError(RuntimeError):
     pass
+
+
+def _as_set(rows: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Each tuple with a positive net multiplicity once (multiplicity 1); the others dropped."""
+    netted = rows.groupBy(KEY, *columns).agg(F.sum(MULT).alias(MULT))
+    return netted.where(F.col(MULT) > 0).withColumn(MULT, F.lit(1).cast(netted.schema[MULT].dataType))
 
 
 def load_jobs(service: ServiceDefinition) -> BatchJobs:
@@ -277,7 +286,9 @@ def run_reconcile(
     parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
     if snapshot is not None:
         for name, df in read_snapshot(spark, snapshot, schema).items():
-            parts[name].append(df)
+            parts[name].append(
+                _as_set(df, schema.relations[name].column_names) if jobs.snapshot_as_set else df
+            )
     log = read_kafka(
         spark,
         bootstrap_servers,
