@@ -113,6 +113,23 @@ class EntryReader(Protocol):
         ...
 
 
+# A worker's RocksDB memory, shared by all its partition databases (runtime options of the same names).
+ROCKSDB_BLOCK_CACHE_MIB = 32
+ROCKSDB_WRITE_BUFFER_MIB = 32
+
+
+@runtime_checkable
+class MemoryBounded(Protocol):
+    """Optional: a store whose own memory (caches, write buffers) is bounded by sizes the runtime sets, so
+    a worker's memory stays flat however much state its partitions store."""
+
+    name: str
+
+    def set_memory(self, block_cache_bytes: int, write_buffer_bytes: int) -> None:
+        """Bound the store's caches and unflushed writes, for databases open now and opened later."""
+        ...
+
+
 @runtime_checkable
 class KeyLoader(Protocol):
     """Optional: a store that reads a partition's keys one at a time, so a partition keeps only a bounded

@@ -4,6 +4,11 @@ One DB per partition (``<state_dir>/<namespace>/<topic>-<partition>``) lets work
 state volume hand partitions to each other on rebalance: the owner opens it on assignment and
 closes it on revocation, and RocksDB's lock file guards against two owners at once. Keys follow
 ``shared.state.base``'s layout, so one key's entries are one prefix scan.
+
+Memory: every database a store opens shares one LRU block cache (data, index and filter blocks, so
+the index of a growing state is charged to it too) and one write-buffer manager (all memtables), so a
+worker's RocksDB memory is bounded by two sizes however many partitions it owns and however much they
+store, rather than growing with both.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
 
 from shared.engine import Entry
 from shared.state.base import (
@@ -20,6 +25,8 @@ from shared.state.base import (
     ENTRY_PREFIX,
     ENVELOPE_KEY,
     OFFSET_KEY,
+    ROCKSDB_BLOCK_CACHE_MIB,
+    ROCKSDB_WRITE_BUFFER_MIB,
     SNAPSHOT_PREFIX,
     CommitStats,
     FaultHook,
@@ -32,16 +39,27 @@ from shared.state.base import (
     split_entry_key,
 )
 
-MEMTABLE_BYTES = 8 << 20
+MEMTABLE_BYTES = 8 << 20  # one memtable of one partition database; all of them share the write budget
+MIB = 1 << 20
 
 
 class RocksDBStore:
     name = "rocksdb"
 
     def __init__(
-        self, state_dir: str | Path, namespace: str, sync: bool = False, fault_hook: FaultHook | None = None
+        self,
+        state_dir: str | Path,
+        namespace: str,
+        sync: bool = False,
+        fault_hook: FaultHook | None = None,
+        *,
+        block_cache_bytes: int = ROCKSDB_BLOCK_CACHE_MIB * MIB,
+        write_buffer_bytes: int = ROCKSDB_WRITE_BUFFER_MIB * MIB,
     ) -> None:
         self.root = Path(state_dir) / namespace
+        self.block_cache = Cache(block_cache_bytes)
+        # allow_stall off: past the budget the manager flushes the largest memtables instead of blocking
+        self.write_buffers = WriteBufferManager(write_buffer_bytes, False)
         self._dbs: dict[tuple[str, int], Rdict] = {}
         self._write_opts = WriteOptions()
         self._write_opts.sync = sync
@@ -55,12 +73,7 @@ class RocksDBStore:
         db = self._dbs.get((topic, partition))
         if db is None:
             path = self.root / f"{topic}-{partition}"
-            opts = Options(raw_mode=True)
-            opts.create_if_missing(True)
-            # A worker opens one database per owned partition: RocksDB's 64 MiB memtables would let a
-            # worker with many partitions hold gigabytes of unflushed writes. 8 MiB, two at most.
-            opts.set_write_buffer_size(MEMTABLE_BYTES)
-            opts.set_max_write_buffer_number(2)
+            opts = self._options()
             deadline = time.monotonic() + 30.0
             while True:  # the previous owner may still be closing it during a rebalance
                 try:
@@ -72,6 +85,35 @@ class RocksDBStore:
                     time.sleep(0.1)
             self._dbs[(topic, partition)] = db
         return db
+
+    def set_memory(self, block_cache_bytes: int, write_buffer_bytes: int) -> None:
+        """Resize the shared block cache and write budget (open databases included: they share both)."""
+        self.block_cache.set_capacity(block_cache_bytes)
+        self.write_buffers.set_buffer_size(write_buffer_bytes)
+
+    def memory_usage(self) -> dict[str, int]:
+        """Bytes the shared block cache holds (``pinned``: of them, blocks in use) and the memtables hold."""
+        return {
+            "block_cache": self.block_cache.get_usage(),
+            "block_cache_pinned": self.block_cache.get_pinned_usage(),
+            "write_buffers": self.write_buffers.get_usage(),
+        }
+
+    def _options(self) -> Options:
+        """A partition database's options: its blocks and memtables are charged to the store's shared
+        cache and write budget. Without them each database would keep its own 8 MiB cache, its index
+        and filter blocks outside any cache (growing with its files), and 64 MiB memtables."""
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        table = BlockBasedOptions()
+        table.set_block_cache(self.block_cache)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)  # the hottest files' index stays put
+        opts.set_block_based_table_factory(table)
+        opts.set_write_buffer_manager(self.write_buffers)
+        opts.set_write_buffer_size(MEMTABLE_BYTES)
+        opts.set_max_write_buffer_number(2)
+        return opts
 
     @staticmethod
     def _scan(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
