@@ -34,6 +34,7 @@ from shared.options import (
     to_fraction,
 )
 from shared.service import ServiceDefinition
+from shared.state.base import ROCKSDB_BLOCK_CACHE_MIB, ROCKSDB_WRITE_BUFFER_MIB
 
 __all__ = [
     "RUNTIME_OPTIONS",
@@ -94,6 +95,18 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "engines each partition keeps in memory after a checkpoint; the least recently used clean ones "
         "are dropped and reloaded from the state store when their key is next seen (null: keep all)",
     ),
+    "rocksdb_block_cache_mib": Option(
+        ROCKSDB_BLOCK_CACHE_MIB,
+        positive_int(),
+        "RocksDB state: MiB of the one LRU block cache all of a worker's partition databases share (data, "
+        "index and filter blocks)",
+    ),
+    "rocksdb_write_buffer_mib": Option(
+        ROCKSDB_WRITE_BUFFER_MIB,
+        positive_int(),
+        "RocksDB state: MiB of unflushed writes (memtables) all of a worker's partition databases may hold "
+        "together before the largest are flushed",
+    ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
     "broker_timeout": Option(
         120.0,
@@ -140,6 +153,8 @@ class ServiceConfig:
     source: str = "<inline>"
     state_layout: str = "incremental"
     resident_keys: int | None = 10_000  # engines kept per partition after a checkpoint (None: all)
+    rocksdb_block_cache_mib: int = ROCKSDB_BLOCK_CACHE_MIB  # one block cache per worker (RocksDB state)
+    rocksdb_write_buffer_mib: int = ROCKSDB_WRITE_BUFFER_MIB  # all memtables of a worker (RocksDB state)
     emit: str = "batch"  # "every-event": a changelog record per event (docs/architecture.md, "Result modes")
     broker_timeout: float | None = 120.0  # seconds without a reachable broker before exiting (None: never)
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
@@ -220,6 +235,8 @@ def build_config(
         checkpoint_interval=values["checkpoint_interval"],
         state_layout=values["state_layout"],
         resident_keys=values["resident_keys"],
+        rocksdb_block_cache_mib=values["rocksdb_block_cache_mib"],
+        rocksdb_write_buffer_mib=values["rocksdb_write_buffer_mib"],
         emit=values["emit"],
         session_timeout_ms=values["session_timeout_ms"],
         broker_timeout=values["broker_timeout"],
