@@ -46,7 +46,7 @@ from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
 from shared.service import ServiceDefinition, load_sharding
 from shared.state import StateStore, check_envelope, envelope_for
-from shared.state.base import KeyLoader, StateLost
+from shared.state.base import KeyLoader, MemoryBounded, StateLost
 
 log = logging.getLogger("ivmstream.runtime")
 
@@ -86,6 +86,8 @@ class Worker:
         self.service = service
         self.config = config
         self.store = store
+        if isinstance(store, MemoryBounded):
+            store.set_memory(config.rocksdb_block_cache_mib << 20, config.rocksdb_write_buffer_mib << 20)
         # maps the engines read through the store: not loaded on assignment (refused here if unservable)
         probe = service.engine(config.options)
         self._backed = store_backing(store, probe, config.state_layout == "incremental")
