@@ -5,7 +5,10 @@
  * key, with no intermediate objects. It accepts only what it can decide exactly: the canonical shape
  * {"relation": ..., "row": {...}, "delta": ...} with "relation" before "row", strings without escapes,
  * integers of at most 18 digits, no duplicate names, every column present and of its declared type.
- * Anything else (a malformed record, an escape, a null, a decimal column, an unusual member order) is
+ * Decimal values (and exact ones that are not integers) are made by the `decimal_type` the reference
+ * decoder uses, from an integer, a float's shortest repr or a plain decimal string ([+-], digits, one
+ * point, an exponent of at most 9 digits: text it reads exactly and finite under any context).
+ * Anything else (a malformed record, an escape, a null, an odd decimal string, an unusual member order) is
  * "declined" and handed to the Python fallback, which owns the reference semantics and the precise
  * rejection reasons. So this file can only make decoding faster, never change a verdict; the test suite
  * checks it against the reference decoder on generated and mutated records.
@@ -19,13 +22,17 @@
  *         refuse(value) -> event or error instance: the reference decoder alone, for a declined value the
  *             refusal scan below finds certainly invalid (default: the fallback)
  *         max_depth: values nested deeper than this are refused as "too-deep"; -1: no check here
+ *         decimal_type: decimal.Decimal, for decimal and exact columns; None: decimal columns declined
  *
  * Refusing cheaply. A flood of hostile records must not cost many good ones, so a declined value is
  * first scanned without building objects: over the size limit or nested too deep, its error is made
  * here (these are the reference decoder's first two checks, and their details are fixed texts); not
  * JSON, text that is not UTF-8, a null, a NaN/Infinity, an integer beyond 64 bits (no event holds any
  * of these), it goes straight to `refuse`, skipping the fallback's faster decoder, which would only
- * fail on it. The scan never decides a verdict the reference decoder would not: `refuse` is it.
+ * fail on it. So does a value the parser found certainly invalid on its way: a column value of the
+ * wrong JSON type (a float for an integer, a string without a digit for a decimal), an unknown relation,
+ * field or column, a missing one, a zero or non-integer delta. The scan never decides a verdict the
+ * reference decoder would not: `refuse` is it.
  *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
  *     Decoder.decode_many(values) -> decoded
  */
@@ -35,7 +42,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { T_INT = 0, T_FLOAT = 1, T_NUMBER = 2, T_STR = 3, T_BOOL = 4, T_EXACT = 5, T_DECLINE = 6 };
+enum { T_INT = 0, T_FLOAT = 1, T_NUMBER = 2, T_STR = 3, T_BOOL = 4, T_EXACT = 5, T_DECLINE = 6, T_DECIMAL = 7 };
 
 #define MAX_COLUMNS 62 /* one bit per column plus the key field in a 64-bit "seen" mask */
 #define MAX_FLOAT_TEXT 63
@@ -75,6 +82,8 @@ typedef struct {
     Py_ssize_t max_size; /* longer values are refused as oversized; -1: no limit */
     PyObject *refuse;    /* the reference decoder, for values the refusal scan finds invalid */
     int max_depth;       /* deeper values are refused as too-deep; -1: not checked here */
+    PyObject *decimal_type; /* decimal.Decimal, for decimal and exact columns; NULL: those are declined */
+    int refused; /* set by decode_one: it declined a value no decoder accepts (goes to `refuse`) */
 } Decoder;
 
 /* --- the parser ------------------------------------------------------------------------------------ */
@@ -238,6 +247,96 @@ static inline int scan_literal(Cursor *c, const char *word, Py_ssize_t n) {
     return 0;
 }
 
+/* A Decimal from a str or int object (stolen), by the reference decoder's own constructor; NULL declines. */
+static PyObject *decimal_of(Decoder *self, PyObject *arg) {
+    if (arg == NULL) return NULL;
+    PyObject *out = PyObject_CallOneArg(self->decimal_type, arg);
+    Py_DECREF(arg);
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* the reference decides */
+    return out;
+}
+
+/* Whether [s, s + n) is a plain decimal literal ([+-], digits with at most one point, an exponent of at
+ * most 9 digits): text Decimal() reads exactly, as a finite number, under any context. */
+static int plain_decimal(const char *s, Py_ssize_t n) {
+    const char *p = s, *end = s + n;
+    if (p < end && (*p == '+' || *p == '-')) p++;
+    int digits = 0;
+    while (p < end && *p >= '0' && *p <= '9') p++, digits++;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && *p >= '0' && *p <= '9') p++, digits++;
+    }
+    if (!digits) return 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *exp = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == exp || p - exp > 9) return 0;
+    }
+    return p == end;
+}
+
+/* An exact number as the reference decoder's decimal check makes it: an int, the float's shortest repr,
+ * or a plain decimal string, through Decimal(). NULL (no exception) declines. */
+static PyObject *parse_decimal(Decoder *self, Cursor *c) {
+    int64_t iv;
+    const char *s;
+    Py_ssize_t n;
+    int ascii;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '"') {
+        if (!scan_string(c, &s, &n, &ascii) || !ascii || !plain_decimal(s, n)) return NULL;
+        return decimal_of(self, PyUnicode_FromStringAndSize(s, n));
+    }
+    int kind = scan_number(c, &iv, &s, &n);
+    if (kind == NUM_INT) return decimal_of(self, PyLong_FromLongLong(iv));
+    if (kind != NUM_FLOAT) return NULL;
+    PyObject *f = float_from_text(s, n);
+    if (f == NULL) return NULL;
+    PyObject *text = PyObject_Repr(f);
+    Py_DECREF(f);
+    return decimal_of(self, text);
+}
+
+/* Whether a value this decoder declined for a column of `type` is one no decoder accepts there: its JSON
+ * kind (read from its first byte) is not the column's, or it is a float for an integer column, or a
+ * string with no digit for an exact number. Only routing depends on it (the reference decoder decides). */
+static int certainly_wrong(const char *at, const char *end, int type) {
+    Cursor c = {at, end};
+    int64_t iv;
+    const char *s;
+    Py_ssize_t n;
+    int ascii;
+    skip_ws(&c);
+    if (c.p >= c.end) return 0;
+    char ch = *c.p;
+    int number = ch == '-' || (ch >= '0' && ch <= '9');
+    switch (type) {
+        case T_INT:
+            return number ? scan_number(&c, &iv, &s, &n) == NUM_FLOAT : 1;
+        case T_FLOAT:
+        case T_NUMBER:
+            return !number;
+        case T_STR:
+            return ch != '"';
+        case T_BOOL:
+            return ch != 't' && ch != 'f';
+        case T_EXACT:
+        case T_DECIMAL:
+            if (number) return 0;
+            if (ch != '"') return 1;
+            if (!scan_string(&c, &s, &n, &ascii) || !ascii) return 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (s[i] >= '0' && s[i] <= '9') return 0;
+            }
+            return 1; /* Decimal() refuses it or makes a NaN or an infinity of it: a wrong type */
+        default:
+            return 0;
+    }
+}
+
 /* One column value of the given type as a new reference; NULL (no exception) declines. */
 static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
     int64_t iv;
@@ -246,8 +345,15 @@ static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
     int kind;
     switch (type) {
         case T_INT:
-        case T_EXACT: /* exact: integers stay ints; anything else becomes a Decimal (fallback) */
             return scan_number(c, &iv, &s, &n) == NUM_INT ? PyLong_FromLongLong(iv) : NULL;
+        case T_EXACT: { /* exact: integers stay ints; anything else becomes a Decimal */
+            Cursor at = *c;
+            if (scan_number(c, &iv, &s, &n) == NUM_INT) return PyLong_FromLongLong(iv);
+            *c = at;
+            return self->decimal_type != NULL ? parse_decimal(self, c) : NULL;
+        }
+        case T_DECIMAL:
+            return parse_decimal(self, c);
         case T_FLOAT:
             kind = scan_number(c, &iv, &s, &n);
             if (kind == NUM_INT) return PyFloat_FromDouble((double)iv); /* exact below 2**53; rounds as float(int) */
@@ -302,18 +408,27 @@ static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject *
             if (j < ncol) {
                 uint64_t bit = (uint64_t)1 << j;
                 if (seen & bit) goto done; /* a duplicate: the reference decoder decides */
+                const char *at = c->p;
                 values[j] = parse_value(self, c, r->columns[j].type);
-                if (values[j] == NULL) goto done;
+                if (values[j] == NULL) {
+                    if (!PyErr_Occurred()) self->refused = certainly_wrong(at, c->end, r->columns[j].type);
+                    goto done;
+                }
                 seen |= bit;
                 count++;
             } else if (self->key_utf8 != NULL && self->key_len == len &&
                        memcmp(self->key_utf8, name, (size_t)len) == 0) {
                 if (seen & key_bit) goto done;
+                const char *at = c->p;
                 key = parse_key(self, c);
-                if (key == NULL) goto done;
+                if (key == NULL) {
+                    if (!PyErr_Occurred()) self->refused = certainly_wrong(at, c->end, T_INT) && certainly_wrong(at, c->end, T_STR);
+                    goto done;
+                }
                 seen |= key_bit;
             } else {
-                goto done; /* an unknown column */
+                self->refused = 1; /* an unknown column */
+                goto done;
             }
             skip_ws(c);
             if (c->p < c->end && *c->p == ',') {
@@ -327,7 +442,10 @@ static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject *
             goto done;
         }
     }
-    if (count != ncol || (self->key_utf8 != NULL && key == NULL)) goto done;
+    if (count != ncol || (self->key_utf8 != NULL && key == NULL)) {
+        self->refused = 1; /* a column or the key is missing */
+        goto done;
+    }
     PyObject *row = _PyDict_NewPresized(ncol);
     if (row == NULL) goto done;
     for (int j = 0; j < ncol; j++) {
@@ -358,6 +476,7 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
     PyObject *row = NULL, *key = NULL, *event = NULL;
     int have_delta = 0;
     int64_t delta = 0;
+    self->refused = 0;
     if (!expect(&c, '{')) return NULL;
     for (;;) {
         const char *name;
@@ -375,6 +494,7 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
                     break;
                 }
             }
+            if (rel == NULL) self->refused = 1; /* an unknown relation */
             if (rel == NULL || !rel->accepted) goto decline;
         } else if (len == 3 && memcmp(name, "row", 3) == 0) {
             if (rel == NULL || row != NULL) goto decline;
@@ -382,9 +502,16 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
         } else if (len == 5 && memcmp(name, "delta", 5) == 0) {
             const char *s;
             Py_ssize_t n;
-            if (have_delta || scan_number(&c, &delta, &s, &n) != NUM_INT || delta == 0) goto decline;
+            if (have_delta) goto decline;
+            const char *at = c.p;
+            int kind = scan_number(&c, &delta, &s, &n);
+            if (kind != NUM_INT || delta == 0) { /* zero, or not an integer (refused), or too long (unsure) */
+                self->refused = kind == NUM_INT || certainly_wrong(at, c.end, T_INT);
+                goto decline;
+            }
             have_delta = 1;
         } else {
+            self->refused = 1; /* an unknown field */
             goto decline;
         }
         skip_ws(&c);
@@ -399,7 +526,11 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
         goto decline;
     }
     skip_ws(&c);
-    if (c.p != c.end || row == NULL || !have_delta) goto decline;
+    if (c.p != c.end) goto decline;
+    if (row == NULL || !have_delta) {
+        self->refused = 1; /* a field is missing */
+        goto decline;
+    }
     PyObject *d = PyLong_FromLongLong(delta);
     if (d == NULL) goto decline;
     PyObject *args[4] = {rel->name, row, d, key != NULL ? key : Py_None};
@@ -746,8 +877,10 @@ static PyObject *decode_batch(Decoder *self, PyObject *values, int grouped) {
                 Py_DECREF(value);
                 goto fail;
             }
+            int refused = self->refused;
             item = refuse_cheaply(self, value);
-            if (item == NULL && !PyErr_Occurred()) item = PyObject_CallOneArg(self->fallback, value);
+            if (item == NULL && !PyErr_Occurred())
+                item = PyObject_CallOneArg(refused ? self->refuse : self->fallback, value);
             if (item == NULL) {
                 Py_DECREF(value);
                 goto fail;
@@ -811,13 +944,18 @@ static void free_relations(Decoder *self) {
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback",
-                             "max_size", "refuse", "max_depth", NULL};
+                             "max_size", "refuse", "max_depth", "decimal_type", NULL};
     PyObject *relations, *key_field, *event_type, *error_type, *fallback, *refuse = Py_None;
+    PyObject *decimal_type = Py_None;
     Py_ssize_t max_size = -1;
     int max_depth = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|nOi", kwlist, &relations, &key_field, &event_type,
-                                     &error_type, &fallback, &max_size, &refuse, &max_depth))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|nOiO", kwlist, &relations, &key_field, &event_type,
+                                     &error_type, &fallback, &max_size, &refuse, &max_depth, &decimal_type))
         return -1;
+    if (decimal_type != Py_None && !PyCallable_Check(decimal_type)) {
+        PyErr_SetString(PyExc_TypeError, "decimal_type must be callable or None");
+        return -1;
+    }
     self->max_size = max_size < 0 ? -1 : max_size;
     self->max_depth = max_depth < 0 ? -1 : max_depth;
     if (refuse == Py_None) refuse = fallback;
@@ -876,7 +1014,8 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
                 goto fail;
             }
             col->type = type;
-            if (type < T_INT || type >= T_DECLINE) r->accepted = 0;
+            if (type < T_INT || type > T_DECIMAL || type == T_DECLINE) r->accepted = 0;
+            if (type == T_DECIMAL && decimal_type == Py_None) r->accepted = 0;
         }
         Py_DECREF(cols);
     }
@@ -891,6 +1030,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->error_type, Py_NewRef(error_type));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
     Py_XSETREF(self->refuse, Py_NewRef(refuse));
+    Py_XSETREF(self->decimal_type, decimal_type == Py_None ? NULL : Py_NewRef(decimal_type));
     if (self->empty_key == NULL) {
         self->empty_key = PyUnicode_FromStringAndSize("", 0);
         if (self->empty_key == NULL) return -1;
@@ -914,6 +1054,7 @@ static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->error_type);
     Py_VISIT(self->fallback);
     Py_VISIT(self->refuse);
+    Py_VISIT(self->decimal_type);
     return 0;
 }
 
@@ -922,6 +1063,7 @@ static int Decoder_clear(Decoder *self) {
     Py_CLEAR(self->error_type);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->refuse);
+    Py_CLEAR(self->decimal_type);
     return 0;
 }
 
@@ -977,7 +1119,7 @@ PyMODINIT_FUNC PyInit__fastjson(void) {
         PyModule_AddIntConstant(m, "T_INT", T_INT) < 0 || PyModule_AddIntConstant(m, "T_FLOAT", T_FLOAT) < 0 ||
         PyModule_AddIntConstant(m, "T_NUMBER", T_NUMBER) < 0 || PyModule_AddIntConstant(m, "T_STR", T_STR) < 0 ||
         PyModule_AddIntConstant(m, "T_BOOL", T_BOOL) < 0 || PyModule_AddIntConstant(m, "T_EXACT", T_EXACT) < 0 ||
-        PyModule_AddIntConstant(m, "T_DECLINE", T_DECLINE) < 0) {
+        PyModule_AddIntConstant(m, "T_DECLINE", T_DECLINE) < 0 || PyModule_AddIntConstant(m, "T_DECIMAL", T_DECIMAL) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -380,8 +380,8 @@ def _compiled_decoder(
     max_record_bytes: int = MAX_RECORD_BYTES,
     refuse: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """The C decoder for this schema. Decimal columns are left to Python (their records are declined).
-    ``refuse``: the reference decoder, for the records the C decoder's refusal scan finds invalid."""
+    """The C decoder for this schema (decimal and exact columns through ``Decimal``, as ``_check_decimal``).
+    ``refuse``: the reference decoder, for the records the C decoder finds certainly invalid."""
     assert _fastjson is not None
     codes = {
         "int": _fastjson.T_INT,
@@ -390,7 +390,7 @@ def _compiled_decoder(
         "str": _fastjson.T_STR,
         "bool": _fastjson.T_BOOL,
         "exact": _fastjson.T_EXACT,
-        "decimal": _fastjson.T_DECLINE,
+        "decimal": _fastjson.T_DECIMAL,
     }
     relations = [
         (name, tuple((col, codes[typ]) for col, typ in rel.columns)) for name, rel in schema.relations.items()
@@ -404,6 +404,7 @@ def _compiled_decoder(
         max_size=max_record_bytes,
         refuse=refuse,
         max_depth=MAX_NESTING,
+        decimal_type=Decimal,
     )
 
 

@@ -1,0 +1,191 @@
+"""Decimal columns in the compiled decoder, and the records it sends straight to the reference decoder.
+
+The C decoder makes a decimal (or a non-integer exact) value with ``Decimal()`` itself when the value is
+an integer, a float (by its shortest repr) or a plain decimal string; anything else it declines, and the
+reference decoder decides. A record it finds certainly invalid while parsing (a value of the wrong JSON
+type, an unknown relation, column or field, a missing one, a zero delta) skips the msgspec path. Both
+must leave every verdict the reference decoder's: checked here value by value against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from shared.events import codec as codec_module
+
+if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
+    pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
+
+SCHEMA = Schema.of(
+    Relation.of("m", d="decimal", x="exact", i="int", s="str", b="bool", f="float"), key_field="k"
+)
+GOOD_ROW: dict[str, Any] = {"d": "1.5", "x": 2, "i": 3, "s": "a", "b": True, "f": 0.5, "k": "z"}
+# Text Decimal() reads in ways a plain literal does not, or refuses: the reference decides these.
+ODD_DECIMALS = (
+    " 1.5",
+    "1_000",
+    "NaN",
+    "-Infinity",
+    "inf",
+    "sNaN",
+    "\u0661\u0662",
+    "+.5",
+    "5.",
+    ".",
+    "-",
+    "e5",
+    "1e",
+    "1e+",
+    "1e1234567890",
+    "1e123456789",
+    "0e0",
+    "-0",
+    "1.5 ",
+    "",
+    "abc",
+    "0x10",
+    "1,5",
+    "\\u0031",
+)
+DECIMAL_TEXT = st.one_of(
+    st.sampled_from(ODD_DECIMALS),
+    st.decimals(allow_nan=False, allow_infinity=False).map(str),
+    st.from_regex(r"[+-]?[0-9]{0,25}(\.[0-9]{0,25})?([eE][+-]?[0-9]{1,11})?", fullmatch=True),
+    st.text(max_size=6),
+)
+# Raw JSON values for a column: every JSON kind, decimal-like strings, numbers at the parser's limits.
+RAW_VALUES = st.one_of(
+    DECIMAL_TEXT.map(lambda t: orjson.dumps(t).decode()),
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(("true", "false", "null", "[]", "{}", "[1]", '{"a":1}', "1e400", "-0.0", "1E2", "NaN")),
+)
+
+
+def verdict(item: UpdateEvent | EventError) -> tuple[Any, ...]:
+    if isinstance(item, EventError):
+        return ("rejected", item.code, item.detail)
+    row = tuple((c, type(v).__name__, repr(v)) for c, v in item.row.items())
+    return ("accepted", item.relation, row, item.delta, item.key)
+
+
+def with_value(column: str, raw: str) -> bytes:
+    return orjson.dumps({"relation": "m", "row": dict(GOOD_ROW, **{column: "\x00V"}), "delta": 1}).replace(
+        b'"\\u0000V"', raw.encode()
+    )
+
+
+class Routes:
+    """The compiled decoder with both of its Python paths recorded: which records reach which."""
+
+    def __init__(self) -> None:
+        self.codec = EventCodec(SCHEMA, compiled=False)
+        self.fallback: list[bytes] = []
+        self.refuse: list[bytes] = []
+        self.decoder = codec_module._compiled_decoder(
+            SCHEMA, self._called(self.fallback), codec_module.MAX_RECORD_BYTES, self._called(self.refuse)
+        )
+
+    def _called(self, log: list[bytes]) -> Any:
+        def call(value: bytes) -> UpdateEvent | EventError:
+            log.append(value)
+            return self.codec._refuse(value)
+
+        return call
+
+
+def reference(value: bytes) -> tuple[Any, ...]:
+    try:
+        return verdict(EventCodec(SCHEMA, compiled=False).decode_slow(value))
+    except EventError as err:
+        return verdict(err)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(("d", "x")), DECIMAL_TEXT)
+def test_decimal_strings_get_the_reference_value_or_reason(column: str, text: str) -> None:
+    value = with_value(column, orjson.dumps(text).decode())
+    routes = Routes()
+    [item] = routes.decoder.decode_many([value])
+    assert verdict(item) == reference(value)
+    assert EventCodec(SCHEMA, compiled=True).decode_many([value]) == [item] or isinstance(item, EventError)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(tuple(GOOD_ROW)), RAW_VALUES)
+def test_any_value_in_any_column_gets_the_reference_verdict(column: str, raw: str) -> None:
+    value = with_value(column, raw)
+    codec = EventCodec(SCHEMA, compiled=True)
+    [item] = codec.decode_many([value])
+    assert verdict(item) == reference(value)
+    decoded, _, errors = codec.decode_grouped([value])
+    assert [verdict(x) for x in decoded] == [reference(value)] and errors == isinstance(item, EventError)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(tuple(GOOD_ROW)), RAW_VALUES)
+def test_what_skips_the_fast_path_is_refused(column: str, raw: str) -> None:
+    """Skipping the msgspec path must only ever cost time: every record sent straight to the reference
+    decoder is one it refuses (records here have no duplicate names, the one case left to chance)."""
+    value = with_value(column, raw)
+    routes = Routes()
+    routes.decoder.decode_many([value])
+    if routes.refuse:
+        assert reference(value)[0] == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("column", "raw", "decided_in_c"),
+    [
+        ("d", '"2.50"', True),
+        ("d", '"-7E+3"', True),
+        ("d", "-12", True),
+        ("d", "0.1", True),
+        ("d", "1e-7", True),
+        ("x", '"0.000"', True),
+        ("x", "2.5", True),
+        ("d", '" 2.5"', False),  # Decimal() strips the blanks: the reference decides
+        ("d", '"1_0"', False),
+        ("d", '"1e1234567890"', False),  # an exponent of 10 digits
+        ("x", "12345678901234567890", False),  # beyond 18 digits, within 64 bits
+    ],
+)
+def test_plain_decimals_are_decided_in_c(column: str, raw: str, decided_in_c: bool) -> None:
+    value = with_value(column, raw)
+    routes = Routes()
+    [item] = routes.decoder.decode_many([value])
+    assert verdict(item) == reference(value)
+    assert (routes.fallback + routes.refuse == []) == decided_in_c
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        (with_value("d", "true"), "wrong-type"),
+        (with_value("d", '"abc"'), "wrong-type"),
+        (with_value("d", '"NaN"'), "wrong-type"),
+        (with_value("x", "[]"), "wrong-type"),
+        (with_value("i", "2.5"), "wrong-type"),
+        (with_value("s", "1"), "wrong-type"),
+        (with_value("b", '"true"'), "wrong-type"),
+        (with_value("f", '"1.5"'), "wrong-type"),
+        (with_value("k", "1.5"), "wrong-type"),
+        (b'{"relation":"nope","row":{},"delta":1}', "unknown-relation"),
+        (b'{"relation":"m","row":{"d":1,"k":"z"},"delta":1}', "missing-column"),
+        (with_value("d", "1").replace(b'"delta":1', b'"delta":0'), "zero-delta"),
+        (with_value("d", "1").replace(b'"delta":1', b'"delta":"1"'), "bad-delta"),
+        (with_value("d", "1").replace(b'"delta":1', b'"delta":1,"extra":2'), "unknown-field"),
+        (b'{"relation":"m","delta":1}', "missing-field"),
+    ],
+)
+def test_certainly_invalid_records_skip_the_fast_path(record: bytes, reason: str) -> None:
+    routes = Routes()
+    [item] = routes.decoder.decode_many([record])
+    assert verdict(item) == reference(record) and verdict(item)[1] == reason
+    assert routes.fallback == [] and routes.refuse == [record]
