@@ -385,26 +385,17 @@ class StreamRun:
                 f"producing to {self.topic}: sent {report.sent}/{len(records)}, {report.failures}"
             )
 
-    def start_worker(self) -> subprocess.Popen[bytes]:
-        args = [
-            sys.executable,
-            "-m",
-            "shared.cli",
-            "run",
-            self.case.name,
-            "--bootstrap",
-            self.broker.bootstrap,
-            "--config",
-            str(self.config_path),
-            "--group",
-            self.group,
-            "--state-dir",
-            str(self.workdir / f"{self.prefix}.state"),
-            "--state-backend",
-            self.backend,
-            "--redis",
-            self.redis_url,
+    def worker_command(self, *extra: str) -> list[str]:
+        """``ivmstream run`` for this run's group: every worker shares the state dir, as on one machine."""
+        return [
+            *(sys.executable, "-m", "shared.cli", "run", self.case.name),
+            *("--bootstrap", self.broker.bootstrap, "--config", str(self.config_path), "--group", self.group),
+            *("--state-dir", str(self.workdir / f"{self.prefix}.state"), "--state-backend", self.backend),
+            *("--redis", self.redis_url, *extra),
         ]
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        args = self.worker_command()
         with open(self.log, "ab") as out:  # the child keeps its own descriptor
             return subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, env=child_environment(), cwd=PROJECT_ROOT

@@ -4,7 +4,6 @@ workload of every service."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,27 +40,7 @@ class Run(StreamRun):
         """Start worker ``name`` (again), serving its metrics on a fresh port (see ``owned``)."""
         self.started += 1
         self.metrics_ports[name] = port = free_port()
-        args = [
-            sys.executable,
-            "-m",
-            "shared.cli",
-            "run",
-            self.case.name,
-            "--bootstrap",
-            self.broker.bootstrap,
-            "--config",
-            str(self.config_path),
-            "--group",
-            self.group,
-            "--state-dir",
-            str(self.workdir / f"{self.prefix}.state"),  # one machine: workers share it like a volume
-            "--state-backend",
-            self.backend,
-            "--redis",
-            self.redis_url,
-            "--metrics-port",
-            str(port),
-        ]
+        args = self.worker_command("--metrics-port", str(port))
         log = self.worker_log(name)
         with open(log, "ab") as out:
             out.write(f"--- start {self.started}\n".encode())
