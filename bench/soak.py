@@ -14,12 +14,16 @@ partition and drops the oldest records beyond). Every 0.5 s the worker's VmRSS
 ``ivmstream_resident_engines`` and ``ivmstream_state_keys`` (its metrics port).
 
 Two runs on the same events: ``resident_keys: 1000`` (per partition; the runtime default is 10,000)
-and ``resident_keys: null`` (every engine stays in memory). Reported per run: the series, the RSS at
+and ``resident_keys: null`` (every engine stays in memory); ``--bounded-only`` leaves out the second, for
+long runs. RocksDB's memory is the runtime's (``rocksdb_block_cache_mib``, ``rocksdb_write_buffer_mib``:
+one block cache and one write budget for the worker's partitions) unless ``--block-cache-mib`` /
+``--write-buffer-mib`` set them. Reported per run: the series, the RSS at
 the end of warm-up (the first ``--warmup`` of the events) and at the end, the RSS slope after warm-up
 (MiB per 100,000 events, least squares), the peak, resident engines and keys at the end, events/s.
 The bounded run's slope after warm-up is the figure that says whether memory is flat.
 
-Writes ``bench/results/soak.json`` and ``soak.png`` (``soak_quick.*`` with ``--quick``). Run:
+The load average is recorded before and after each run. Writes ``bench/results/soak.json`` and
+``soak.png`` (``soak_quick.*`` with ``--quick``). Run:
 ``.venv/bin/python bench/soak.py`` (about 3 minutes), ``--quick`` for a smoke run;
 ``--markdown FILE.json`` prints the docs section of a stored report.
 """
@@ -27,6 +31,7 @@ Writes ``bench/results/soak.json`` and ``soak.png`` (``soak_quick.*`` with ``--q
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -114,7 +119,12 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 
 
 def run_case(
-    broker: Any, records: list[tuple[bytes, bytes]], resident: int | None, max_lag: int, tmp: Path
+    broker: Any,
+    records: list[tuple[bytes, bytes]],
+    resident: int | None,
+    max_lag: int,
+    tmp: Path,
+    rocksdb: dict[str, int],
 ) -> dict[str, Any]:
     from confluent_kafka import Producer
 
@@ -135,6 +145,7 @@ def run_case(
                 "output_topic": f"{topic}.out",
                 "dlq_topic": f"{topic}.dlq",
                 "resident_keys": resident,
+                **rocksdb,
             }
         ).decode()
     )
@@ -144,6 +155,7 @@ def run_case(
     log = (tmp / f"{topic}.log").open("wb")
     worker = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     samples: list[dict[str, float]] = []
+    load_before = os.getloadavg()
     stop = threading.Event()
     started = time.monotonic()
 
@@ -193,7 +205,14 @@ def run_case(
         worker.terminate()
         worker.wait(30)
         log.close()
-    return {"resident_keys": resident, "topic": topic, "seconds": seconds, "samples": samples}
+    return {
+        "resident_keys": resident,
+        "topic": topic,
+        "seconds": seconds,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "samples": samples,
+    }
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
@@ -216,6 +235,7 @@ def summarize(run: dict[str, Any], events: int, warmup: float) -> dict[str, Any]
     last = samples[-1] if samples else {}
     return {
         "resident_keys": run["resident_keys"],
+        "loadavg_1min_before_after": [run["loadavg_before"][0], run["loadavg_after"][0]],
         "events_per_second": events / run["seconds"],
         "rss_at_warmup_mib": at_warmup,
         "rss_end_mib": last.get("rss_mib"),
@@ -248,6 +268,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def rocksdb_size(options: dict[str, Any], key: str) -> str:
+    mib = options.get(key)
+    return "(unrecorded)" if mib is None else f"{mib} MiB"
+
+
 def markdown(report: dict[str, Any]) -> str:
     o = report["options"]
     lines = [
@@ -256,23 +281,27 @@ def markdown(report: dict[str, Any]) -> str:
         f"`bench/soak.py` (run `{report['run_id']}`): the reference service keyed by `store` in one "
         f"`ivmstream run` process (RocksDB state, {PARTITIONS} partitions), {report['events']:,} events, "
         f"a new key with probability {o['new_key']} per event, so {report['keys']:,} keys by the end. "
+        f"RocksDB: one block cache of {rocksdb_size(o, 'rocksdb_block_cache_mib')} and a write budget of "
+        f"{rocksdb_size(o, 'rocksdb_write_buffer_mib')} shared by the worker's partitions. "
         f"RSS slope after the first {o['warmup']:.0%} of the events (least squares).",
         "",
         "| resident_keys | events/s | RSS at warm-up (MiB) | RSS at end (MiB) | slope after warm-up "
-        "(MiB per 100k events) | resident engines at end | keys with state |",
-        "|---|---|---|---|---|---|---|",
+        "(MiB per 100k events) | resident engines at end | keys with state | load (1 min) before / after |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in report["summary"]:
 
         def f(v: Any, fmt: str = "{:,.0f}") -> str:
             return "-" if v is None or v < 0 else fmt.format(v)
 
+        load = " / ".join(f"{x:.1f}" for x in s.get("loadavg_1min_before_after") or []) or "-"
+
         lines.append(
             f"| {s['resident_keys'] if s['resident_keys'] is not None else 'null (all)'} | "
             f"{f(s['events_per_second'])} | {f(s['rss_at_warmup_mib'], '{:,.1f}')} | "
             f"{f(s['rss_end_mib'], '{:,.1f}')} | "
             f"{f(s['rss_slope_mib_per_100k_events_after_warmup'], '{:,.2f}')} | "
-            f"{f(s['resident_engines_end'])} | {f(s['state_keys_end'])} |"
+            f"{f(s['resident_engines_end'])} | {f(s['state_keys_end'])} | {load} |"
         )
     return "\n".join(lines)
 
@@ -288,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--markdown", metavar="FILE.json")
     p.add_argument("--quick", action="store_true", help="a smoke run (20,000 events)")
+    p.add_argument("--bounded-only", action="store_true", help="leave out the resident_keys: null run")
+    p.add_argument("--block-cache-mib", type=int, default=None, help="rocksdb_block_cache_mib")
+    p.add_argument("--write-buffer-mib", type=int, default=None, help="rocksdb_write_buffer_mib")
     args = p.parse_args(argv)
     if args.markdown:
         print(markdown(orjson.loads(Path(args.markdown).read_bytes())))
@@ -300,8 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         else RESULTS / ("soak_quick.json" if args.quick else "soak.json")
     )
 
+    from shared.config import RUNTIME_OPTIONS
     from shared.dev.broker import BrokerProcess
 
+    rocksdb = {
+        key: value if value is not None else RUNTIME_OPTIONS[key].default
+        for key, value in (
+            ("rocksdb_block_cache_mib", args.block_cache_mib),
+            ("rocksdb_write_buffer_mib", args.write_buffer_mib),
+        )
+    }
     records = list(stream(args.events, args.new_key, args.seed))
     keys = len({k for k, _ in records})
     progress(f"soak: {len(records):,} events over {keys:,} keys")
@@ -310,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         with BrokerProcess() as broker:
-            for resident in (args.resident, None):
+            for resident in (args.resident,) if args.bounded_only else (args.resident, None):
                 progress(f"  resident_keys {resident}")
-                runs.append(run_case(broker, records, resident, args.max_lag, tmp))
+                runs.append(run_case(broker, records, resident, args.max_lag, tmp, rocksdb))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report = {
@@ -327,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_lag": args.max_lag,
             "seed": args.seed,
             "partitions": PARTITIONS,
+            **rocksdb,
         },
+        "loadavg_start": os.getloadavg(),
         "events": len(records),
         "keys": keys,
         "runs": runs,
