@@ -32,7 +32,10 @@
  * fail on it. So does a value the parser found certainly invalid on its way: a column value of the
  * wrong JSON type (a float for an integer, a string without a digit for a decimal), an unknown relation,
  * field or column, a missing one, a zero or non-integer delta. The scan never decides a verdict the
- * reference decoder would not: `refuse` is it.
+ * reference decoder would not: `refuse` is it. One refusal is made by the parser itself: a record that
+ * is canonical and valid but for nulls or scalars of the wrong JSON type in its columns. The reference
+ * decoder checks everything else first, then the columns in schema order, so its verdict is the first
+ * such column's, with a detail made here the way it makes it (column_error).
  *     Decoder.decode_grouped(values) -> (decoded, groups, errors)
  *     Decoder.decode_many(values) -> decoded
  */
@@ -384,11 +387,42 @@ static PyObject *parse_key(Decoder *self, Cursor *c) {
     return PyUnicode_FromFormat("%lld", (long long)iv);
 }
 
-/* The row object of relation r: a dict in column order and, with a key field, the key. 0 declines. */
-static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_out, PyObject **key_out) {
+/* A null, a string without escapes, a number or a boolean: *v its value (NULL for null), 1. A value of
+ * another kind, or one the parser does not read: 0, the cursor anywhere. -1: failed (exception set). */
+static int read_scalar(Decoder *self, Cursor *c, PyObject **v) {
+    int64_t iv;
+    const char *s;
+    Py_ssize_t n;
+    *v = NULL;
+    skip_ws(c);
+    if (c->p >= c->end) return 0;
+    char ch = *c->p;
+    if (ch == 'n') return scan_literal(c, "null", 4);
+    if (ch == 't' || ch == 'f') {
+        if (scan_literal(c, "true", 4)) *v = Py_NewRef(Py_True);
+        else if (scan_literal(c, "false", 5)) *v = Py_NewRef(Py_False);
+        return *v != NULL;
+    }
+    if (ch == '"') {
+        *v = parse_str(self, c);
+    } else {
+        int kind = scan_number(c, &iv, &s, &n);
+        if (kind == NUM_INT) *v = PyLong_FromLongLong(iv);
+        else if (kind == NUM_FLOAT) *v = float_from_text(s, n);
+    }
+    if (*v != NULL) return 1;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The row object of relation r: a dict in column order and, with a key field, the key. 0 declines.
+ * 2: the row is otherwise valid, but a column holds a null or a scalar of the wrong JSON type, which
+ * the reference decoder refuses for the first such column in schema order: *fail_col, and in *fail_value
+ * the value (a new reference; NULL for a null). */
+static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_out, PyObject **key_out,
+                     int *fail_col, PyObject **fail_value) {
     PyObject *values[MAX_COLUMNS];
     PyObject *key = NULL;
-    uint64_t seen = 0;
+    uint64_t seen = 0, failed = 0;
     int ncol = r->ncolumns, ok = 0, count = 0;
     const uint64_t key_bit = (uint64_t)1 << MAX_COLUMNS;
     if (!expect(c, '{')) return 0;
@@ -409,10 +443,24 @@ static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject *
                 uint64_t bit = (uint64_t)1 << j;
                 if (seen & bit) goto done; /* a duplicate: the reference decoder decides */
                 const char *at = c->p;
-                values[j] = parse_value(self, c, r->columns[j].type);
+                int type = r->columns[j].type;
+                values[j] = parse_value(self, c, type);
                 if (values[j] == NULL) {
-                    if (!PyErr_Occurred()) self->refused = certainly_wrong(at, c->end, r->columns[j].type);
-                    goto done;
+                    if (PyErr_Occurred() || !(self->refused = certainly_wrong(at, c->end, type))) goto done;
+                    /* a null or a value of the wrong kind: read on, the first in schema order is the verdict
+                     * (a string in a decimal column is left to the reference decoder: Decimal() decides) */
+                    PyObject *v;
+                    c->p = at;
+                    skip_ws(c);
+                    if ((type == T_DECIMAL || type == T_EXACT) && *c->p == '"') goto done;
+                    if (read_scalar(self, c, &v) != 1) goto done;
+                    if (*fail_col < 0 || j < *fail_col) {
+                        *fail_col = j;
+                        Py_XSETREF(*fail_value, v);
+                    } else {
+                        Py_XDECREF(v);
+                    }
+                    failed |= bit;
                 }
                 seen |= bit;
                 count++;
@@ -446,6 +494,10 @@ static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject *
         self->refused = 1; /* a column or the key is missing */
         goto done;
     }
+    if (failed) {
+        ok = 2;
+        goto done;
+    }
     PyObject *row = _PyDict_NewPresized(ncol);
     if (row == NULL) goto done;
     for (int j = 0; j < ncol; j++) {
@@ -460,10 +512,36 @@ static int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject *
     ok = 1;
 done:
     for (int j = 0; j < ncol; j++) {
-        if (seen & ((uint64_t)1 << j)) Py_DECREF(values[j]);
+        if ((seen & ~failed) & ((uint64_t)1 << j)) Py_DECREF(values[j]);
     }
     Py_XDECREF(key);
     return ok;
+}
+
+static PyObject *event_error(Decoder *self, const char *code, PyObject *detail);
+
+/* The reference decoder's error for column j of relation r holding v (NULL: a null), detail and all:
+ * "R.C is null", or "R.C must be <what> (<type>), got <repr(v), cut to 80 characters>". */
+static PyObject *column_error(Decoder *self, const RelationSpec *r, int j, PyObject *v) {
+    static const char *const expected[] = {"an integer", "a number", "a number", "a string", "a boolean",
+                                           "a decimal number or decimal string", "", "a decimal number or decimal string"};
+    static const char *const names[] = {"int", "float", "number", "str", "bool", "exact", "", "decimal"};
+    const Column *col = &r->columns[j];
+    if (v == NULL) return event_error(self, "null-value", PyUnicode_FromFormat("%U.%U is null", r->name, col->name));
+    PyObject *text = PyObject_Repr(v);
+    if (text == NULL) return NULL;
+    if (PyUnicode_GET_LENGTH(text) > 80) {
+        PyObject *cut = PyUnicode_Substring(text, 0, 77);
+        Py_DECREF(text);
+        if (cut == NULL) return NULL;
+        text = PyUnicode_FromFormat("%U...", cut);
+        Py_DECREF(cut);
+        if (text == NULL) return NULL;
+    }
+    PyObject *detail = PyUnicode_FromFormat("%U.%U must be %s (%s), got %U", r->name, col->name, expected[col->type],
+                                            names[col->type], text);
+    Py_DECREF(text);
+    return event_error(self, "wrong-type", detail);
 }
 
 /* One record value as a new UpdateEvent (a new reference to its key in *key_out); NULL declines.
@@ -474,7 +552,8 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
     Cursor c = {PyBytes_AS_STRING(value), PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
     const RelationSpec *rel = NULL;
     PyObject *row = NULL, *key = NULL, *event = NULL;
-    int have_delta = 0;
+    int have_delta = 0, fail_col = -1;
+    PyObject *fail_value = NULL;
     int64_t delta = 0;
     self->refused = 0;
     if (!expect(&c, '{')) return NULL;
@@ -497,8 +576,8 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
             if (rel == NULL) self->refused = 1; /* an unknown relation */
             if (rel == NULL || !rel->accepted) goto decline;
         } else if (len == 3 && memcmp(name, "row", 3) == 0) {
-            if (rel == NULL || row != NULL) goto decline;
-            if (!parse_row(self, rel, &c, &row, &key)) goto decline;
+            if (rel == NULL || row != NULL || fail_col >= 0) goto decline;
+            if (!parse_row(self, rel, &c, &row, &key, &fail_col, &fail_value)) goto decline;
         } else if (len == 5 && memcmp(name, "delta", 5) == 0) {
             const char *s;
             Py_ssize_t n;
@@ -527,9 +606,14 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
     }
     skip_ws(&c);
     if (c.p != c.end) goto decline;
-    if (row == NULL || !have_delta) {
+    if ((row == NULL && fail_col < 0) || !have_delta) {
         self->refused = 1; /* a field is missing */
         goto decline;
+    }
+    if (fail_col >= 0) { /* valid JSON, every check before the columns passed: the reference's verdict */
+        event = column_error(self, rel, fail_col, fail_value);
+        Py_XDECREF(fail_value);
+        return event;
     }
     PyObject *d = PyLong_FromLongLong(delta);
     if (d == NULL) goto decline;
@@ -546,6 +630,7 @@ static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) 
 decline:
     Py_XDECREF(row);
     Py_XDECREF(key);
+    Py_XDECREF(fail_value);
     return NULL;
 }
 
@@ -899,6 +984,8 @@ static PyObject *decode_batch(Decoder *self, PyObject *values, int grouped) {
             } else {
                 key = Py_NewRef(self->empty_key);
             }
+        } else if (key == NULL && PyObject_TypeCheck(item, (PyTypeObject *)self->error_type)) {
+            errors++; /* refused by the parser itself */
         } else if (grouped && self->key_field == NULL) {
             key = Py_NewRef(self->empty_key);
         }

@@ -75,10 +75,14 @@ def verdict(item: UpdateEvent | EventError) -> tuple[Any, ...]:
     return ("accepted", item.relation, row, item.delta, item.key)
 
 
-def with_value(column: str, raw: str) -> bytes:
-    return orjson.dumps({"relation": "m", "row": dict(GOOD_ROW, **{column: "\x00V"}), "delta": 1}).replace(
-        b'"\\u0000V"', raw.encode()
-    )
+def with_value(column: str, raw: str, *more: tuple[str, str]) -> bytes:
+    """A good record with the JSON text ``raw`` in ``column`` (and in each further (column, raw) pair)."""
+    changes = {column: raw, **dict(more)}
+    row = dict(GOOD_ROW, **{c: f"\x00V{i}" for i, c in enumerate(changes)})
+    value = orjson.dumps({"relation": "m", "row": row, "delta": 1})
+    for i, text in enumerate(changes.values()):
+        value = value.replace(b'"\\u0000V%d"' % i, text.encode())
+    return value
 
 
 class Routes:
@@ -128,15 +132,26 @@ def test_any_value_in_any_column_gets_the_reference_verdict(column: str, raw: st
     assert [verdict(x) for x in decoded] == [reference(value)] and errors == isinstance(item, EventError)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(tuple(GOOD_ROW)), RAW_VALUES), min_size=2, max_size=4))
+def test_several_bad_columns_get_the_reference_verdict(changes: list[tuple[str, str]]) -> None:
+    """The C parser reads on past a null or a wrong type: the verdict is the first such column in schema
+    order, as the reference decoder checks them, whatever the order in the record."""
+    value = with_value(*changes[0], *changes[1:])
+    [item] = EventCodec(SCHEMA, compiled=True).decode_many([value])
+    assert verdict(item) == reference(value)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.sampled_from(tuple(GOOD_ROW)), RAW_VALUES)
 def test_what_skips_the_fast_path_is_refused(column: str, raw: str) -> None:
     """Skipping the msgspec path must only ever cost time: every record sent straight to the reference
-    decoder is one it refuses (records here have no duplicate names, the one case left to chance)."""
+    decoder, or refused by the C parser itself, is one the reference decoder refuses (records here have
+    no duplicate names, the one case left to chance)."""
     value = with_value(column, raw)
     routes = Routes()
-    routes.decoder.decode_many([value])
-    if routes.refuse:
+    [item] = routes.decoder.decode_many([value])
+    if routes.refuse or (not routes.fallback and isinstance(item, EventError)):
         assert reference(value)[0] == "rejected"
 
 
@@ -164,28 +179,40 @@ def test_plain_decimals_are_decided_in_c(column: str, raw: str, decided_in_c: bo
     assert (routes.fallback + routes.refuse == []) == decided_in_c
 
 
-@pytest.mark.parametrize(
-    ("record", "reason"),
-    [
-        (with_value("d", "true"), "wrong-type"),
-        (with_value("d", '"abc"'), "wrong-type"),
-        (with_value("d", '"NaN"'), "wrong-type"),
-        (with_value("x", "[]"), "wrong-type"),
-        (with_value("i", "2.5"), "wrong-type"),
-        (with_value("s", "1"), "wrong-type"),
-        (with_value("b", '"true"'), "wrong-type"),
-        (with_value("f", '"1.5"'), "wrong-type"),
-        (with_value("k", "1.5"), "wrong-type"),
-        (b'{"relation":"nope","row":{},"delta":1}', "unknown-relation"),
-        (b'{"relation":"m","row":{"d":1,"k":"z"},"delta":1}', "missing-column"),
-        (with_value("d", "1").replace(b'"delta":1', b'"delta":0'), "zero-delta"),
-        (with_value("d", "1").replace(b'"delta":1', b'"delta":"1"'), "bad-delta"),
-        (with_value("d", "1").replace(b'"delta":1', b'"delta":1,"extra":2'), "unknown-field"),
-        (b'{"relation":"m","delta":1}', "missing-field"),
-    ],
-)
-def test_certainly_invalid_records_skip_the_fast_path(record: bytes, reason: str) -> None:
+# (record, reason, decided by the C parser itself: a null or a scalar of the wrong kind in a column)
+INVALID = [
+    (with_value("d", "true"), "wrong-type", True),
+    (with_value("x", "false"), "wrong-type", True),
+    (with_value("i", "2.5"), "wrong-type", True),
+    (with_value("i", '"7"'), "wrong-type", True),
+    (with_value("s", "1"), "wrong-type", True),
+    (with_value("s", "-0.0"), "wrong-type", True),
+    (with_value("b", '"true"'), "wrong-type", True),
+    (with_value("f", '"1.5"'), "wrong-type", True),
+    (with_value("f", orjson.dumps("é" * 90).decode()), "wrong-type", True),  # the repr cut to 80
+    (with_value("s", "null"), "null-value", True),
+    (with_value("s", "null", ("d", "true")), "wrong-type", True),  # d comes first in the schema
+    (with_value("f", "null", ("b", "1")), "wrong-type", True),
+    (with_value("d", '"abc"'), "wrong-type", False),  # a string in a decimal column: Decimal() decides
+    (with_value("d", '"NaN"'), "wrong-type", False),
+    (with_value("x", "[]"), "wrong-type", False),  # a container
+    (with_value("k", "1.5"), "wrong-type", False),  # the key
+    (with_value("s", "1", ("i", "null")).replace(b'"delta":1', b'"delta":0'), "zero-delta", False),
+    (b'{"relation":"nope","row":{},"delta":1}', "unknown-relation", False),
+    (b'{"relation":"m","row":{"d":1,"k":"z"},"delta":1}', "missing-column", False),
+    (with_value("d", "1").replace(b'"delta":1', b'"delta":0'), "zero-delta", False),
+    (with_value("d", "1").replace(b'"delta":1', b'"delta":"1"'), "bad-delta", False),
+    (with_value("d", "1").replace(b'"delta":1', b'"delta":1,"extra":2'), "unknown-field", False),
+    (b'{"relation":"m","delta":1}', "missing-field", False),
+]
+
+
+@pytest.mark.parametrize(("record", "reason", "in_c"), INVALID)
+def test_certainly_invalid_records_skip_the_fast_path(record: bytes, reason: str, in_c: bool) -> None:
     routes = Routes()
     [item] = routes.decoder.decode_many([record])
     assert verdict(item) == reference(record) and verdict(item)[1] == reason
-    assert routes.fallback == [] and routes.refuse == [record]
+    assert routes.fallback == [] and routes.refuse == ([] if in_c else [record])
+    decoded, groups, errors = routes.decoder.decode_grouped([record, with_value("d", "1")])
+    assert [verdict(x) for x in decoded] == [reference(record), reference(with_value("d", "1"))]
+    assert errors == 1 and [len(g) for g in groups.values()] == [1]
