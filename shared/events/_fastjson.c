@@ -23,11 +23,14 @@
  *             refusal scan below finds certainly invalid (default: the fallback)
  *         max_depth: values nested deeper than this are refused as "too-deep"; -1: no check here
  *         decimal_type: decimal.Decimal, for decimal and exact columns; None: decimal columns declined
+ *         invalid_utf8_detail: the reference decoder's detail for any bytes that are not UTF-8 (its parser
+ *             checks the encoding of the whole text first, in one message); None: left to `refuse`
  *
  * Refusing cheaply. A flood of hostile records must not cost many good ones, so a declined value is
  * first scanned without building objects: over the size limit or nested too deep, its error is made
- * here (these are the reference decoder's first two checks, and their details are fixed texts); not
- * JSON, text that is not UTF-8, a null, a NaN/Infinity, an integer beyond 64 bits (no event holds any
+ * here (these are the reference decoder's first two checks, and their details are fixed texts), and so
+ * are bytes that are not UTF-8 (its parser's first check, with one message: invalid_utf8_detail); not
+ * JSON, a null, a NaN/Infinity, an integer beyond 64 bits (no event holds any
  * of these), it goes straight to `refuse`, skipping the fallback's faster decoder, which would only
  * fail on it. So does a value the parser found certainly invalid on its way: a column value of the
  * wrong JSON type (a float for an integer, a string without a digit for a decimal), an unknown relation,
@@ -86,6 +89,7 @@ typedef struct {
     PyObject *refuse;    /* the reference decoder, for values the refusal scan finds invalid */
     int max_depth;       /* deeper values are refused as too-deep; -1: not checked here */
     PyObject *decimal_type; /* decimal.Decimal, for decimal and exact columns; NULL: those are declined */
+    PyObject *utf8_detail;  /* the reference decoder's detail for bytes that are not UTF-8; NULL: its call */
     int refused; /* set by decode_one: it declined a value no decoder accepts (goes to `refuse`) */
 } Decoder;
 
@@ -715,6 +719,21 @@ static int utf8_sequence(const unsigned char *p, const unsigned char *end) {
     return n;
 }
 
+/* Whether the n bytes at p are UTF-8 (RFC 3629). */
+static int valid_utf8(const unsigned char *p, Py_ssize_t n) {
+    const unsigned char *end = p + n;
+    while (p < end) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int len = utf8_sequence(p, end);
+        if (len == 0) return 0;
+        p += len;
+    }
+    return 1;
+}
+
 static void scan_string_value(Scan *s) {
     s->p++; /* the opening quote */
     while (s->p < s->end) {
@@ -911,6 +930,8 @@ static PyObject *refuse_cheaply(Decoder *self, PyObject *value) {
     if (deep == 1)
         return event_error(self, "too-deep", PyUnicode_FromFormat("JSON nested deeper than %d levels", self->max_depth));
     if (deep != 0) return NULL;
+    if (self->utf8_detail != NULL && !valid_utf8((const unsigned char *)text, n))
+        return event_error(self, "invalid-utf8", Py_NewRef(self->utf8_detail));
     Scan scan;
     scan_text(&scan, text, n);
     if (scan.bad) return PyObject_CallOneArg(self->refuse, value);
@@ -1031,14 +1052,19 @@ static void free_relations(Decoder *self) {
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback",
-                             "max_size", "refuse", "max_depth", "decimal_type", NULL};
+                             "max_size", "refuse", "max_depth", "decimal_type", "invalid_utf8_detail", NULL};
     PyObject *relations, *key_field, *event_type, *error_type, *fallback, *refuse = Py_None;
-    PyObject *decimal_type = Py_None;
+    PyObject *decimal_type = Py_None, *utf8_detail = Py_None;
     Py_ssize_t max_size = -1;
     int max_depth = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|nOiO", kwlist, &relations, &key_field, &event_type,
-                                     &error_type, &fallback, &max_size, &refuse, &max_depth, &decimal_type))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|nOiOO", kwlist, &relations, &key_field, &event_type,
+                                     &error_type, &fallback, &max_size, &refuse, &max_depth, &decimal_type,
+                                     &utf8_detail))
         return -1;
+    if (utf8_detail != Py_None && !PyUnicode_Check(utf8_detail)) {
+        PyErr_SetString(PyExc_TypeError, "invalid_utf8_detail must be a str or None");
+        return -1;
+    }
     if (decimal_type != Py_None && !PyCallable_Check(decimal_type)) {
         PyErr_SetString(PyExc_TypeError, "decimal_type must be callable or None");
         return -1;
@@ -1118,6 +1144,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
     Py_XSETREF(self->refuse, Py_NewRef(refuse));
     Py_XSETREF(self->decimal_type, decimal_type == Py_None ? NULL : Py_NewRef(decimal_type));
+    Py_XSETREF(self->utf8_detail, utf8_detail == Py_None ? NULL : Py_NewRef(utf8_detail));
     if (self->empty_key == NULL) {
         self->empty_key = PyUnicode_FromStringAndSize("", 0);
         if (self->empty_key == NULL) return -1;
@@ -1165,6 +1192,7 @@ static void Decoder_dealloc(Decoder *self) {
     }
     Py_CLEAR(self->key_field);
     Py_CLEAR(self->empty_key);
+    Py_CLEAR(self->utf8_detail);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -8,6 +8,7 @@ is a stable, low-cardinality label for metrics and the dead-letter topic; ``deta
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -405,7 +406,21 @@ def _compiled_decoder(
         refuse=refuse,
         max_depth=MAX_NESTING,
         decimal_type=Decimal,
+        invalid_utf8_detail=_invalid_utf8_detail(),
     )
+
+
+@functools.cache
+def _invalid_utf8_detail() -> str | None:
+    """The reference decoder's detail for bytes that are not UTF-8. Its parser checks that the whole text
+    is UTF-8 before anything else and refuses any that is not in one message, so the detail for one such
+    text is the detail for all (None if that ever stops holding for this one: then the C decoder leaves
+    them to the reference decoder)."""
+    try:
+        EventCodec(Schema.of(), compiled=False, max_record_bytes=MAX_RECORD_BYTES).decode_slow(b'"\xff"')
+    except EventError as err:
+        return err.detail if err.code == "invalid-utf8" else None
+    return None
 
 
 class _NeedsSlowPath(Exception):

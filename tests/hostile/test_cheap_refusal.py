@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from fuzz.hostile_records import KINDS, hostile_record
 from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from shared.events import codec as codec_module
+from shared.events.reasons import MAX_NESTING
 
 if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
     pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
@@ -138,9 +139,9 @@ def test_damaged_records_get_the_reference_verdict_and_detail(values: list[bytes
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("event", GOOD, ids=lambda e: e["relation"])
 def test_hostile_kinds_skip_the_slower_paths(kind: str, event: dict[str, Any]) -> None:
-    """Oversized, too deep, 64-bit overflows, nulls and scalars of the wrong kind in a column are refused
-    in C; every other kind (not JSON, NaN, a container or a string in a decimal column) goes to the
-    reference decoder without the fast Python path."""
+    """Oversized, too deep, 64-bit overflows, text that is not UTF-8, nulls and scalars of the wrong kind
+    in a column are refused in C; every other kind (not JSON, NaN, a container or a string in a decimal
+    column) goes to the reference decoder without the fast Python path."""
     value, _ = hostile_record(kind, event, SCHEMA.relations[event["relation"]], random.Random(kind), LIMIT)
     calls: dict[str, int] = {"fallback": 0, "refuse": 0}
     codec = EventCodec(SCHEMA, compiled=False, max_record_bytes=LIMIT)
@@ -155,12 +156,35 @@ def test_hostile_kinds_skip_the_slower_paths(kind: str, event: dict[str, Any]) -
     decoder = codec_module._compiled_decoder(SCHEMA, called("fallback"), LIMIT, called("refuse"))
     [item] = decoder.decode_many([value])
     assert isinstance(item, EventError)
-    if kind in ("oversized", "too-deep", "integer-out-of-range", "null-value"):
+    if kind in ("oversized", "too-deep", "integer-out-of-range", "null-value", "invalid-utf8"):
         assert calls == {"fallback": 0, "refuse": 0}
     elif kind == "wrong-type":  # by the value drawn: a scalar in C, a container by the reference
         assert calls["fallback"] == 0 and calls["refuse"] <= 1
     else:
         assert calls == {"fallback": 0, "refuse": 1}
+
+
+NOT_UTF8 = [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\xe2\x82", b"\x80"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(damaged(), st.sampled_from(NOT_UTF8), st.floats(0, 1))
+def test_text_that_is_not_utf8_is_refused_in_c_with_the_reference_detail(
+    value: bytes, bad: bytes, where: float
+) -> None:
+    """Wherever the bad bytes are, and whatever other damage the text has: the reference parser checks
+    the encoding first, with one message, so its detail is made in C (after the size and depth checks;
+    the depth of a text with a string left open is the reference decoder's call)."""
+    at = int(where * len(value))
+    value = value[:at] + bad + value[at:]
+    check_agrees([value])
+    codec = EventCodec(SCHEMA, compiled=False, max_record_bytes=LIMIT)
+    calls: list[bytes] = []
+    decoder = codec_module._compiled_decoder(SCHEMA, calls.append, LIMIT, calls.append)
+    [item] = decoder.decode_many([value])
+    shallow = value.count(b"[") + value.count(b"{") <= MAX_NESTING  # else the depth check may be undecided
+    if reference(codec, value)[1] == "invalid-utf8" and shallow:
+        assert calls == [] and verdict(item) == reference(codec, value)
 
 
 @pytest.mark.parametrize(
