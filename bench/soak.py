@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"soak: {len(records):,} events over {keys:,} keys")
     tmp = Path(tempfile.mkdtemp(prefix="ivmstream-soak-"))
     runs = []
-    started = time.time()
+    started, load_start = time.time(), os.getloadavg()
     try:
         with BrokerProcess() as broker:
             for resident in (args.resident,) if args.bounded_only else (args.resident, None):
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": PARTITIONS,
             **rocksdb,
         },
-        "loadavg_start": os.getloadavg(),
+        "loadavg_start": load_start,
         "events": len(records),
         "keys": keys,
         "runs": runs,
