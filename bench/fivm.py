@@ -42,6 +42,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import itertools  # noqa: E402
 import math  # noqa: E402
 import random  # noqa: E402
@@ -170,7 +171,21 @@ def state_size(engine: FivmEngine) -> tuple[int, int]:
 
 
 def run_stream(config: Mapping[str, Any], stream: Stream, budget: float) -> tuple[dict[str, Any], FivmEngine]:
-    """Feed ``stream`` to a fresh engine until it ends or ``budget`` seconds of ``apply`` have passed."""
+    """Feed ``stream`` to a fresh engine until it ends or ``budget`` seconds of ``apply`` have passed.
+
+    What earlier cases left on the heap is collected and frozen first, so every strategy runs on the
+    same clean heap and the collector's passes skip it (a worker holds only its own engines)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        return _run_stream(config, stream, budget)
+    finally:
+        gc.unfreeze()
+
+
+def _run_stream(
+    config: Mapping[str, Any], stream: Stream, budget: float
+) -> tuple[dict[str, Any], FivmEngine]:
     engine = FivmEngine(config)
     t0 = time.perf_counter()
     for b in stream.batches[: stream.load]:
