@@ -48,6 +48,7 @@ import math  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -1517,6 +1518,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS / "fivm.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs section of a stored report")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, a short budget")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every case in this process (default: each experiment, and each E8 scale, in a fresh one)",
+    )
+    p.add_argument("--part", metavar="FILE.json", help=argparse.SUPPRESS)  # a child's cases, unmerged
+    p.add_argument("--part-e8-scale", type=int, help=argparse.SUPPRESS)  # a child's one E8 scale
     args = p.parse_args(argv)
     if args.markdown:
         print(markdown(orjson.loads(Path(args.markdown).read_bytes())), end="")
@@ -1528,6 +1536,8 @@ def main(argv: list[str] | None = None) -> int:
         args.e6_sizes, args.e8_scales, args.e8_postcodes, args.service_postcodes = "300,600", "1,2", 100, 100
         if args.out == str(RESULTS / "fivm.json"):
             args.out = str(RESULTS / "fivm_quick.json")
+    if args.part_e8_scale is not None:
+        args.e8_scales = str(args.part_e8_scale)
     wanted = set(args.experiments.split(","))
     REPEATS["runs"] = args.repeats
     started = time.time()
@@ -1549,6 +1559,68 @@ def main(argv: list[str] | None = None) -> int:
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         },
     }
+    if not args.in_process and not args.part:
+        report.update(run_isolated(sys.argv[1:] if argv is None else argv, wanted, args))
+    else:
+        report.update(run_cases(wanted, args))
+    if args.part:
+        Path(args.part).write_bytes(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS))
+        return 0
+    report = orjson.loads(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS))
+    report["summary"] = orjson.loads(orjson.dumps(summarize(report), option=orjson.OPT_NON_STR_KEYS))
+    report["seconds"] = time.time() - started
+    report["machine"] = machine_info()
+    out = Path(args.out).with_suffix(".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    plot(report, out.with_suffix(".png"))
+    print(orjson.dumps(report["summary"], option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+EXPERIMENTS = ("e1", "e3", "e4", "e6", "e8", "service")
+RESULT_KEYS = {"e1": ("e1", "e1_shuffled"), "e3": ("e3",), "e4": ("e4",), "e6": ("e6",), "e8": ("e8",)}
+
+
+def run_isolated(argv: Sequence[str], wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Each experiment, and each E8 scale, in a fresh interpreter, one after the other: a case's timing
+    must not depend on what earlier cases left in the process (a fragmented heap slowed the factorized
+    E8 runs by a fifth), as a worker process holds only its own engines. Children get this command
+    line with one experiment (and scale) and write their cases to a file merged here."""
+    children: list[tuple[str, list[str]]] = []
+    for name in EXPERIMENTS:
+        if name not in wanted or (name == "service" and not args.service_postcodes):
+            continue
+        if name == "e8":
+            children += [
+                ("e8", ["--experiments", "e8", "--part-e8-scale", str(s)]) for s in _ints(args.e8_scales)
+            ]
+        else:
+            children.append((name, ["--experiments", name]))
+    merged: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="fivm-bench-") as tmp:
+        for n, (name, extra) in enumerate(children):
+            part = Path(tmp) / f"{n}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), *argv, *extra, "--part", str(part)]
+            proc = subprocess.run(cmd, cwd=REPO, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    f"the {name} case ({' '.join(extra)}) failed with exit code {proc.returncode}"
+                )
+            got = orjson.loads(part.read_bytes())
+            for key in RESULT_KEYS.get(name, (name,)):
+                if key not in got:
+                    continue
+                if isinstance(got[key], list):
+                    merged.setdefault(key, []).extend(got[key])
+                else:
+                    merged[key] = got[key]
+    return merged
+
+
+def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The wanted experiments, in this process."""
+    report: dict[str, Any] = {}
     with worker_gc():  # the GC policy a worker process runs under, for the engine runs too
         if "e1" in wanted:
             report["e1"] = e1_sum(_ints(args.e1_scales), args.postcodes, args.budget)
@@ -1571,16 +1643,7 @@ def main(argv: list[str] | None = None) -> int:
         if "service" in wanted and args.service_postcodes:
             progress("  service: the worker on the embedded broker")
             report["service"] = service_point(1, args.service_postcodes, FEATURES_27)
-    report = orjson.loads(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS))
-    report["summary"] = orjson.loads(orjson.dumps(summarize(report), option=orjson.OPT_NON_STR_KEYS))
-    report["seconds"] = time.time() - started
-    report["machine"] = machine_info()
-    out = Path(args.out).with_suffix(".json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    plot(report, out.with_suffix(".png"))
-    print(orjson.dumps(report["summary"], option=orjson.OPT_INDENT_2).decode())
-    return 0
+    return report
 
 
 if __name__ == "__main__":
