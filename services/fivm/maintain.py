@@ -226,7 +226,10 @@ class FivmMaintainer:
         views = self.views
         leaf = views.get(plan.leaf)
         if leaf is not None:
-            leaf.add_all(delta.items())
+            if all(p.__class__ is int for p in delta.values()):
+                leaf.add_count_map(delta)
+            else:
+                leaf.add_all(delta.items())
         lift_sum = getattr(ring, "lift_sum", None)
         for step in plan.steps:
             out: Delta | None = None
@@ -305,6 +308,26 @@ class FivmMaintainer:
         out_pos = step.out
         lift_pos = step.lift_pos
         acc: dict[Key, dict[Any, int]] = {}
+        width = len(next(iter(delta), ()))
+        if not out_pos and all(pos == tuple(range(width)) for _, pos in probes):
+            # A star's root (§2.14): every sibling keyed like the delta, one parent key.
+            datas = [data for data, _ in probes]
+            per_value: dict[Any, int] = {}
+            for key, p in delta.items():
+                prod = p
+                for data in datas:
+                    q = data.get(key)
+                    if q is None:
+                        break
+                    if q.__class__ is not int:
+                        return None
+                    prod *= q
+                else:
+                    x = key[lift_pos] if lift_pos >= 0 else None
+                    per_value[x] = per_value.get(x, 0) + prod
+            if per_value:
+                acc[()] = per_value
+            delta = {}
         for key, p in delta.items():
             prod = p
             for data, pos in probes:

@@ -12,7 +12,7 @@ from entries that arrive in any order iterates exactly as the original did (§4.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 Key = tuple[Any, ...]
@@ -110,6 +110,31 @@ class View:
                 data[key] = old + m
             else:
                 self._remove(key)
+
+    def add_count_map(self, delta: Mapping[Key, int]) -> None:
+        """``add_counts`` for a whole map of int changes: keys new to the view (most of a growing
+        relation's) are installed with C-level dict updates, in the map's order, as the loop would."""
+        if self.indexes:
+            self.add_counts(delta.items())
+            return
+        data = self.data
+        self.changed.update(dict.fromkeys(delta))
+        present = data.keys() & delta.keys()
+        for key in present:
+            new = data[key] + delta[key]
+            if new:
+                data[key] = new
+            else:
+                self._remove(key)
+        fresh: Mapping[Key, int]
+        if present or 0 in delta.values():
+            fresh = {k: m for k, m in delta.items() if m and k not in present}
+        else:
+            fresh = delta
+        nxt = self.next_seq
+        data.update(fresh)
+        self.seq.update(zip(fresh, range(nxt, nxt + len(fresh)), strict=True))
+        self.next_seq = nxt + len(fresh)
 
     def load(self, rows: Iterable[tuple[Key, int, Any]], next_seq: int) -> None:
         """Install (key, seq, payload) rows into an empty view, in creation order whatever their order."""

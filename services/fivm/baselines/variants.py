@@ -232,7 +232,7 @@ class FactPayloadsMaintainer(RingSwap):
                 continue
             view = self.extra[wide.view]
             if wide.whole:
-                view.add_counts(delta.items())  # the view's key is the base tuple itself
+                view.add_count_map(delta)  # the view's key is the base tuple itself
             else:
                 pos = wide.positions
                 view.add_counts((tuple([t[i] for i in pos]), m) for t, m in delta.items())
