@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine
+from services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine, json_int
 from services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
 from services.triangles.ivm_eps import IvmEpsEngine
 from shared.engine import EngineError, Entry, EntryChange
@@ -51,7 +51,7 @@ class CostModel:
     eps_rebuild_per_tuple: int = 350  # IVM^ε from any plan: parts, heavy indexes and views, per tuple
     switch_percent: int = 50  # switch once the regret reaches this share of the rebuild's cost
     cheap_work: int = 64  # updates cheaper than this are sampled ...
-    sample_stride: int = 16  # ... one in this many, weighted by it
+    sample_stride: int = 32  # ... one in this many, weighted by it
 
 
 DEFAULT_COSTS = CostModel()
@@ -128,12 +128,12 @@ class AutoEngine(TriangleEngine):
     _COUNTERS: ClassVar[tuple[str, ...]] = (*TriangleEngine._COUNTERS, "switches", "switch_work_total")
 
     def __init__(self, mode: str = "graph", costs: CostModel = DEFAULT_COSTS) -> None:
+        # Q, |D| and the tuple count are the plan's (the properties below), so the plan comes first:
+        # first-order, cheapest to build and to run until updates say otherwise.
+        self.plan: TriangleEngine = new_plan(FIRST_ORDER, mode)
         super().__init__(mode)
         self.costs = costs
         self.plans = plan_names(self.graph)
-        self.plan_name = FIRST_ORDER  # cheapest to build and to run until updates say otherwise
-        self.plan: TriangleEngine = new_plan(FIRST_ORDER, mode)
-        self._gauges = {f"plan_{name}": int(name == FIRST_ORDER) for name in self.plans}
         self.regret = dict.fromkeys(self.plans, 0)
         self.reason = "initial plan: first-order needs no views and no partition"
         self.switches = 0
@@ -142,11 +142,39 @@ class AutoEngine(TriangleEngine):
         self._skip = costs.sample_stride  # cheap updates left until the next sampled one
         self._stride = costs.sample_stride
         self._cheap_work = costs.cheap_work
+        self._cheap_pair = 2 * costs.cheap_work  # a graph event is two updates
         self._served = -1
         self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != FIRST_ORDER]
         self._coldeg: list[dict[Any, int]] = []  # IVM^ε plan: tuples per second-variable value
         self._join_cache: dict[str, tuple[int, int]] = {}  # view plan -> (|D| when counted, entries)
         self._pending: dict[str, Any] | None = None  # the decision entry while restoring from entries
+        self.plan_name = FIRST_ORDER
+        self._install(FIRST_ORDER, self.plan)
+
+    # Read through to the plan rather than copied after every batch: nothing to keep in step.
+    @property
+    def q(self) -> int:
+        return self.plan.q
+
+    @q.setter
+    def q(self, value: int) -> None:
+        self.plan.q = value
+
+    @property
+    def size(self) -> int:
+        return self.plan.size
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self.plan.size = value
+
+    @property
+    def tuple_updates(self) -> int:
+        return self.plan.tuple_updates
+
+    @tuple_updates.setter
+    def tuple_updates(self, value: int) -> None:
+        self.plan.tuple_updates = value
 
     # --- one update -----------------------------------------------------------------------------
 
@@ -155,7 +183,7 @@ class AutoEngine(TriangleEngine):
         w0 = plan.work
         if self._coldeg:
             s0 = plan.size
-            plan._update(k, x, y, m)
+            self._plan_update(k, x, y, m)
             if plan.size != s0:
                 deg = self._coldeg[k]
                 c = deg.get(y, 0) + plan.size - s0
@@ -164,7 +192,7 @@ class AutoEngine(TriangleEngine):
                 else:
                     del deg[y]
         else:
-            plan._update(k, x, y, m)
+            self._plan_update(k, x, y, m)
         work = plan.work - w0
         self.work += work
         if work < self._cheap_work:
@@ -181,12 +209,12 @@ class AutoEngine(TriangleEngine):
         (the two directions intersect the same two rows, so they cost alike)."""
         plan = self.plan
         w0 = plan.work
-        update = plan._update
+        update = self._plan_update
         update(0, u, v, m)
         update(0, v, u, m)
         work = plan.work - w0
         self.work += work
-        if work < 2 * self._cheap_work:
+        if work < self._cheap_pair:
             self._skip -= 1
             if self._skip:
                 return
@@ -201,42 +229,34 @@ class AutoEngine(TriangleEngine):
         row, col = self._row_col(k, x, y)
         fo = min(row, col)
         size = self.plan.size
-        bound = 2 * math.isqrt(size) + 1  # IVM^ε at ε = ½ walks O(√N) per update (§3)
-        cur = self.plan_name
-        kind = _kind(cur)
-        if kind == FO:
-            spent = c.first_order
-        elif kind == EPS:
-            spent = c.ivm_eps
-        elif self._served == k:
-            spent = c.view_served
-        else:
-            spent = c.view_other
-        spent += c.per_work * work
+        per_work = c.per_work
+        spent = (c.view_served if self._served == k else self._spent_fixed) + per_work * work
         self.observed += weight
         best, best_margin = None, 0
         regret = self.regret
+        floor = self._regret_floor
         for name, kind, served in self._candidates:
             if kind == FO:
-                would = c.first_order + c.per_work * fo
-            elif kind == EPS:
-                would = c.ivm_eps + c.per_work * min(fo, bound)
+                would = c.first_order + per_work * fo
+            elif kind == EPS:  # IVM^ε at ε = ½ walks O(√N) per update (§3)
+                would = c.ivm_eps + per_work * min(fo, 2 * math.isqrt(size) + 1)
             elif served == k:
                 would = c.view_served
             else:  # intersect as first-order, then walk the row (or column) that maintains the view
                 upkeep = row if (k + 1) % 3 == (served + 1) % 3 else col
-                would = c.view_other + c.per_work * (fo + upkeep)
+                would = c.view_other + per_work * (fo + upkeep)
             r = regret[name] + weight * (spent - would)
             if r <= 0:
                 regret[name] = 0
                 continue
             regret[name] = r
-            if r * 100 <= c.switch_percent * c.rebuild_fixed:
+            if r * 100 <= floor:
                 continue  # below every plan's rebuild cost: no need to price this one's
             margin = r * 100 - c.switch_percent * self._rebuild_cost(name, size)
             if margin > best_margin:
                 best, best_margin = name, margin
         if best is not None:
+            cur = self.plan_name
             self.reason = (
                 f"{best} instead of {cur}: over {self.observed} updates the estimated excess of "
                 f"{cur} ({regret[best] // 1000} us) paid for rebuilding {best} from the relations"
@@ -300,24 +320,32 @@ class AutoEngine(TriangleEngine):
         old = self.plan
         self._rows_moved |= self._stored_parts  # heavy rows of the old plan stop being heavy ...
         self._rows_moved |= getattr(old, "_rows_moved", set())
-        plan, work = build_plan(name, self.mode, old, old.q)  # mid-batch: self.q may lag
-        self.tuple_updates = old.tuple_updates
+        plan, work = build_plan(name, self.mode, old, old.q)
         self._install(name, plan)
         self._rows_moved |= plan._rows_moved  # ... and the new plan's heavy rows start
         plan._rows_moved.clear()
         self.switch_work_total += work
         self.switches += 1
+        self._fixed_stats = self._plan_gauges()
         self.observed = 0
         self.regret = dict.fromkeys(self.plans, 0)
         self._join_cache = {}
 
     def _install(self, name: str, plan: TriangleEngine) -> None:
-        plan.work = self.work
-        plan.tuple_updates = self.tuple_updates
-        self.plan = plan
+        """Make ``plan`` the current one; it counts work and tuple updates on from the old plan's."""
+        if plan is not self.plan:
+            plan.work = self.work
+            plan.tuple_updates = self.plan.tuple_updates
+            self.plan = plan
         self.plan_name = name
-        self._gauges = {f"plan_{p}": int(p == name) for p in self.plans}
+        self._fixed_stats = self._plan_gauges()
+        self._plan_stats = plan._stats_extra
+        self._plan_update = plan._update  # read per update, so bound once (auto's own wrapper reads it)
         self._served = _served(name)
+        kind = _kind(name)  # the current plan's fixed cost per update (a view plan's on the others)
+        c = self.costs
+        self._spent_fixed = c.first_order if kind == FO else c.ivm_eps if kind == EPS else c.view_other
+        self._regret_floor = c.switch_percent * c.rebuild_fixed
         self._candidates = [(p, _kind(p), _served(p)) for p in self.plans if p != name]
         self._coldeg = []
         if isinstance(plan, IvmEpsEngine) and not self.graph:
@@ -331,38 +359,56 @@ class AutoEngine(TriangleEngine):
 
     # --- the TriangleEngine hooks, delegated to the current plan ----------------------------------
 
-    def _finish_batch(self) -> None:
-        plan = self.plan
-        self.q = plan.q
-        self.size = plan.size
-        self.tuple_updates = plan.tuple_updates  # the plan counts on from auto's count (``_install``)
-
     def _mult(self, k: int, x: Any, y: Any) -> int:
         return self.plan._mult(k, x, y)
 
     def _build(self, fwd: list[Index]) -> None:
         plan = new_plan(FIRST_ORDER, self.mode)
         plan._build(fwd)
-        self.q, self.size = plan.q, plan.size
         self._install(FIRST_ORDER, plan)
 
     def _relation_sizes(self) -> list[int]:
         return self.plan._relation_sizes()
 
-    def _stats_extra(self) -> dict[str, int]:
-        out = self._gauges.copy()  # read after every batch, so the fixed part is built per switch
+    def _plan_gauges(self) -> dict[str, int]:
+        """The stats that change only with a switch: built then, not on every read of the result."""
+        out = {f"plan_{p}": int(p == self.plan_name) for p in self.plans}
         out["plan_switches"] = self.switches
         out["switch_work_total"] = self.switch_work_total
-        inner = self.plan._stats_extra()
+        return out
+
+    def _stats_extra(self) -> dict[str, int]:
+        """Built from scratch: what ``stats_exact`` below (gauges kept per switch) must equal."""
+        return {**self._plan_gauges(), **self.plan._stats_extra()}
+
+    def stats_exact(self) -> dict[str, int]:
+        """The base class's stats (same names, same order), reading the plan's counters directly and the
+        gauges kept per switch: the result is read after every batch, and the properties above would
+        add a call per counter."""
+        plan = self.plan
+        out = {
+            "events": self.events,
+            "tuple_updates": plan.tuple_updates,
+            "work_last": self.work_last,
+            "work_total": self.work_total,
+            "size": plan.size,
+        }
+        for key, n in zip(self._size_keys, plan._relation_sizes(), strict=True):
+            out[key] = n
+        out.update(self._fixed_stats)
+        inner = self._plan_stats()
         if inner:
-            out.update({k: v for k, v in inner.items() if k not in out})
+            out.update(inner)  # the plans' gauge names never start with "plan_"
         return out
 
     def result(self) -> dict[str, Any]:
-        out = super().result()
-        out["stats"]["plan"] = self.plan_name
-        out["stats"]["plan_reason"] = self.reason
-        return out
+        stats: dict[str, Any] = self.stats_exact()
+        stats["plan"] = self.plan_name
+        stats["plan_reason"] = self.reason
+        q = self.plan.q
+        if self.graph:
+            return {"count": json_int(q), "triangles": json_int(q // 6), "stats": stats}
+        return {"count": json_int(q), "stats": stats}
 
     def _decision(self) -> dict[str, Any]:
         return {
@@ -389,7 +435,6 @@ class AutoEngine(TriangleEngine):
         name = data["decision"]["plan"]
         plan = new_plan(name, self.mode)
         plan.restore(orjson.dumps(data["plan"]))
-        self.size = plan.size
         self._install(name, plan)
         self._set_decision(data["decision"])
 
@@ -418,13 +463,11 @@ class AutoEngine(TriangleEngine):
 
     def _after_restore(self) -> None:
         plan = self.plan
-        plan.q = self.q
         plan.work = self.work
-        plan.tuple_updates = self.tuple_updates
         if self._pending is not None:  # from entries; a plan restored from its snapshot is complete
             plan._after_restore()
             self._pending = None
-        self.size = plan.size
+        self._fixed_stats = self._plan_gauges()  # the switch counters were restored after the plan
 
     def changed_entries(self) -> list[EntryChange]:
         moved = getattr(self.plan, "_rows_moved", None)
@@ -460,8 +503,8 @@ class AutoEngine(TriangleEngine):
 
     def check_invariants(self) -> None:
         self.plan.check_invariants()  # type: ignore[attr-defined]
-        if self.plan.q != self.q or self.plan.size != self.size:
-            raise AssertionError("auto's Q or |D| differs from its plan's")
+        if self.plan.work != self.work:
+            raise AssertionError("auto's work counter differs from its plan's")
 
 
 __all__ = ["DEFAULT_COSTS", "REL_NAMES", "AutoEngine", "CostModel", "plan_names", "view_plan"]

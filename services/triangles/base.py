@@ -170,6 +170,8 @@ class TriangleEngine:
         # The heavy rows as of the previous changed_entries() or restore: what the store's "h" map holds.
         self._stored_parts: set[tuple[int, Any]] = set()
         self._directed = False  # graph mode: whether some edge's two directions differ (apply_tuple only)
+        # Gauge names of the relation sizes, built once: the result is read after every batch.
+        self._size_keys = tuple(f"size_{n}" for n in ((EDGE_RELATION,) if self.graph else REL_NAMES))
 
     # --- intake ------------------------------------------------------------------------------------
 
@@ -346,9 +348,8 @@ class TriangleEngine:
             "work_total": self.work_total,
             "size": self.size,
         }
-        names = (EDGE_RELATION,) if self.graph else REL_NAMES
-        for name, n in zip(names, self._relation_sizes(), strict=True):
-            out[f"size_{name}"] = n
+        for key, n in zip(self._size_keys, self._relation_sizes(), strict=True):
+            out[key] = n
         out.update(self._stats_extra())
         return out
 

@@ -11,6 +11,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from services.triangles.auto import AutoEngine, CostModel, plan_names
+from services.triangles.base import TriangleEngine
 from services.triangles.baselines import FirstOrderEngine, ViewEngine
 from services.triangles.engine import create_engine
 from shared.events import UpdateEvent
@@ -100,6 +101,9 @@ def test_exact_after_every_update_across_forced_and_chosen_switches(ops, twitchy
         assert result["count"] == brute_count(rel_state)
         assert result["stats"]["size"] == sum(len(d) for d in rel_state.values())
         assert result["stats"]["plan"] == engine.plan_name
+        # The fast path (gauges kept per switch, the plan's counters read directly) equals the base
+        # class's stats built from scratch, names and order included.
+        assert list(engine.stats_exact().items()) == list(TriangleEngine.stats_exact(engine).items())
         plans_seen.add(engine.plan_name)
     engine.check_invariants()
     event(f"{len(plans_seen)} plans")
@@ -147,6 +151,7 @@ def test_snapshot_and_entries_restore_continue_identically(ops, where, via_entri
     else:
         restored.restore(original.snapshot())
     same_state(restored, original, via_entries)
+    assert list(restored.stats_exact().items()) == list(TriangleEngine.stats_exact(restored).items())
     for item in seq[cut:]:
         original.apply([item])
         restored.apply([item])
