@@ -1212,7 +1212,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"{o['repeats']['runs']:g}). "
         "Results: `bench/results/fivm.json`, `bench/results/fivm.png`. Recorded run "
         f"`{report['run_id']}` ({m['cpu_count']} CPUs, {m['cpu_model']}, Python {m['python']}, "
-        f"{report['seconds'] / 60:.1f} min, load average {m['loadavg_1_5_15'][0]} at the end{noisy}).",
+        f"{report['seconds'] / 60:.1f} min, load average {m['loadavg_1_5_15'][0]} at the end{noisy}). "
+        + (
+            "Each experiment, and each E8 scale, ran in a fresh process, and each timed run starts on a "
+            "collected, frozen heap, so no case inherits what an earlier one left in memory."
+            if "--in-process" not in report["command"]
+            else "All cases ran in one process (`--in-process`)."
+        ),
         "",
         "Every strategy of a case gives the same result (counts exactly, floats within a relative 1e-9; a "
         "timed-out run is compared with the reference strategy on the same prefix), and the reference is "
