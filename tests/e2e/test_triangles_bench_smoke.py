@@ -49,6 +49,7 @@ def test_triangles_bench_smoke(tmp_path):
     assert {r["workload"] for r in rows} == {"W-mix", "W-all", "W-hub", "W-grow", "G-churn"}
     assert all(r["ratio"] > 0 for r in rows)
     assert all(r["ratio_whole_run"] > 0 and r["whole_run_updates"] > 0 for r in rows)  # BUILD counted
+    assert all(r["ratio_cpu"] > 0 and r["default_us_per_update_cpu"] > 0 for r in rows)  # CPU time too
 
     for n in sizes:  # toggles: IVM^eps(1/2) needs O(sqrt N) work on W-mix and O(1) on W-hub
         mix = cases[f"W-mix|{n}|ivm-eps(1/2)"]
