@@ -46,6 +46,7 @@ import contextlib
 import copy
 import gc
 import json
+import os
 import platform
 import shutil
 import signal
@@ -627,13 +628,20 @@ def _ratio(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
+def _load(meta: dict[str, Any]) -> str:
+    if "load" not in meta:
+        return ""
+    start, end = meta["load"]
+    return f", load average {start:.1f} at the start and {end:.1f} at the end"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The tables of docs/vwap-benchmark.md, from a stored result file only."""
     meta = report["meta"]
     default = report["goals"]["default"]
     lines = [
         f"Run: `{meta['command']}`, {meta['seconds']:.0f} s on {meta['machine']} with {meta['cpus']} CPUs, "
-        f"Python {meta['python']}; default strategy `{default}`; problems: "
+        f"Python {meta['python']}{_load(meta)}; default strategy `{default}`; problems: "
         f"{len(report['problems'])}.",
         "",
     ]
@@ -809,6 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     prefix = "vwap_quick" if args.quick else "vwap"
     started = time.time()
+    load_start = os.getloadavg()
     print(f"loading {args.trace.name} through the order-book adaptor", flush=True)
     traces = {book: load_trace(args.trace, book) for book in ("bids", "both")}
     print(f"  bids: {len(traces['bids'])} events, both books: {len(traces['both'])} events", flush=True)
@@ -826,7 +835,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems += p2 + p3
     out = args.out or RESULTS / f"{prefix}.json"
     png = plot(batches, out.with_suffix(".png"), args.batches)
-    command = " ".join(["bench/vwap.py", *(sys.argv[1:] if argv is None else argv)])
+    from bench.common import command_line
+
+    command = command_line("bench/vwap.py", None if argv is None else list(argv))
     report = {
         "meta": {
             "command": command,
@@ -839,8 +850,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "window": args.window,
             "python": sys.version.split()[0],
             "machine": platform.machine(),
-            "cpus": __import__("os").cpu_count(),
+            "cpus": os.cpu_count(),
             "seconds": time.time() - started,
+            # the machine is shared: the 1-minute load average when the run started and when it ended
+            "load": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
             "quick": args.quick,
         },
         "batches": batches,

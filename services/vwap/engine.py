@@ -9,7 +9,7 @@ plan from it (§6.1, §6.2).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -43,15 +43,20 @@ class VwapEngine:
         self.brokers: int | None = self.params.get("brokers") if query == "mst" else None
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
         # ``auto`` (docs/algorithms/vwap.md §6.5): the strategy running now, the observed shape of the
-        # batches (smoothed integers, part of the state so a restore decides as the original would) and
-        # the live domain values the cost model counts.
+        # batches (smoothed integers) and the credit towards a switch, all part of the state so a restore
+        # decides as the original would. The live domain is counted by the running plan (``domain()``).
         self.auto = strategy == "auto"
-        self.running, self._why = auto.choose(query, None, 1, 1, 0) if self.auto else (strategy, "")
+        self.running, self._why = strategy, ""
+        if self.auto:
+            self.running, self._why, _ = auto.decide(query, None, 1, 1, 0, 0, 0)
         self.shape: list[int] = [0, 0]  # smoothed events and distinct domain values touched per batch
+        self.credit = 0  # estimated µs the running plan cost beyond the cheapest (auto.decide)
+        self._settled = (0, 0)  # the coarse domain range of a decision that left no credit (_observe)
         self.switches = 0
         self._domain_col = "volume" if query == "psp" else "price"
-        self._domain: dict[tuple[str, Any], int] = {}
+        self._modelled = self.auto and query in auto.MODELS
         self.plan = make_plan(query, self.running, self.params)
+        self._domain = _domain_counter(self.plan)
         self.events = 0
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
@@ -64,21 +69,19 @@ class VwapEngine:
         bag = self.bag
         columns = self._columns
         reads = self._reads
-        update = self.plan.update
         book = self.info.book
         changed = self._changed.add
         net = 0
+        # Under ``auto``, a batch that starts on an empty book goes to the ledger alone, and the plan the
+        # cost model picks for the book it leaves is then built from that book (docs/algorithms/vwap.md
+        # §6.5): the first batch is not paid for twice, once in a plan chosen blind and once in a rebuild.
+        deferred = self._modelled and not self.live_tuples
+        update = None if deferred else self.plan.update
         # Plans with ``apply_levels`` take the batch netted per price level (docs/algorithms/vwap.md §3.6):
         # the ledger still checks every event in order, the plan moves once per level touched.
         netted: dict[str, dict[Any, list[Any]]] | None = None
-        if book and hasattr(self.plan, "apply_levels"):
+        if book and not deferred and hasattr(self.plan, "apply_levels"):
             netted = {rel: {} for rel in reads}
-        # ``auto`` counts the domain values each batch touches; the netted levels already are that count
-        # when the domain is the price, so a separate tally is kept only otherwise.
-        tally: dict[tuple[str, Any], int] | None = None
-        if self.auto and book and (netted is None or self._domain_col != "price"):
-            tally = {}
-        domain_col = self._domain_col
         with exact_context():
             for i, ev in enumerate(events):
                 rel = ev.relation
@@ -111,13 +114,8 @@ class VwapEngine:
                     del ledger[vals]
                 changed((rel, vals))
                 net += delta
-                if tally is not None and rel in reads:
-                    dk = (rel, row[domain_col])
-                    tally[dk] = tally.get(dk, 0) + delta
                 if rel in reads:
-                    if netted is None:
-                        update(rel, row, delta)
-                    else:
+                    if netted is not None:
                         levels = netted[rel]
                         price = row["price"]
                         acc = levels.get(price)
@@ -126,6 +124,8 @@ class VwapEngine:
                         else:
                             acc[0] += delta
                             acc[1] += delta * row["volume"]
+                    elif update is not None:
+                        update(rel, row, delta)
             if netted is not None:
                 for rel, changes in netted.items():
                     if changes:
@@ -134,8 +134,16 @@ class VwapEngine:
         self.events += valid
         self.rejected += len(rejections)
         self.live_tuples += net
-        if self.auto and valid:
-            self._observe(valid, tally, netted)
+        if self._modelled and valid:
+            if deferred:
+                self._start_from_book(valid)
+            else:
+                touched = valid
+                if netted is not None:
+                    touched = 0
+                    for levels in netted.values():
+                        touched += len(levels)
+                self._observe(valid, touched)
         return rejections
 
     # --- strategy auto (docs/algorithms/vwap.md §6.5) -------------------------------------------------
@@ -146,53 +154,61 @@ class VwapEngine:
         if not self.auto:
             return f"strategy {self.strategy} configured"
         batch, touched = self.shape
-        return auto.explain(self.query, self.running, self._why, batch, touched, len(self._domain))
+        return auto.explain(self.query, self.running, self._why, batch, touched, self._domain())
 
-    def _observe(
-        self,
-        valid: int,
-        tally: Mapping[tuple[str, Any], int] | None,
-        netted: Mapping[str, Mapping[Any, list[Any]]] | None,
-    ) -> None:
-        """Fold one batch into the observed shape, then run the plan the cost model picks for it. The
-        domain changes come from ``tally`` ((relation, value) -> Δcount) or, when the domain is the
-        price, from the netted levels."""
-        touched = valid
-        domain = self._domain
-        if tally is not None:
-            touched = len(tally)
-            for dk, dc in tally.items():
-                c = domain.get(dk, 0) + dc
-                if c:
-                    domain[dk] = c
-                else:
-                    domain.pop(dk, None)  # emptied, or created and emptied within the batch
-        elif netted is not None:
-            touched = 0
-            for rel, levels in netted.items():
-                touched += len(levels)
-                for p, acc in levels.items():
-                    dk = (rel, p)
-                    c = domain.get(dk, 0) + acc[0]
-                    if c:
-                        domain[dk] = c
-                    else:
-                        domain.pop(dk, None)
+    def _smooth(self, valid: int, touched: int) -> bool:
+        """Move the observed shape a quarter of the way to this batch's, rounded towards it (so a steady
+        batch size is reached exactly); integers, so a replay computes the same numbers. Whether it
+        moved."""
         shape = self.shape
         if shape[0] == 0:
             shape[0], shape[1] = valid, touched
-        else:  # an integer moving average, so a replay of the same batches computes the same numbers
-            shape[0] = (3 * shape[0] + valid + 2) // 4
-            shape[1] = (3 * shape[1] + touched + 2) // 4
-        self._decide()
+            return True
+        old = (shape[0], shape[1])
+        shape[0] = _towards(shape[0], valid)
+        shape[1] = _towards(shape[1], touched)
+        return old != (shape[0], shape[1])
 
-    def _decide(self) -> None:
+    def _observe(self, valid: int, touched: int) -> None:
+        """Fold one batch into the observed shape, then run the plan the cost model picks for it.
+
+        When the last decision left no credit, the batch has the shape already observed (so the shape
+        does not move) and the domain stayed in the coarse range it was decided on, the decision would
+        come out the same: it is skipped, which keeps the cost of ``auto`` over the plan it runs small at
+        one event per batch."""
+        shape = self.shape
+        if valid == shape[0] and touched == shape[1]:
+            lo, hi = self._settled
+            domain = self._domain()
+            if lo <= domain < hi:
+                return
+        else:
+            self._smooth(valid, touched)
+            domain = self._domain()
+        self._decide(domain, self.live_tuples)
+
+    def _decide(self, domain: int, tuples: int) -> None:
         batch, touched = self.shape
-        nxt, self._why = auto.choose(self.query, self.running, batch, touched, len(self._domain))
+        nxt, self._why, self.credit = auto.decide(
+            self.query, self.running, batch, touched, domain, tuples, self.credit
+        )
         if nxt != self.running:
             self.running = nxt
             self.plan = self._build_plan(nxt, self.bag, None)  # rebuilt from the live book: exact
+            self._domain = _domain_counter(self.plan)
             self.switches += 1
+        self._settled = auto.coarse_range(domain) if self.credit == 0 else (0, 0)
+
+    def _start_from_book(self, valid: int) -> None:
+        """After a batch that started on an empty book and went to the ledger alone: the plan the model
+        picks for the book it left, built from that book."""
+        domain = self._count_domain(self.bag)
+        self._smooth(valid, domain)  # every level of the batch is new
+        batch, touched = self.shape
+        self.running, self._why, self.credit = auto.decide(self.query, None, batch, touched, domain, 0, 0)
+        self.plan = self._build_plan(self.running, self.bag, None)
+        self._domain = _domain_counter(self.plan)
+        self._settled = auto.coarse_range(domain)
 
     def _check_book_row(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
         vol = row["volume"]
@@ -227,14 +243,16 @@ class VwapEngine:
         if self.auto:
             # The choice and its reason: one gauge per candidate that is 1 for the running plan, the
             # estimates it was chosen on (µs per batch), and the shape they were computed for.
-            costs = auto.estimates(self.query, self.shape[0], self.shape[1], len(self._domain))
+            domain = self._domain()
+            costs = auto.estimates(self.query, self.shape[0], self.shape[1], domain)
             for name in auto.candidates(self.query):
                 out[f"auto_running_{name}"] = float(name == self.running)
                 if name in costs:
                     out[f"auto_estimate_{name}_us"] = costs[name]
             out["auto_batch_events"] = float(self.shape[0])
             out["auto_batch_touched"] = float(self.shape[1])
-            out["auto_domain"] = float(len(self._domain))
+            out["auto_domain"] = float(domain)
+            out["auto_credit_us"] = float(self.credit)
             out["auto_switches"] = float(self.switches)  # since this process started
         return out
 
@@ -268,7 +286,7 @@ class VwapEngine:
         self._install(bag, levels, int(state["counters"].get("events", 0)), state["auto"])
 
     def _auto_state(self) -> list[Any]:
-        return [self.running, *self.shape]
+        return [self.running, *self.shape, self.credit]
 
     def _build_plan(
         self,
@@ -277,13 +295,16 @@ class VwapEngine:
         levels: Mapping[str, list[snap.Level]] | None,
     ) -> Any:
         """A plan of ``strategy`` holding ``bag``: from the price levels in one ascending pass where the
-        plan can (docs/algorithms/vwap.md §3.5), else by replaying the bag's tuples."""
+        plan can (docs/algorithms/vwap.md §3.5), else from the live tuples in one pass where it can, else
+        by replaying the bag's tuples."""
         plan = make_plan(self.query, strategy, self.params)
         with exact_context():
             if self.info.book and hasattr(plan, "load_levels"):
                 if levels is None:
                     levels = {rel: snap.book_levels(bag[rel], self._columns[rel]) for rel in ("bids", "asks")}
                 plan.load_levels(levels)
+            elif self.info.book and hasattr(plan, "load_bag"):
+                plan.load_bag({rel: bag[rel] for rel in self.info.reads}, self._columns)
             else:
                 for rel in self.info.reads:
                     cols = self._columns[rel]
@@ -301,17 +322,24 @@ class VwapEngine:
         """Make ``bag`` the state: the plan is derived from it (docs/algorithms/vwap.md §6.2); under
         ``auto`` the stored choice and shape come back as they were, so decisions continue unchanged."""
         if self.auto:
-            self._domain = self._domain_of(bag)
+            self.credit = 0
+            self._settled = (0, 0)
             if choice is None:  # a state written without a choice (a bootstrap): decide from the book
                 self.shape = [0, 0]
-                self.running, self._why = auto.choose(self.query, None, 1, 1, len(self._domain))
+                domain = self._count_domain(bag)
+                self.running, self._why, _ = auto.decide(self.query, None, 1, 1, domain, 0, 0)
             else:
-                running, batch, touched = choice
+                if len(choice) != 4:
+                    raise EngineError(
+                        f"stored auto choice {list(choice)!r} is not [strategy, events, touched, credit]"
+                    )
+                running, batch, touched, credit = choice
                 if running not in auto.candidates(self.query):
                     raise EngineError(f"stored auto choice {running!r} is not a candidate for {self.query}")
-                self.running, self.shape = running, [int(batch), int(touched)]
+                self.running, self.shape, self.credit = running, [int(batch), int(touched)], int(credit)
                 self._why = "restored"
         self.plan = self._build_plan(self.running, bag, levels)
+        self._domain = _domain_counter(self.plan)
         self.bag = bag
         self.live_tuples = sum(sum(b.values()) for b in bag.values())
         self.events = events
@@ -370,17 +398,30 @@ class VwapEngine:
             out.append(("s", b"auto", orjson.dumps(self._auto_state())))
         return out
 
-    def _domain_of(self, bag: Mapping[str, Mapping[tuple[Any, ...], int]]) -> dict[tuple[str, Any], int]:
-        """Live domain values of the relations the query reads, with their tuple counts."""
-        out: dict[tuple[str, Any], int] = {}
+    def _count_domain(self, bag: Mapping[str, Mapping[tuple[Any, ...], int]]) -> int:
+        """Live domain values of the relations the query reads (no plan needed)."""
         if not self.info.book:
-            return out
+            return 0
+        seen: set[tuple[str, Any]] = set()
         for rel in self.info.reads:
             i = self._columns[rel].index(self._domain_col)
-            for vals, m in bag[rel].items():
-                dk = (rel, vals[i])
-                out[dk] = out.get(dk, 0) + m
-        return out
+            seen.update((rel, vals[i]) for vals in bag[rel])
+        return len(seen)
+
+
+def _domain_counter(plan: Any) -> Callable[[], int]:
+    """The plan's count of live domain values (docs/algorithms/vwap.md §6.5), or 0 where it keeps none."""
+    return getattr(plan, "domain", _no_domain)
+
+
+def _no_domain() -> int:
+    return 0
+
+
+def _towards(old: int, seen: int) -> int:
+    """old + (seen - old) / 4, rounded away from old: it reaches a steady ``seen`` exactly."""
+    d = seen - old
+    return old + (d + 3) // 4 if d > 0 else old - (3 - d) // 4
 
 
 def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:

@@ -36,4 +36,5 @@ SERVICE = ServiceDefinition(
         ),
     ),
     batch="services.vwap.batch:JOBS",
+    state_version=2,  # 2: strategy auto stores its credit towards a switch with its choice
 )

@@ -10,7 +10,7 @@ two halves disagree (a corrupt or mis-built bootstrap must not start a service).
      "bag":    {relation: [[col1, ..., colN, multiplicity], ...]},      # rows sorted, multiplicity > 0
      "levels": {"bids"|"asks": [[price, W, cnt, PV], ...]},           # prices ascending; optional
      "counters": {"events": int, "rejected": int},                    # optional
-     "auto": [running strategy, batch events, batch touched]}          # strategy auto only
+     "auto": [running strategy, batch events, batch touched, credit]}  # strategy auto only
 
 Exact numbers are ints or exact decimal strings (``exact.to_json``); text columns stay strings.
 """

@@ -118,6 +118,10 @@ class _SumMaps(_DBToasterPlan):
     def _maps(self) -> list[dict]:
         return [self.m1, self.m3]
 
+    def domain(self) -> int:
+        """Live domain values (keys: the price levels), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        return len(self.m3)
+
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         k = row[self.key]
         w = row[self.weight] * mult
@@ -225,6 +229,10 @@ class Mst(_DBToasterPlan):
     def _maps(self) -> list[dict]:
         return [self.b_vol, self.b_cnt, self.b_pv, self.a_vol, self.a_cnt, self.a_pv]
 
+    def domain(self) -> int:
+        """Live domain values (price levels of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        return len(self.b_vol) + len(self.a_vol)
+
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         p = row["price"]
         v = row["volume"] * mult
@@ -309,6 +317,10 @@ class Psp(_DBToasterPlan):
     def _maps(self) -> list[dict]:
         return [self.b_cnt, self.b_sp, self.a_cnt, self.a_sp]
 
+    def domain(self) -> int:
+        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)"""
+        return len(self.b_cnt) + len(self.a_cnt)
+
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         vol = row["volume"]
         if rel == "bids":
@@ -357,6 +369,10 @@ class Sq1a(_DBToasterPlan):
     def _maps(self) -> list[dict]:
         return [self.m_out, self.m_broker, self.m_price]
 
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.m_price)
+
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         p = row["price"]
         v = row["volume"] * mult
@@ -396,6 +412,10 @@ class Sq1b(_DBToasterPlan):
 
     def _maps(self) -> list[dict]:
         return [self.m_out, self.m_price]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.m_price)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         p = row["price"]
@@ -439,6 +459,11 @@ class Sq2(_DBToasterPlan):
 
     def _maps(self) -> list[dict]:
         return [self.m_out, self.m_bound]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5); a level
+        at price 0 has no entry here."""
+        return len(self.m_out)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
         p = row["price"]

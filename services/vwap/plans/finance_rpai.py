@@ -11,7 +11,7 @@ and the cross-check (§5.3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -26,6 +26,27 @@ def _index_stats(prefix: str, ix: InequalityIndex) -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in ix.stats().items()} | {f"{prefix}tree_nodes": len(ix.idx)}
 
 
+# A plan's ``load_bag`` takes the live tuples per relation (values in column order -> multiplicity) and
+# the column names, and builds its state in one pass plus one ascending tree build (§3.5), rather than
+# one update per tuple: strategy ``auto`` rebuilds plans from the live book when it switches (§6.5).
+Bag = Mapping[str, Mapping[tuple[Any, ...], int]]
+Columns = Mapping[str, Sequence[str]]
+
+
+def _positions(columns: Sequence[str], *names: str) -> tuple[int, ...]:
+    return tuple(columns.index(n) for n in names)
+
+
+def _sum_level(levels: dict[Any, list[Any]], p: Any, m: int, w: Any) -> None:
+    """Add m copies of a tuple (price p, volume w) to its level's (count, W, PV)."""
+    acc = levels.get(p)
+    if acc is None:
+        levels[p] = acc = [0, 0, 0]
+    acc[0] += m
+    acc[1] += m * w
+    acc[2] += m * p * w
+
+
 class _OneIndexPlan:
     """The stats and trees of a plan over one inequality index, ``self.index``."""
 
@@ -36,6 +57,10 @@ class _OneIndexPlan:
 
     def trees(self) -> list[RPAITree]:
         return [self.index.idx, self.index.bound]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.index)
 
 
 class VwapPlan(_OneIndexPlan):
@@ -94,6 +119,35 @@ class MstPlan:
         elif rel == "asks":
             self.asks.update(p, mult, w, Vec((1, p * w)))
 
+    def load_bag(self, bag: Bag, columns: Columns) -> None:
+        """Bulk build from the live tuples: each side's price levels, then one ascending pass (§3.5)."""
+        width = 2 * self.brokers
+        bids: dict[Any, list[Any]] = {}
+        ip, iw, ig = _positions(columns["bids"], "price", "volume", "broker_id")
+        for vals, m in bag["bids"].items():
+            p, w, g = vals[ip], vals[iw], vals[ig]
+            acc = bids.get(p)
+            if acc is None:
+                bids[p] = acc = [0, 0, [0] * width]
+            acc[0] += m * w
+            acc[1] += m
+            acc[2][2 * g] += m
+            acc[2][2 * g + 1] += m * p * w
+        asks: dict[Any, list[Any]] = {}
+        ip, iw = _positions(columns["asks"], "price", "volume")
+        for vals, m in bag["asks"].items():
+            p, w = vals[ip], vals[iw]
+            acc = asks.get(p)
+            if acc is None:
+                asks[p] = acc = [0, 0, 0]
+            acc[0] += m * w
+            acc[1] += m
+            acc[2] += m * p * w
+        self.bids = InequalityIndex(">", Vec.zero(width))
+        self.bids.build((p, a[0], a[1], Vec(a[2])) for p, a in sorted(bids.items()))
+        self.asks = InequalityIndex(">", Vec.zero(2))
+        self.asks.build((p, a[0], a[1], Vec((a[1], a[2]))) for p, a in sorted(asks.items()))
+
     def result(self) -> Any:
         qa = sum_key_lt(self.asks.idx, self.f, self.asks.total)
         out: dict[str, Any] = {}
@@ -110,6 +164,10 @@ class MstPlan:
 
     def trees(self) -> list[RPAITree]:
         return [self.bids.idx, self.bids.bound, self.asks.idx, self.asks.bound]
+
+    def domain(self) -> int:
+        """Live domain values (price levels of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        return len(self.bids) + len(self.asks)
 
 
 class _CountedTree:
@@ -129,6 +187,11 @@ class _CountedTree:
             tree.delete(k)
         self.total += dw
 
+    def load(self, sums: Mapping[Any, list[Any]], total: Any) -> None:
+        """Bulk build from key -> payload sums (count first, never 0): one ascending pass."""
+        self.tree = RPAITree.from_sorted(((k, Vec(v)) for k, v in sorted(sums.items())), self.tree.zero)
+        self.total = total
+
 
 class PspPlan:
     """Price spread: qualifying tuples have volume > f·T of their side; result cnt_b·Σp_a - cnt_a·Σp_b."""
@@ -143,6 +206,22 @@ class PspPlan:
             w = row["volume"]
             side.update(w, Vec((mult, mult * row["price"])), mult * w)
 
+    def load_bag(self, bag: Bag, columns: Columns) -> None:
+        """Bulk build from the live tuples: per side, volume -> (count, Σ price), one ascending pass."""
+        for rel, side in self.sides.items():
+            iw, ip = _positions(columns[rel], "volume", "price")
+            sums: dict[Any, list[Any]] = {}
+            total: Any = 0
+            for vals, m in bag[rel].items():
+                w = vals[iw]
+                acc = sums.get(w)
+                if acc is None:
+                    sums[w] = acc = [0, 0]
+                acc[0] += m
+                acc[1] += m * vals[ip]
+                total += m * w
+            side.load(sums, total)
+
     def result(self) -> Any:
         b, a = self.sides["bids"], self.sides["asks"]
         qb = sum_key_gt(b.tree, self.f, b.total)
@@ -154,6 +233,10 @@ class PspPlan:
 
     def trees(self) -> list[RPAITree]:
         return [s.tree for s in self.sides.values()]
+
+    def domain(self) -> int:
+        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)"""
+        return len(self.sides["bids"].tree) + len(self.sides["asks"].tree)
 
 
 class _BidsIndexPlan(_OneIndexPlan):
@@ -244,6 +327,21 @@ class Sq1Plan:
             if not by_broker:
                 del self.groups[p]
 
+    def load_bag(self, bag: Bag, columns: Columns) -> None:
+        """Bulk build from the live tuples: levels in one ascending pass, the maps summed directly."""
+        ip, iw, ig = _positions(columns["bids"], "price", "volume", "broker_id")
+        levels: dict[Any, list[Any]] = {}
+        total: Any = 0
+        for vals, m in bag["bids"].items():
+            p, w, g = vals[ip], vals[iw], vals[ig]
+            _sum_level(levels, p, m, w)
+            total += m * w
+            self.broker_vol[g] = self.broker_vol.get(g, 0) + m * w
+            acc = self.groups.setdefault(p, {}).setdefault(g, [0, 0])
+            acc[0] += m
+            acc[1] += m * p * w
+        self.levels.load(levels, total)
+
     def result(self) -> Any:
         num, den = self.f.numerator, self.f.denominator
         t = self.levels.total
@@ -265,6 +363,10 @@ class Sq1Plan:
 
     def trees(self) -> list[RPAITree]:
         return [self.levels.tree]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.levels.tree)
 
 
 class Sq2Plan:
@@ -292,6 +394,22 @@ class Sq2Plan:
             del self.reach_cnt[r]
             self.reach.delete(r)
 
+    def load_bag(self, bag: Bag, columns: Columns) -> None:
+        """Bulk build from the live tuples: levels and the bound side, each in one ascending pass."""
+        ip, iw = _positions(columns["bids"], "price", "volume")
+        levels: dict[Any, list[Any]] = {}
+        reach: dict[Any, Any] = {}
+        total: Any = 0
+        for vals, m in bag["bids"].items():
+            p, w = vals[ip], vals[iw]
+            _sum_level(levels, p, m, w)
+            total += m * w
+            r = p + w
+            reach[r] = reach.get(r, 0) + m * w
+            self.reach_cnt[r] = self.reach_cnt.get(r, 0) + m
+        self.levels.load(levels, total)
+        self.reach = RPAITree.from_sorted(sorted(reach.items()))
+
     def result(self) -> Any:
         num, den = self.f.numerator, self.f.denominator
         t = self.levels.total
@@ -312,6 +430,10 @@ class Sq2Plan:
 
     def trees(self) -> list[RPAITree]:
         return [self.levels.tree, self.reach]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.levels.tree)
 
 
 class Ex21Plan:
@@ -432,6 +554,10 @@ class CrossCheckPlan:
 
     def trees(self) -> list[RPAITree]:
         return [self.w, self.pv]
+
+    def domain(self) -> int:
+        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        return len(self.cnt)
 
 
 RPAI_QUERIES = ("vwap", "vwap-paper", "ex21", "mst", "psp", "sq1", "sq2", "nq1", "nq2")
