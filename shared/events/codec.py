@@ -40,7 +40,10 @@ PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 
 
 class EventError(ValueError):
-    """An update that cannot be applied, with a stable reason code and a precise explanation."""
+    """An update that cannot be applied, with a stable reason code and a precise explanation.
+
+    The compiled decoder makes its instances without calling ``__init__`` (the same ``args``, ``code``
+    and ``detail``, checked by tests/hostile/test_cheap_refusal.py): keep the two in step."""
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
@@ -407,6 +410,8 @@ def _compiled_decoder(
         max_depth=MAX_NESTING,
         decimal_type=Decimal,
         invalid_utf8_detail=_invalid_utf8_detail(),
+        json_loads=orjson.loads,
+        json_messages=_json_messages(),
     )
 
 
@@ -421,6 +426,32 @@ def _invalid_utf8_detail() -> str | None:
     except EventError as err:
         return err.detail if err.code == "invalid-utf8" else None
     return None
+
+
+# Texts the reference decoder's JSON parser refuses in the ways the C decoder's refusal scan recognises,
+# with the character position its error names: the text ends too soon, a value starts with N or I (NaN,
+# Infinity), a minus sign is followed by one, a number overflows a double.
+_PARSER_FAILURES = ((b'{"a":', 5), (b'{"a":NaN}', 5), (b'{"a":-Infinity}', 6), (b'{"a":1e999}', 5))
+
+
+@functools.cache
+def _json_messages() -> tuple[str, ...] | None:
+    """The JSON parser's message for each failure of _PARSER_FAILURES, without the position Python's
+    JSONDecodeError appends, so that the C decoder can say what the parser says without calling it. None
+    (it calls the parser) if a message or position is not of the form expected."""
+    messages = []
+    for text, pos in _PARSER_FAILURES:
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            where = f": line 1 column {pos + 1} (char {pos})"
+            said = str(exc)
+            if exc.pos != pos or not said.endswith(where):
+                return None
+            messages.append(said[: -len(where)])
+        else:
+            return None
+    return tuple(messages)
 
 
 class _NeedsSlowPath(Exception):

@@ -47,6 +47,10 @@ _RESUME = "exiting with the state at its last checkpoint: once that is fixed, a 
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
+# Distinct dead-letter details whose encoded header is kept: a flood repeats a few (a fixed text per kind,
+# the same column errors), and an unbounded variety only resets the cache.
+_DETAILS_KEPT = 4096
+
 
 class Output:
     def __init__(
@@ -69,6 +73,7 @@ class Output:
         self._failures: list[str] = []
         self._service_header: tuple[str, str | bytes | None] = ("ivmstream.service", service.encode())
         self._reason_headers: dict[str, tuple[str, str | bytes | None]] = {}
+        self._detail_headers: dict[str, tuple[str, str | bytes | None]] = {}
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:  # librdkafka retried what could be retried: this record is refused for good
@@ -94,29 +99,37 @@ class Output:
         self.dead_letters([(msg, code, detail)])
 
     def dead_letters(self, refused: Iterable[tuple[Message, str, str]]) -> None:
-        """Dead-letter each ``(record, reason code, detail)`` in one loop: a flood of bad records costs
-        one produce per record and nothing more (the constant headers are built once per code)."""
+        """Dead-letter each ``(record, reason code, detail)`` in one loop: a flood of bad records costs one
+        produce per record and little else. The constant headers are built once per code (and per detail,
+        since a flood repeats a few), and ``produce`` takes its arguments by position, which it parses
+        faster than keywords."""
         produce = self.producer.produce
         topic = self.dlq_topic
         on_delivery = self._on_delivery
         service = self._service_header
         reasons = self._reason_headers
+        details = self._detail_headers
         for msg, code, detail in refused:
             reason = reasons.get(code)
             if reason is None:
                 reason = reasons[code] = ("ivmstream.reason", code.encode())
-            source = f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+            said = details.get(detail)
+            if said is None:
+                if len(details) >= _DETAILS_KEPT:
+                    details.clear()
+                said = details[detail] = ("ivmstream.detail", detail.encode())
             headers = [
                 reason,
-                ("ivmstream.detail", detail.encode()),
+                said,
                 service,
-                ("ivmstream.source", source.encode()),
+                ("ivmstream.source", f"{msg.topic()}:{msg.partition()}:{msg.offset()}".encode()),
             ]
             value = msg.value() or b""
-            try:
-                produce(topic, value, msg.key(), headers=headers, on_delivery=on_delivery)
+            key = msg.key()
+            try:  # topic, value, key, partition (-1: by key), callback, its alias, timestamp, headers
+                produce(topic, value, key, -1, on_delivery, None, 0, headers)
             except (BufferError, KafkaException):  # queue full, or refused: the path that handles both
-                self._produce(topic, value, msg.key(), headers)
+                self._produce(topic, value, key, headers)
 
     def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:
         """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1

@@ -108,10 +108,17 @@ class Worker:
                 },
             )
         )
-        # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it
+        # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it.
+        # Output reads delivery reports for failures only, so a delivered record (a result, a dead letter
+        # in a flood) calls no Python at all.
         self.producer = Producer(
             producer_settings(
-                bootstrap, {**config.kafka.get("producer", {}), "error_cb": self.broker_watch.on_error}
+                bootstrap,
+                {
+                    "delivery.report.only.error": True,
+                    **config.kafka.get("producer", {}),
+                    "error_cb": self.broker_watch.on_error,
+                },
             )
         )
         self.output = Output(service.name, self.producer, config.output_topic, config.dlq_topic, redis_client)

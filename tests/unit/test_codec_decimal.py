@@ -193,9 +193,9 @@ INVALID = [
     (with_value("s", "null"), "null-value", True),
     (with_value("s", "null", ("d", "true")), "wrong-type", True),  # d comes first in the schema
     (with_value("f", "null", ("b", "1")), "wrong-type", True),
-    (with_value("d", '"abc"'), "wrong-type", False),  # a string in a decimal column: Decimal() decides
-    (with_value("d", '"NaN"'), "wrong-type", False),
-    (with_value("x", "[]"), "wrong-type", False),  # a container
+    (with_value("d", '"abc"'), "wrong-type", True),  # no digit and no n: Decimal() refuses it
+    (with_value("d", '"NaN"'), "wrong-type", False),  # Decimal() reads it, then it is not finite
+    (with_value("x", "[]"), "wrong-type", True),  # a container, shown by its size
     (with_value("k", "1.5"), "wrong-type", False),  # the key
     (with_value("s", "1", ("i", "null")).replace(b'"delta":1', b'"delta":0'), "zero-delta", False),
     (b'{"relation":"nope","row":{},"delta":1}', "unknown-relation", False),
