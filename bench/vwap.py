@@ -181,16 +181,92 @@ def feed(target: Any, batch: Sequence[Event]) -> None:
 # --- 1. batches through the engine ---------------------------------------------------------------
 
 
-def batched_case(
-    query: str, strategy: str, events: Sequence[Event], n: int, batch: int, window: int, budget: float
-) -> dict[str, Any]:
-    """µs per event over up to ``window`` events ending at prefix n, in batches of ``batch`` with one
-    result per batch."""
-    target = runner(query, strategy)
+def batched_cases(
+    query: str,
+    strategies: Sequence[str],
+    events: Sequence[Event],
+    n: int,
+    batch: int,
+    window: int,
+    budget: float,
+) -> dict[str, dict[str, Any]]:
+    """Per strategy: µs per event over up to ``window`` events ending at prefix n, in batches of
+    ``batch`` with one result per batch.
+
+    Every strategy is brought to the state before the window first; then the windows are timed in
+    rounds, each strategy once per round, so that a burst of load on the shared machine falls on all
+    of them rather than on whichever ran during it. An engine's window is timed up to three times (on
+    copies of the same state) while its budget lasts, and the fastest counts; the DuckDB peer holds a
+    connection and is timed once."""
     first = max(0, n - window)
-    # The state is built in batches of 2,000, then the last 64 batches before the window run at the
-    # measured size (no results read), so ``auto`` has seen the batch size it is measured at, as a
-    # service fed steadily would have; the first result is read before the clock starts.
+    out: dict[str, dict[str, Any]] = {}
+    targets: dict[str, Any] = {}
+    for strategy in strategies:
+        target = _warmed(query, strategy, events, first, batch, budget)
+        if isinstance(target, dict):
+            out[strategy] = {"events": n, "batch": batch, **target}
+        else:
+            targets[strategy] = target
+    ups = [
+        [UpdateEvent(rel, row, m, None) for rel, row, m in events[i : min(i + batch, n)]]
+        for i in range(first, n, batch)
+    ]
+    raw = [events[i : min(i + batch, n)] for i in range(first, n, batch)]
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in targets}
+    while True:
+        due = [s for s in targets if s not in out and _wants_another(runs[s], s, n - first, budget)]
+        if not due:
+            break
+        for strategy in due:
+            target = targets[strategy]
+            duck = isinstance(target, DuckDBPeer)
+            copy_ = target if duck or len(runs[strategy]) == 2 else copy.deepcopy(target)
+            run = _timed_window(copy_, ups, raw, duck, budget)
+            if run["skipped"] is not None:
+                out[strategy] = {
+                    "events": n,
+                    "batch": batch,
+                    "skipped": run["skipped"],
+                    "one_batch_s": run["one"],
+                }
+            else:
+                runs[strategy].append(run)
+    for strategy, rs in runs.items():
+        if strategy in out:
+            continue
+        best = min(rs, key=lambda r: r["spent"] / r["done"])
+        case: dict[str, Any] = {
+            "events": n,
+            "batch": batch,
+            "window": best["done"],
+            "batches": best["batches"],
+            "repeats": len(rs),
+            "us_per_event": best["spent"] / best["done"] * 1e6,
+            "seconds": best["spent"],
+            "slowest_batch_s": best["one"],
+            "final": answer(best["final"]) if best["done"] == n - first else None,
+        }
+        if strategy == "auto":
+            case["auto_running"] = best["target"].running
+        out[strategy] = case
+    return {s: out[s] for s in strategies}
+
+
+def _wants_another(runs: list[dict[str, Any]], strategy: str, full: int, budget: float) -> bool:
+    if not runs:
+        return True
+    if strategy == "duckdb" or len(runs) == 3 or runs[-1]["done"] < full:
+        return False
+    return sum(r["spent"] for r in runs) <= budget
+
+
+def _warmed(query: str, strategy: str, events: Sequence[Event], first: int, batch: int, budget: float) -> Any:
+    """The strategy's runner holding the state before the window, or why it cannot run the case.
+
+    The state is built in batches of 2,000, then the last 64 batches before the window run at the
+    measured size (no results read), so ``auto`` has seen the batch size it is measured at, as a
+    service fed steadily would have; the first result is read before the clock starts."""
+    target = runner(query, strategy)
     warm = max(0, first - 64 * batch)
     for i in range(0, warm, 2000):
         feed(target, events[i : min(i + 2000, warm)])
@@ -201,45 +277,8 @@ def batched_case(
             target.result()
     except _Stopped:
         stop = STOP_AFTER * budget
-        return {
-            "events": n,
-            "batch": batch,
-            "skipped": f"one answer stopped after {stop:.1f} s",
-            "one_batch_s": stop,
-        }
-    ups = [
-        [UpdateEvent(rel, row, m, None) for rel, row, m in events[i : min(i + batch, n)]]
-        for i in range(first, n, batch)
-    ]
-    raw = [events[i : min(i + batch, n)] for i in range(first, n, batch)]
-    duck = isinstance(target, DuckDBPeer)
-    # A shared machine's noise is of the order of a short window's total, so an engine's window is
-    # timed up to three times on copies of the same state while the budget lasts; the fastest counts.
-    # (The DuckDB peer holds a connection and is timed once.)
-    runs: list[dict[str, Any]] = []
-    while True:
-        copy_ = target if duck or len(runs) == 2 else copy.deepcopy(target)
-        run = _timed_window(copy_, ups, raw, duck, budget)
-        if run["skipped"] is not None:
-            return {"events": n, "batch": batch, "skipped": run["skipped"], "one_batch_s": run["one"]}
-        runs.append(run)
-        if duck or len(runs) == 3 or sum(r["spent"] for r in runs) > budget or run["done"] < n - first:
-            break
-    best = min(runs, key=lambda r: r["spent"] / r["done"])
-    out: dict[str, Any] = {
-        "events": n,
-        "batch": batch,
-        "window": best["done"],
-        "batches": best["batches"],
-        "repeats": len(runs),
-        "us_per_event": best["spent"] / best["done"] * 1e6,
-        "seconds": best["spent"],
-        "slowest_batch_s": best["one"],
-        "final": answer(best["final"]) if best["done"] == n - first else None,
-    }
-    if strategy == "auto":
-        out["auto_running"] = best["target"].running
-    return out
+        return {"skipped": f"one answer stopped after {stop:.1f} s", "one_batch_s": stop}
+    return target
 
 
 STOP_AFTER = 4  # a single batch is interrupted after this many budgets (a cubic baseline can run hours)
@@ -317,7 +356,17 @@ def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tup
             for batch in args.batches:
                 window = min(n, max(args.window, 2 * batch))
                 finals: dict[str, Any] = {}
-                for strategy in strategies_of(query):
+                strategies = strategies_of(query)
+                measured = batched_cases(
+                    query,
+                    [s for s in strategies if (s, batch) not in over],
+                    events,
+                    n,
+                    batch,
+                    window,
+                    args.budget,
+                )
+                for strategy in strategies:
                     if (strategy, batch) in over:
                         case = {
                             "events": n,
@@ -325,7 +374,7 @@ def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tup
                             "skipped": f"one batch took {over[strategy, batch]:.1f} s at a smaller prefix",
                         }
                     else:
-                        case = batched_case(query, strategy, events, n, batch, window, args.budget)
+                        case = measured[strategy]
                         if "skipped" in case:
                             over[strategy, batch] = case["one_batch_s"]
                     case["query"], case["strategy"], case["D"] = query, strategy, levels
