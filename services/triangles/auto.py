@@ -51,7 +51,7 @@ class CostModel:
     eps_rebuild_per_tuple: int = 350  # IVM^ε from any plan: parts, heavy indexes and views, per tuple
     switch_percent: int = 50  # switch once the regret reaches this share of the rebuild's cost
     cheap_work: int = 64  # updates cheaper than this are sampled ...
-    sample_stride: int = 32  # ... one in this many, weighted by it
+    sample_stride: int = 16  # ... one in this many, weighted by it
 
 
 DEFAULT_COSTS = CostModel()
