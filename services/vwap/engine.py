@@ -76,7 +76,8 @@ class VwapEngine:
         # cost model picks for the book it leaves is then built from that book (docs/algorithms/vwap.md
         # §6.5): the first batch is not paid for twice, once in a plan chosen blind and once in a rebuild.
         deferred = self._modelled and not self.live_tuples
-        update = None if deferred else self.plan.update
+        held: list[tuple[str, Any, int]] = []  # a deferred batch's valid updates, for plans built by replay
+        update = _held_update(held) if deferred else self.plan.update
         # Plans with ``apply_levels`` take the batch netted per price level (docs/algorithms/vwap.md §3.6):
         # the ledger still checks every event in order, the plan moves once per level touched.
         netted: dict[str, dict[Any, list[Any]]] | None = None
@@ -124,7 +125,7 @@ class VwapEngine:
                         else:
                             acc[0] += delta
                             acc[1] += delta * row["volume"]
-                    elif update is not None:
+                    else:
                         update(rel, row, delta)
             if netted is not None:
                 for rel, changes in netted.items():
@@ -136,7 +137,7 @@ class VwapEngine:
         self.live_tuples += net
         if self._modelled and valid:
             if deferred:
-                self._start_from_book(valid)
+                self._start_from_book(valid, held)
             else:
                 touched = valid
                 if netted is not None:
@@ -199,15 +200,24 @@ class VwapEngine:
             self.switches += 1
         self._settled = auto.coarse_range(domain) if self.credit == 0 else (0, 0)
 
-    def _start_from_book(self, valid: int) -> None:
+    def _start_from_book(self, valid: int, held: Sequence[tuple[str, Any, int]]) -> None:
         """After a batch that started on an empty book and went to the ledger alone: the plan the model
-        picks for the book it left, built from that book."""
+        picks for the book it left, built from that book, or, for a plan with no bulk build, fed the
+        batch's valid updates (in order, from an empty book they give the same state, without the
+        per-tuple rows a replay of the bag would make)."""
         domain = self._count_domain(self.bag)
         self._smooth(valid, domain)  # every level of the batch is new
         batch, touched = self.shape
         self.running, self._why, self.credit = auto.decide(self.query, None, batch, touched, domain, 0, 0)
-        self.plan = self._build_plan(self.running, self.bag, None)
-        self._domain = _domain_counter(self.plan)
+        plan = make_plan(self.query, self.running, self.params)
+        if hasattr(plan, "load_levels") or hasattr(plan, "load_bag"):
+            plan = self._build_plan(self.running, self.bag, None)
+        else:
+            with exact_context():
+                for rel, row, delta in held:
+                    plan.update(rel, row, delta)
+        self.plan = plan
+        self._domain = _domain_counter(plan)
         self._settled = auto.coarse_range(domain)
 
     def _check_book_row(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -402,11 +412,20 @@ class VwapEngine:
         """Live domain values of the relations the query reads (no plan needed)."""
         if not self.info.book:
             return 0
-        seen: set[tuple[str, Any]] = set()
+        count = 0
         for rel in self.info.reads:
             i = self._columns[rel].index(self._domain_col)
-            seen.update((rel, vals[i]) for vals in bag[rel])
-        return len(seen)
+            count += len({vals[i] for vals in bag[rel]})
+        return count
+
+
+def _held_update(held: list[tuple[str, Any, int]]) -> Callable[[str, Any, int], None]:
+    """An ``update`` that keeps the updates for later."""
+
+    def hold(rel: str, row: Any, delta: int) -> None:
+        held.append((rel, row, delta))
+
+    return hold
 
 
 def _domain_counter(plan: Any) -> Callable[[], int]:
