@@ -1,4 +1,5 @@
-"""The compiled update-event decoder; everything else about the package is in pyproject.toml.
+"""The compiled update-event decoder and dead-letter loop; everything else about the package is in
+pyproject.toml.
 
 Optional: without a C compiler the package still installs and decodes in Python (slower). `make setup`
 installs gcc where it is missing, and the test suite checks that the extension was built.
@@ -13,6 +14,12 @@ setup(
             sources=["shared/events/_fastjson.c"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
-        )
+        ),
+        Extension(
+            "shared.runtime._deadletters",
+            sources=["shared/runtime/_deadletters.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
+        ),
     ]
 )

@@ -103,6 +103,7 @@ typedef struct {
     int refused; /* set by decode_one: it declined a value no decoder accepts (goes to `refuse`) */
     PyObject *json_loads; /* the reference decoder's JSON parser, for its error on text that is not JSON; NULL: `refuse` */
     PyObject *json_messages; /* its messages for FAIL_END, FAIL_VALUE, FAIL_SIGN, FAIL_INFINITY; NULL: it is called */
+    PyObject *deep_detail;   /* the detail of every too-deep refusal (max_depth is fixed) */
 } Decoder;
 
 /* --- the parser ------------------------------------------------------------------------------------ */
@@ -180,6 +181,8 @@ static PyObject *ascii_str(Decoder *self, const char *s, Py_ssize_t n) {
     return out;
 }
 
+static int valid_utf8(const unsigned char *p, Py_ssize_t n);
+
 /* A JSON string value as a str; NULL declines (no exception set) or failed (exception set). */
 static PyObject *parse_str(Decoder *self, Cursor *c) {
     const char *s;
@@ -187,6 +190,7 @@ static PyObject *parse_str(Decoder *self, Cursor *c) {
     int ascii;
     if (!scan_string(c, &s, &n, &ascii)) return NULL;
     if (ascii) return ascii_str(self, s, n);
+    if (!valid_utf8((const unsigned char *)s, n)) return NULL; /* declined without the decoder's exception */
     PyObject *out = PyUnicode_DecodeUTF8(s, n, "strict");
     if (out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         PyErr_Clear(); /* invalid UTF-8: the reference decoder reports it */
@@ -1052,6 +1056,40 @@ decline:
     return NULL;
 }
 
+/* The reason codes this file refuses records with, each with its str and the "<code>: " that starts
+ * an error's message; made once per process (the codes are string literals, told apart by address). */
+#define MAX_CODES 16
+static struct {
+    const char *code;
+    PyObject *str;
+    PyObject *prefix;
+} codes[MAX_CODES];
+
+static int code_strings(const char *code, PyObject **str, PyObject **prefix) {
+    int i = 0;
+    for (; i < MAX_CODES && codes[i].code != NULL; i++) {
+        if (codes[i].code == code) {
+            *str = codes[i].str;
+            *prefix = codes[i].prefix;
+            return 0;
+        }
+    }
+    PyObject *made = PyUnicode_InternFromString(code);
+    PyObject *start = made != NULL ? PyUnicode_FromFormat("%s: ", code) : NULL;
+    if (start == NULL) {
+        Py_XDECREF(made);
+        return -1;
+    }
+    *str = made;
+    *prefix = start;
+    if (i < MAX_CODES) { /* kept for the process; past MAX_CODES made every time (and leaked: never reached) */
+        codes[i].code = code;
+        codes[i].str = made;
+        codes[i].prefix = start;
+    }
+    return 0;
+}
+
 /* An error_type instance as EventError.__init__ makes it (shared/events/codec.py): its one argument
  * "<code>: <detail>", and the attributes code and detail; made without running that __init__ (a Python
  * frame per refused record), which tests/hostile/test_cheap_refusal.py checks this matches. Steals
@@ -1060,11 +1098,11 @@ static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) 
     static PyObject *code_name = NULL, *detail_name = NULL;
     if (detail == NULL) return NULL;
     PyTypeObject *type = (PyTypeObject *)self->error_type;
-    PyObject *err = NULL, *args = NULL, *code_str = PyUnicode_InternFromString(code);
+    PyObject *err = NULL, *args = NULL, *code_str, *prefix;
     if (code_name == NULL) code_name = PyUnicode_InternFromString("code");
     if (detail_name == NULL) detail_name = PyUnicode_InternFromString("detail");
-    if (code_str == NULL || code_name == NULL || detail_name == NULL) goto done;
-    PyObject *message = PyUnicode_FromFormat("%U: %U", code_str, detail);
+    if (code_name == NULL || detail_name == NULL || code_strings(code, &code_str, &prefix) < 0) goto done;
+    PyObject *message = PyUnicode_Concat(prefix, detail);
     if (message == NULL) goto done;
     args = PyTuple_Pack(1, message);
     Py_DECREF(message);
@@ -1074,7 +1112,6 @@ static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) 
         Py_CLEAR(err);
 done:
     Py_XDECREF(args);
-    Py_XDECREF(code_str);
     Py_DECREF(detail);
     return err;
 }
@@ -1232,7 +1269,7 @@ static PyObject *refuse_cheaply(Decoder *self, PyObject *value) {
     if (self->max_depth < 0) return NULL;
     int deep = nesting_exceeds(text, text + n, self->max_depth);
     if (deep == 1)
-        return event_error(self, "too-deep", PyUnicode_FromFormat("JSON nested deeper than %d levels", self->max_depth));
+        return event_error(self, "too-deep", Py_NewRef(self->deep_detail));
     if (deep != 0) return NULL;
     if (self->utf8_detail != NULL && !valid_utf8((const unsigned char *)text, n))
         return event_error(self, "invalid-utf8", Py_NewRef(self->utf8_detail));
@@ -1470,6 +1507,8 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->utf8_detail, utf8_detail == Py_None ? NULL : Py_NewRef(utf8_detail));
     Py_XSETREF(self->json_loads, json_loads == Py_None ? NULL : Py_NewRef(json_loads));
     Py_XSETREF(self->json_messages, json_messages == Py_None ? NULL : Py_NewRef(json_messages));
+    Py_XSETREF(self->deep_detail, PyUnicode_FromFormat("JSON nested deeper than %d levels", self->max_depth));
+    if (self->deep_detail == NULL) return -1;
     if (self->empty_key == NULL) {
         self->empty_key = PyUnicode_FromStringAndSize("", 0);
         if (self->empty_key == NULL) return -1;
@@ -1521,6 +1560,7 @@ static void Decoder_dealloc(Decoder *self) {
     Py_CLEAR(self->empty_key);
     Py_CLEAR(self->utf8_detail);
     Py_CLEAR(self->json_messages);
+    Py_CLEAR(self->deep_detail);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

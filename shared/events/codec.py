@@ -43,7 +43,10 @@ class EventError(ValueError):
     """An update that cannot be applied, with a stable reason code and a precise explanation.
 
     The compiled decoder makes its instances without calling ``__init__`` (the same ``args``, ``code``
-    and ``detail``, checked by tests/hostile/test_cheap_refusal.py): keep the two in step."""
+    and ``detail``, checked by tests/hostile/test_cheap_refusal.py): keep the two in step. ``code`` and
+    ``detail`` are slots, so that a flood of refused records allocates no attribute dict per record."""
+
+    __slots__ = ("code", "detail")
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")

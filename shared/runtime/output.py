@@ -20,6 +20,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from shared.retry import with_retries
 
+try:  # the compiled dead-letter loop (setup.py); without it the same is done in Python
+    import shared.runtime._deadletters as _deadletters
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _deadletters = None  # type: ignore[assignment]
+
 RESULT_PREFIX = "ivmstream:results"
 
 
@@ -130,6 +135,35 @@ class Output:
                 produce(topic, value, key, -1, on_delivery, None, 0, headers)
             except (BufferError, KafkaException):  # queue full, or refused: the path that handles both
                 self._produce(topic, value, key, headers)
+
+    def dead_letter_decoded(
+        self, topic: str, partition: int, msgs: list[Message], decoded: list[Any], event_type: type
+    ) -> dict[str, int]:
+        """Dead-letter, as ``dead_letters`` does, the records of ``topic:partition`` whose decoded item is an
+        error (not an ``event_type``), in their order; returns how many per reason code. The loop runs in
+        C where it is built (shared/runtime/_deadletters.c), so that a refused record costs its produce
+        call and little else."""
+        if _deadletters is None:
+            refused = [
+                (msgs[i], e.code, e.detail) for i, e in enumerate(decoded) if e.__class__ is not event_type
+            ]
+            self.dead_letters(refused)
+            counts: dict[str, int] = {}
+            for _, code, _ in refused:
+                counts[code] = counts.get(code, 0) + 1
+            return counts
+        return _deadletters.produce_refused(  # type: ignore[no-any-return]
+            self.producer.produce,
+            self._produce,
+            self.dlq_topic,
+            self._on_delivery,
+            self._service_header,
+            self._reason_headers,
+            f"{topic}:{partition}:".encode(),
+            msgs,
+            decoded,
+            event_type,
+        )
 
     def publish(self, records: Iterable[tuple[str, dict[str, Any]]], partition: int = -1) -> int:
         """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1

@@ -1,0 +1,192 @@
+/* Dead-lettering a batch's refused records in one C loop: the worker's path for a flood of bad input.
+ *
+ * A dead letter is the refused record's bytes and key with four headers (shared/runtime/output.py
+ * Output.dead_letters, which this does the same as): ivmstream.reason (the code), ivmstream.detail,
+ * ivmstream.service and ivmstream.source ("topic:partition:offset"). Done in Python, the loop around
+ * each produce call (reading the record and the error, building the headers, counting the reasons) costs
+ * about a third of the call itself; here it costs little, so a refused record costs one produce.
+ *
+ * Python API:
+ *     produce_refused(produce, retry, topic, callback, service_header, reasons, source_prefix, msgs, decoded,
+ *                     event_type) -> {code: count}
+ *         produce: the producer's produce(topic, value, key, partition, callback, on_delivery, timestamp,
+ *             headers), called by position
+ *         retry(topic, value, key, headers): called when produce raises BufferError or KafkaException (the
+ *             Python path that waits for room, or stops the worker in one line); its exceptions propagate
+ *         topic: the dead-letter topic; callback: the delivery callback
+ *         service_header: the ("ivmstream.service", bytes) header
+ *         reasons: a dict caching each code's header tuple
+ *         source_prefix: b"<topic>:<partition>:" of the records, which are all of one input partition
+ *         msgs, decoded: the batch's records and what the decoder made of each (same length); every
+ *             item whose type is not event_type is an error with `code` and `detail` (str)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *str_code, *str_detail, *str_offset, *str_value, *str_key;
+static PyObject *header_reason, *header_detail, *header_source; /* the header names */
+static PyObject *buffer_error_types; /* (BufferError, KafkaException), set on first use */
+
+/* The header (name, text encoded as UTF-8). */
+static PyObject *header(PyObject *name, PyObject *text) {
+    PyObject *encoded = PyUnicode_AsUTF8String(text);
+    if (encoded == NULL) return NULL;
+    PyObject *out = PyTuple_Pack(2, name, encoded);
+    Py_DECREF(encoded);
+    return out;
+}
+
+/* A reason code's header, from `cache` or made and kept there (there are few codes). */
+static PyObject *reason_header(PyObject *cache, PyObject *code) {
+    PyObject *made = PyDict_GetItemWithError(cache, code);
+    if (made != NULL) return Py_NewRef(made);
+    if (PyErr_Occurred()) return NULL;
+    made = header(header_reason, code);
+    if (made == NULL || PyDict_SetItem(cache, code, made) < 0) {
+        Py_XDECREF(made);
+        return NULL;
+    }
+    return made;
+}
+
+static int count_reason(PyObject *counts, PyObject *code) {
+    PyObject *n = PyDict_GetItemWithError(counts, code);
+    if (n == NULL && PyErr_Occurred()) return -1;
+    PyObject *more = PyLong_FromSsize_t(n != NULL ? PyLong_AsSsize_t(n) + 1 : 1);
+    if (more == NULL) return -1;
+    int rc = PyDict_SetItem(counts, code, more);
+    Py_DECREF(more);
+    return rc;
+}
+
+/* One refused record to the dead-letter topic; 0, or -1 with an exception set. */
+static int dead_letter(PyObject *const *fixed, PyObject *retry, PyObject *msg, PyObject *reason, PyObject *said,
+                       PyObject *service, PyObject *prefix) {
+    int rc = -1;
+    PyObject *value = NULL, *key = NULL, *source = NULL, *headers = NULL, *result = NULL;
+    PyObject *offset = PyObject_CallMethodNoArgs(msg, str_offset);
+    if (offset == NULL) goto done;
+    source = PyBytes_FromFormat("%s%zd", PyBytes_AS_STRING(prefix), PyLong_AsSsize_t(offset));
+    Py_DECREF(offset);
+    if (source == NULL || PyErr_Occurred()) goto done;
+    value = PyObject_CallMethodNoArgs(msg, str_value);
+    if (value == NULL) goto done;
+    if (value == Py_None) Py_SETREF(value, PyBytes_FromStringAndSize("", 0));
+    key = value != NULL ? PyObject_CallMethodNoArgs(msg, str_key) : NULL;
+    if (key == NULL) goto done;
+    PyObject *source_header = PyTuple_Pack(2, header_source, source);
+    if (source_header == NULL) goto done;
+    headers = PyList_New(4);
+    if (headers == NULL) {
+        Py_DECREF(source_header);
+        goto done;
+    }
+    PyList_SET_ITEM(headers, 0, Py_NewRef(reason));
+    PyList_SET_ITEM(headers, 1, Py_NewRef(said));
+    PyList_SET_ITEM(headers, 2, Py_NewRef(service));
+    PyList_SET_ITEM(headers, 3, source_header);
+    /* produce(topic, value, key, -1, callback, None, 0, headers) */
+    PyObject *args[8] = {fixed[1], value, key, fixed[2], fixed[3], Py_None, fixed[4], headers};
+    result = PyObject_Vectorcall(fixed[0], args, 8, NULL);
+    if (result == NULL) {
+        if (!PyErr_ExceptionMatches(buffer_error_types)) goto done;
+        PyErr_Clear();
+        PyObject *again[4] = {fixed[1], value, key, headers};
+        result = PyObject_Vectorcall(retry, again, 4, NULL);
+        if (result == NULL) goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(result);
+    Py_XDECREF(headers);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(source);
+    return rc;
+}
+
+static PyObject *produce_refused(PyObject *module, PyObject *args) {
+    PyObject *produce, *retry, *topic, *callback, *service, *reasons, *prefix, *msgs, *decoded, *event_type;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OOUOOO!O!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
+                          &reasons, &PyBytes_Type, &prefix, &PyList_Type, &msgs, &PyList_Type, &decoded, &event_type))
+        return NULL;
+    if (PyList_GET_SIZE(msgs) != PyList_GET_SIZE(decoded)) {
+        PyErr_SetString(PyExc_ValueError, "msgs and decoded differ in length");
+        return NULL;
+    }
+    if (buffer_error_types == NULL) {
+        PyObject *kafka = PyImport_ImportModule("confluent_kafka");
+        PyObject *kafka_exc = kafka != NULL ? PyObject_GetAttrString(kafka, "KafkaException") : NULL;
+        Py_XDECREF(kafka);
+        if (kafka_exc == NULL) return NULL;
+        buffer_error_types = PyTuple_Pack(2, PyExc_BufferError, kafka_exc);
+        Py_DECREF(kafka_exc);
+        if (buffer_error_types == NULL) return NULL;
+    }
+    PyObject *counts = PyDict_New(), *minus_one = PyLong_FromLong(-1), *zero = PyLong_FromLong(0);
+    if (counts == NULL || minus_one == NULL || zero == NULL) goto fail;
+    PyObject *fixed[5] = {produce, topic, minus_one, callback, zero};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(decoded); i++) {
+        PyObject *item = PyList_GET_ITEM(decoded, i);
+        if ((PyObject *)Py_TYPE(item) == event_type) continue;
+        PyObject *msg = PyList_GET_ITEM(msgs, i);
+        PyObject *code = PyObject_GetAttr(item, str_code);
+        PyObject *detail = code != NULL ? PyObject_GetAttr(item, str_detail) : NULL;
+        PyObject *reason = NULL, *said = NULL;
+        int rc = -1;
+        if (detail == NULL || !PyUnicode_Check(code) || !PyUnicode_Check(detail)) {
+            if (detail != NULL) PyErr_SetString(PyExc_TypeError, "an error's code and detail must be str");
+            goto next;
+        }
+        reason = reason_header(reasons, code);
+        said = reason != NULL ? header(header_detail, detail) : NULL;
+        if (said == NULL) goto next;
+        rc = dead_letter(fixed, retry, msg, reason, said, service, prefix);
+        if (rc == 0) rc = count_reason(counts, code);
+    next:
+        Py_XDECREF(said);
+        Py_XDECREF(reason);
+        Py_XDECREF(detail);
+        Py_XDECREF(code);
+        if (rc < 0) goto fail;
+    }
+    Py_DECREF(minus_one);
+    Py_DECREF(zero);
+    return counts;
+fail:
+    Py_XDECREF(counts);
+    Py_XDECREF(minus_one);
+    Py_XDECREF(zero);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"produce_refused", produce_refused, METH_VARARGS,
+     "produce_refused(produce, retry, topic, callback, service_header, reasons, source_prefix, msgs, decoded, "
+     "event_type) -> {code: count}: dead-letter every error in decoded, in order."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef deadletters_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shared.runtime._deadletters",
+    .m_doc = "Dead-lettering a batch's refused records in C; shared/runtime/output.py does it in Python without.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__deadletters(void) {
+    str_code = PyUnicode_InternFromString("code");
+    str_detail = PyUnicode_InternFromString("detail");
+    str_offset = PyUnicode_InternFromString("offset");
+    str_value = PyUnicode_InternFromString("value");
+    str_key = PyUnicode_InternFromString("key");
+    header_reason = PyUnicode_InternFromString("ivmstream.reason");
+    header_detail = PyUnicode_InternFromString("ivmstream.detail");
+    header_source = PyUnicode_InternFromString("ivmstream.source");
+    if (!str_code || !str_detail || !str_offset || !str_value || !str_key || !header_reason || !header_detail ||
+        !header_source)
+        return NULL;
+    return PyModule_Create(&deadletters_module);
+}

@@ -1,0 +1,152 @@
+"""Dead-lettering a decoded batch: the compiled loop (shared/runtime/_deadletters.c) does what the Python
+one does, record for record: the same produce calls, headers, order, retries and reason counts."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from shared.events import EventError, UpdateEvent
+from shared.runtime import output as output_module
+from shared.runtime.output import DeliveryFailed, Output
+
+if output_module._deadletters is None:  # never skipped: the compiled loop is what is tested
+    pytest.fail(
+        "shared.runtime._deadletters is not built: run `make setup` or `pip install -e .`", pytrace=False
+    )
+
+REASONS = ["oversized", "null-value", "malformed-json", "wrong-type"]
+
+
+class Msg:
+    """The parts of a consumed record a dead letter reads."""
+
+    def __init__(self, offset: int, value: bytes | None, key: bytes | None) -> None:
+        self._offset, self._value, self._key = offset, value, key
+
+    def topic(self) -> str:
+        return "in.é"
+
+    def partition(self) -> int:
+        return 2
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def key(self) -> bytes | None:
+        return self._key
+
+
+class Recorder:
+    """A producer that records what it is given; the produce calls listed in ``refuse`` (by call number)
+    raise the given exception once each."""
+
+    def __init__(self, refuse: dict[int, BaseException] | None = None) -> None:
+        self.refuse = dict(refuse or {})
+        self.calls = 0
+        self.sent: list[tuple[Any, ...]] = []
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:  # confluent_kafka.Producer.produce's parameters, by position or by name
+        self.calls += 1
+        exc = self.refuse.pop(self.calls, None)
+        if exc is not None:
+            raise exc
+        assert partition == -1 and timestamp == 0 and (callback or on_delivery) is not None
+        self.sent.append((topic, value, key, list(headers)))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def batch(seed: int, n: int) -> tuple[list[Msg], list[Any]]:
+    rng = random.Random(seed)
+    msgs: list[Msg] = []
+    decoded: list[Any] = []
+    for i in range(n):
+        value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 30))
+        msgs.append(Msg(100 + i, value, rng.choice([None, b"k", b"\xff\x00"])))
+        if rng.random() < 0.4:
+            decoded.append(UpdateEvent("r", {"a": i}, 1, "k"))
+        else:
+            detail = rng.choice(["fixed", f"varies {i}", "é ünïcode", ""])
+            decoded.append(EventError(rng.choice(REASONS), detail))
+    return msgs, decoded
+
+
+def run(compiled: bool, msgs: list[Msg], decoded: list[Any], producer: Recorder, monkeypatch: Any) -> Any:
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(output_module, "_deadletters", None)
+        out = Output("svc", producer, "out", "dlq", None)  # type: ignore[arg-type]
+        return out.dead_letter_decoded("in.é", 2, msgs, decoded, UpdateEvent)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_compiled_loop_sends_what_the_python_loop_sends(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msgs, decoded = batch(seed, 300)
+    sent = {}
+    for compiled in (True, False):
+        producer = Recorder()
+        counts = run(compiled, msgs, decoded, producer, monkeypatch)
+        errors = [e for e in decoded if isinstance(e, EventError)]
+        assert counts == Counter(e.code for e in errors)
+        sent[compiled] = producer.sent
+    assert sent[True] == sent[False]
+    refused = [(m, e) for m, e in zip(msgs, decoded, strict=True) if isinstance(e, EventError)]
+    assert len(sent[True]) == len(refused)
+    for (topic, value, key, headers), (msg, err) in zip(sent[True], refused, strict=True):
+        assert (topic, value, key) == ("dlq", msg.value() or b"", msg.key())
+        assert headers == [
+            ("ivmstream.reason", err.code.encode()),
+            ("ivmstream.detail", err.detail.encode()),
+            ("ivmstream.service", b"svc"),
+            ("ivmstream.source", f"in.é:2:{msg.offset()}".encode()),
+        ]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_full_queue_is_waited_on_and_a_refused_produce_stops_the_worker(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msgs, decoded = batch(7, 40)
+    producer = Recorder({2: BufferError("queue full"), 5: BufferError("queue full")})
+    counts = run(compiled, msgs, decoded, producer, monkeypatch)
+    assert sum(counts.values()) == len(producer.sent) == sum(isinstance(e, EventError) for e in decoded)
+    gone = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    with pytest.raises(DeliveryFailed, match="cannot publish to dlq"):
+        run(compiled, msgs, decoded, Recorder({1: gone, 2: gone}), monkeypatch)
+    with pytest.raises(ZeroDivisionError):  # anything else is not the producer's refusal: it propagates
+        run(compiled, msgs, decoded, Recorder({3: ZeroDivisionError()}), monkeypatch)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_detail_cache_stays_bounded(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_module, "_DETAILS_KEPT", 8)
+    if not compiled:
+        monkeypatch.setattr(output_module, "_deadletters", None)
+    msgs = [Msg(i, b"v", None) for i in range(50)]
+    decoded: list[Any] = [EventError("wrong-type", f"detail {i}") for i in range(50)]
+    producer = Recorder()
+    out = Output("svc", producer, "out", "dlq", None)  # type: ignore[arg-type]
+    assert out.dead_letter_decoded("in.é", 2, msgs, decoded, UpdateEvent) == {"wrong-type": 50}  # type: ignore[arg-type]
+    assert len(out._detail_headers) <= 8
+    assert [h[1][1] for *_, h in producer.sent] == [f"detail {i}".encode() for i in range(50)]
