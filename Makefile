@@ -28,7 +28,7 @@ system-deps:
 	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(STAMP): pyproject.toml setup.py shared/events/_fastjson.c
+$(STAMP): pyproject.toml setup.py shared/events/_fastjson.c shared/runtime/_deadletters.c
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,deploy]'
