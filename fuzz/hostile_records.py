@@ -70,9 +70,9 @@ def hostile_record(
         return _with_column(event, column, rng.choice(WRONG_TYPE[typ])), kind
     if kind == "null-value":
         return _with_column(event, column, "null"), kind
-    if kind == "malformed-json":
+    if kind == "malformed-json":  # cut short, at a character boundary (a cut character is invalid-utf8)
         value = orjson.dumps(event)
-        return value[: rng.randrange(1, len(value) - 1)], kind
+        return value[: rng.randrange(1, len(value) - 1)].decode("utf-8", "ignore").encode(), kind
     raise ValueError(f"unknown kind of hostile record {kind!r}")
 
 

@@ -962,12 +962,44 @@ static PyObject *column_error(Decoder *self, const RelationSpec *r, int j, PyObj
                                                                 expected[col->type], names[col->type], shown));
 }
 
+static inline int is_ws(char ch) {
+    return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t';
+}
+
+/* Whether the text ends in a "delta" member the parser would decline (anything but an integer literal of
+ * at most 18 digits: NaN, 1e999, an integer beyond 64 bits, ...), read backwards from the closing brace:
+ * the record is then declined before its row is built. *certain: the value is certainly not an integer
+ * (what decode_one sets `refused` for). */
+static int declined_delta(const char *text, const char *end, int *certain) {
+    const char *p = end;
+    *certain = 0;
+    while (p > text && is_ws(p[-1])) p--;
+    if (p == text || p[-1] != '}') return 0;
+    p--;
+    while (p > text && is_ws(p[-1])) p--;
+    const char *value_end = p, *q = p;
+    while (q > text && q[-1] != ':' && q[-1] != ',' && q[-1] != '"' && value_end - q <= 400) q--;
+    if (q == text || q[-1] != ':' || q == value_end) return 0;
+    const char *r = q - 1;
+    while (r > text && is_ws(r[-1])) r--;
+    if (r - text < 7 || memcmp(r - 7, "\"delta\"", 7) != 0) return 0;
+    while (q < value_end && is_ws(*q)) q++;
+    const char *digits = q < value_end && *q == '-' ? q + 1 : q;
+    Py_ssize_t n = value_end - digits;
+    int integer = n >= 1 && n <= 18 && (n == 1 || *digits != '0');
+    for (const char *d = digits; integer && d < value_end; d++) integer = *d >= '0' && *d <= '9';
+    if (integer) return 0;
+    *certain = certainly_wrong(q, value_end, T_INT);
+    return 1;
+}
+
 /* One record value as a new UpdateEvent (a new reference to its key in *key_out); NULL declines.
  * A NULL with an exception set is a real error (out of memory), not a decline. */
 static PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
     if (!PyBytes_CheckExact(value)) return NULL;
     if (self->max_size >= 0 && PyBytes_GET_SIZE(value) > self->max_size) return NULL;
     Cursor c = {PyBytes_AS_STRING(value), PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
+    if (declined_delta(c.p, c.end, &self->refused)) return NULL;
     const RelationSpec *rel = NULL;
     PyObject *row = NULL, *key = NULL, *event = NULL;
     int have_delta = 0, fail_col = -1, container = 0;
@@ -1107,6 +1139,7 @@ static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) 
     args = PyTuple_Pack(1, message);
     Py_DECREF(message);
     if (args == NULL) goto done;
+    PyObject_GC_UnTrack(args); /* it holds one str: no cycle to find, as the collector would find out itself */
     err = type->tp_new(type, args, NULL);
     if (err != NULL && (PyObject_SetAttr(err, code_name, code_str) < 0 || PyObject_SetAttr(err, detail_name, detail) < 0))
         Py_CLEAR(err);
