@@ -195,9 +195,9 @@ def batched_cases(
 
     Every strategy is brought to the state before the window first; then the windows are timed in
     rounds, each strategy once per round, so that a burst of load on the shared machine falls on all
-    of them rather than on whichever ran during it. An engine's window is timed up to three times (on
-    copies of the same state) while its budget lasts, and the fastest counts; the DuckDB peer holds a
-    connection and is timed once."""
+    of them rather than on whichever ran during it. An engine's window is timed up to ``REPEATS`` times
+    (on copies of the same state) while its budget lasts, and the fastest counts; the DuckDB peer holds
+    a connection and is timed once, after the engines."""
     first = max(0, n - window)
     out: dict[str, dict[str, Any]] = {}
     targets: dict[str, Any] = {}
@@ -215,12 +215,14 @@ def batched_cases(
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in targets}
     while True:
         due = [s for s in targets if s not in out and _wants_another(runs[s], s, n - first, budget)]
+        if due != ["duckdb"] and "duckdb" in due:
+            due.remove("duckdb")  # its threads and allocations are not left to the engines' rounds
         if not due:
             break
         for strategy in due:
             target = targets[strategy]
             duck = isinstance(target, DuckDBPeer)
-            copy_ = target if duck or len(runs[strategy]) == 2 else copy.deepcopy(target)
+            copy_ = target if duck or len(runs[strategy]) == REPEATS - 1 else copy.deepcopy(target)
             run = _timed_window(copy_, ups, raw, duck, budget)
             if run["skipped"] is not None:
                 out[strategy] = {
@@ -255,7 +257,7 @@ def batched_cases(
 def _wants_another(runs: list[dict[str, Any]], strategy: str, full: int, budget: float) -> bool:
     if not runs:
         return True
-    if strategy == "duckdb" or len(runs) == 3 or runs[-1]["done"] < full:
+    if strategy == "duckdb" or len(runs) == REPEATS or runs[-1]["done"] < full:
         return False
     return sum(r["spent"] for r in runs) <= budget
 
@@ -281,6 +283,7 @@ def _warmed(query: str, strategy: str, events: Sequence[Event], first: int, batc
     return target
 
 
+REPEATS = 5  # an engine's window is timed at most this many times, while its budget lasts
 STOP_AFTER = 4  # a single batch is interrupted after this many budgets (a cubic baseline can run hours)
 
 
