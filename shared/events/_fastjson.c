@@ -1186,10 +1186,10 @@ static Py_ssize_t utf8_chars(const char *t, Py_ssize_t n) {
     return chars;
 }
 
-/* The reference parser's message for a failure the scan found (FAIL_END, FAIL_VALUE, ...): its text
- * for the kind (json_messages), then where, as Python's JSONDecodeError says it: the line, the column
- * and the character index of byte `at` of UTF-8 text. */
-static PyObject *parser_message(Decoder *self, int kind, const char *t, Py_ssize_t at) {
+/* The reference decoder's detail for a failure the scan found (FAIL_END, FAIL_VALUE, ...): "not valid
+ * JSON: " and the parser's message, its text for the kind (json_messages), then where, as Python's
+ * JSONDecodeError says it: the line, the column and the character index of byte `at` of UTF-8 text. */
+static PyObject *parser_detail(Decoder *self, int kind, const char *t, Py_ssize_t at) {
     Py_ssize_t line = 1, newline = -1;
     for (Py_ssize_t i = 0; i < at; i++) {
         if (t[i] == '\n') {
@@ -1199,7 +1199,7 @@ static PyObject *parser_message(Decoder *self, int kind, const char *t, Py_ssize
     }
     Py_ssize_t pos = utf8_chars(t, at);
     Py_ssize_t column = newline < 0 ? pos + 1 : pos - utf8_chars(t, newline);
-    return PyUnicode_FromFormat("%U: line %zd column %zd (char %zd)",
+    return PyUnicode_FromFormat("not valid JSON: %U: line %zd column %zd (char %zd)",
                                 PyTuple_GET_ITEM(self->json_messages, kind - 1), line, column, pos);
 }
 
@@ -1243,15 +1243,16 @@ static int parser_error(Decoder *self, PyObject *value, PyObject **message, Py_s
  * made here; otherwise the parser is called for it. NULL without an exception: the message is one this
  * does not read (nesting, an encoding), so the reference decoder decides. */
 static PyObject *json_error(Decoder *self, PyObject *value, const char *text, Py_ssize_t n, const Scan *scan) {
-    PyObject *message = NULL, *out = NULL;
+    PyObject *message = NULL, *detail = NULL, *out = NULL;
     Py_ssize_t pos; /* a byte offset */
     const char *first = text;
     while (first < text + n && (*first == ' ' || *first == '\n' || *first == '\r' || *first == '\t')) first++;
     if (scan->fail != FAIL_OTHER && !scan->unsure && self->json_messages != NULL && first < text + n &&
         (*first == '{' || *first == '[')) {
         pos = scan->fail == FAIL_END ? n : (const char *)scan->fail_at - text;
-        message = parser_message(self, scan->fail, text, pos);
-        if (message == NULL) return NULL;
+        detail = parser_detail(self, scan->fail, text, pos);
+        if (detail == NULL) return NULL;
+        message = Py_NewRef(PyTuple_GET_ITEM(self->json_messages, scan->fail - 1)); /* what the reason is read from */
     } else {
         int rc = parser_error(self, value, &message, &pos);
         if (rc <= 0) return NULL;
@@ -1282,8 +1283,11 @@ static PyObject *json_error(Decoder *self, PyObject *value, const char *text, Py
         reason = "non-finite-number";
     else
         reason = "malformed-json";
-    out = event_error(self, reason, PyUnicode_FromFormat("not valid JSON: %U", message));
+    if (detail == NULL) detail = PyUnicode_FromFormat("not valid JSON: %U", message);
+    out = event_error(self, reason, detail);
+    detail = NULL; /* stolen */
 done:
+    Py_XDECREF(detail);
     Py_XDECREF(message);
     return out;
 }

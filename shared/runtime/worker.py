@@ -110,12 +110,14 @@ class Worker:
         )
         # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it.
         # Output reads delivery reports for failures only, so a delivered record (a result, a dead letter
-        # in a flood) calls no Python at all.
+        # in a flood) calls no Python at all; lz4 batches: a flood's dead letters repeat the bad records'
+        # bytes (oversized ones above all), which the broker then receives compressed.
         self.producer = Producer(
             producer_settings(
                 bootstrap,
                 {
                     "delivery.report.only.error": True,
+                    "compression.type": "lz4",
                     **config.kafka.get("producer", {}),
                     "error_cb": self.broker_watch.on_error,
                 },
