@@ -249,7 +249,7 @@ def batched_cases(
             "final": answer(best["final"]) if best["done"] == n - first else None,
         }
         if strategy == "auto":
-            case["auto_running"] = best["target"].running
+            case["auto_running"] = best["running"]
         out[strategy] = case
     return {s: out[s] for s in strategies}
 
@@ -308,7 +308,17 @@ def _stopped_after(seconds: float) -> Iterator[None]:
 
 
 def _timed_window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dict[str, Any]:
+    """One timed window. It starts on a collected, frozen heap, so the state the other strategies left
+    (their copies, the peer's frames) is not scanned by the collector while this one runs."""
     gc.collect()
+    gc.freeze()
+    try:
+        return _window(target, ups, raw, duck, budget)
+    finally:
+        gc.unfreeze()
+
+
+def _window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dict[str, Any]:
     spent = 0.0
     done = batches = 0
     one = 0.0
@@ -340,7 +350,7 @@ def _timed_window(target: Any, ups: list, raw: list, duck: bool, budget: float) 
         "batches": batches,
         "one": one,
         "final": final,
-        "target": target,
+        "running": getattr(target, "running", None),  # auto's plan; the copy itself is not kept
     }
 
 
