@@ -71,8 +71,11 @@ class BrokerWatch:
         if self.probe():
             self.reachable()
             return
-        down = time.monotonic() - self.down_since
-        raise BrokerUnavailable(
+        raise self.unavailable(time.monotonic() - self.down_since)
+
+    def unavailable(self, down: float) -> BrokerUnavailable:
+        """The error a worker stops with after ``down`` seconds without an answer from Kafka."""
+        return BrokerUnavailable(
             f"no Kafka broker reachable at {self.bootstrap} for {down:.0f} s (broker_timeout "
             f"{self.timeout:g} s); exiting with the state at its last checkpoint, so a restart "
             "resumes exactly"

@@ -40,7 +40,7 @@ from shared.events import EventCodec, EventError, UpdateEvent
 from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
 from shared.runtime.broadcast import BroadcastFeed, first_unapplied, resume_offset
-from shared.runtime.kafka import BrokerWatch, consumer_settings, producer_settings
+from shared.runtime.kafka import BrokerUnavailable, BrokerWatch, consumer_settings, producer_settings
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
@@ -344,8 +344,8 @@ class Worker:
         and the worker says so. The memory store keeps nothing across restarts by design."""
         if self.store.name not in ("redis", "rocksdb"):
             return
-        (committed,) = consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=10)
-        if committed.offset < 0:
+        offset = self._committed_offset(consumer, tp)
+        if offset < 0:
             return
         if self.store.name == "rocksdb":
             log.warning(
@@ -354,16 +354,46 @@ class Worker:
                 tp.topic,
                 tp.partition,
                 self.group,
-                committed.offset,
+                offset,
             )
             return
         raise StateLost(
             f"the {self.store.name} state of {tp.topic}:{tp.partition} is empty, but group {self.group} "
-            f"committed offset {committed.offset} there after a checkpoint: the state was lost (Redis "
+            f"committed offset {offset} there after a checkpoint: the state was lost (Redis "
             "restarted without persistence, or was flushed); refusing to rebuild it silently from the "
             "earliest offset: bootstrap it (`ivmstream bootstrap`), or rebuild it from the log under a "
             "new --group"
         )
+
+    def _committed_offset(self, consumer: Consumer, tp: TopicPartition) -> int:
+        """The group's committed offset of ``tp``, asked again while Kafka does not answer (brokers going
+        down during an assignment) until ``broker_timeout`` passes, then the worker stops as for any
+        outage: nothing of this partition was processed, so a restart resumes exactly."""
+        watch = self.broker_watch
+        started = time.monotonic()
+        while True:
+            try:
+                (committed,) = consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=5)
+                return int(committed.offset)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not isinstance(err, KafkaError) or err.fatal():
+                    raise
+                waited = time.monotonic() - started
+                if self._stop.is_set():
+                    raise BrokerUnavailable(
+                        f"stopped while Kafka at {watch.bootstrap} did not answer ({err.str()}); the state "
+                        "is at its last checkpoint, so a restart resumes exactly"
+                    ) from None
+                if watch.timeout is not None and waited > watch.timeout:
+                    raise watch.unavailable(waited) from None
+                log.warning(
+                    "%s:%d: the group's committed offset is unknown (%s); asking again",
+                    tp.topic,
+                    tp.partition,
+                    err.str(),
+                )
+                time.sleep(0.2)
 
     @staticmethod
     def _check_history(consumer: Consumer, tp: TopicPartition, stored: int | None) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from shared.runtime.kafka import BrokerUnavailable, BrokerWatch
+from shared.runtime.worker import Worker
 
 ALL_DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN)
 
@@ -83,3 +86,47 @@ def test_no_timeout_means_retry_forever():
     _down_for(watch, 10_000.0)
     watch.check()
     assert probes == []
+
+
+class _Unanswered:
+    """A consumer whose ``committed`` times out ``failures`` times (fault injection), then answers."""
+
+    def __init__(self, failures: int, fatal: bool = False) -> None:
+        self.failures = failures
+        self.error = KafkaError(KafkaError._FATAL if fatal else KafkaError._TIMED_OUT, fatal=fatal)
+        self.calls = 0
+
+    def committed(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise KafkaException(self.error)
+        return [TopicPartition(tps[0].topic, tps[0].partition, 42)]
+
+
+def _asker(timeout: float | None) -> SimpleNamespace:
+    return SimpleNamespace(broker_watch=_watch(timeout)[0], _stop=threading.Event())
+
+
+def test_an_assignment_asks_again_for_the_committed_offset_while_kafka_does_not_answer():
+    consumer = _Unanswered(failures=2)
+    offset = Worker._committed_offset(_asker(60.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+    assert (offset, consumer.calls) == (42, 3)
+
+
+def test_an_assignment_kafka_never_answers_stops_like_an_outage_past_the_timeout():
+    consumer = _Unanswered(failures=10**6)
+    with pytest.raises(BrokerUnavailable) as gone:
+        Worker._committed_offset(_asker(0.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+    message = str(gone.value)
+    assert "\n" not in message and consumer.calls == 1
+    assert (
+        message.startswith("no Kafka broker reachable at 127.0.0.1:9 for ")
+        and "(broker_timeout 0 s)" in message
+    )
+
+
+def test_a_fatal_error_is_not_retried():
+    consumer = _Unanswered(failures=10**6, fatal=True)
+    with pytest.raises(KafkaException):
+        Worker._committed_offset(_asker(60.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+    assert consumer.calls == 1
