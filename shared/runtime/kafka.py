@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from shared.secrets import kafka_settings_from_env, register_kafka_settings
+from shared.secrets import kafka_settings_from_env, redact, register_kafka_settings
 
 
 class BrokerUnavailable(RuntimeError):
@@ -76,7 +76,7 @@ class BrokerWatch:
     def unavailable(self, down: float) -> BrokerUnavailable:
         """The error a worker stops with after ``down`` seconds without an answer from Kafka."""
         return BrokerUnavailable(
-            f"no Kafka broker reachable at {self.bootstrap} for {down:.0f} s (broker_timeout "
+            f"no Kafka broker reachable at {redact(self.bootstrap)} for {down:.0f} s (broker_timeout "
             f"{self.timeout:g} s); exiting with the state at its last checkpoint, so a restart "
             "resumes exactly"
         )

@@ -44,6 +44,7 @@ from shared.runtime.kafka import BrokerUnavailable, BrokerWatch, consumer_settin
 from shared.runtime.output import Output, build_record
 from shared.runtime.partition import PartitionState, store_backing
 from shared.runtime.routing import ShardRouting, routing_of
+from shared.secrets import redact
 from shared.service import ServiceDefinition, load_sharding
 from shared.state import StateStore, check_envelope, envelope_for
 from shared.state.base import KeyLoader, MemoryBounded, StateLost
@@ -381,9 +382,10 @@ class Worker:
                     raise
                 waited = time.monotonic() - started
                 if self._stop.is_set():
+                    where, why = redact(watch.bootstrap), redact(err.str())
                     raise BrokerUnavailable(
-                        f"stopped while Kafka at {watch.bootstrap} did not answer ({err.str()}); the state "
-                        "is at its last checkpoint, so a restart resumes exactly"
+                        f"stopped while Kafka at {where} did not answer ({why}); the state is at its last "
+                        "checkpoint, so a restart resumes exactly"
                     ) from None
                 if watch.timeout is not None and waited > watch.timeout:
                     raise watch.unavailable(waited) from None
@@ -391,7 +393,7 @@ class Worker:
                     "%s:%d: the group's committed offset is unknown (%s); asking again",
                     tp.topic,
                     tp.partition,
-                    err.str(),
+                    redact(err.str()),
                 )
                 time.sleep(0.2)
 
