@@ -308,37 +308,20 @@ class FivmMaintainer:
         out_pos = step.out
         lift_pos = step.lift_pos
         acc: dict[Key, dict[Any, int]] = {}
+        # A sibling keyed like the delta (a star's root, §2.14) is probed with the delta's key itself.
         width = len(next(iter(delta), ()))
-        if not out_pos and all(pos == tuple(range(width)) for _, pos in probes):
-            # A star's root (§2.14): every sibling keyed like the delta, one parent key.
-            datas = [data for data, _ in probes]
-            per_value: dict[Any, int] = {}
-            for key, p in delta.items():
-                prod = p
-                for data in datas:
-                    q = data.get(key)
-                    if q is None:
-                        break
-                    if q.__class__ is not int:
-                        return None
-                    prod *= q
-                else:
-                    x = key[lift_pos] if lift_pos >= 0 else None
-                    per_value[x] = per_value.get(x, 0) + prod
-            if per_value:
-                acc[()] = per_value
-            delta = {}
+        keyed = [(data, None if pos == tuple(range(width)) else pos) for data, pos in probes]
         for key, p in delta.items():
             prod = p
-            for data, pos in probes:
-                q = data.get(tuple([key[i] for i in pos]))
+            for data, pos in keyed:
+                q = data.get(key if pos is None else tuple([key[i] for i in pos]))
                 if q is None:
                     break
                 if q.__class__ is not int:
                     return None
                 prod *= q
             else:
-                ok = tuple([key[i] for i in out_pos])
+                ok = tuple([key[i] for i in out_pos]) if out_pos else ()
                 x = key[lift_pos] if lift_pos >= 0 else None
                 weights = acc.get(ok)
                 if weights is None:
