@@ -72,6 +72,10 @@ typedef struct {
     const char *utf8;   /* its UTF-8 bytes, owned by name */
     Py_ssize_t len;
     int type;
+    /* made on the first refusal of a record for this column (column_error): */
+    PyObject *null_detail;  /* "R.C is null" */
+    PyObject *null_args;    /* its error's args, ("null-value: R.C is null",) */
+    PyObject *wrong_prefix; /* "R.C must be <what> (<type>), got " */
 } Column;
 
 typedef struct {
@@ -103,7 +107,11 @@ typedef struct {
     int refused; /* set by decode_one: it declined a value no decoder accepts (goes to `refuse`) */
     PyObject *json_loads; /* the reference decoder's JSON parser, for its error on text that is not JSON; NULL: `refuse` */
     PyObject *json_messages; /* its messages for FAIL_END, FAIL_VALUE, FAIL_SIGN, FAIL_INFINITY; NULL: it is called */
+    PyObject *json_details;  /* for each, the start of its detail: "not valid JSON: <message>: line " */
     PyObject *deep_detail;   /* the detail of every too-deep refusal (max_depth is fixed) */
+    PyObject *deep_args, *utf8_args; /* the args of their errors, made on first use */
+    PyObject *size_tail; /* " bytes, over the limit of <max_size>": the end of every oversized detail */
+    PyObject *code_slot, *detail_slot; /* error_type's slot descriptors, or NULL (error_slots) */
 } Decoder;
 
 /* --- the parser ------------------------------------------------------------------------------------ */
@@ -948,6 +956,7 @@ done:
 }
 
 static PyObject *event_error(Decoder *self, const char *code, PyObject *detail);
+static PyObject *event_error_cached(Decoder *self, const char *code, PyObject *detail, PyObject **args);
 
 /* The reference decoder's error for column j of relation r holding a value it shows as `shown` (NULL: a
  * null), detail and all: "R.C is null", or "R.C must be <what> (<type>), got <shown>". */
@@ -955,11 +964,18 @@ static PyObject *column_error(Decoder *self, const RelationSpec *r, int j, PyObj
     static const char *const expected[] = {"an integer", "a number", "a number", "a string", "a boolean",
                                            "a decimal number or decimal string", "", "a decimal number or decimal string"};
     static const char *const names[] = {"int", "float", "number", "str", "bool", "exact", "", "decimal"};
-    const Column *col = &r->columns[j];
-    if (shown == NULL)
-        return event_error(self, "null-value", PyUnicode_FromFormat("%U.%U is null", r->name, col->name));
-    return event_error(self, "wrong-type", PyUnicode_FromFormat("%U.%U must be %s (%s), got %U", r->name, col->name,
-                                                                expected[col->type], names[col->type], shown));
+    Column *col = &r->columns[j];
+    if (shown == NULL) {
+        if (col->null_detail == NULL &&
+            (col->null_detail = PyUnicode_FromFormat("%U.%U is null", r->name, col->name)) == NULL)
+            return NULL;
+        return event_error_cached(self, "null-value", col->null_detail, &col->null_args);
+    }
+    if (col->wrong_prefix == NULL &&
+        (col->wrong_prefix = PyUnicode_FromFormat("%U.%U must be %s (%s), got ", r->name, col->name,
+                                                  expected[col->type], names[col->type])) == NULL)
+        return NULL;
+    return event_error(self, "wrong-type", PyUnicode_Concat(col->wrong_prefix, shown));
 }
 
 static inline int is_ws(char ch) {
@@ -1122,31 +1138,59 @@ static int code_strings(const char *code, PyObject **str, PyObject **prefix) {
     return 0;
 }
 
+/* A new error_type instance with `args`, `code` and `detail`. */
+static PyObject *make_error(Decoder *self, PyObject *args, PyObject *code_str, PyObject *detail) {
+    static PyObject *code_name = NULL, *detail_name = NULL;
+    PyTypeObject *type = (PyTypeObject *)self->error_type;
+    PyObject *err = type->tp_new(type, args, NULL);
+    if (err == NULL) return NULL;
+    if (self->code_slot != NULL && self->detail_slot != NULL) {
+        if (Py_TYPE(self->code_slot)->tp_descr_set(self->code_slot, err, code_str) < 0 ||
+            Py_TYPE(self->detail_slot)->tp_descr_set(self->detail_slot, err, detail) < 0)
+            Py_CLEAR(err);
+        return err;
+    }
+    if (code_name == NULL) code_name = PyUnicode_InternFromString("code");
+    if (detail_name == NULL) detail_name = PyUnicode_InternFromString("detail");
+    if (code_name == NULL || detail_name == NULL || PyObject_SetAttr(err, code_name, code_str) < 0 ||
+        PyObject_SetAttr(err, detail_name, detail) < 0)
+        Py_CLEAR(err);
+    return err;
+}
+
+/* The args of an error: ("<code>: <detail>",). */
+static PyObject *error_args(PyObject *prefix, PyObject *detail) {
+    PyObject *message = PyUnicode_Concat(prefix, detail);
+    if (message == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, message);
+    Py_DECREF(message);
+    if (args != NULL) PyObject_GC_UnTrack(args); /* it holds one str: no cycle to find */
+    return args;
+}
+
 /* An error_type instance as EventError.__init__ makes it (shared/events/codec.py): its one argument
  * "<code>: <detail>", and the attributes code and detail; made without running that __init__ (a Python
  * frame per refused record), which tests/hostile/test_cheap_refusal.py checks this matches. Steals
  * `detail`. */
 static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) {
-    static PyObject *code_name = NULL, *detail_name = NULL;
     if (detail == NULL) return NULL;
-    PyTypeObject *type = (PyTypeObject *)self->error_type;
     PyObject *err = NULL, *args = NULL, *code_str, *prefix;
-    if (code_name == NULL) code_name = PyUnicode_InternFromString("code");
-    if (detail_name == NULL) detail_name = PyUnicode_InternFromString("detail");
-    if (code_name == NULL || detail_name == NULL || code_strings(code, &code_str, &prefix) < 0) goto done;
-    PyObject *message = PyUnicode_Concat(prefix, detail);
-    if (message == NULL) goto done;
-    args = PyTuple_Pack(1, message);
-    Py_DECREF(message);
-    if (args == NULL) goto done;
-    PyObject_GC_UnTrack(args); /* it holds one str: no cycle to find, as the collector would find out itself */
-    err = type->tp_new(type, args, NULL);
-    if (err != NULL && (PyObject_SetAttr(err, code_name, code_str) < 0 || PyObject_SetAttr(err, detail_name, detail) < 0))
-        Py_CLEAR(err);
+    if (code_strings(code, &code_str, &prefix) < 0) goto done;
+    args = error_args(prefix, detail);
+    if (args != NULL) err = make_error(self, args, code_str, detail);
 done:
     Py_XDECREF(args);
     Py_DECREF(detail);
     return err;
+}
+
+/* The same for a detail that never changes (kept by the decoder, not stolen), whose args are made once
+ * and kept in *args. */
+static PyObject *event_error_cached(Decoder *self, const char *code, PyObject *detail, PyObject **args) {
+    PyObject *code_str, *prefix;
+    if (code_strings(code, &code_str, &prefix) < 0) return NULL;
+    if (*args == NULL && (*args = error_args(prefix, detail)) == NULL) return NULL;
+    return make_error(self, *args, code_str, detail);
 }
 
 /* Whether `text` contains `word` (lower case), ignoring the case of ASCII letters. */
@@ -1199,8 +1243,14 @@ static PyObject *parser_detail(Decoder *self, int kind, const char *t, Py_ssize_
     }
     Py_ssize_t pos = utf8_chars(t, at);
     Py_ssize_t column = newline < 0 ? pos + 1 : pos - utf8_chars(t, newline);
-    return PyUnicode_FromFormat("not valid JSON: %U: line %zd column %zd (char %zd)",
-                                PyTuple_GET_ITEM(self->json_messages, kind - 1), line, column, pos);
+    PyObject *head = PyTuple_GET_ITEM(self->json_details, kind - 1); /* "not valid JSON: <message>: line " */
+    char where[96];
+    int k = snprintf(where, sizeof where, "%zd column %zd (char %zd)", line, column, pos);
+    PyObject *tail = PyUnicode_FromStringAndSize(where, k);
+    if (tail == NULL) return NULL;
+    PyObject *detail = PyUnicode_Concat(head, tail);
+    Py_DECREF(tail);
+    return detail;
 }
 
 /* The reference parser's own message and position (in characters) for text it refuses: it is called.
@@ -1299,17 +1349,22 @@ static PyObject *refuse_cheaply(Decoder *self, PyObject *value) {
     if (!PyBytes_CheckExact(value)) return NULL;
     Py_ssize_t n = PyBytes_GET_SIZE(value);
     const char *text = PyBytes_AS_STRING(value);
-    if (self->max_size >= 0 && n > self->max_size)
-        return event_error(
-            self, "oversized",
-            PyUnicode_FromFormat("record of %zd bytes, over the limit of %zd", n, self->max_size));
+    if (self->max_size >= 0 && n > self->max_size) {
+        char head[48];
+        int k = snprintf(head, sizeof head, "record of %zd", n);
+        PyObject *size = PyUnicode_FromStringAndSize(head, k);
+        if (size == NULL) return NULL;
+        PyObject *detail = PyUnicode_Concat(size, self->size_tail); /* "record of N bytes, over the limit of M" */
+        Py_DECREF(size);
+        return event_error(self, "oversized", detail);
+    }
     if (self->max_depth < 0) return NULL;
     int deep = nesting_exceeds(text, text + n, self->max_depth);
     if (deep == 1)
-        return event_error(self, "too-deep", Py_NewRef(self->deep_detail));
+        return event_error_cached(self, "too-deep", self->deep_detail, &self->deep_args);
     if (deep != 0) return NULL;
     if (self->utf8_detail != NULL && !valid_utf8((const unsigned char *)text, n))
-        return event_error(self, "invalid-utf8", Py_NewRef(self->utf8_detail));
+        return event_error_cached(self, "invalid-utf8", self->utf8_detail, &self->utf8_args);
     Scan scan;
     scan_text(&scan, text, n);
     if (scan.bad) { /* not JSON: the reference decoder's parser says why */
@@ -1421,12 +1476,38 @@ static PyObject *Decoder_decode_many(Decoder *self, PyObject *values) {
 
 /* --- the type -------------------------------------------------------------------------------------- */
 
+/* error_type's `code` and `detail` slots (member descriptors, as __slots__ makes them), or NULL: set by
+ * attribute. Set through the descriptor, a refused record's error costs no attribute lookup. */
+static int error_slots(Decoder *self) {
+    static const char *const names[2] = {"code", "detail"};
+    PyObject **slots[2] = {&self->code_slot, &self->detail_slot};
+    for (int i = 0; i < 2; i++) {
+        Py_CLEAR(*slots[i]);
+        PyObject *d = PyObject_GetAttrString(self->error_type, names[i]);
+        if (d == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (Py_IS_TYPE(d, &PyMemberDescr_Type) && Py_TYPE(d)->tp_descr_set != NULL)
+            *slots[i] = d;
+        else
+            Py_DECREF(d);
+    }
+    return 0;
+}
+
 static void free_relations(Decoder *self) {
     if (self->relations == NULL) return;
     for (int i = 0; i < self->nrelations; i++) {
         RelationSpec *r = &self->relations[i];
         Py_XDECREF(r->name);
-        for (int j = 0; j < r->ncolumns; j++) Py_XDECREF(r->columns[j].name);
+        for (int j = 0; j < r->ncolumns; j++) {
+            Column *col = &r->columns[j];
+            Py_XDECREF(col->name);
+            Py_XDECREF(col->null_detail);
+            Py_XDECREF(col->null_args);
+            Py_XDECREF(col->wrong_prefix);
+        }
         PyMem_Free(r->columns);
     }
     PyMem_Free(self->relations);
@@ -1546,6 +1627,21 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->json_messages, json_messages == Py_None ? NULL : Py_NewRef(json_messages));
     Py_XSETREF(self->deep_detail, PyUnicode_FromFormat("JSON nested deeper than %d levels", self->max_depth));
     if (self->deep_detail == NULL) return -1;
+    Py_CLEAR(self->deep_args);
+    Py_CLEAR(self->utf8_args);
+    Py_XSETREF(self->size_tail, PyUnicode_FromFormat(" bytes, over the limit of %zd", self->max_size));
+    if (self->size_tail == NULL) return -1;
+    Py_CLEAR(self->json_details);
+    if (self->json_messages != NULL) {
+        self->json_details = PyTuple_New(4);
+        if (self->json_details == NULL) return -1;
+        for (Py_ssize_t i = 0; i < 4; i++) {
+            PyObject *head = PyUnicode_FromFormat("not valid JSON: %U: line ", PyTuple_GET_ITEM(self->json_messages, i));
+            if (head == NULL) return -1;
+            PyTuple_SET_ITEM(self->json_details, i, head);
+        }
+    }
+    if (error_slots(self) < 0) return -1;
     if (self->empty_key == NULL) {
         self->empty_key = PyUnicode_FromStringAndSize("", 0);
         if (self->empty_key == NULL) return -1;
@@ -1598,6 +1694,12 @@ static void Decoder_dealloc(Decoder *self) {
     Py_CLEAR(self->utf8_detail);
     Py_CLEAR(self->json_messages);
     Py_CLEAR(self->deep_detail);
+    Py_CLEAR(self->code_slot);
+    Py_CLEAR(self->detail_slot);
+    Py_CLEAR(self->deep_args);
+    Py_CLEAR(self->utf8_args);
+    Py_CLEAR(self->size_tail);
+    Py_CLEAR(self->json_details);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -4,11 +4,13 @@
  * Output.dead_letters, which this does the same as): ivmstream.reason (the code), ivmstream.detail,
  * ivmstream.service and ivmstream.source ("topic:partition:offset"). Done in Python, the loop around
  * each produce call (reading the record and the error, building the headers, counting the reasons) costs
- * about a third of the call itself; here it costs little, so a refused record costs one produce.
+ * about a third of the call itself; here it costs little, so a refused record costs one produce: the
+ * record's accessors are called through their method descriptors, a flood's repeated details reuse their
+ * encoded header, and reasons are counted in a small array.
  *
  * Python API:
- *     produce_refused(produce, retry, topic, callback, service_header, reasons, source_prefix, msgs, decoded,
- *                     event_type) -> {code: count}
+ *     produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept,
+ *                     source_prefix, msgs, decoded, event_type) -> {code: count}
  *         produce: the producer's produce(topic, value, key, partition, callback, on_delivery, timestamp,
  *             headers), called by position
  *         retry(topic, value, key, headers): called when produce raises BufferError or KafkaException (the
@@ -16,6 +18,7 @@
  *         topic: the dead-letter topic; callback: the delivery callback
  *         service_header: the ("ivmstream.service", bytes) header
  *         reasons: a dict caching each code's header tuple
+ *         details: a dict caching detail headers, emptied when it holds details_kept of them
  *         source_prefix: b"<topic>:<partition>:" of the records, which are all of one input partition
  *         msgs, decoded: the batch's records and what the decoder made of each (same length); every
  *             item whose type is not event_type is an error with `code` and `detail` (str)
@@ -49,30 +52,141 @@ static PyObject *reason_header(PyObject *cache, PyObject *code) {
     return made;
 }
 
-static int count_reason(PyObject *counts, PyObject *code) {
-    PyObject *n = PyDict_GetItemWithError(counts, code);
-    if (n == NULL && PyErr_Occurred()) return -1;
-    PyObject *more = PyLong_FromSsize_t(n != NULL ? PyLong_AsSsize_t(n) + 1 : 1);
+/* A detail's header, from `cache` or made and kept there; the cache is emptied when it holds `kept`
+ * details (a flood repeats a few: a fixed text per kind, the same column errors). */
+static PyObject *detail_header(PyObject *cache, Py_ssize_t kept, PyObject *detail) {
+    PyObject *made = PyDict_GetItemWithError(cache, detail);
+    if (made != NULL) return Py_NewRef(made);
+    if (PyErr_Occurred()) return NULL;
+    made = header(header_detail, detail);
+    if (made == NULL) return NULL;
+    if (PyDict_GET_SIZE(cache) >= kept) PyDict_Clear(cache);
+    if (PyDict_SetItem(cache, detail, made) < 0) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    return made;
+}
+
+/* The reasons counted so far: a few distinct codes per batch, so a short array searched by identity
+ * first (codes are interned or shared), then by value. */
+#define COUNTED_CODES 64
+typedef struct {
+    PyObject *code[COUNTED_CODES]; /* owned */
+    Py_ssize_t n[COUNTED_CODES];
+    int used;
+    PyObject *overflow; /* a dict for codes past COUNTED_CODES, or NULL */
+} Counts;
+
+static int count_reason(Counts *c, PyObject *code) {
+    for (int i = 0; i < c->used; i++) {
+        if (c->code[i] == code) {
+            c->n[i]++;
+            return 0;
+        }
+    }
+    for (int i = 0; i < c->used; i++) {
+        int same = PyUnicode_Compare(c->code[i], code);
+        if (same == -1 && PyErr_Occurred()) return -1;
+        if (same == 0) {
+            c->n[i]++;
+            return 0;
+        }
+    }
+    if (c->used < COUNTED_CODES) {
+        c->code[c->used] = Py_NewRef(code);
+        c->n[c->used++] = 1;
+        return 0;
+    }
+    if (c->overflow == NULL && (c->overflow = PyDict_New()) == NULL) return -1;
+    PyObject *had = PyDict_GetItemWithError(c->overflow, code);
+    if (had == NULL && PyErr_Occurred()) return -1;
+    PyObject *more = PyLong_FromSsize_t(had != NULL ? PyLong_AsSsize_t(had) + 1 : 1);
     if (more == NULL) return -1;
-    int rc = PyDict_SetItem(counts, code, more);
+    int rc = PyDict_SetItem(c->overflow, code, more);
     Py_DECREF(more);
     return rc;
 }
 
+static void counts_clear(Counts *c) {
+    for (int i = 0; i < c->used; i++) Py_DECREF(c->code[i]);
+    c->used = 0;
+    Py_CLEAR(c->overflow);
+}
+
+/* {code: count} of `c`, which it empties. */
+static PyObject *counted(Counts *c) {
+    PyObject *out = c->overflow != NULL ? Py_NewRef(c->overflow) : PyDict_New();
+    for (int i = 0; out != NULL && i < c->used; i++) {
+        PyObject *n = PyLong_FromSsize_t(c->n[i]);
+        if (n == NULL || PyDict_SetItem(out, c->code[i], n) < 0) Py_CLEAR(out);
+        Py_XDECREF(n);
+    }
+    counts_clear(c);
+    return out;
+}
+
+/* A record's accessors (offset, value, key): the method descriptors of confluent_kafka's Message type,
+ * called with the record as their one argument; for any other type, called by name. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *offset, *value, *key;
+} Accessors;
+
+static PyObject *call_accessor(const Accessors *a, PyObject *msg, PyObject *descriptor, PyObject *name) {
+    if (Py_TYPE(msg) == a->type) return PyObject_Vectorcall(descriptor, &msg, 1, NULL);
+    return PyObject_CallMethodNoArgs(msg, name);
+}
+
+static int accessors_of(Accessors *a, PyTypeObject *type) {
+    a->type = NULL;
+    a->offset = PyObject_GetAttr((PyObject *)type, str_offset);
+    a->value = a->offset != NULL ? PyObject_GetAttr((PyObject *)type, str_value) : NULL;
+    a->key = a->value != NULL ? PyObject_GetAttr((PyObject *)type, str_key) : NULL;
+    if (a->key == NULL) {
+        PyErr_Clear(); /* not accessible on the type: called by name */
+        return 0;
+    }
+    if (Py_IS_TYPE(a->offset, &PyMethodDescr_Type) && Py_IS_TYPE(a->value, &PyMethodDescr_Type) &&
+        Py_IS_TYPE(a->key, &PyMethodDescr_Type))
+        a->type = type; /* a C type's methods: the descriptor called with the record is the method call */
+    return 0;
+}
+
+static void accessors_clear(Accessors *a) {
+    Py_CLEAR(a->offset);
+    Py_CLEAR(a->value);
+    Py_CLEAR(a->key);
+}
+
 /* One refused record to the dead-letter topic; 0, or -1 with an exception set. */
-static int dead_letter(PyObject *const *fixed, PyObject *retry, PyObject *msg, PyObject *reason, PyObject *said,
-                       PyObject *service, PyObject *prefix) {
+/* b"<prefix><offset>": the source header's value. */
+static PyObject *source_of(PyObject *prefix, PyObject *offset) {
+    Py_ssize_t at = PyLong_AsSsize_t(offset);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%zd", at);
+    Py_ssize_t head = PyBytes_GET_SIZE(prefix);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + n);
+    if (out == NULL) return NULL;
+    memcpy(PyBytes_AS_STRING(out), PyBytes_AS_STRING(prefix), (size_t)head);
+    memcpy(PyBytes_AS_STRING(out) + head, digits, (size_t)n);
+    return out;
+}
+
+static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors *a, PyObject *msg, PyObject *reason,
+                       PyObject *said, PyObject *service, PyObject *prefix) {
     int rc = -1;
     PyObject *value = NULL, *key = NULL, *source = NULL, *headers = NULL, *result = NULL;
-    PyObject *offset = PyObject_CallMethodNoArgs(msg, str_offset);
+    PyObject *offset = call_accessor(a, msg, a->offset, str_offset);
     if (offset == NULL) goto done;
-    source = PyBytes_FromFormat("%s%zd", PyBytes_AS_STRING(prefix), PyLong_AsSsize_t(offset));
+    source = source_of(prefix, offset);
     Py_DECREF(offset);
-    if (source == NULL || PyErr_Occurred()) goto done;
-    value = PyObject_CallMethodNoArgs(msg, str_value);
+    if (source == NULL) goto done;
+    value = call_accessor(a, msg, a->value, str_value);
     if (value == NULL) goto done;
     if (value == Py_None) Py_SETREF(value, PyBytes_FromStringAndSize("", 0));
-    key = value != NULL ? PyObject_CallMethodNoArgs(msg, str_key) : NULL;
+    key = value != NULL ? call_accessor(a, msg, a->key, str_key) : NULL;
     if (key == NULL) goto done;
     PyObject *source_header = PyTuple_Pack(2, header_source, source);
     if (source_header == NULL) goto done;
@@ -106,13 +220,19 @@ done:
 }
 
 static PyObject *produce_refused(PyObject *module, PyObject *args) {
-    PyObject *produce, *retry, *topic, *callback, *service, *reasons, *prefix, *msgs, *decoded, *event_type;
+    PyObject *produce, *retry, *topic, *callback, *service, *reasons, *details, *prefix, *msgs, *decoded, *event_type;
+    Py_ssize_t details_kept;
     (void)module;
-    if (!PyArg_ParseTuple(args, "OOUOOO!O!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
-                          &reasons, &PyBytes_Type, &prefix, &PyList_Type, &msgs, &PyList_Type, &decoded, &event_type))
+    if (!PyArg_ParseTuple(args, "OOUOOO!O!nO!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
+                          &reasons, &PyDict_Type, &details, &details_kept, &PyBytes_Type, &prefix, &PyList_Type, &msgs,
+                          &PyList_Type, &decoded, &event_type))
         return NULL;
     if (PyList_GET_SIZE(msgs) != PyList_GET_SIZE(decoded)) {
         PyErr_SetString(PyExc_ValueError, "msgs and decoded differ in length");
+        return NULL;
+    }
+    if (details_kept < 1) {
+        PyErr_SetString(PyExc_ValueError, "details_kept must be positive");
         return NULL;
     }
     if (buffer_error_types == NULL) {
@@ -124,8 +244,11 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
         Py_DECREF(kafka_exc);
         if (buffer_error_types == NULL) return NULL;
     }
-    PyObject *counts = PyDict_New(), *minus_one = PyLong_FromLong(-1), *zero = PyLong_FromLong(0);
-    if (counts == NULL || minus_one == NULL || zero == NULL) goto fail;
+    Counts counts = {.used = 0, .overflow = NULL};
+    Accessors accessors = {NULL, NULL, NULL, NULL};
+    PyObject *minus_one = PyLong_FromLong(-1), *zero = PyLong_FromLong(0);
+    if (minus_one == NULL || zero == NULL) goto fail;
+    if (PyList_GET_SIZE(msgs) > 0 && accessors_of(&accessors, Py_TYPE(PyList_GET_ITEM(msgs, 0))) < 0) goto fail;
     PyObject *fixed[5] = {produce, topic, minus_one, callback, zero};
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(decoded); i++) {
         PyObject *item = PyList_GET_ITEM(decoded, i);
@@ -140,10 +263,10 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
             goto next;
         }
         reason = reason_header(reasons, code);
-        said = reason != NULL ? header(header_detail, detail) : NULL;
+        said = reason != NULL ? detail_header(details, details_kept, detail) : NULL;
         if (said == NULL) goto next;
-        rc = dead_letter(fixed, retry, msg, reason, said, service, prefix);
-        if (rc == 0) rc = count_reason(counts, code);
+        rc = dead_letter(fixed, retry, &accessors, msg, reason, said, service, prefix);
+        if (rc == 0) rc = count_reason(&counts, code);
     next:
         Py_XDECREF(said);
         Py_XDECREF(reason);
@@ -151,11 +274,13 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
         Py_XDECREF(code);
         if (rc < 0) goto fail;
     }
+    accessors_clear(&accessors);
     Py_DECREF(minus_one);
     Py_DECREF(zero);
-    return counts;
+    return counted(&counts);
 fail:
-    Py_XDECREF(counts);
+    accessors_clear(&accessors);
+    counts_clear(&counts);
     Py_XDECREF(minus_one);
     Py_XDECREF(zero);
     return NULL;
@@ -163,8 +288,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"produce_refused", produce_refused, METH_VARARGS,
-     "produce_refused(produce, retry, topic, callback, service_header, reasons, source_prefix, msgs, decoded, "
-     "event_type) -> {code: count}: dead-letter every error in decoded, in order."},
+     "produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept, "
+     "source_prefix, msgs, decoded, event_type) -> {code: count}: dead-letter every error in decoded, in order."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,6 +10,8 @@ def produce_refused(
     callback: Callable[..., Any],
     service_header: tuple[str, Any],
     reasons: dict[str, Any],
+    details: dict[str, Any],
+    details_kept: int,
     source_prefix: bytes,
     msgs: list[Any],
     decoded: list[Any],

@@ -159,6 +159,8 @@ class Output:
             self._on_delivery,
             self._service_header,
             self._reason_headers,
+            self._detail_headers,
+            _DETAILS_KEPT,
             f"{topic}:{partition}:".encode(),
             msgs,
             decoded,

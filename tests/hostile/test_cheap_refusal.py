@@ -294,6 +294,28 @@ def test_errors_made_in_c_are_what_the_python_class_makes() -> None:
         assert vars(err) == vars(twin) and err.__traceback__ is None
 
 
+class PlainError(ValueError):
+    """An error type without slots: the compiled decoder sets its attributes by name."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code, self.detail = code, detail
+
+
+def test_an_error_type_without_slots_gets_the_same_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = [
+        hostile_record(kind, GOOD[1], SCHEMA.relations["d"], random.Random(kind), LIMIT)[0] for kind in KINDS
+    ] * 2  # twice: the second refusal of a kind reuses what the first made
+    expected = codec_module._compiled_decoder(SCHEMA, [].append, LIMIT, None).decode_many(values)
+    monkeypatch.setattr(codec_module, "EventError", PlainError)
+    calls: list[bytes] = []
+    made = codec_module._compiled_decoder(SCHEMA, calls.append, LIMIT, calls.append).decode_many(values)
+    assert calls == [] and len(made) == len(values)
+    for err, twin in zip(made, expected, strict=True):
+        assert type(err) is PlainError and err.args == twin.args
+        assert (err.code, err.detail) == (twin.code, twin.detail)
+
+
 NOT_UTF8 = [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\xe2\x82", b"\x80"]
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from shared.events import EventError, UpdateEvent
 from shared.runtime import output as output_module
@@ -75,13 +75,20 @@ class Recorder:
         return 0
 
 
-def batch(seed: int, n: int) -> tuple[list[Msg], list[Any]]:
+def batch(seed: int, n: int, records: str = "python") -> tuple[list[Any], list[Any]]:
+    """``records``: "python" (Msg), "kafka" (confluent_kafka's own Message type, whose accessors the
+    compiled loop calls through their method descriptors) or "mixed" (both, a Message first)."""
     rng = random.Random(seed)
-    msgs: list[Msg] = []
+    msgs: list[Any] = []
     decoded: list[Any] = []
     for i in range(n):
         value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 30))
-        msgs.append(Msg(100 + i, value, rng.choice([None, b"k", b"\xff\x00"])))
+        key = rng.choice([None, b"k", b"\xff\x00"])
+        kafka = records == "kafka" or (records == "mixed" and (i == 0 or rng.random() < 0.5))
+        if kafka:
+            msgs.append(Message(topic="in.é", partition=2, offset=100 + i, key=key, value=value))
+        else:
+            msgs.append(Msg(100 + i, value, key))
         if rng.random() < 0.4:
             decoded.append(UpdateEvent("r", {"a": i}, 1, "k"))
         else:
@@ -98,11 +105,12 @@ def run(compiled: bool, msgs: list[Msg], decoded: list[Any], producer: Recorder,
         return out.dead_letter_decoded("in.é", 2, msgs, decoded, UpdateEvent)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("records", ["python", "kafka", "mixed"])
 @pytest.mark.parametrize("seed", range(5))
 def test_the_compiled_loop_sends_what_the_python_loop_sends(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, records: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    msgs, decoded = batch(seed, 300)
+    msgs, decoded = batch(seed, 300, records)
     sent = {}
     for compiled in (True, False):
         producer = Recorder()
@@ -150,3 +158,14 @@ def test_the_detail_cache_stays_bounded(compiled: bool, monkeypatch: pytest.Monk
     assert out.dead_letter_decoded("in.é", 2, msgs, decoded, UpdateEvent) == {"wrong-type": 50}  # type: ignore[arg-type]
     assert len(out._detail_headers) <= 8
     assert [h[1][1] for *_, h in producer.sent] == [f"detail {i}".encode() for i in range(50)]
+
+
+def test_many_distinct_reasons_are_all_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More distinct codes in one batch than the compiled loop counts in its array (engines add their own)."""
+    rng = random.Random(3)
+    codes = [f"code-{i}" for i in range(150)]
+    decoded: list[Any] = [EventError(rng.choice(codes), "d") for _ in range(2000)]
+    msgs = [Msg(i, b"v", None) for i in range(len(decoded))]
+    expected = Counter(e.code for e in decoded)
+    for compiled in (True, False):
+        assert run(compiled, msgs, decoded, Recorder(), monkeypatch) == expected
