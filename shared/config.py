@@ -70,6 +70,14 @@ def _topic(v: Any) -> str:
 
 topic_name: Parser[str] = Parser("a Kafka topic name (letters, digits, '.', '_', '-')", _topic)
 
+# Dead letters: the value is cut to dead_letter_max_bytes and the key to DEAD_LETTER_KEY_MAX_BYTES, and the
+# producer's message.max.bytes must leave DEAD_LETTER_HEADROOM over the value for the key, the headers
+# (a detail is a line) and the record batch's framing.
+DEAD_LETTER_MAX_BYTES = 512 * 1024
+DEAD_LETTER_KEY_MAX_BYTES = 1024
+DEAD_LETTER_HEADROOM = 64 * 1024
+PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
+
 RUNTIME_OPTIONS: dict[str, Option] = {
     "key_field": Option(None, optional(string()), "row column whose value is the partition key"),
     "input_topic": Option(None, optional(topic_name), "input topic (default <service>.updates)"),
@@ -108,6 +116,13 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         "together before the largest are flushed",
     ),
     "session_timeout_ms": Option(10000, positive_int(), "consumer group session timeout"),
+    "dead_letter_max_bytes": Option(
+        DEAD_LETTER_MAX_BYTES,
+        positive_int(),
+        "the most bytes of a refused record's value a dead letter carries: a longer value is cut to this "
+        "many, with its full length in the ivmstream.truncated header, so that every dead letter fits the "
+        "producer's and the broker's message size limit and no record can stop its partition",
+    ),
     "broker_timeout": Option(
         120.0,
         optional(positive_number()),
@@ -157,6 +172,7 @@ class ServiceConfig:
     rocksdb_write_buffer_mib: int = ROCKSDB_WRITE_BUFFER_MIB  # all memtables of a worker (RocksDB state)
     emit: str = "batch"  # "every-event": a changelog record per event (docs/architecture.md, "Result modes")
     broker_timeout: float | None = 120.0  # seconds without a reachable broker before exiting (None: never)
+    dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES  # a dead letter's value is cut to this many bytes
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
     global_topic: str = ""  # with shard_by: the coordinator's output
@@ -240,12 +256,43 @@ def build_config(
         emit=values["emit"],
         session_timeout_ms=values["session_timeout_ms"],
         broker_timeout=values["broker_timeout"],
+        dead_letter_max_bytes=_dead_letter_max_bytes(values, source),
         kafka=values["kafka"],
         source=source,
         shard_by=values["shard_by"],
         broadcast_topic=values["broadcast_topic"] or f"{input_topic}.broadcast",
         global_topic=values["global_topic"] or f"{output_topic}.global",
     )
+
+
+def producer_message_max_bytes(dead_letter_max_bytes: int, kafka: Mapping[str, Any]) -> int:
+    """The worker producer's message.max.bytes: the configured one (``kafka.producer``), else librdkafka's
+    default raised as far as the largest dead letter needs."""
+    given = kafka.get("producer", {}).get("message.max.bytes")
+    if given is not None:
+        return int(given)
+    return max(PRODUCER_MESSAGE_MAX_BYTES, dead_letter_max_bytes + DEAD_LETTER_HEADROOM)
+
+
+def _dead_letter_max_bytes(values: Mapping[str, Any], source: str) -> int:
+    """``dead_letter_max_bytes``, refused if a dead letter that long would not fit a configured
+    ``kafka.producer`` ``message.max.bytes``: the worker could then not dead-letter such a record."""
+    cap: int = values["dead_letter_max_bytes"]
+    given = values["kafka"].get("producer", {}).get("message.max.bytes")
+    if given is not None:
+        try:
+            limit = int(given)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{source}: kafka.producer message.max.bytes must be an integer, got {given!r}"
+            ) from None
+        if cap + DEAD_LETTER_HEADROOM > limit:
+            raise ConfigError(
+                f"{source}: dead_letter_max_bytes {cap} leaves no room for a dead letter's key and headers "
+                f"under kafka.producer message.max.bytes {limit}: lower it to at most "
+                f"{limit - DEAD_LETTER_HEADROOM}, or raise message.max.bytes"
+            )
+    return cap
 
 
 def _check_sharding(

@@ -6,11 +6,13 @@
  * each produce call (reading the record and the error, building the headers, counting the reasons) costs
  * about a third of the call itself; here it costs little, so a refused record costs one produce: the
  * record's accessors are called through their method descriptors, a flood's repeated details reuse their
- * encoded header, and reasons are counted in a small array.
+ * encoded header, and reasons are counted in a small array. A value longer than max_value (a key longer
+ * than max_key) is cut to it, with its full length in the ivmstream.truncated (ivmstream.key-truncated)
+ * header, so that every dead letter fits the producer's message size limit.
  *
  * Python API:
  *     produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept,
- *                     source_prefix, msgs, decoded, event_type) -> {code: count}
+ *                     max_value, max_key, source_prefix, msgs, decoded, event_type) -> {code: count}
  *         produce: the producer's produce(topic, value, key, partition, callback, on_delivery, timestamp,
  *             headers), called by position
  *         retry(topic, value, key, headers): called when produce raises BufferError or KafkaException (the
@@ -28,6 +30,7 @@
 
 static PyObject *str_code, *str_detail, *str_offset, *str_value, *str_key;
 static PyObject *header_reason, *header_detail, *header_source; /* the header names */
+static PyObject *header_truncated, *header_key_truncated;
 static PyObject *buffer_error_types; /* (BufferError, KafkaException), set on first use */
 
 /* The header (name, text encoded as UTF-8). */
@@ -174,10 +177,27 @@ static PyObject *source_of(PyObject *prefix, PyObject *offset) {
     return out;
 }
 
-static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors *a, PyObject *msg, PyObject *reason,
-                       PyObject *said, PyObject *service, PyObject *prefix) {
-    int rc = -1;
-    PyObject *value = NULL, *key = NULL, *source = NULL, *headers = NULL, *result = NULL;
+/* *bytes cut to `max` bytes if longer, and the header (name, b"<full length>") appended to `extra`. */
+static int cut(PyObject **bytes, Py_ssize_t max, PyObject *name, PyObject **extra, int *nextra) {
+    if (!PyBytes_Check(*bytes) || PyBytes_GET_SIZE(*bytes) <= max) return 0;
+    PyObject *length = PyBytes_FromFormat("%zd", PyBytes_GET_SIZE(*bytes));
+    if (length == NULL) return -1;
+    extra[*nextra] = PyTuple_Pack(2, name, length);
+    Py_DECREF(length);
+    if (extra[*nextra] == NULL) return -1;
+    (*nextra)++;
+    Py_SETREF(*bytes, PyBytes_FromStringAndSize(PyBytes_AS_STRING(*bytes), max));
+    return *bytes == NULL ? -1 : 0;
+}
+
+typedef struct {
+    Py_ssize_t value, key; /* the most bytes of a value and of a key a dead letter carries */
+} Limits;
+
+static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors *a, const Limits *limits,
+                       PyObject *msg, PyObject *reason, PyObject *said, PyObject *service, PyObject *prefix) {
+    int rc = -1, nextra = 0;
+    PyObject *value = NULL, *key = NULL, *source = NULL, *headers = NULL, *result = NULL, *extra[2] = {NULL, NULL};
     PyObject *offset = call_accessor(a, msg, a->offset, str_offset);
     if (offset == NULL) goto done;
     source = source_of(prefix, offset);
@@ -188,9 +208,12 @@ static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors 
     if (value == Py_None) Py_SETREF(value, PyBytes_FromStringAndSize("", 0));
     key = value != NULL ? call_accessor(a, msg, a->key, str_key) : NULL;
     if (key == NULL) goto done;
+    if (cut(&value, limits->value, header_truncated, extra, &nextra) < 0 ||
+        cut(&key, limits->key, header_key_truncated, extra, &nextra) < 0)
+        goto done;
     PyObject *source_header = PyTuple_Pack(2, header_source, source);
     if (source_header == NULL) goto done;
-    headers = PyList_New(4);
+    headers = PyList_New(4 + nextra);
     if (headers == NULL) {
         Py_DECREF(source_header);
         goto done;
@@ -199,6 +222,7 @@ static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors 
     PyList_SET_ITEM(headers, 1, Py_NewRef(said));
     PyList_SET_ITEM(headers, 2, Py_NewRef(service));
     PyList_SET_ITEM(headers, 3, source_header);
+    for (int i = 0; i < nextra; i++) PyList_SET_ITEM(headers, 4 + i, Py_NewRef(extra[i]));
     /* produce(topic, value, key, -1, callback, None, 0, headers) */
     PyObject *args[8] = {fixed[1], value, key, fixed[2], fixed[3], Py_None, fixed[4], headers};
     result = PyObject_Vectorcall(fixed[0], args, 8, NULL);
@@ -211,6 +235,7 @@ static int dead_letter(PyObject *const *fixed, PyObject *retry, const Accessors 
     }
     rc = 0;
 done:
+    for (int i = 0; i < nextra; i++) Py_DECREF(extra[i]);
     Py_XDECREF(result);
     Py_XDECREF(headers);
     Py_XDECREF(key);
@@ -222,11 +247,16 @@ done:
 static PyObject *produce_refused(PyObject *module, PyObject *args) {
     PyObject *produce, *retry, *topic, *callback, *service, *reasons, *details, *prefix, *msgs, *decoded, *event_type;
     Py_ssize_t details_kept;
+    Limits limits;
     (void)module;
-    if (!PyArg_ParseTuple(args, "OOUOOO!O!nO!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
-                          &reasons, &PyDict_Type, &details, &details_kept, &PyBytes_Type, &prefix, &PyList_Type, &msgs,
-                          &PyList_Type, &decoded, &event_type))
+    if (!PyArg_ParseTuple(args, "OOUOOO!O!nnnO!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
+                          &reasons, &PyDict_Type, &details, &details_kept, &limits.value, &limits.key, &PyBytes_Type,
+                          &prefix, &PyList_Type, &msgs, &PyList_Type, &decoded, &event_type))
         return NULL;
+    if (limits.value < 0 || limits.key < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_value and max_key must not be negative");
+        return NULL;
+    }
     if (PyList_GET_SIZE(msgs) != PyList_GET_SIZE(decoded)) {
         PyErr_SetString(PyExc_ValueError, "msgs and decoded differ in length");
         return NULL;
@@ -265,7 +295,7 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
         reason = reason_header(reasons, code);
         said = reason != NULL ? detail_header(details, details_kept, detail) : NULL;
         if (said == NULL) goto next;
-        rc = dead_letter(fixed, retry, &accessors, msg, reason, said, service, prefix);
+        rc = dead_letter(fixed, retry, &accessors, &limits, msg, reason, said, service, prefix);
         if (rc == 0) rc = count_reason(&counts, code);
     next:
         Py_XDECREF(said);
@@ -289,7 +319,7 @@ fail:
 static PyMethodDef methods[] = {
     {"produce_refused", produce_refused, METH_VARARGS,
      "produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept, "
-     "source_prefix, msgs, decoded, event_type) -> {code: count}: dead-letter every error in decoded, in order."},
+     "max_value, max_key, source_prefix, msgs, decoded, event_type) -> {code: count}: dead-letter every error in decoded, in order."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -310,8 +340,10 @@ PyMODINIT_FUNC PyInit__deadletters(void) {
     header_reason = PyUnicode_InternFromString("ivmstream.reason");
     header_detail = PyUnicode_InternFromString("ivmstream.detail");
     header_source = PyUnicode_InternFromString("ivmstream.source");
+    header_truncated = PyUnicode_InternFromString("ivmstream.truncated");
+    header_key_truncated = PyUnicode_InternFromString("ivmstream.key-truncated");
     if (!str_code || !str_detail || !str_offset || !str_value || !str_key || !header_reason || !header_detail ||
-        !header_source)
+        !header_source || !header_truncated || !header_key_truncated)
         return NULL;
     return PyModule_Create(&deadletters_module);
 }

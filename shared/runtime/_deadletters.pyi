@@ -12,6 +12,8 @@ def produce_refused(
     reasons: dict[str, Any],
     details: dict[str, Any],
     details_kept: int,
+    max_value: int,
+    max_key: int,
     source_prefix: bytes,
     msgs: list[Any],
     decoded: list[Any],

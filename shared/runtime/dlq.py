@@ -28,7 +28,8 @@ class DeadLetter:
     offset: int
     reason: str
     detail: str
-    value: bytes
+    value: bytes  # the refused record's value, or its first dead_letter_max_bytes (see truncated_from)
+    truncated_from: int | None = None  # the full length of a value that was cut
 
 
 def reader_settings(bootstrap: str, kafka: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -96,6 +97,7 @@ def read_dead_letters(
                     h.get("ivmstream.reason", ""),
                     h.get("ivmstream.detail", ""),
                     msg.value() or b"",
+                    int(full) if (full := h.get("ivmstream.truncated", "")).isdigit() else None,
                 )
             )
     return out

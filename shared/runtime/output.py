@@ -18,6 +18,7 @@ import orjson
 import redis
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from shared.config import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
 from shared.retry import with_retries
 
 try:  # the compiled dead-letter loop (setup.py); without it the same is done in Python
@@ -66,8 +67,10 @@ class Output:
         dlq_topic: str,
         redis_client: redis.Redis | None,
         redis_retry_seconds: float = 30.0,
+        dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
     ) -> None:
         self.service = service
+        self.dead_letter_max_bytes = dead_letter_max_bytes
         self.producer = producer
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
@@ -107,7 +110,11 @@ class Output:
         """Dead-letter each ``(record, reason code, detail)`` in one loop: a flood of bad records costs one
         produce per record and little else. The constant headers are built once per code (and per detail,
         since a flood repeats a few), and ``produce`` takes its arguments by position, which it parses
-        faster than keywords."""
+        faster than keywords. A value longer than ``dead_letter_max_bytes`` (a key longer than
+        DEAD_LETTER_KEY_MAX_BYTES) is cut to it, with its full length in the ivmstream.truncated
+        (ivmstream.key-truncated) header: every dead letter fits the producer's message size limit, so no
+        record can stop its partition."""
+        max_value, max_key = self.dead_letter_max_bytes, DEAD_LETTER_KEY_MAX_BYTES
         produce = self.producer.produce
         topic = self.dlq_topic
         on_delivery = self._on_delivery
@@ -131,6 +138,12 @@ class Output:
             ]
             value = msg.value() or b""
             key = msg.key()
+            if len(value) > max_value:
+                headers.append(("ivmstream.truncated", str(len(value)).encode()))
+                value = value[:max_value]
+            if key is not None and len(key) > max_key:
+                headers.append(("ivmstream.key-truncated", str(len(key)).encode()))
+                key = key[:max_key]
             try:  # topic, value, key, partition (-1: by key), callback, its alias, timestamp, headers
                 produce(topic, value, key, -1, on_delivery, None, 0, headers)
             except (BufferError, KafkaException):  # queue full, or refused: the path that handles both
@@ -161,6 +174,8 @@ class Output:
             self._reason_headers,
             self._detail_headers,
             _DETAILS_KEPT,
+            self.dead_letter_max_bytes,
+            DEAD_LETTER_KEY_MAX_BYTES,
             f"{topic}:{partition}:".encode(),
             msgs,
             decoded,

@@ -35,7 +35,7 @@ from confluent_kafka import (
 )
 
 from shared import changelog
-from shared.config import ConfigError, ServiceConfig, schema_of
+from shared.config import ConfigError, ServiceConfig, producer_message_max_bytes, schema_of
 from shared.events import EventCodec, EventError, UpdateEvent
 from shared.events.coverage import RelationCoverage
 from shared.metrics import RuntimeMetrics
@@ -112,19 +112,29 @@ class Worker:
         # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it.
         # Output reads delivery reports for failures only, so a delivered record (a result, a dead letter
         # in a flood) calls no Python at all; lz4 batches: a flood's dead letters repeat the bad records'
-        # bytes (oversized ones above all), which the broker then receives compressed.
+        # bytes (oversized ones above all), which the broker then receives compressed. message.max.bytes
+        # leaves room for the largest dead letter (docs/security.md, "Hostile input").
+        message_max = producer_message_max_bytes(config.dead_letter_max_bytes, config.kafka)
         self.producer = Producer(
             producer_settings(
                 bootstrap,
                 {
                     "delivery.report.only.error": True,
                     "compression.type": "lz4",
+                    "message.max.bytes": message_max,
                     **config.kafka.get("producer", {}),
                     "error_cb": self.broker_watch.on_error,
                 },
             )
         )
-        self.output = Output(service.name, self.producer, config.output_topic, config.dlq_topic, redis_client)
+        self.output = Output(
+            service.name,
+            self.producer,
+            config.output_topic,
+            config.dlq_topic,
+            redis_client,
+            dead_letter_max_bytes=config.dead_letter_max_bytes,
+        )
         self.partitions: dict[int, PartitionState] = {}
         self._stop = threading.Event()
         self._closing = False  # set before consumer.close(): a rebalance finishing inside it takes nothing

@@ -169,3 +169,35 @@ def test_many_distinct_reasons_are_all_counted(monkeypatch: pytest.MonkeyPatch) 
     expected = Counter(e.code for e in decoded)
     for compiled in (True, False):
         assert run(compiled, msgs, decoded, Recorder(), monkeypatch) == expected
+
+
+@pytest.mark.parametrize("records", ["python", "kafka"])
+def test_long_values_and_keys_are_cut_with_their_length_in_a_header(
+    records: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead letter carries at most dead_letter_max_bytes of the value (and a bounded key), so it always
+    fits the producer's message size limit; the full lengths travel in headers."""
+    monkeypatch.setattr(output_module, "DEAD_LETTER_KEY_MAX_BYTES", 1)
+    msgs, decoded = batch(11, 300, records)
+    sent = {}
+    for compiled in (True, False):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(output_module, "_deadletters", None)
+            producer = Recorder()
+            out = Output("svc", producer, "out", "dlq", None, dead_letter_max_bytes=20)  # type: ignore[arg-type]
+            out.dead_letter_decoded("in.é", 2, msgs, decoded, UpdateEvent)
+            sent[compiled] = producer.sent
+    assert sent[True] == sent[False]
+    refused = [msg for msg, e in zip(msgs, decoded, strict=True) if isinstance(e, EventError)]
+    cut_values = cut_keys = 0
+    for (_, value, key, headers), msg in zip(sent[True], refused, strict=True):
+        full, full_key = msg.value() or b"", msg.key()
+        extra = dict(headers[4:])
+        assert value == full[:20] and (key is None or key == full_key[:1])
+        assert extra.get("ivmstream.truncated") == (str(len(full)).encode() if len(full) > 20 else None)
+        long_key = full_key is not None and len(full_key) > 1
+        assert extra.get("ivmstream.key-truncated") == (str(len(full_key)).encode() if long_key else None)
+        cut_values += len(full) > 20
+        cut_keys += long_key
+    assert cut_values > 10 and cut_keys > 10  # both cuts were exercised

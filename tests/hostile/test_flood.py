@@ -15,11 +15,13 @@ from confluent_kafka import KafkaError, Producer
 from helpers import SAMPLE, offline_results, published_results, stream_config
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.config import load_config, schema_of
+from shared.config import build_config, load_config, schema_of
 from shared.dev.redis_server import free_port
-from shared.runtime.dlq import read_dead_letters
+from shared.runtime import Worker
+from shared.runtime.dlq import latest_results, read_dead_letters
 from shared.runtime.progress import wait_caught_up
 from shared.service import load_service
+from shared.state import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fuzz.hostile_records import KINDS, interleave
@@ -87,3 +89,51 @@ def test_half_the_stream_hostile(broker, redis_server, unique: str, tmp_path: Pa
     good_file = tmp_path / "good.jsonl"
     good_file.write_bytes(b"\n".join(lines) + b"\n")
     assert published_results(redis_server.url, f"{unique}.results") == offline_results(config, good_file)
+
+
+def test_a_record_too_large_for_a_whole_dead_letter_does_not_stop_its_partition(broker, unique: str) -> None:
+    """Records over the record size limit (1 MiB by default) and over the producer's message size limit:
+    dead-lettered cut to dead_letter_max_bytes, with their full length in a header; the records after them
+    are applied. Sent whole, such a dead letter is refused by the producer, which stops the worker at the
+    same record on every restart."""
+    topic = f"{unique}.updates"
+    broker.create_topic(topic, 1)
+    lines = SAMPLE.read_bytes().splitlines()[:2]
+    huge = [b"{" + b"x" * 1_100_000, b"not json " * 120_000]  # oversized (and malformed), 1.1 and 1.08 MB
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 4_000_000})
+    for value in [lines[0], *huge, lines[1]]:
+        producer.produce(topic, value, b"k")
+    assert producer.flush(30) == 0
+    service = load_service("reference")
+    config = build_config(
+        service,
+        {
+            "key_field": "store",
+            "input_topic": topic,
+            "output_topic": f"{unique}.results",
+            "dlq_topic": f"{unique}.dlq",
+        },
+    )
+    worker = Worker(service, config, broker.bootstrap, MemoryStore(), group=f"{unique}-g")
+    deadline = time.monotonic() + 60
+
+    def done(w: Worker) -> bool:
+        assert time.monotonic() < deadline, f"the worker did not reach offset 4: {w.positions()}"
+        return w.positions().get(0) == 4
+
+    worker.run(until=done)
+    dead = read_dead_letters(broker.bootstrap, f"{unique}.dlq")
+    assert [(d.offset, d.reason, d.truncated_from) for d in dead] == [
+        (1, "oversized", len(huge[0])),
+        (2, "oversized", len(huge[1])),
+    ]
+    assert [d.value for d in dead] == [v[: config.dead_letter_max_bytes] for v in huge]
+    assert config.dead_letter_max_bytes == 512 * 1024
+    results = latest_results(broker.bootstrap, f"{unique}.results")
+    stores = [orjson.loads(line)["row"]["store"] for line in lines]
+    assert sorted(results) == sorted(stores)  # both good records, before and after the huge ones, applied
+    for line in lines:
+        row = orjson.loads(line)["row"]
+        record = results[row["store"]]
+        assert record["result"]["relations"]["items"]["sums"]["qty"] == row["qty"]
+        assert record["offsets"] == {f"{topic}:0": 4}

@@ -309,3 +309,30 @@ def test_service_declarations_load_without_the_config_loader():
     """shared.service depends on shared.options only, so the dependency on config runs one way."""
     code = "import sys, shared.service; sys.exit('shared.config' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+def test_dead_letters_fit_the_producers_message_size_limit() -> None:
+    """The worker producer's message.max.bytes leaves room over the largest dead letter's value; a
+    configured limit that does not is refused in one line naming both settings."""
+    from shared.config import DEAD_LETTER_HEADROOM, PRODUCER_MESSAGE_MAX_BYTES, producer_message_max_bytes
+
+    service = load_service("reference")
+    default = build_config(service, {})
+    assert default.dead_letter_max_bytes + DEAD_LETTER_HEADROOM <= PRODUCER_MESSAGE_MAX_BYTES
+    assert (
+        producer_message_max_bytes(default.dead_letter_max_bytes, default.kafka) == PRODUCER_MESSAGE_MAX_BYTES
+    )
+    big = build_config(service, {"dead_letter_max_bytes": 4_000_000})
+    assert (
+        producer_message_max_bytes(big.dead_letter_max_bytes, big.kafka) == 4_000_000 + DEAD_LETTER_HEADROOM
+    )
+    given = {"message.max.bytes": 2_000_000}
+    fits = build_config(service, {"dead_letter_max_bytes": 1_500_000, "kafka": {"producer": given}})
+    assert producer_message_max_bytes(fits.dead_letter_max_bytes, fits.kafka) == 2_000_000
+    with pytest.raises(ConfigError, match="dead_letter_max_bytes 1990000 leaves no room") as caught:
+        build_config(service, {"dead_letter_max_bytes": 1_990_000, "kafka": {"producer": given}})
+    assert "\n" not in str(caught.value) and "message.max.bytes 2000000" in str(caught.value)
+    with pytest.raises(ConfigError, match="must be an integer"):
+        build_config(service, {"kafka": {"producer": {"message.max.bytes": "lots"}}})
+    with pytest.raises(ConfigError, match="dead_letter_max_bytes"):
+        build_config(service, {"dead_letter_max_bytes": 0})
