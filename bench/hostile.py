@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -107,14 +108,25 @@ def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) 
     def timed_process(msgs: list[Any]) -> None:
         if "first_batch" not in marks:
             marks["first_batch"], marks["first_batch_cpu"] = time.perf_counter(), time.thread_time()
+            marks["first_batch_process"], marks["first_batch_broker"] = time.process_time(), broker_cpu()
         process(msgs)
 
     worker._process = timed_process  # type: ignore[method-assign]
     deadline = time.monotonic() + TIMEOUT
+    stat = Path(f"/proc/{broker.process.pid}/stat")
+
+    def broker_cpu() -> float:
+        """CPU seconds the embedded broker's process has used (Linux; NaN elsewhere)."""
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def caught_up(w: Worker) -> bool:
         if all(w.positions().get(p) == end for p, end in ends.items() if end > 0):
             marks["caught_up"], marks["caught_up_cpu"] = time.perf_counter(), time.thread_time()
+            marks["caught_up_process"], marks["caught_up_broker"] = time.process_time(), broker_cpu()
             return True
         if time.monotonic() > deadline:
             raise TimeoutError(f"worker did not reach {ends}: {w.positions()}")
@@ -135,6 +147,9 @@ def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) 
         "good_per_s": good_count / seconds,
         # the worker's own thread: the rest of the wall time it waited for the client's and broker's threads
         "worker_thread_cpu_seconds": marks["caught_up_cpu"] - marks["first_batch_cpu"],
+        # every thread of the worker's process (the Kafka clients' included), and the embedded broker's
+        "process_cpu_seconds": marks["caught_up_process"] - marks["first_batch_process"],
+        "broker_cpu_seconds": marks["caught_up_broker"] - marks["first_batch_broker"],
         "rejected": rejected,
     }
 

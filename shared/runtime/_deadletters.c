@@ -5,14 +5,14 @@
  * ivmstream.service and ivmstream.source ("topic:partition:offset"). Done in Python, the loop around
  * each produce call (reading the record and the error, building the headers, counting the reasons) costs
  * about a third of the call itself; here it costs little, so a refused record costs one produce: the
- * record's accessors are called through their method descriptors, a flood's repeated details reuse their
- * encoded header, and reasons are counted in a small array. A value longer than max_value (a key longer
+ * record's accessors are called through their method descriptors and reasons are counted in a small
+ * array. A value longer than max_value (a key longer
  * than max_key) is cut to it, with its full length in the ivmstream.truncated (ivmstream.key-truncated)
  * header, so that every dead letter fits the producer's message size limit.
  *
  * Python API:
- *     produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept,
- *                     max_value, max_key, source_prefix, msgs, decoded, event_type) -> {code: count}
+ *     produce_refused(produce, retry, topic, callback, service_header, reasons, max_value, max_key,
+ *                     source_prefix, msgs, decoded, event_type) -> {code: count}
  *         produce: the producer's produce(topic, value, key, partition, callback, on_delivery, timestamp,
  *             headers), called by position
  *         retry(topic, value, key, headers): called when produce raises BufferError or KafkaException (the
@@ -20,7 +20,7 @@
  *         topic: the dead-letter topic; callback: the delivery callback
  *         service_header: the ("ivmstream.service", bytes) header
  *         reasons: a dict caching each code's header tuple
- *         details: a dict caching detail headers, emptied when it holds details_kept of them
+ *         max_value, max_key: the most bytes of a record's value and key a dead letter carries
  *         source_prefix: b"<topic>:<partition>:" of the records, which are all of one input partition
  *         msgs, decoded: the batch's records and what the decoder made of each (same length); every
  *             item whose type is not event_type is an error with `code` and `detail` (str)
@@ -50,22 +50,6 @@ static PyObject *reason_header(PyObject *cache, PyObject *code) {
     made = header(header_reason, code);
     if (made == NULL || PyDict_SetItem(cache, code, made) < 0) {
         Py_XDECREF(made);
-        return NULL;
-    }
-    return made;
-}
-
-/* A detail's header, from `cache` or made and kept there; the cache is emptied when it holds `kept`
- * details (a flood repeats a few: a fixed text per kind, the same column errors). */
-static PyObject *detail_header(PyObject *cache, Py_ssize_t kept, PyObject *detail) {
-    PyObject *made = PyDict_GetItemWithError(cache, detail);
-    if (made != NULL) return Py_NewRef(made);
-    if (PyErr_Occurred()) return NULL;
-    made = header(header_detail, detail);
-    if (made == NULL) return NULL;
-    if (PyDict_GET_SIZE(cache) >= kept) PyDict_Clear(cache);
-    if (PyDict_SetItem(cache, detail, made) < 0) {
-        Py_DECREF(made);
         return NULL;
     }
     return made;
@@ -245,13 +229,12 @@ done:
 }
 
 static PyObject *produce_refused(PyObject *module, PyObject *args) {
-    PyObject *produce, *retry, *topic, *callback, *service, *reasons, *details, *prefix, *msgs, *decoded, *event_type;
-    Py_ssize_t details_kept;
+    PyObject *produce, *retry, *topic, *callback, *service, *reasons, *prefix, *msgs, *decoded, *event_type;
     Limits limits;
     (void)module;
-    if (!PyArg_ParseTuple(args, "OOUOOO!O!nnnO!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
-                          &reasons, &PyDict_Type, &details, &details_kept, &limits.value, &limits.key, &PyBytes_Type,
-                          &prefix, &PyList_Type, &msgs, &PyList_Type, &decoded, &event_type))
+    if (!PyArg_ParseTuple(args, "OOUOOO!nnO!O!O!O", &produce, &retry, &topic, &callback, &service, &PyDict_Type,
+                          &reasons, &limits.value, &limits.key, &PyBytes_Type, &prefix, &PyList_Type, &msgs,
+                          &PyList_Type, &decoded, &event_type))
         return NULL;
     if (limits.value < 0 || limits.key < 0) {
         PyErr_SetString(PyExc_ValueError, "max_value and max_key must not be negative");
@@ -259,10 +242,6 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
     }
     if (PyList_GET_SIZE(msgs) != PyList_GET_SIZE(decoded)) {
         PyErr_SetString(PyExc_ValueError, "msgs and decoded differ in length");
-        return NULL;
-    }
-    if (details_kept < 1) {
-        PyErr_SetString(PyExc_ValueError, "details_kept must be positive");
         return NULL;
     }
     if (buffer_error_types == NULL) {
@@ -293,7 +272,7 @@ static PyObject *produce_refused(PyObject *module, PyObject *args) {
             goto next;
         }
         reason = reason_header(reasons, code);
-        said = reason != NULL ? detail_header(details, details_kept, detail) : NULL;
+        said = reason != NULL ? header(header_detail, detail) : NULL;
         if (said == NULL) goto next;
         rc = dead_letter(fixed, retry, &accessors, &limits, msg, reason, said, service, prefix);
         if (rc == 0) rc = count_reason(&counts, code);
@@ -318,8 +297,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"produce_refused", produce_refused, METH_VARARGS,
-     "produce_refused(produce, retry, topic, callback, service_header, reasons, details, details_kept, "
-     "max_value, max_key, source_prefix, msgs, decoded, event_type) -> {code: count}: dead-letter every error in decoded, in order."},
+     "produce_refused(produce, retry, topic, callback, service_header, reasons, max_value, max_key, "
+     "source_prefix, msgs, decoded, event_type) -> {code: count}: dead-letter every error in decoded, in order."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,8 +10,6 @@ def produce_refused(
     callback: Callable[..., Any],
     service_header: tuple[str, Any],
     reasons: dict[str, Any],
-    details: dict[str, Any],
-    details_kept: int,
     max_value: int,
     max_key: int,
     source_prefix: bytes,

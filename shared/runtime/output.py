@@ -172,8 +172,6 @@ class Output:
             self._on_delivery,
             self._service_header,
             self._reason_headers,
-            self._detail_headers,
-            _DETAILS_KEPT,
             self.dead_letter_max_bytes,
             DEAD_LETTER_KEY_MAX_BYTES,
             f"{topic}:{partition}:".encode(),
