@@ -10,20 +10,24 @@ and dead-lettering alone):
   of fuzz/hostile_records.py in turn (oversized, too deep, integers beyond 64 bits, NaN/Infinity, text
   that is not UTF-8, wrong types, nulls, malformed JSON), each dead-lettered with its reason.
 
-The clock starts at the worker's first batch and stops when its checkpointed positions reach the end of
-the topic; good-record throughput is N over that time in both cases. Cases alternate over ``--repeats``
-(order rotating), each on a fresh topic and group; reported are the medians, the ratio of medians and
-the median of the per-repeat ratios (clean rate over hostile rate: the goal is at most 2). The record
-size limit is set to 1 KiB (IVMSTREAM_MAX_RECORD_BYTES) so that oversized records fit the embedded
-broker's 5 MiB per partition.
+The clock starts at the worker's first batch and stops when its positions reach the end of the topic;
+good-record throughput is N over that time in both cases. The worker's batch size is the largest
+divisor of N up to the default (2000), so that no run ends on a partial batch: the worker holds one for
+its consume timeout (0.2 s) waiting for more records, which would be idle time, not throughput. Cases
+alternate over ``--repeats`` (order rotating), each on a fresh topic and group; reported are the
+medians, the ratio of medians and the median of the per-repeat ratios (clean rate over hostile rate:
+the goal is at most 2), and the CPU time of the worker's thread, of its other threads (the Kafka
+clients') and of the broker process (in 10 ms clock ticks). The record size limit is set to 1 KiB
+(IVMSTREAM_MAX_RECORD_BYTES) so that oversized records fit the embedded broker's 5 MiB per partition.
 
 Usage (from the repo root)::
 
     .venv/bin/python bench/hostile.py            # 24000 / 3800 good records, 7 repeats (~2 min)
     .venv/bin/python bench/hostile.py --quick    # 3000 good records, 1 repeat
 
-Writes ``bench/results/hostile.json`` (``hostile_quick.json`` with ``--quick``); ``--markdown FILE.json``
-prints the table of docs/security.md ("Throughput under a flood") from a stored report.
+Writes ``bench/results/hostile.json`` and ``hostile.png`` (``hostile_quick.*`` with ``--quick``);
+``--markdown FILE.json`` prints the table of docs/security.md ("Throughput under a flood") from a stored
+report.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.common import machine_info, produce_all  # noqa: E402
 from fuzz.hostile_records import KINDS, interleave  # noqa: E402
-from shared.config import build_config, schema_of  # noqa: E402
+from shared.config import RUNTIME_OPTIONS, build_config, schema_of  # noqa: E402
 from shared.dev.broker import BrokerProcess  # noqa: E402
 from shared.events import EventCodec  # noqa: E402
 from shared.metrics import RuntimeMetrics  # noqa: E402
@@ -90,6 +94,13 @@ def workload(name: str, good_count: int, seed: int) -> tuple[Stream, Stream]:
     return good, [(k or b"", v) for k, v, _ in mixed]
 
 
+def aligned_batch_size(good_count: int, default: int) -> int:
+    """The largest batch size up to ``default`` that divides ``good_count`` (and so twice it): no run ends
+    on a partial batch, which the worker would hold for its consume timeout (0.2 s) waiting for more,
+    an idle wait that is not throughput."""
+    return max(d for d in range(1, default + 1) if good_count % d == 0)
+
+
 def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) -> dict[str, Any]:
     service = load_service(name)
     topic = f"hostile-{uuid.uuid4().hex[:8]}"
@@ -97,7 +108,8 @@ def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 20})
     produce_all(producer, topic, ((k, v, -1) for k, v in records))
     topics = {"input_topic": topic, "output_topic": f"{topic}.out", "dlq_topic": f"{topic}.dlq"}
-    config = build_config(service, {**demo_config(name), **topics})
+    batch = aligned_batch_size(good_count, RUNTIME_OPTIONS["batch_size"].default)
+    config = build_config(service, {**demo_config(name), **topics, "batch_size": batch})
     metrics = RuntimeMetrics(service.name)
     worker = Worker(service, config, broker.bootstrap, MemoryStore(), group=f"{topic}-g", metrics=metrics)
     worker.codec = EventCodec(worker.codec.schema, max_record_bytes=LIMIT)
@@ -143,6 +155,7 @@ def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) 
     }
     return {
         "records": len(records),
+        "batch_size": batch,
         "seconds": seconds,
         "good_per_s": good_count / seconds,
         # the worker's own thread: the rest of the wall time it waited for the client's and broker's threads
@@ -197,6 +210,33 @@ def bench_service(
     }
 
 
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Good records per second, clean and with half the stream hostile, per service (medians)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(report["services"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.4
+    for i, (case, label) in enumerate((("clean", "clean"), ("hostile", "half the stream hostile"))):
+        rates = [report["services"][n][f"{case}_good_per_s_median"] for n in names]
+        ax.bar([x + (i - 0.5) * width for x in range(len(names))], rates, width, label=label)
+    for x, n in enumerate(names):
+        s = report["services"][n]
+        top = s["clean_good_per_s_median"]
+        ax.annotate(f"{s['slowdown_paired_median']:.2f}x slower", (x, top), ha="center", va="bottom")
+    ax.set_xticks(range(len(names)), names)
+    ax.set(
+        ylabel="good records/s through the worker (median)", title="throughput under a flood of bad records"
+    )
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 LABELS = {"triangles": "`triangles` (a real view)", "reference": "`reference` (near no-op engine)"}
 
 
@@ -216,7 +256,43 @@ def markdown(report: dict[str, Any]) -> str:
             f"{s['clean_good_per_s_median']:,.0f} | {s['hostile_good_per_s_median']:,.0f} | "
             f"{s['slowdown_paired_median']:.2f}x |"
         )
+    lines += ["", *cost_lines(report)]
     return "\n".join(lines)
+
+
+def cost_lines(report: dict[str, Any]) -> list[str]:
+    """Per service, what a good and a refused record cost end to end (from the medians), and the CPU of
+    the worker's own thread, of its other threads (the Kafka clients') and of the broker."""
+    out = []
+    for name, s in sorted(report["services"].items()):
+        good = 1e6 / s["clean_good_per_s_median"]
+        refused = 1e6 / s["hostile_good_per_s_median"] - good
+        line = f"* `{name}`: a good record costs {good:.2f} µs, a refused one adds {refused:.2f} µs"
+        runs = s["runs"]
+        if all("process_cpu_seconds" in r for case in runs.values() for r in case):
+            cpu = {
+                case: [
+                    statistics.median(1000 * r[k] for r in runs[case])
+                    for k in (
+                        "seconds",
+                        "worker_thread_cpu_seconds",
+                        "process_cpu_seconds",
+                        "broker_cpu_seconds",
+                    )
+                ]
+                for case in ("clean", "hostile")
+            }
+            parts = [
+                f"{label} {wall:.1f} ms, the worker's thread {own:.1f} ms of CPU, its other threads "
+                f"{process - own:.1f} ms, the broker {broker:.0f} ms (10 ms ticks)"
+                for label, (wall, own, process, broker) in (
+                    ("clean", cpu["clean"]),
+                    ("half hostile", cpu["hostile"]),
+                )
+            ]
+            line += " (medians: " + "; ".join(parts) + ")"
+        out.append(line + ".")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
+    plot(summary, out.with_suffix(".png"))
     for name, result in services.items():
         print(
             f"{name}: clean {result['clean_good_per_s_median']:,.0f}/s, hostile "
