@@ -275,23 +275,23 @@ def producer_message_max_bytes(dead_letter_max_bytes: int, kafka: Mapping[str, A
 
 
 def _dead_letter_max_bytes(values: Mapping[str, Any], source: str) -> int:
-    """``dead_letter_max_bytes``, refused if a dead letter that long would not fit a configured
-    ``kafka.producer`` ``message.max.bytes``: the worker could then not dead-letter such a record."""
+    """``dead_letter_max_bytes``, refused if a dead letter that long would not fit the producer's
+    ``message.max.bytes`` (only a configured one can be too small): the worker could then not
+    dead-letter such a record."""
     cap: int = values["dead_letter_max_bytes"]
-    given = values["kafka"].get("producer", {}).get("message.max.bytes")
-    if given is not None:
-        try:
-            limit = int(given)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"{source}: kafka.producer message.max.bytes must be an integer, got {given!r}"
-            ) from None
-        if cap + DEAD_LETTER_HEADROOM > limit:
-            raise ConfigError(
-                f"{source}: dead_letter_max_bytes {cap} leaves no room for a dead letter's key and headers "
-                f"under kafka.producer message.max.bytes {limit}: lower it to at most "
-                f"{limit - DEAD_LETTER_HEADROOM}, or raise message.max.bytes"
-            )
+    try:
+        limit = producer_message_max_bytes(cap, values["kafka"])
+    except (TypeError, ValueError):
+        given = values["kafka"]["producer"]["message.max.bytes"]
+        raise ConfigError(
+            f"{source}: kafka.producer message.max.bytes must be an integer, got {given!r}"
+        ) from None
+    if cap + DEAD_LETTER_HEADROOM > limit:
+        raise ConfigError(
+            f"{source}: dead_letter_max_bytes {cap} leaves no room for a dead letter's key and headers "
+            f"under kafka.producer message.max.bytes {limit}: lower it to at most "
+            f"{limit - DEAD_LETTER_HEADROOM}, or raise message.max.bytes"
+        )
     return cap
 
 

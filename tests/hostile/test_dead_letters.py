@@ -201,3 +201,25 @@ def test_long_values_and_keys_are_cut_with_their_length_in_a_header(
         cut_values += len(full) > 20
         cut_keys += long_key
     assert cut_values > 10 and cut_keys > 10  # both cuts were exercised
+
+
+def test_a_list_of_dead_letters_keeps_every_header_and_the_refusal_handling() -> None:
+    """``Output.dead_letters``, the path of an engine's refusals: one produce per record with the four
+    headers; a full queue is waited on, a refused produce stops the worker in one line."""
+    producer = Recorder({2: BufferError("queue full")})
+    out = Output("svc", producer, "out", "dlq", None)  # type: ignore[arg-type]
+    refused = [
+        (Msg(i, b"v%d" % i, b"k"), ("oversized", "null-value")[i % 2], f"detail {i}") for i in range(4)
+    ]
+    out.dead_letters(refused)  # type: ignore[arg-type]
+    assert [(t, v, k) for t, v, k, _ in producer.sent] == [("dlq", b"v%d" % i, b"k") for i in range(4)]
+    for (_, _, _, headers), (msg, code, detail) in zip(producer.sent, refused, strict=True):
+        assert dict(headers) == {
+            "ivmstream.reason": code.encode(),
+            "ivmstream.detail": detail.encode(),
+            "ivmstream.service": b"svc",
+            "ivmstream.source": f"in.é:2:{msg.offset()}".encode(),
+        }
+    gone = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    with pytest.raises(DeliveryFailed, match="cannot publish to dlq"):
+        Output("svc", Recorder({1: gone, 2: gone}), "out", "dlq", None).dead_letters(refused)  # type: ignore[arg-type]
