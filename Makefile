@@ -28,10 +28,19 @@ system-deps:
 	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(STAMP): pyproject.toml setup.py shared/events/_fastjson.c shared/runtime/_deadletters.c
+# The editable install is setuptools' strict mode: a tree of links under build/ that maps shared/ onto
+# ivmstream and services/ onto ivmstream.services (setup.py), which mypy and import-linter read like any
+# installed package. Edits show at once; a file added or removed is linked by the next `make setup`
+# (LAYOUT names the set of files, so a changed set reinstalls).
+LAYOUT := $(VENV)/.layout-$(shell git ls-files -co --exclude-standard shared services 2>/dev/null | sort | cksum | tr -d ' ')
+
+$(LAYOUT):
+	@mkdir -p $(VENV) && rm -f $(VENV)/.layout-* && touch $@
+
+$(STAMP): pyproject.toml setup.py shared/events/_fastjson.c shared/runtime/_deadletters.c $(LAYOUT)
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,deploy]'
+	$(PY) -m pip install -q -e '.[dev,deploy]' --config-settings editable_mode=strict
 	@touch $(STAMP)
 
 $(CHECKOV_STAMP):
@@ -82,6 +91,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check shared services tests bench deploy setup.py
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --no-warn-unused-configs deploy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache shared/events/*.so
+	rm -rf $(VENV) build *.egg-info .pytest_cache shared/events/*.so shared/runtime/*.so

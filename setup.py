@@ -1,25 +1,40 @@
-"""The compiled update-event decoder and dead-letter loop; everything else about the package is in
-pyproject.toml.
+"""How the repository's folders map onto the one installed import package, ``ivmstream``, and the
+compiled event decoder and dead-letter loop; everything else about the package is in pyproject.toml.
 
-Optional: without a C compiler the package still installs and decodes in Python (slower). `make setup`
-installs gcc where it is missing, and the test suite checks that the extension was built.
+``shared/`` is the platform, installed as ``ivmstream``; ``services/`` holds the services, installed
+as ``ivmstream.services``. The C extensions are optional: without a C compiler the package still
+installs and decodes in Python (slower). `make setup` installs gcc where it is missing, and the test
+suite checks that the extension was built.
 """
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_namespace_packages, setup
+
+FOLDERS = {"ivmstream": "shared", "ivmstream.services": "services"}
+
+
+def _packages() -> list[str]:
+    """Every folder under each root, data folders included (their files are package data)."""
+    found = []
+    for package, folder in FOLDERS.items():
+        found.append(package)
+        found += [f"{package}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])]
+    return found
+
+
+def _extension(name: str, source: str) -> Extension:
+    return Extension(
+        name,
+        sources=[source],
+        optional=True,
+        extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
+    )
+
 
 setup(
+    package_dir=FOLDERS,
+    packages=_packages(),
     ext_modules=[
-        Extension(
-            "shared.events._fastjson",
-            sources=["shared/events/_fastjson.c"],
-            optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
-        ),
-        Extension(
-            "shared.runtime._deadletters",
-            sources=["shared/runtime/_deadletters.c"],
-            optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
-        ),
-    ]
+        _extension("ivmstream.events._fastjson", "shared/events/_fastjson.c"),
+        _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
+    ],
 )

@@ -47,12 +47,12 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.common import machine_info  # noqa: E402
-from services.reference.engine import BagEngine  # noqa: E402
-from services.reference.query import DEFAULT_RELATIONS  # noqa: E402
-from shared.events import UpdateEvent  # noqa: E402
-from shared.runtime.partition import PartitionState, store_backing  # noqa: E402
-from shared.state import StateChanges  # noqa: E402
-from shared.state.rocksdb import RocksDBStore  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
+from ivmstream.runtime.partition import PartitionState, store_backing  # noqa: E402
+from ivmstream.services.reference.engine import BagEngine  # noqa: E402
+from ivmstream.services.reference.query import DEFAULT_RELATIONS  # noqa: E402
+from ivmstream.state import StateChanges  # noqa: E402
+from ivmstream.state.rocksdb import RocksDBStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 TOPIC, KEY, NAMESPACE, ENVELOPE = "in", "store-1", "bench", b"{}"

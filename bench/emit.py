@@ -1,6 +1,6 @@
 """Result modes through the real worker: ``emit: batch`` against ``emit: every-event``.
 
-For every service with a demo workload (``shared.testing.conformance_cases``) the workload is produced
+For every service with a demo workload (``ivmstream.testing.conformance_cases``) the workload is produced
 once to a fresh topic of the embedded broker, and the real ``Worker`` (in this process, RocksDB state,
 default batch size and checkpoint interval, no Redis) consumes it from the start until its final
 checkpoint covers every record, once per mode and ``--repeats`` times, the modes interleaved. Timed from
@@ -66,11 +66,11 @@ def output_size(bootstrap: str, topic: str) -> tuple[int, int]:
 
 def run_worker(case: Any, broker: Any, topic: str, mode: str, tmp: Path) -> dict[str, Any]:
     """One worker over ``topic`` from the start to a checkpoint covering its end."""
-    from shared.config import build_config
-    from shared.metrics import RuntimeMetrics
-    from shared.runtime import Worker
-    from shared.runtime.progress import group_progress
-    from shared.state import open_store
+    from ivmstream.config import build_config
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.progress import group_progress
+    from ivmstream.state import open_store
 
     run = uuid.uuid4().hex[:8]
     out = f"{topic}.{mode}.{run}"
@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka import Producer
 
-    from shared.dev.broker import BrokerProcess
-    from shared.runtime.kafka import producer_settings
-    from shared.testing import conformance_cases
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.runtime.kafka import producer_settings
+    from ivmstream.testing import conformance_cases
 
     wanted = [s for s in args.services.split(",") if s]
     cases = [c for c in conformance_cases(wanted or None) if c.workload.name == "demo"]

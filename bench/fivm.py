@@ -67,8 +67,10 @@ import orjson  # noqa: E402
 
 from bench.common import command_line, machine_info, run_until_caught_up  # noqa: E402
 from bench.fivm_data import HOUSING, housing, housing_config, housing_fanout, round_robin  # noqa: E402
-from services.fivm.engine import FivmEngine  # noqa: E402
-from services.fivm.rings.matrix import (  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
+from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
+from ivmstream.services.fivm.engine import FivmEngine  # noqa: E402
+from ivmstream.services.fivm.rings.matrix import (  # noqa: E402
     add_low_rank,
     chain_product,
     expand,
@@ -76,8 +78,6 @@ from services.fivm.rings.matrix import (  # noqa: E402
     first_order_delta,
     row_update,
 )
-from shared.events import UpdateEvent  # noqa: E402
-from shared.runtime.gc_policy import worker_gc  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 BATCH = 1_000
@@ -685,12 +685,12 @@ def service_point(scale: int, postcodes: int, features: Sequence[str], repeats: 
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from bench.common import produce_all
-    from shared.config import build_config
-    from shared.dev.broker import BrokerProcess
-    from shared.events import encode_event
-    from shared.runtime.kafka import producer_settings
-    from shared.service import load_service
-    from shared.state import open_store
+    from ivmstream.config import build_config
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.events import encode_event
+    from ivmstream.runtime.kafka import producer_settings
+    from ivmstream.service import load_service
+    from ivmstream.state import open_store
 
     query = housing_config("covariance", features)
     flat = [ev for batch in events(housing(scale, postcodes, seed=scale)) for ev in batch]
@@ -766,8 +766,8 @@ def _worker_run(
 ) -> dict[str, Any]:
     """One worker from the start of the topic to caught up (final checkpoint included): seconds from its
     first batch, its checkpoints, its in-memory result at the end."""
-    from shared.metrics import RuntimeMetrics
-    from shared.runtime import Worker
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.runtime import Worker
 
     metrics = RuntimeMetrics(service.name)
     worker = Worker(service, config, bootstrap, store, group=group, metrics=metrics)

@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from services.fivm.service import HOUSING as HOUSING_SCHEMA  # the authors' column order
+from ivmstream.services.fivm.service import HOUSING as HOUSING_SCHEMA  # the authors' column order
 
 Row = dict[str, Any]
 

@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from services.fivm.service import HOUSING  # noqa: E402
+from ivmstream.services.fivm.service import HOUSING  # noqa: E402
 
 STATIC = ("Demographics", "Transport")
 UPDATABLE = ("House", "Shop", "Institution", "Restaurant")

@@ -50,14 +50,14 @@ sys.path.insert(0, str(REPO))
 
 from bench.common import machine_info, produce_all  # noqa: E402
 from fuzz.hostile_records import KINDS, interleave  # noqa: E402
-from shared.config import RUNTIME_OPTIONS, build_config, schema_of  # noqa: E402
-from shared.dev.broker import BrokerProcess  # noqa: E402
-from shared.events import EventCodec  # noqa: E402
-from shared.metrics import RuntimeMetrics  # noqa: E402
-from shared.runtime import Worker  # noqa: E402
-from shared.runtime.gc_policy import worker_gc  # noqa: E402
-from shared.service import load_service  # noqa: E402
-from shared.state import MemoryStore  # noqa: E402
+from ivmstream.config import RUNTIME_OPTIONS, build_config, schema_of  # noqa: E402
+from ivmstream.dev.broker import BrokerProcess  # noqa: E402
+from ivmstream.events import EventCodec  # noqa: E402
+from ivmstream.metrics import RuntimeMetrics  # noqa: E402
+from ivmstream.runtime import Worker  # noqa: E402
+from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
+from ivmstream.service import load_service  # noqa: E402
+from ivmstream.state import MemoryStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 # Good records per run: the embedded broker keeps at most 5 MiB per partition, and the triangles demo

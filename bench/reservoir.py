@@ -45,12 +45,12 @@ import orjson  # noqa: E402
 
 from bench.common import machine_info  # noqa: E402
 from bench.reservoir_data import chung_lu  # noqa: E402
-from services.reservoir.engine import ReservoirEngine  # noqa: E402
-from services.reservoir.index import JoinIndex  # noqa: E402
-from services.reservoir.query import OPTIONS, parse_query  # noqa: E402
-from services.reservoir.sampler import Reservoir, rs_without_pushdown  # noqa: E402
-from shared.events import UpdateEvent  # noqa: E402
-from shared.options import parse_options  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
+from ivmstream.options import parse_options  # noqa: E402
+from ivmstream.services.reservoir.engine import ReservoirEngine  # noqa: E402
+from ivmstream.services.reservoir.index import JoinIndex  # noqa: E402
+from ivmstream.services.reservoir.query import OPTIONS, parse_query  # noqa: E402
+from ivmstream.services.reservoir.sampler import Reservoir, rs_without_pushdown  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 GAMMA = 1.9
@@ -277,12 +277,12 @@ def service_point(edges_n: int, k: int) -> dict[str, Any]:
 
     from bench.common import produce_all
     from bench.fivm import _worker_run
-    from shared.config import build_config
-    from shared.dev.broker import BrokerProcess
-    from shared.events import encode_event
-    from shared.runtime.kafka import producer_settings
-    from shared.service import load_service
-    from shared.state import open_store
+    from ivmstream.config import build_config
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.events import encode_event
+    from ivmstream.runtime.kafka import producer_settings
+    from ivmstream.service import load_service
+    from ivmstream.state import open_store
 
     evs = events_of(graph(edges_n))
     service = load_service("reservoir")

@@ -87,19 +87,19 @@ from confluent_kafka import (  # noqa: E402
 
 from bench import common  # noqa: E402
 from bench.common import dist_version, produce_all  # noqa: E402
-from shared.config import build_config  # noqa: E402
-from shared.dev.broker import BrokerProcess  # noqa: E402
-from shared.dev.redis_server import RedisServer  # noqa: E402
-from shared.engine import Rejection  # noqa: E402
-from shared.events import EventCodec, Relation, UpdateEvent  # noqa: E402
-from shared.metrics import RuntimeMetrics  # noqa: E402
-from shared.redis_client import connect  # noqa: E402
-from shared.runtime import Worker  # noqa: E402
-from shared.runtime.gc_policy import worker_gc  # noqa: E402
-from shared.runtime.kafka import consumer_settings, producer_settings  # noqa: E402
-from shared.runtime.progress import group_progress  # noqa: E402
-from shared.service import ServiceDefinition  # noqa: E402
-from shared.state import StateStore, open_store  # noqa: E402
+from ivmstream.config import build_config  # noqa: E402
+from ivmstream.dev.broker import BrokerProcess  # noqa: E402
+from ivmstream.dev.redis_server import RedisServer  # noqa: E402
+from ivmstream.engine import Rejection  # noqa: E402
+from ivmstream.events import EventCodec, Relation, UpdateEvent  # noqa: E402
+from ivmstream.metrics import RuntimeMetrics  # noqa: E402
+from ivmstream.redis_client import connect  # noqa: E402
+from ivmstream.runtime import Worker  # noqa: E402
+from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
+from ivmstream.runtime.kafka import consumer_settings, producer_settings  # noqa: E402
+from ivmstream.runtime.progress import group_progress  # noqa: E402
+from ivmstream.service import ServiceDefinition  # noqa: E402
+from ivmstream.state import StateStore, open_store  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 PARTITIONS = 4

@@ -49,11 +49,11 @@ import duckdb
 import sqlglot
 
 from bench.common import command_line, machine_info, run_until_caught_up
-from services.sketches import plan as P
-from services.sketches.capture_sql import FRAG, branches, capture_sql
-from services.sketches.engine import SketchEngine
-from services.sketches.values import exact
-from shared.events.tpch import TPCH_TABLES, parse_tpch_line
+from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.capture_sql import FRAG, branches, capture_sql
+from ivmstream.services.sketches.engine import SketchEngine
+from ivmstream.services.sketches.values import exact
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SYNTH = {"t": {"id": "int", "a": "int", "b": "int", "c": "int", "d": "int", "e": "int"}}
@@ -539,12 +539,12 @@ def exp_worker() -> dict[str, Any]:
     from confluent_kafka import Producer
 
     from bench.common import produce_all
-    from services.sketches.service import DATA, DEMO_CONFIG
-    from shared.config import build_config
-    from shared.dev.broker import BrokerProcess
-    from shared.runtime.kafka import producer_settings
-    from shared.service import load_service
-    from shared.state import open_store
+    from ivmstream.config import build_config
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.runtime.kafka import producer_settings
+    from ivmstream.service import load_service
+    from ivmstream.services.sketches.service import DATA, DEMO_CONFIG
+    from ivmstream.state import open_store
 
     service = load_service("sketches")
     lines = (DATA / "tpch_demo.jsonl").read_bytes().splitlines()
@@ -580,8 +580,8 @@ def _worker_run(
     service: Any, config: Any, bootstrap: str, store: Any, group: str, end: int
 ) -> dict[str, Any]:
     """One worker from the start of the topic until caught up (its final checkpoint included)."""
-    from shared.metrics import RuntimeMetrics
-    from shared.runtime import Worker
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.runtime import Worker
 
     metrics = RuntimeMetrics(service.name)
     worker = Worker(service, config, bootstrap, store, group=group, metrics=metrics)

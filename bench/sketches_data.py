@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.tpch import parse_tpch_line
+from ivmstream.events.tpch import parse_tpch_line
 
 DEMO_OUT = Path(__file__).resolve().parents[1] / "services" / "sketches" / "data" / "tpch_demo.jsonl"
 

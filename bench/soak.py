@@ -113,7 +113,7 @@ def scrape(port: int, names: tuple[str, ...]) -> dict[str, float]:
 
 
 def committed(bootstrap: str, group: str, topic: str) -> int:
-    from shared.runtime.progress import group_progress
+    from ivmstream.runtime.progress import group_progress
 
     return sum(max(p.committed, 0) for p in group_progress(bootstrap, group, topic))
 
@@ -128,8 +128,8 @@ def run_case(
 ) -> dict[str, Any]:
     from confluent_kafka import Producer
 
-    from shared.dev.redis_server import free_port
-    from shared.runtime.kafka import producer_settings
+    from ivmstream.dev.redis_server import free_port
+    from ivmstream.runtime.kafka import producer_settings
 
     bootstrap = broker.bootstrap
     topic = f"soak-{uuid.uuid4().hex[:8]}"
@@ -149,7 +149,7 @@ def run_case(
             }
         ).decode()
     )
-    cmd = [sys.executable, "-m", "shared.cli", "run", "reference", "--bootstrap", bootstrap]
+    cmd = [sys.executable, "-m", "ivmstream.cli", "run", "reference", "--bootstrap", bootstrap]
     cmd += ["--config", str(config), "--group", group, "--state-dir", str(tmp / topic)]
     cmd += ["--metrics-port", str(port)]
     log = (tmp / f"{topic}.log").open("wb")
@@ -332,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         else RESULTS / ("soak_quick.json" if args.quick else "soak.json")
     )
 
-    from shared.config import RUNTIME_OPTIONS
-    from shared.dev.broker import BrokerProcess
+    from ivmstream.config import RUNTIME_OPTIONS
+    from ivmstream.dev.broker import BrokerProcess
 
     rocksdb = {
         key: value if value is not None else RUNTIME_OPTIONS[key].default

@@ -40,16 +40,16 @@ import orjson  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.common import machine_info, produce_all  # noqa: E402
-from services.triangles.engine import create_engine  # noqa: E402
-from shared.config import RUNTIME_OPTIONS, build_config  # noqa: E402
-from shared.dev.broker import BrokerProcess  # noqa: E402
-from shared.events import UpdateEvent  # noqa: E402
-from shared.metrics import RuntimeMetrics  # noqa: E402
-from shared.runtime import Worker  # noqa: E402
-from shared.runtime.gc_policy import worker_gc  # noqa: E402
-from shared.runtime.kafka import producer_settings  # noqa: E402
-from shared.service import load_service  # noqa: E402
-from shared.state import StateChanges, envelope_for, open_store  # noqa: E402
+from ivmstream.config import RUNTIME_OPTIONS, build_config  # noqa: E402
+from ivmstream.dev.broker import BrokerProcess  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
+from ivmstream.metrics import RuntimeMetrics  # noqa: E402
+from ivmstream.runtime import Worker  # noqa: E402
+from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
+from ivmstream.runtime.kafka import producer_settings  # noqa: E402
+from ivmstream.service import load_service  # noqa: E402
+from ivmstream.services.triangles.engine import create_engine  # noqa: E402
+from ivmstream.state import StateChanges, envelope_for, open_store  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 KEY = ""  # the service runs without key_field: one key, one ordered partition

@@ -2,7 +2,7 @@
 
 This is a SUBSTITUTE for the paper's "augmented" TPC-H generator, whose details are not given. It
 writes ``part``, ``customer``, ``orders`` and ``lineitem`` as ``|``-separated ``.tbl`` files in standard
-column order with dbgen's trailing ``|``, readable by ``shared.events.tpch.read_tpch``. Reports must say
+column order with dbgen's trailing ``|``, readable by ``ivmstream.events.tpch.read_tpch``. Reports must say
 which generator (and which ``--skew``) produced their numbers.
 
 Sizes follow TPC-H at scale factor SF: 200 000·SF parts, 150 000·SF customers, 1 500 000·SF orders with

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from services.triangles.thresholds import thresholds
+from ivmstream.services.triangles.thresholds import thresholds
 
 Rel = dict[tuple[int, int], int]
 A_STAR, B_STAR = 1, 2  # the toggled tuple is R(a*, b*)

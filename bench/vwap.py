@@ -62,12 +62,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.vwap.catalog import QUERIES  # noqa: E402
-from services.vwap.engine import VwapEngine  # noqa: E402
-from services.vwap.exact import exact_context  # noqa: E402
-from services.vwap.plans import make_plan  # noqa: E402
-from shared.events import UpdateEvent  # noqa: E402
-from shared.events.orderbook import OrderBookAdaptor  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
+from ivmstream.events.orderbook import OrderBookAdaptor  # noqa: E402
+from ivmstream.services.vwap.catalog import QUERIES  # noqa: E402
+from ivmstream.services.vwap.engine import VwapEngine  # noqa: E402
+from ivmstream.services.vwap.exact import exact_context  # noqa: E402
+from ivmstream.services.vwap.plans import make_plan  # noqa: E402
 
 TRACE = ROOT / "bench" / "data" / "finance-big.csv"
 RESULTS = ROOT / "bench" / "results"
@@ -112,7 +112,7 @@ def strategies_of(query: str) -> list[str]:
 
 
 def default_strategy() -> str:
-    from services.vwap.query import OPTIONS
+    from ivmstream.services.vwap.query import OPTIONS
 
     return str(OPTIONS["strategy"].default)
 
@@ -127,7 +127,7 @@ class DuckDBPeer:
     def __init__(self, query: str) -> None:
         import duckdb
 
-        from services.vwap import sql
+        from ivmstream.services.vwap import sql
 
         self.query = query
         self.live: Counter = Counter()
@@ -148,7 +148,7 @@ class DuckDBPeer:
     def result(self) -> dict[str, Any]:
         import pandas as pd  # type: ignore[import-untyped]
 
-        from services.vwap.batch_recompute import empty, shape
+        from ivmstream.services.vwap.batch_recompute import empty, shape
 
         for rel in self.reads:
             rows = [("k", *vals) for (r, vals), m in self.live.items() if r == rel for _ in range(m)]
@@ -477,12 +477,12 @@ def worker_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> di
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from bench.common import produce_all
-    from shared.config import build_config
-    from shared.dev.broker import BrokerProcess
-    from shared.events import encode_event
-    from shared.runtime.kafka import producer_settings
-    from shared.service import load_service
-    from shared.state import open_store
+    from ivmstream.config import build_config
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.events import encode_event
+    from ivmstream.runtime.kafka import producer_settings
+    from ivmstream.service import load_service
+    from ivmstream.state import open_store
 
     n = min(args.worker_events, len(traces["bids"]))
     flat = [UpdateEvent(rel, row, m, None) for rel, row, m in traces["bids"][:n]]
@@ -559,7 +559,7 @@ def _worker_run(
     """One worker from the start of the topic until caught up (final checkpoint included): seconds
     from its first batch, and its in-memory result at the end."""
     from bench.common import run_until_caught_up
-    from shared.runtime import Worker
+    from ivmstream.runtime import Worker
 
     seconds, results = run_until_caught_up(Worker(service, config, bootstrap, store, group=group), {0: end})
     (result,) = results.values()
@@ -599,8 +599,8 @@ def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
 
     import tpch_gen  # type: ignore[import-not-found]
 
-    from shared.events import EventCodec, Schema
-    from shared.events.tpch import interleave_tpch
+    from ivmstream.events import EventCodec, Schema
+    from ivmstream.events.tpch import interleave_tpch
 
     codec = EventCodec(Schema.of(*QUERIES["q17"].relations))
 

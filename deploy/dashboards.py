@@ -319,8 +319,8 @@ def to_json(board: dash.Dashboard) -> str:
 
 def engine_stats(d: Deployable) -> dict[str, float]:
     """The gauges a fresh engine of the deployed configuration reports (its ``stats()``, if any)."""
-    from shared.config import build_config
-    from shared.service import load_service
+    from ivmstream.config import build_config
+    from ivmstream.service import load_service
 
     service = load_service(d.name)
     engine = service.engine(build_config(service, d.config).options)

@@ -47,7 +47,7 @@ def scrape(port: int) -> list[Sample] | None:
 def record_demo(every: float = 0.5) -> dict[str, list[dict[str, Any]]]:
     """Run the demo; while its workers live, scrape each one every ``every`` seconds."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "demo"], stdout=subprocess.PIPE, text=True, bufsize=1
+        [sys.executable, "-m", "ivmstream.cli", "demo"], stdout=subprocess.PIPE, text=True, bufsize=1
     )
     assert proc.stdout is not None
     ports: dict[str, int] = {}

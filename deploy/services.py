@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.config import build_config
-from shared.service import DemoWorkload, available_services, load_service
+from ivmstream.config import build_config
+from ivmstream.service import DemoWorkload, available_services, load_service
 
 REPO = Path(__file__).resolve().parents[1]
 # Where the image installs the package (docker/Dockerfile): the demo inputs ship as package data.

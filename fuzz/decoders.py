@@ -16,7 +16,7 @@ import atheris  # type: ignore[import-untyped]  # ships no type hints
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-with atheris.instrument_imports(include=["shared.events", "fuzz"]):
+with atheris.instrument_imports(include=["ivmstream.events", "fuzz"]):
     from fuzz.targets import run_one
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from shared.events import Relation
+from ivmstream.events import Relation
 
 # A JSON value each column type refuses (as text, spliced into the record).
 WRONG_TYPE: dict[str, Sequence[str]] = {

@@ -26,7 +26,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from shared.events import (
+from ivmstream.events import (
     EventCodec,
     EventError,
     Relation,
@@ -39,7 +39,7 @@ from shared.events import (
     read_orderbook,
     read_tbl,
 )
-from shared.events.reasons import INT_MAX, INT_MIN, REASONS
+from ivmstream.events.reasons import INT_MAX, INT_MIN, REASONS
 
 ALL_TYPES = Relation.of("t", i="int", f="float", n="number", s="str", b="bool", d="decimal", e="exact")
 BOOK = Relation.of("bids", t="number", id="number", broker_id="number", volume="number", price="number")

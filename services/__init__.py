@@ -1,10 +1,6 @@
-"""One folder per incremental view (``services/<name>/service.py`` exposes ``SERVICE``).
+"""The services of this repository, one folder each (``<name>/service.py`` exposes ``SERVICE``),
+installed as ``ivmstream.services.<name>``.
 
-A ``services/`` directory (without an ``__init__.py``) in any other ``sys.path`` entry, e.g. one named
-in PYTHONPATH, adds its folders to this package, so a service kept outside this repository is found by
-name like the ones here.
+A service kept in another distribution is found by name through the ``ivmstream.services``
+entry-point group instead (``ivmstream.service.available_services``).
 """
-
-from pkgutil import extend_path
-
-__path__ = extend_path(__path__, __name__)

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-from shared.engine import Entry, EntryChange, StoredMap
+from ivmstream.engine import Entry, EntryChange, StoredMap
 
 V = TypeVar("V")
 

@@ -16,10 +16,10 @@ from typing import Any, NoReturn
 
 import orjson
 
-from shared.config import ConfigError, build_config, load_config, schema_of
-from shared.events import FORMATS, FormatRegistry, Schema, SourceError, read_source
-from shared.events.formats import parse_assignments
-from shared.secrets import install_log_redaction, redact
+from ivmstream.config import ConfigError, build_config, load_config, schema_of
+from ivmstream.events import FORMATS, FormatRegistry, Schema, SourceError, read_source
+from ivmstream.events.formats import parse_assignments
+from ivmstream.secrets import install_log_redaction, redact
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -30,12 +30,12 @@ class CliError(RuntimeError):
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    from shared.redis_client import RedisUnavailable
-    from shared.runtime.kafka import BrokerUnavailable
-    from shared.runtime.output import DeliveryFailed
-    from shared.runtime.worker import HistoryTruncated
-    from shared.secrets import SecretError
-    from shared.state import StateError
+    from ivmstream.redis_client import RedisUnavailable
+    from ivmstream.runtime.kafka import BrokerUnavailable
+    from ivmstream.runtime.output import DeliveryFailed
+    from ivmstream.runtime.worker import HistoryTruncated
+    from ivmstream.secrets import SecretError
+    from ivmstream.state import StateError
 
     known: tuple[type[BaseException], ...] = (
         CliError,
@@ -49,11 +49,11 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         SecretError,
         OSError,
     )
-    if "shared.spark.jobs" in sys.modules:  # Spark's errors only matter when its commands ran
-        from shared.spark.jobs import BatchError
-        from shared.spark.kafka_source import KafkaSourceError
-        from shared.spark.session import SparkUnavailable
-        from shared.spark.snapshot import SnapshotError
+    if "ivmstream.spark.jobs" in sys.modules:  # Spark's errors only matter when its commands ran
+        from ivmstream.spark.jobs import BatchError
+        from ivmstream.spark.kafka_source import KafkaSourceError
+        from ivmstream.spark.session import SparkUnavailable
+        from ivmstream.spark.snapshot import SnapshotError
 
         known += (BatchError, KafkaSourceError, SparkUnavailable, SnapshotError)
     return known
@@ -97,7 +97,7 @@ class Progress:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from shared.dev import broker
+    from ivmstream.dev import broker
 
     argv = ["--partitions", str(args.partitions)]
     for t in args.topic or []:
@@ -168,7 +168,7 @@ def _open_inputs(
             "--relation names one table; with several tpch inputs each table comes from its file name"
         )
     formats.get_format("tpch").parse_options(options)  # it takes none: any given is an error
-    from shared.events.tpch import interleave_tpch
+    from ivmstream.events.tpch import interleave_tpch
 
     return (rec for _rel, rec in interleave_tpch(inputs, key_field=key_field)), "+".join(inputs)
 
@@ -191,15 +191,15 @@ def _produce_target(args: argparse.Namespace) -> tuple[Any, Any]:
         return None, None
     if args.config is not None:
         return _load(args.service, args.config)
-    from shared.service import load_service
+    from ivmstream.service import load_service
 
     service = load_service(args.service)
     return service, build_config(service, {}, source=f"{service.name} defaults")
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from shared.runtime.kafka import check_reachable
-    from shared.runtime.produce import produce_records
+    from ivmstream.runtime.kafka import check_reachable
+    from ivmstream.runtime.produce import produce_records
 
     service, config = _produce_target(args)
     schema = schema_of(service, config) if service is not None else None
@@ -250,8 +250,8 @@ def _routing(bootstrap: str, topic: str, schema: Any, config: Any) -> Any:
     broadcast topic must exist with one partition if some relation lacks the shard variable."""
     import dataclasses
 
-    from shared.runtime.kafka import partition_count
-    from shared.runtime.routing import routing_of
+    from ivmstream.runtime.kafka import partition_count
+    from ivmstream.runtime.routing import routing_of
 
     shards = partition_count(bootstrap, topic)
     if shards is None:
@@ -272,24 +272,24 @@ def _routing(bootstrap: str, topic: str, schema: Any, config: Any) -> Any:
 
 
 def _load(service_name: str, config_path: str):
-    from shared.service import load_service
+    from ivmstream.service import load_service
 
     service = load_service(service_name)
     return service, load_config(service, config_path)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from shared.metrics import RuntimeMetrics
-    from shared.redis_client import connect
-    from shared.runtime import Worker
-    from shared.runtime.gc_policy import worker_gc
-    from shared.runtime.kafka import check_reachable
-    from shared.state import open_store
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.gc_policy import worker_gc
+    from ivmstream.runtime.kafka import check_reachable
+    from ivmstream.state import open_store
 
     service, config = _load(args.service, args.config)
     codec = None
     if args.role == "coordinator":
-        from shared.runtime.coordinator import coordinator_of
+        from ivmstream.runtime.coordinator import coordinator_of
 
         service, config, codec = coordinator_of(service, config)
     group = args.group or f"ivmstream.{service.name}"
@@ -299,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
     metrics = RuntimeMetrics(service.name)
     if redis_client is not None:
-        from shared.verdict import reconcile_key
+        from ivmstream.verdict import reconcile_key
 
         metrics.export_reconcile(redis_client, reconcile_key(config.output_topic))
     if args.metrics_port is not None:
@@ -358,9 +358,9 @@ def _status_printer(worker: Any) -> Callable[[Any], bool]:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from shared.redis_client import connect
-    from shared.runtime.output import result_index, result_key
-    from shared.service import load_service
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.output import result_index, result_key
+    from ivmstream.service import load_service
 
     topic = args.topic
     if topic is None:
@@ -387,7 +387,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from shared.replay import Rejected, Replay
+    from ivmstream.replay import Rejected, Replay
 
     service, config = _load(args.service, args.config)
     run = Replay(service, config)
@@ -412,14 +412,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _spark(master: str | None):
-    from shared.spark.session import get_session
+    from ivmstream.spark.session import get_session
 
     return get_session(master)
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from shared.spark.jobs import refuse_sharded, run_bootstrap
-    from shared.state import open_store
+    from ivmstream.spark.jobs import refuse_sharded, run_bootstrap
+    from ivmstream.state import open_store
 
     service, config = _load(args.service, args.config)
     refuse_sharded(config)
@@ -433,7 +433,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         backend, f"{service.name}.{group}", state_dir=args.state_dir or "state", redis_url=args.redis
     )
     if args.bootstrap:
-        from shared.runtime.kafka import check_reachable
+        from ivmstream.runtime.kafka import check_reachable
 
         check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     print(f"bootstrapping {service.name} from {args.snapshot} with Spark ...", file=sys.stderr, flush=True)
@@ -456,9 +456,9 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from shared.redis_client import connect
-    from shared.runtime.kafka import check_reachable
-    from shared.spark.jobs import record_verdict, refuse_sharded, run_reconcile
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.kafka import check_reachable
+    from ivmstream.spark.jobs import record_verdict, refuse_sharded, run_reconcile
 
     service, config = _load(args.service, args.config)
     refuse_sharded(config)
@@ -484,7 +484,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from shared.dev.demo import run_demo
+    from ivmstream.dev.demo import run_demo
 
     return run_demo(follow=args.follow, services=args.service or None)
 

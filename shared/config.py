@@ -2,7 +2,7 @@
 
 One flat mapping per service instance: the runtime keys below plus the keys the service declares.
 Unknown keys, wrong types and bad values are errors that name the key, because a typo in a view's
-configuration otherwise runs the wrong query silently. The option parsers live in ``shared.options``
+configuration otherwise runs the wrong query silently. The option parsers live in ``ivmstream.options``
 and are re-exported here, so a service's declarations and the loader read from one place.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from shared.events import Schema
-from shared.options import (
+from ivmstream.events import Schema
+from ivmstream.options import (
     ConfigError,
     Option,
     Parser,
@@ -33,8 +33,8 @@ from shared.options import (
     string,
     to_fraction,
 )
-from shared.service import ServiceDefinition
-from shared.state.base import ROCKSDB_BLOCK_CACHE_MIB, ROCKSDB_WRITE_BUFFER_MIB
+from ivmstream.service import ServiceDefinition
+from ivmstream.state.base import ROCKSDB_BLOCK_CACHE_MIB, ROCKSDB_WRITE_BUFFER_MIB
 
 __all__ = [
     "RUNTIME_OPTIONS",
@@ -300,7 +300,7 @@ def _check_sharding(
 ) -> None:
     """``shard_by`` names a column of the service's relations, the service can sum partial results, and
     its own check accepts the query (docs/architecture.md, "Scaling one query over workers")."""
-    from shared.service import load_sharding
+    from ivmstream.service import load_sharding
 
     shard_by = values["shard_by"]
     if values["emit"] != "batch":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
 
 JSON = Any  # a value orjson can serialize
 

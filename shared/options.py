@@ -5,7 +5,7 @@ A parser returns the typed value or raises ValueError with one line saying what 
 are filled in one place, ``parse_options``, so code that receives options indexes them directly
 instead of restating defaults.
 
-This module imports nothing of the platform, so ``shared.service`` and ``shared.config`` both build
+This module imports nothing of the platform, so ``ivmstream.service`` and ``ivmstream.config`` both build
 on it without importing each other both ways.
 """
 

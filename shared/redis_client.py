@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
-from shared.secrets import REDIS_PASSWORD_ENV, redact, redact_url, redis_credentials, register
+from ivmstream.secrets import REDIS_PASSWORD_ENV, redact, redact_url, redis_credentials, register
 
 
 class RedisUnavailable(RuntimeError):

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.config import ServiceConfig, schema_of
-from shared.engine import Engine
-from shared.events import EventCodec, EventError, SourceRecord, UpdateEvent
-from shared.events.coverage import RelationCoverage
-from shared.service import ServiceDefinition
+from ivmstream.config import ServiceConfig, schema_of
+from ivmstream.engine import Engine
+from ivmstream.events import EventCodec, EventError, SourceRecord, UpdateEvent
+from ivmstream.events.coverage import RelationCoverage
+from ivmstream.service import ServiceDefinition
 
 KEYLESS = ""
 

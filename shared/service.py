@@ -1,7 +1,9 @@
 """A service is a declaration: its options, relations, engine factory and demo workload.
 
 The runtime, ``replay``, the CLI and the demo only ever see a ``ServiceDefinition``; a new service
-is one folder ``services/<name>/`` whose ``service.py`` exposes ``SERVICE``.
+is one folder ``services/<name>/`` (installed as ``ivmstream.services.<name>``) whose ``service.py``
+exposes ``SERVICE``, or a ``module:attribute`` registered under the ``ivmstream.services`` entry-point
+group by another distribution.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from shared.engine import JSON, Engine
-from shared.events import InputFormat, Relation
-from shared.options import ConfigError, Option
+from ivmstream.engine import JSON, Engine
+from ivmstream.events import InputFormat, Relation
+from ivmstream.options import ConfigError, Option
+
+SERVICE_ENTRY_POINTS = "ivmstream.services"
 
 
 @dataclass(frozen=True)
@@ -83,27 +88,30 @@ def load_sharding(service: ServiceDefinition) -> Sharding | None:
 
 
 def available_services() -> dict[str, str]:
-    """Every ``services/<name>/service.py`` module, by service name (not imported yet).
+    """Every service by name, as ``module:attribute`` of its ServiceDefinition (not imported yet): each
+    ``ivmstream/services/<name>/service.py``, then those other distributions register under the
+    ``ivmstream.services`` entry-point group (a name already taken keeps its first meaning).
 
     The platform never imports a service statically: services depend on the platform, not back."""
-    services = importlib.import_module("services")
+    services = importlib.import_module("ivmstream.services")
     found: dict[str, str] = {}
-    for portion in services.__path__:  # this project's folder, then any further services/ on sys.path
+    for portion in services.__path__:
         for m in pkgutil.iter_modules([portion]):
             if m.ispkg and (Path(portion) / m.name / "service.py").is_file():
-                found.setdefault(m.name, f"services.{m.name}.service")  # the first portion wins, as in import
+                found.setdefault(m.name, f"ivmstream.services.{m.name}.service:SERVICE")
+    for entry in entry_points(group=SERVICE_ENTRY_POINTS):
+        found.setdefault(entry.name, entry.value)
     return found
 
 
 def load_service(name: str) -> ServiceDefinition:
     """A service by name, or any ``module:attribute`` holding a ServiceDefinition."""
-    if ":" in name:
-        module_name, attr = name.split(":", 1)
-    else:
+    if ":" not in name:
         modules = available_services()
         if name not in modules:
             raise ConfigError(f"unknown service {name!r} (available: {', '.join(sorted(modules))})")
-        module_name, attr = modules[name], "SERVICE"
+        name = modules[name]
+    module_name, attr = name.split(":", 1)
     try:
         module = importlib.import_module(module_name)
         service = getattr(module, attr)

@@ -13,7 +13,7 @@ checked with no test of its own:
 - ``check_rejections_change_nothing``: an engine that refuses events ends where an engine that never
   saw them ends, and generic probes (duplicates, negated and scaled deltas) provoke some refusal;
 - ``check_stream_equals_replay``: ``ivmstream run`` over the workload on a broker publishes exactly
-  what ``shared.replay`` computes offline;
+  what ``ivmstream.replay`` computes offline;
 - ``check_kill9_restart``: the same, with the worker killed with SIGKILL mid-stream and restarted.
 
 The checks raise AssertionError with a readable message; they import no test framework.
@@ -37,11 +37,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from shared.config import ServiceConfig, build_config, schema_of
-from shared.engine import Engine, Rejection, is_incremental
-from shared.events import EventCodec, EventError, SourceRecord, UpdateEvent, read_source
-from shared.replay import KEYLESS, replay_all
-from shared.service import DemoWorkload, ServiceDefinition, available_services, load_service
+from ivmstream.config import ServiceConfig, build_config, schema_of
+from ivmstream.engine import Engine, Rejection, is_incremental
+from ivmstream.events import EventCodec, EventError, SourceRecord, UpdateEvent, read_source
+from ivmstream.replay import KEYLESS, replay_all
+from ivmstream.service import DemoWorkload, ServiceDefinition, available_services, load_service
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds the shared/ and services/ packages
 PROBE_SCALE = 1000  # a negated delta this many times larger deletes more copies than any workload holds
@@ -49,7 +49,7 @@ KILL_SLICES = 4  # a kill's second half goes out in this many slices: more chanc
 
 
 class Broker(Protocol):
-    """What the stream checks need of a broker (``shared.dev.broker.BrokerProcess`` is one)."""
+    """What the stream checks need of a broker (``ivmstream.dev.broker.BrokerProcess`` is one)."""
 
     @property
     def bootstrap(self) -> str: ...
@@ -233,7 +233,7 @@ def check_determinism(case: Case, env: Mapping[str, str] | None = None) -> None:
     here = state_digest(case)
     child_env = {**child_environment(env), "PYTHONHASHSEED": str(_other_hash_seed())}
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.testing", "digest", case.name, case.workload.name],
+        [sys.executable, "-m", "ivmstream.testing", "digest", case.name, case.workload.name],
         capture_output=True,
         text=True,
         env=child_env,
@@ -323,10 +323,9 @@ def check_rejections_change_nothing(case: Case) -> int:
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment with the project first on PYTHONPATH (so ``services`` is this
-    project's package, extended by any further ``services/`` portions already on PYTHONPATH)."""
+    """This process's environment (ivmstream is installed; PYTHONPATH is passed on, so services that
+    other directories on it register are found), quieter logs, and ``extra``."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("IVMSTREAM_LOG_LEVEL", "WARNING")
     env.update(extra or {})
     return env
@@ -377,7 +376,7 @@ class StreamRun:
         return self.workdir / f"{self.prefix}.config.json"
 
     def produce(self, records: Sequence[SourceRecord]) -> None:
-        from shared.runtime.produce import produce_records
+        from ivmstream.runtime.produce import produce_records
 
         report = produce_records(self.broker.bootstrap, self.topic, records)
         if report.failures or report.sent != len(records):
@@ -388,7 +387,7 @@ class StreamRun:
     def worker_command(self, *extra: str) -> list[str]:
         """``ivmstream run`` for this run's group: every worker shares the state dir, as on one machine."""
         return [
-            *(sys.executable, "-m", "shared.cli", "run", self.case.name),
+            *(sys.executable, "-m", "ivmstream.cli", "run", self.case.name),
             *("--bootstrap", self.broker.bootstrap, "--config", str(self.config_path), "--group", self.group),
             *("--state-dir", str(self.workdir / f"{self.prefix}.state"), "--state-backend", self.backend),
             *("--redis", self.redis_url, *extra),
@@ -402,7 +401,7 @@ class StreamRun:
             )
 
     def progress(self) -> list[Any]:
-        from shared.runtime.progress import group_progress
+        from ivmstream.runtime.progress import group_progress
 
         return group_progress(self.broker.bootstrap, self.group, self.topic)
 
@@ -442,8 +441,8 @@ class StreamRun:
 
     def published(self) -> dict[str, dict[str, Any]]:
         """Every key's latest record in Redis, as the worker published it."""
-        from shared.redis_client import connect
-        from shared.runtime.output import result_index, result_key
+        from ivmstream.redis_client import connect
+        from ivmstream.runtime.output import result_index, result_key
 
         client = connect(self.redis_url)
         try:
@@ -453,7 +452,7 @@ class StreamRun:
             client.close()
 
     def expected(self) -> dict[str, Any]:
-        """What ``shared.replay`` computes over the same records, per key, as JSON."""
+        """What ``ivmstream.replay`` computes over the same records, per key, as JSON."""
         run = replay_all(self.case.service, self.case.config, self.case.records)
         result = run.result() if self.case.keyed else {KEYLESS: run.result()}
         return orjson.loads(orjson.dumps(result))
@@ -474,7 +473,7 @@ def check_stream_equals_replay(
     case: Case, broker: Broker, redis_url: str, workdir: Path, prefix: str
 ) -> None:
     """Produce the workload, run ``ivmstream run`` until its group has checkpointed all of it, stop it,
-    and compare every result it published to Redis with ``shared.replay`` over the same records."""
+    and compare every result it published to Redis with ``ivmstream.replay`` over the same records."""
     run = StreamRun(case, broker, redis_url, workdir, prefix)
     run.prepare(checkpoint_interval=0.3)
     run.produce(case.records)
@@ -506,7 +505,7 @@ def check_kill9_restart(
     kills: int = 2,
 ) -> list[KillPoint]:
     """SIGKILL a worker ``kills`` times mid-stream, then let a last one finish; the published results
-    equal ``shared.replay`` over the whole workload (nothing lost, nothing applied twice).
+    equal ``ivmstream.replay`` over the whole workload (nothing lost, nothing applied twice).
 
     The workload is fed in ``kills + 1`` parts. For part k: produce its first half, start a worker and
     wait until its group checkpoints past everything before (the restart restored state and went on);
@@ -614,7 +613,7 @@ def _ahead(run: StreamRun, found: list[KillPoint], total: int) -> bool:
 
 def _main(argv: Sequence[str]) -> int:
     if len(argv) != 3 or argv[0] != "digest":
-        print("usage: python -m shared.testing digest SERVICE WORKLOAD", file=sys.stderr)
+        print("usage: python -m ivmstream.testing digest SERVICE WORKLOAD", file=sys.stderr)
         return 2
     [case] = [c for c in conformance_cases([argv[1]]) if c.workload.name == argv[2]]
     sys.stdout.write(json.dumps(state_digest(case)))

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from shared.dev.broker import BrokerProcess
-from shared.dev.redis_server import RedisServer
+from ivmstream.dev.broker import BrokerProcess
+from ivmstream.dev.redis_server import RedisServer
 
 # Shared CI machines are slow and noisy: judge properties, not the speed of input generation.
 settings.register_profile(

@@ -26,7 +26,6 @@ T = TypeVar("T")
 
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("IVMSTREAM_LOG_LEVEL", "WARNING")
     return env
 
@@ -34,7 +33,7 @@ def cli_env() -> dict[str, str]:
 def ivm(*args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """Run ``ivmstream ARGS`` as a user would, in a child process."""
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "ivmstream.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -49,7 +48,7 @@ def ivm(*args: str, check: bool = True, timeout: float = 120.0) -> subprocess.Co
 def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "run", *args],
+        [sys.executable, "-m", "ivmstream.cli", "run", *args],
         stdout=out,
         stderr=subprocess.STDOUT,
         env=cli_env(),
@@ -103,7 +102,7 @@ def catch_up_with_workers(
     """Run ``workers`` copies of the worker ``args`` (logging to ``tmp_path / "w{i}.log"``) until group
     ``{unique}-{group}`` has consumed all of ``{unique}.updates``, then stop them cleanly; the group's
     progress then, per partition."""
-    from shared.runtime.progress import wait_caught_up
+    from ivmstream.runtime.progress import wait_caught_up
 
     with running_workers([args] * workers, [tmp_path / f"w{i}.log" for i in range(workers)]):
         return wait_caught_up(broker.bootstrap, f"{unique}-{group}", f"{unique}.updates", timeout=timeout)
@@ -120,13 +119,13 @@ def kill9_mid_stream_then_catch_up(
     alive_for: float = 1.3,
     before_kill: Callable[[], T] = lambda: None,
 ) -> list[T]:
-    """A crash run paced by the clock (every service gets ``shared.testing.check_kill9_restart``, which
+    """A crash run paced by the clock (every service gets ``ivmstream.testing.check_kill9_restart``, which
     waits for checkpoints instead): while ``feed`` (file, key field, seconds) trickles into
     ``{unique}.updates``, start a worker and ``kill -9`` it ``kills`` times (twice unless told),
     ``alive_for`` seconds after each start (1.3 s unless told); then run one until group ``{unique}-g``
     has caught up and stop it cleanly (all log to ``tmp_path / "w.log"``). Returns what ``before_kill``
     saw just before each kill, so a test can show that the kills landed mid-stream."""
-    from shared.runtime.progress import wait_caught_up
+    from ivmstream.runtime.progress import wait_caught_up
 
     topic, group, log = f"{unique}.updates", f"{unique}-g", tmp_path / "w.log"
     source, key_field, seconds = feed
@@ -242,7 +241,7 @@ def ivm_in_process(*args: str, check: bool = True) -> subprocess.CompletedProces
     and exit status, but a Spark command runs on the tests' SparkSession (the CLI takes the active one)
     instead of starting a JVM of its own. The child-process path is run by the reference service's
     bootstrap test and by ``ivmstream demo``."""
-    from shared.cli import main
+    from ivmstream.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
@@ -347,8 +346,8 @@ def loads(value: bytes) -> Any:
 
 def trickle(bootstrap: str, topic: str, path: Path, key_field: str | None, seconds: float) -> None:
     """Produce a file's events spread over ``seconds``, so a worker is mid-stream for a while."""
-    from shared.events import read_source
-    from shared.runtime.produce import produce_records
+    from ivmstream.events import read_source
+    from ivmstream.runtime.produce import produce_records
 
     records = list(read_source(path, key_field=key_field))
     chunks = max(1, int(seconds / 0.05))
@@ -367,10 +366,10 @@ def trickle(bootstrap: str, topic: str, path: Path, key_field: str | None, secon
 
 def offline_results(config_path: Path, input_path: Path, service: str = "reference") -> dict[str, Any]:
     """What replay computes for a file, in-process."""
-    from shared.config import load_config
-    from shared.events import read_source
-    from shared.replay import replay_all
-    from shared.service import load_service
+    from ivmstream.config import load_config
+    from ivmstream.events import read_source
+    from ivmstream.replay import replay_all
+    from ivmstream.service import load_service
 
     svc = load_service(service)
     cfg = load_config(svc, config_path)
@@ -390,8 +389,8 @@ def spark_bootstrap(
 ) -> Any:
     """Spark's bootstrap (``run_bootstrap``) of ``snapshot`` into ``group``'s RocksDB state under
     ``state_dir``, which ``rocksdb_snapshots`` reads back and a worker of that group resumes from."""
-    from shared.spark.jobs import run_bootstrap
-    from shared.state import open_store
+    from ivmstream.spark.jobs import run_bootstrap
+    from ivmstream.state import open_store
 
     store = open_store("rocksdb", group, state_dir=state_dir)
     return run_bootstrap(spark, service, config, str(snapshot), store, bootstrap_servers=bootstrap, **options)
@@ -402,7 +401,7 @@ def rocksdb_snapshots(
 ) -> dict[str, bytes]:
     """Every key's engine snapshot in a RocksDB state dir over the topic's partitions, as bootstrap wrote;
     keys stored as entries are rebuilt in ``new_engine()`` and snapshotted (an error without it)."""
-    from shared.state import open_store
+    from ivmstream.state import open_store
 
     store = open_store("rocksdb", group, state_dir=state_dir)
     out: dict[str, bytes] = {}
@@ -439,8 +438,8 @@ def run_worker_to_end(
     service, config, bootstrap: str, store, group: str, redis_client=None
 ) -> dict[str, Any]:
     """Run an in-process Worker until it has consumed everything in its topic now; its engines' results."""
-    from shared.runtime import Worker
-    from shared.runtime.progress import group_progress
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.progress import group_progress
 
     ends = {p.partition: p.high for p in group_progress(bootstrap, group, config.input_topic)}
     worker = Worker(service, config, bootstrap, store, group=group, redis_client=redis_client)

@@ -20,8 +20,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from services.fivm import model
-from services.fivm.batch_views import Plan, canonical_relations
+from ivmstream.services.fivm import model
+from ivmstream.services.fivm.batch_views import Plan, canonical_relations
 
 INT64 = (-(2**63), 2**63 - 1)
 RECOMPUTED_RINGS = ("count", "sum", "covariance")

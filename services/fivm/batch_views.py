@@ -1,7 +1,7 @@
 """The view tree evaluated with Spark, bottom-up, for the bootstrap (docs/algorithms/fivm.md §8.1).
 
 Every view of τ(ω, F) becomes a DataFrame keyed by the partition key and the view's keys, with one
-column per payload component (``services.fivm.batch_payloads``): a leaf groups its relation by its
+column per payload component (``ivmstream.services.fivm.batch_payloads``): a leaf groups its relation by its
 keys with the ring sum of ``multiplicity ⊗ lifts`` of its composed variables, an indicator leaf is the
 distinct projection of the tuples present, and a variable's view joins its children on their shared
 variables, multiplies their payloads (and the lift of its variable) and groups by its keys. Nothing
@@ -21,11 +21,18 @@ import orjson
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from services.fivm import batch_payloads as bp
-from services.fivm.order import build_order
-from services.fivm.query import Query, RelationDef
-from services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree, build_view_tree, materialized
-from shared.spark.decode import KEY, MULT
+from ivmstream.services.fivm import batch_payloads as bp
+from ivmstream.services.fivm.order import build_order
+from ivmstream.services.fivm.query import Query, RelationDef
+from ivmstream.services.fivm.viewtree import (
+    INDICATOR,
+    LEAF,
+    ViewNode,
+    ViewTree,
+    build_view_tree,
+    materialized,
+)
+from ivmstream.spark.decode import KEY, MULT
 
 
 @dataclass

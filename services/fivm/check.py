@@ -1,7 +1,7 @@
 """Debug mode: the invariants of docs/algorithms/fivm.md §5.2, checked after every propagated delta.
 
 Debug mode keeps every base relation's support, so each materialized view can be re-evaluated from
-scratch (``services.fivm.evaluate``) and compared with what the triggers maintained. Cost: a full
+scratch (``ivmstream.services.fivm.evaluate``) and compared with what the triggers maintained. Cost: a full
 evaluation per delta; for tests and small inputs only.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from services.fivm.evaluate import evaluate
-from services.fivm.maintain import FivmMaintainer
-from services.fivm.viewtree import INDICATOR
+from ivmstream.services.fivm.evaluate import evaluate
+from ivmstream.services.fivm.maintain import FivmMaintainer
+from ivmstream.services.fivm.viewtree import INDICATOR
 
 
 class InvariantError(AssertionError):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from services.fivm.rings.cofactor import (
+from ivmstream.services.fivm.rings.cofactor import (
     Cofactor,
     CofactorRing,
     CofactorRows,
@@ -27,8 +27,8 @@ from services.fivm.rings.cofactor import (
     sum_by,
     triu,
 )
-from services.fivm.triggers import GET, INDEX, LeafPlan, Step
-from services.fivm.views import Key, View
+from ivmstream.services.fivm.triggers import GET, INDEX, LeafPlan, Step
+from ivmstream.services.fivm.views import Key, View
 
 # Counts stay exact in int64 (and in the float64 factors products use) below this bound.
 _COUNT_LIMIT = 1 << 52

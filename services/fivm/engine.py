@@ -1,7 +1,7 @@
 """The F-IVM engine: event intake and state persistence in front of one maintenance strategy.
 
 docs/algorithms/fivm.md §2.5 (updates), §2.12 (edge cases) and §4 (state). ``FivmEngine(config)`` parses
-the configuration (``services.fivm.query``), builds the strategy named by ``strategy`` from
+the configuration (``ivmstream.services.fivm.query``), builds the strategy named by ``strategy`` from
 ``STRATEGIES`` and feeds it consolidated per-relation deltas. Baselines (first-order IVM, a
 DBToaster-style hierarchy, re-evaluation) plug in as further strategies exposing the same maintainer
 interface (``Maintainer`` below). Pure and deterministic: no I/O.
@@ -16,23 +16,23 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.fivm import state as st
-from services.fivm.baselines.registry import BASELINES
-from services.fivm.factorized_updates import (
+from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm import state as st
+from ivmstream.services.fivm.baselines.registry import BASELINES
+from ivmstream.services.fivm.factorized_updates import (
     Factor,
     FactorizedDelta,
     apply_factorized,
     expand,
     supports_factorized,
 )
-from services.fivm.intake import Intake, Refused, consolidate
-from services.fivm.maintain import FivmMaintainer, Support
-from services.fivm.order import VariableOrder
-from services.fivm.query import Query, parse_query
-from services.fivm.rings import Ring
-from services.fivm.views import Key, View
-from shared.engine import EngineError, Entry, EntryChange, Rejection
-from shared.events import UpdateEvent
+from ivmstream.services.fivm.intake import Intake, Refused, consolidate
+from ivmstream.services.fivm.maintain import FivmMaintainer, Support
+from ivmstream.services.fivm.order import VariableOrder
+from ivmstream.services.fivm.query import Query, parse_query
+from ivmstream.services.fivm.rings import Ring
+from ivmstream.services.fivm.views import Key, View
 
 SNAPSHOT_FORMAT = "ivmstream.fivm/1"
 
@@ -76,7 +76,7 @@ class FivmEngine:
         self.factorized_absorbed: dict[str, int] = {}
         self._check: Callable[[], None] | None = None
         if self.query.debug:
-            from services.fivm.check import check_invariants
+            from ivmstream.services.fivm.check import check_invariants
 
             self._check = lambda: check_invariants(self.maint)  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 Every view from scratch: leaves from the base tuples (with their composed lifts), indicator leaves from
 the supports, and each V@X as the hash join of its children grouped by its keys. It shares no code with
-the trigger path, so the debug checker (``services.fivm.check``) can compare the two; a re-evaluation
+the trigger path, so the debug checker (``check``) can compare the two; a re-evaluation
 baseline is this function run after every batch.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.fivm.query import Query
-from services.fivm.rings import Ring
-from services.fivm.views import Key
-from services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.rings import Ring
+from ivmstream.services.fivm.views import Key
+from ivmstream.services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree
 
 
 def evaluate(

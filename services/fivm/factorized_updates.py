@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from services.fivm.maintain import FivmMaintainer
-from services.fivm.query import Query
-from services.fivm.views import Key, View
-from services.fivm.viewtree import INDICATOR, ViewNode
+from ivmstream.services.fivm.maintain import FivmMaintainer
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.viewtree import INDICATOR, ViewNode
 
 # Rings whose payloads are scalars: products commute and a factor value maps to one element.
 SCALAR_RINGS = ("count", "sum", "matrix")
@@ -38,7 +38,7 @@ class Factor:
 
 @dataclass(frozen=True)
 class FactorizedDelta:
-    """A validated product delta of base relation ``relation`` (intake: services.fivm.intake)."""
+    """A validated product delta of base relation ``relation`` (intake: ivmstream.services.fivm.intake)."""
 
     relation: str
     factors: tuple[Factor, ...]

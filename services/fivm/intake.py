@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 
-from services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
-from services.fivm.query import Query
-from services.fivm.views import Key
-from shared.engine import Rejection
-from shared.events import UpdateEvent
+from ivmstream.engine import Rejection
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.views import Key
 
 _FLOAT_ONLY = {float}
 _INT_ONLY = {int}

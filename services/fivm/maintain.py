@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from services.fivm import columnar
-from services.fivm.order import VariableOrder, build_order
-from services.fivm.query import RING_FACTORY, Query
-from services.fivm.rings import Ring, make_ring
-from services.fivm.triggers import GET, INDEX, LeafPlan, Step, compile_plans, required_indexes
-from services.fivm.views import Key, View
-from services.fivm.viewtree import INDICATOR, LEAF, ViewTree, build_view_tree, materialized
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm import columnar
+from ivmstream.services.fivm.order import VariableOrder, build_order
+from ivmstream.services.fivm.query import RING_FACTORY, Query
+from ivmstream.services.fivm.rings import Ring, make_ring
+from ivmstream.services.fivm.triggers import GET, INDEX, LeafPlan, Step, compile_plans, required_indexes
+from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.viewtree import INDICATOR, LEAF, ViewTree, build_view_tree, materialized
 
 Delta = dict[Key, Any]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from services.fivm.rings.cofactor import Cofactor, CofactorRing
+from ivmstream.services.fivm.rings.cofactor import Cofactor, CofactorRing
 
 DEFAULT_RCOND = 1e-12
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from services.fivm.query import Query
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm.query import Query
 
 
 @dataclass

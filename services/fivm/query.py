@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from services.fivm.rings.decimals import MAX_DECIMALS
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm.rings.decimals import MAX_DECIMALS
 
 COLUMN_TYPES = ("int", "float", "str")
 RING_NAMES = ("count", "sum", "covariance", "listing", "factorized", "matrix")
@@ -89,7 +89,7 @@ class Query:
     sum: tuple[str, ...]  # sum ring: the summed variables (repeats are powers)
     features: tuple[str, ...]  # covariance: the lifted variables
     free: tuple[str, ...]
-    variable_order: Any  # the nested mapping as given (validated by services.fivm.order), or None
+    variable_order: Any  # the nested mapping as given (validated by ivmstream.services.fivm.order), or None
     updatable: tuple[str, ...]  # base relations U (configuration order)
     strategy: str
     indicators: bool
@@ -363,7 +363,7 @@ def parse_query(config: Mapping[str, Any]) -> Query:
 
 
 def _order_names(order: Any) -> set[str]:
-    """Every name a configured variable order mentions (its nesting is checked by services.fivm.order)."""
+    """Every name a configured variable order mentions (its nesting is checked by ``order``)."""
     out: set[str] = set()
     stack = [order]
     while stack:

@@ -1,6 +1,6 @@
 """Declaration of the fivm service: SUM aggregates over joins in payload rings, maintained by F-IVM.
 
-The options are the query configuration of ``services.fivm.query`` (docs/algorithms/fivm.md §1.3), one
+The options are the query configuration of ``query`` (docs/algorithms/fivm.md §1.3), one
 config key each, plus ``model``: a linear regression fitted from a covariance result whenever the
 result is read (docs/algorithms/fivm-rings.md §7). The engine is ``FivmEngine``; ``ServiceEngine`` only
 puts its result into the service's result form (docs/algorithms/fivm.md §7.2).
@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.fivm import model
-from services.fivm.engine import FivmEngine
-from services.fivm.intake import FACTORIZED_SUFFIX
-from services.fivm.query import KEYS, RING_NAMES, STRATEGY_NAMES, Query, parse_query
-from shared.events import Relation
-from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int, optional
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.events import Relation
+from ivmstream.options import Option, Parser, boolean, choice, mapping, non_negative_int, optional
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.fivm import model
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.intake import FACTORIZED_SUFFIX
+from ivmstream.services.fivm.query import KEYS, RING_NAMES, STRATEGY_NAMES, Query, parse_query
 
 DATA = Path(__file__).with_name("data")
 
@@ -236,6 +236,6 @@ SERVICE = ServiceDefinition(
     validate=validate,
     demo=DemoWorkload(input=DATA / "housing.jsonl", config=DEMO_CONFIG, partitions=2),
     state_version=1,
-    sharding="services.fivm.sharding:SHARDING",  # one query over workers: docs/architecture.md
-    batch="services.fivm.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/fivm.md §8
+    sharding="ivmstream.services.fivm.sharding:SHARDING",  # one query over workers: docs/architecture.md
+    batch="ivmstream.services.fivm.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/fivm.md §8
 )

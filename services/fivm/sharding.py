@@ -20,10 +20,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.fivm.engine import FivmEngine
-from services.fivm.query import parse_query
-from services.fivm.service import make_engine, query_config, shape_result
-from shared.engine import JSON, Engine
+from ivmstream.engine import JSON, Engine
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.query import parse_query
+from ivmstream.services.fivm.service import make_engine, query_config, shape_result
 
 
 def check_shard_by(options: Mapping[str, Any], shard_by: str) -> None:
@@ -121,7 +121,7 @@ def combine_partials(options: Mapping[str, Any], partials: Sequence[JSON]) -> JS
 
 
 class FivmSharding:
-    """``shared.service.Sharding`` of the fivm service."""
+    """``ivmstream.service.Sharding`` of the fivm service."""
 
     check_shard_by = staticmethod(check_shard_by)
     partial_result = staticmethod(partial_result)

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from services.fivm.views import Key
+from ivmstream.services.fivm.views import Key
 
 META = "@meta"
 SUPPORT_PREFIX = "@base:"

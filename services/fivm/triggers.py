@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.fivm.query import Query
-from services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.viewtree import INDICATOR, LEAF, ViewNode, ViewTree
 
 GET = 0
 INDEX = 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from services.fivm.order import OrderNode, VariableOrder, dependency_sets
-from services.fivm.query import Query
+from ivmstream.services.fivm.order import OrderNode, VariableOrder, dependency_sets
+from ivmstream.services.fivm.query import Query
 
 LEAF = "leaf"
 VAR = "var"

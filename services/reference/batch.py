@@ -8,9 +8,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from services.reference.engine import BagEngine
-from shared.spark.decode import KEY, MULT
-from shared.spark.jobs import BatchJobs
+from ivmstream.services.reference.engine import BagEngine
+from ivmstream.spark.decode import KEY, MULT
+from ivmstream.spark.jobs import BatchJobs
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 

@@ -8,7 +8,7 @@ The platform's exactly-once tests, the Spark framework tests and the demo use it
 Its state is checkpointed incrementally: the bag (one entry per distinct tuple, map ``bag``) and its
 running aggregates (one small entry, map ``s``), so ``result()`` never scans the bag. With the option
 ``resident_entries: N`` the bag is read through the state store with at most N tuples cached
-(``shared.backed_map``): a key's bag may then be larger than the worker's memory.
+(``ivmstream.backed_map``): a key's bag may then be larger than the worker's memory.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from shared.backed_map import StoreBackedMap
-from shared.engine import Entry, EntryChange, Rejection, StoredMap
-from shared.events import UpdateEvent
+from ivmstream.backed_map import StoreBackedMap
+from ivmstream.engine import Entry, EntryChange, Rejection, StoredMap
+from ivmstream.events import UpdateEvent
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 _MOD = 2**128
@@ -195,7 +195,7 @@ class BagEngine:
             "bag_cache_evictions": float(bag.evictions),
         }
 
-    # --- the bag in the state store (shared.engine.StoreBackedEngine) ---------------------------------
+    # --- the bag in the state store (ivmstream.engine.StoreBackedEngine) ---------------------------------
 
     def store_backed_maps(self) -> Collection[str]:
         return (BAG,) if self.resident_entries is not None else ()
@@ -204,7 +204,7 @@ class BagEngine:
         if BAG in maps:
             self.bag.attach(maps[BAG])
 
-    # --- incremental checkpoints (shared.engine.IncrementalEngine) ------------------------------------
+    # --- incremental checkpoints (ivmstream.engine.IncrementalEngine) ------------------------------------
 
     def changed_entries(self) -> list[EntryChange]:
         out = self.bag.changes()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.reference.engine import BagEngine
-from services.reference.query import OPTIONS, relations
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.reference.engine import BagEngine
+from ivmstream.services.reference.query import OPTIONS, relations
 
 SERVICE = ServiceDefinition(
     name="reference",
@@ -20,6 +20,6 @@ SERVICE = ServiceDefinition(
         partitions=3,
     ),
     state_version=2,  # 2: the bag and its aggregates are checkpointed as entries
-    batch="services.reference.batch:JOBS",
+    batch="ivmstream.services.reference.batch:JOBS",
     platform_only=True,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.reservoir.query import Node
+from ivmstream.services.reservoir.query import Node
 
 Tup = tuple[Any, ...]
 

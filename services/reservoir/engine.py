@@ -23,14 +23,14 @@ from typing import Any
 
 import orjson
 
-from services.reservoir.bags import BagLayer
-from services.reservoir.exact import ExactJoin
-from services.reservoir.index import JoinIndex, Tup
-from services.reservoir.predicate import compile_predicate
-from services.reservoir.query import Query, parse_query
-from services.reservoir.sampler import ReplacementReservoir, Reservoir, random_order
-from shared.engine import Entry, EntryChange, Rejection
-from shared.events import UpdateEvent
+from ivmstream.engine import Entry, EntryChange, Rejection
+from ivmstream.events import UpdateEvent
+from ivmstream.services.reservoir.bags import BagLayer
+from ivmstream.services.reservoir.exact import ExactJoin
+from ivmstream.services.reservoir.index import JoinIndex, Tup
+from ivmstream.services.reservoir.predicate import compile_predicate
+from ivmstream.services.reservoir.query import Query, parse_query
+from ivmstream.services.reservoir.sampler import ReplacementReservoir, Reservoir, random_order
 
 REL, NODE, DIR, META = "rel", "node", "dir", "meta"  # the maps of the incremental state (§9)
 _META_KEY = b"state"

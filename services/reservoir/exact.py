@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from services.reservoir.index import Parts, Tup, positions
+from ivmstream.services.reservoir.index import Parts, Tup, positions
 
 
 class ExactJoin:

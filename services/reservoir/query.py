@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.reservoir.predicate import PredicateError, compile_predicate
-from shared.events import Relation
-from shared.options import (
+from ivmstream.events import Relation
+from ivmstream.options import (
     Option,
     Parser,
     boolean,
@@ -26,6 +25,7 @@ from shared.options import (
     positive_int,
     string,
 )
+from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
 
 STRATEGIES = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt", "symhj", "redraw", "rebuild")
 TYPES = ("int", "str", "float")

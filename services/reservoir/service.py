@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.reservoir.engine import ReservoirEngine
-from services.reservoir.query import OPTIONS, relations, validate
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.reservoir.engine import ReservoirEngine
+from ivmstream.services.reservoir.query import OPTIONS, relations, validate
 
 DATA = Path(__file__).with_name("data")
 
@@ -36,5 +36,5 @@ SERVICE = ServiceDefinition(
     validate=validate,
     demo=DemoWorkload(input=DATA / "graph.jsonl", config=LINE3_CONFIG, partitions=2),
     state_version=2,  # 2: checkpointed as entries (docs/algorithms/reservoir.md §9)
-    batch="services.reservoir.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/reservoir.md §8
+    batch="ivmstream.services.reservoir.batch:JOBS",  # Spark jobs: docs/algorithms/reservoir.md §8
 )

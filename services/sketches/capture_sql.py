@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import sqlglot
 from sqlglot import exp
 
-from services.sketches.partition import RangeSpec
+from ivmstream.services.sketches.partition import RangeSpec
 
 FRAG = "__frag"
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.events import COLUMN_TYPES
-from shared.events.tpch import TPCH_TABLES
+from ivmstream.events import COLUMN_TYPES
+from ivmstream.events.tpch import TPCH_TABLES
 
 _TPCH_PREFIX = {
     "lineitem": "l_",

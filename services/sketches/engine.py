@@ -23,15 +23,15 @@ from typing import Any
 
 import orjson
 
-from services.sketches import plan as P
-from services.sketches import state as S
-from services.sketches.catalog import Table
-from services.sketches.partition import RangeSpec
-from services.sketches.probe import BaseIndexes
-from services.sketches.query import Compiled, compile_options
-from services.sketches.values import exact, row_key, to_json
-from shared.engine import Entry, EntryChange, Rejection
-from shared.events import UpdateEvent
+from ivmstream.engine import Entry, EntryChange, Rejection
+from ivmstream.events import UpdateEvent
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches import state as S
+from ivmstream.services.sketches.catalog import Table
+from ivmstream.services.sketches.partition import RangeSpec
+from ivmstream.services.sketches.probe import BaseIndexes
+from ivmstream.services.sketches.query import Compiled, compile_options
+from ivmstream.services.sketches.values import exact, row_key, to_json
 
 STORE = "t"  # map: orjson [table, fragment, row] -> multiplicity
 BOOTSTRAPPED = S.dumps(["bootstrapped"])  # in map x: the operator state is built (imp)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from services.sketches.values import add, div, like, mul, neg, sub, tri_and, tri_not, tri_or
+from ivmstream.services.sketches.values import add, div, like, mul, neg, sub, tri_and, tri_not, tri_or
 
 Row = tuple[Any, ...]
 Expr = Callable[[Row], Any]

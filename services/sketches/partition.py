@@ -15,7 +15,7 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Any
 
-from services.sketches.catalog import Table
+from ivmstream.services.sketches.catalog import Table
 
 
 @dataclass(frozen=True)

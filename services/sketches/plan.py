@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from services.sketches import state as S
-from services.sketches.bloom import BloomFilter
-from services.sketches.partition import RangeSpec
-from services.sketches.topm import PrefixBuffer
-from services.sketches.values import Descending, add, as_fraction, order_key, row_key
+from ivmstream.services.sketches import state as S
+from ivmstream.services.sketches.bloom import BloomFilter
+from ivmstream.services.sketches.partition import RangeSpec
+from ivmstream.services.sketches.topm import PrefixBuffer
+from ivmstream.services.sketches.values import Descending, add, as_fraction, order_key, row_key
 
 Row = tuple[Any, ...]
 StateEntry = tuple[str, list[Any], Any]  # (map, key parts after the node id, JSON value or None: deleted)

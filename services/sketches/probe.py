@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from services.sketches import plan as P
+from ivmstream.services.sketches import plan as P
 
 Index = dict[P.Row, dict[P.Row, int]]  # key values -> {row: multiplicity}
 

@@ -17,14 +17,21 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from services.sketches import plan as P
-from services.sketches.catalog import Table, parse_relations
-from services.sketches.expressions import AGGREGATES, Expr, QueryError, compile_expr, literal, unsupported
-from services.sketches.partition import RangeSpec, parse_partition
-from services.sketches.probe import ProbeJoin
-from services.sketches.reuse import reuse_refusal
-from shared.events import Relation
-from shared.options import Option, Parser, boolean, choice, mapping, non_negative_int
+from ivmstream.events import Relation
+from ivmstream.options import Option, Parser, boolean, choice, mapping, non_negative_int
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.catalog import Table, parse_relations
+from ivmstream.services.sketches.expressions import (
+    AGGREGATES,
+    Expr,
+    QueryError,
+    compile_expr,
+    literal,
+    unsupported,
+)
+from ivmstream.services.sketches.partition import RangeSpec, parse_partition
+from ivmstream.services.sketches.probe import ProbeJoin
+from ivmstream.services.sketches.reuse import reuse_refusal
 
 STRATEGIES = ("imp", "full", "nosketch")
 

@@ -23,7 +23,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from services.sketches.expressions import QueryError
+from ivmstream.services.sketches.expressions import QueryError
 
 
 def _template(tree: exp.Expression) -> str:

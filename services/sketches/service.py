@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.sketches.engine import SketchEngine
-from services.sketches.query import OPTIONS, compile_options, relations
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.sketches.engine import SketchEngine
+from ivmstream.services.sketches.query import OPTIONS, compile_options, relations
 
 DATA = Path(__file__).with_name("data")
 
@@ -63,5 +63,5 @@ SERVICE = ServiceDefinition(
         DemoWorkload(input=DATA / "tpch_demo.jsonl", config={**DEMO_CONFIG, "strategy": "full"}, name="full"),
     ),
     state_version=2,
-    batch="services.sketches.batch:JOBS",
+    batch="ivmstream.services.sketches.batch:JOBS",
 )

@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 
 import orjson
 
-from services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine, json_int
-from services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
-from services.triangles.ivm_eps import IvmEpsEngine
-from shared.engine import EngineError, Entry, EntryChange
+from ivmstream.engine import EngineError, Entry, EntryChange
+from ivmstream.services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine, json_int
+from ivmstream.services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
+from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
 
 FIRST_ORDER = "first-order"
 IVM_EPS = "ivm-eps"

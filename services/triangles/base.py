@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from shared.engine import EngineError, Entry, EntryChange, Rejection
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
+from ivmstream.events import UpdateEvent
 
 MODES = ("graph", "relations")
 REL_NAMES = ("R", "S", "T")
@@ -391,7 +391,7 @@ class TriangleEngine:
         self._edge_changes.clear()
         self._rows_moved.clear()
 
-    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -----------
+    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
     # per undirected edge, key [0, a, b] with (a, b) = _edge(x, y). Map "h": the rows [k, x] a strategy
     # with heavy/light parts (IVM^ε) keeps in the heavy part, so moving a row between parts rewrites one

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from services.triangles.base import (
+from ivmstream.services.triangles.base import (
     Index,
     TriangleEngine,
     bump,

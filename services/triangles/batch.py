@@ -16,12 +16,18 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from services.triangles.batch_recompute import comparable, count_graph, count_relations, empty, recompute
-from services.triangles.engine import DEFAULT_EPSILON, create_engine
-from services.triangles.ivm_eps import parse_epsilons
-from services.triangles.thresholds import thresholds
-from shared.spark.decode import KEY, MULT
-from shared.spark.jobs import BatchJobs
+from ivmstream.services.triangles.batch_recompute import (
+    comparable,
+    count_graph,
+    count_relations,
+    empty,
+    recompute,
+)
+from ivmstream.services.triangles.engine import DEFAULT_EPSILON, create_engine
+from ivmstream.services.triangles.ivm_eps import parse_epsilons
+from ivmstream.services.triangles.thresholds import thresholds
+from ivmstream.spark.decode import KEY, MULT
+from ivmstream.spark.jobs import BatchJobs
 
 REL_NAMES = ("R", "S", "T")
 NEXT = {"R": "S", "S": "T", "T": "R"}  # a view joins K's heavy part with the next relation's light part

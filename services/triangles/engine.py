@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.triangles.auto import AutoEngine
-from services.triangles.base import (
+from ivmstream.engine import EngineError
+from ivmstream.services.triangles.auto import AutoEngine
+from ivmstream.services.triangles.base import (
     EDGE_COLUMNS,
     EDGE_RELATION,
     MODES,
@@ -20,14 +21,13 @@ from services.triangles.base import (
     REL_NAMES,
     TriangleEngine,
 )
-from services.triangles.baselines import (
+from ivmstream.services.triangles.baselines import (
     FactorizedEngine,
     FirstOrderEngine,
     RecomputeEngine,
     RecursiveEngine,
 )
-from services.triangles.ivm_eps import IvmEpsEngine
-from shared.engine import EngineError
+from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
 
 STRATEGIES: dict[str, type[TriangleEngine]] = {
     "auto": AutoEngine,

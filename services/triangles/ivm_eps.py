@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from services.triangles.base import (
+from ivmstream.engine import EngineError
+from ivmstream.services.triangles.base import (
     EDGE_RELATION,
     REL_NAMES,
     Hook,
@@ -30,8 +31,7 @@ from services.triangles.base import (
     support,
     transpose,
 )
-from services.triangles.thresholds import Thresholds, parse_epsilon, thresholds
-from shared.engine import EngineError
+from ivmstream.services.triangles.thresholds import Thresholds, parse_epsilon, thresholds
 
 View = dict[tuple[Any, Any], int]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.triangles.base import EDGE_COLUMNS, EDGE_RELATION, MODES, REL_COLUMNS, REL_NAMES
-from services.triangles.engine import STRATEGIES, TriangleEngine, create_engine
-from services.triangles.thresholds import parse_epsilon
-from shared.events import Relation
-from shared.options import Option, boolean, choice, mapping, optional
+from ivmstream.events import Relation
+from ivmstream.options import Option, boolean, choice, mapping, optional
+from ivmstream.services.triangles.base import EDGE_COLUMNS, EDGE_RELATION, MODES, REL_COLUMNS, REL_NAMES
+from ivmstream.services.triangles.engine import STRATEGIES, TriangleEngine, create_engine
+from ivmstream.services.triangles.thresholds import parse_epsilon
 
 ID_TYPES = ("int", "str")
 
@@ -88,7 +88,7 @@ def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
 
 
 def make_engine(options: Mapping[str, Any]) -> TriangleEngine:
-    """An empty engine for complete, validated options (``shared.config.resolve_options`` makes them)."""
+    """An empty engine for complete, validated options (``ivmstream.config.resolve_options`` makes them)."""
     return create_engine(
         options["mode"], options["strategy"], options["epsilon"], options["always_iterate_s"]
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.triangles.query import OPTIONS, make_engine, relations, validate
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.triangles.query import OPTIONS, make_engine, relations, validate
 
 SERVICE = ServiceDefinition(
     name="triangles",
@@ -31,5 +31,5 @@ SERVICE = ServiceDefinition(
         ),
     ),
     state_version=2,  # 2: graph mode stores each undirected edge once; the heavy rows are their own map
-    batch="services.triangles.batch:JOBS",
+    batch="ivmstream.services.triangles.batch:JOBS",
 )

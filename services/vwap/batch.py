@@ -4,7 +4,7 @@ and every query recomputed with Spark SQL for reconciliation (``batch_recompute`
 Bootstrap, per partition key (a book): the netted bag of each relation the query reads (the ledger
 deletes are validated against) and, for the book sides ``bids``/``asks``, the per-price levels
 W = Σ volume·mult, cnt = Σ mult, PV = Σ price·volume·mult, aggregated by Spark (prices ascending).
-Both are written in the engine's snapshot format (``services.vwap.snapshot.encode``); the engine
+Both are written in the engine's snapshot format (``ivmstream.services.vwap.snapshot.encode``); the engine
 builds its price-keyed indexes from the levels in one ascending pass and cross-checks them against
 the bag. No engine or plan code runs here. Level arithmetic uses ``batch_recompute``'s exact
 DECIMAL(18,3) narrowing (see its docstring for the assumption on the data).
@@ -18,10 +18,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from services.vwap.batch_recompute import comparable, empty, narrow_exact, query_of, recompute
-from services.vwap.snapshot import Level, encode
-from shared.spark.decode import KEY, MULT
-from shared.spark.jobs import BatchJobs
+from ivmstream.services.vwap.batch_recompute import comparable, empty, narrow_exact, query_of, recompute
+from ivmstream.services.vwap.snapshot import Level, encode
+from ivmstream.spark.decode import KEY, MULT
+from ivmstream.spark.jobs import BatchJobs
 
 BOOK_SIDES = ("bids", "asks")
 

@@ -1,6 +1,6 @@
 """Every vwap query recomputed with Spark SQL from the net bags, independently of the engine.
 
-The texts are ``services.vwap.sql``'s, rendered ``keyed``: one statement evaluates all partition
+The texts are ``ivmstream.services.vwap.sql``'s, rendered ``keyed``: one statement evaluates all partition
 keys at once (every subquery correlated on ``__key``, the result grouped by it), so reconciling many
 books costs one Spark job per query rather than one per book. The bags become temp views named
 after the relations, multiplicities expanded into repeated rows (``sql``'s convention).
@@ -24,9 +24,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
-from services.vwap.exact import decimal_quotient, to_json
-from services.vwap.sql import RELATIONS, query_params, render
-from shared.spark.decode import KEY, MULT
+from ivmstream.services.vwap.exact import decimal_quotient, to_json
+from ivmstream.services.vwap.sql import RELATIONS, query_params, render
+from ivmstream.spark.decode import KEY, MULT
 
 NARROW = DecimalType(18, 3)  # see the module docstring
 RESULT_NAME = {"vwap-paper": "vwap"}  # result key when it is not the query's name

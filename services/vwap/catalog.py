@@ -9,9 +9,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.exact import parse_fraction
-from shared.events import Relation
-from shared.events.tpch import TPCH_TABLES
+from ivmstream.events import Relation
+from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.services.vwap.exact import parse_fraction
 
 # bids/asks(t, id, broker_id, volume, price): volume and price exact (ints = ticks, or decimals).
 BOOK_COLUMNS = (("t", "int"), ("id", "int"), ("broker_id", "int"), ("volume", "exact"), ("price", "exact"))

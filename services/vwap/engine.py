@@ -14,14 +14,14 @@ from typing import Any
 
 import orjson
 
-from services.vwap import auto
-from services.vwap import snapshot as snap
-from services.vwap.catalog import QUERIES, QueryInfo
-from services.vwap.exact import exact_context
-from services.vwap.plans import make_plan
-from services.vwap.trees.rpai import black_height
-from shared.engine import EngineError, Entry, EntryChange, Rejection
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
+from ivmstream.events import UpdateEvent
+from ivmstream.services.vwap import auto
+from ivmstream.services.vwap import snapshot as snap
+from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
+from ivmstream.services.vwap.exact import exact_context
+from ivmstream.services.vwap.plans import make_plan
+from ivmstream.services.vwap.trees.rpai import black_height
 
 
 class VwapEngine:
@@ -356,7 +356,7 @@ class VwapEngine:
         self.rejected = 0
         self._changed.clear()
 
-    # --- incremental state (shared.engine.IncrementalEngine, docs/algorithms/vwap.md §6.2) ----------
+    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/algorithms/vwap.md §6.2) ----------
     # Map "b": one entry per live bag tuple, key [relation, col1, ..., colN] (exact JSON), value its
     # multiplicity. Map "s": the event counter and the query/strategy the entries belong to. The plan's
     # trees are a function of the bag and are rebuilt on restore, as from a snapshot.

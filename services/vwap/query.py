@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.catalog import QUERIES, STRATEGIES
-from services.vwap.engine import VwapEngine
-from shared.events import Relation
-from shared.options import Option, choice, fraction, optional, positive_int, string
+from ivmstream.events import Relation
+from ivmstream.options import Option, choice, fraction, optional, positive_int, string
+from ivmstream.services.vwap.catalog import QUERIES, STRATEGIES
+from ivmstream.services.vwap.engine import VwapEngine
 
 PARAMS = ("fraction", "variant", "brokers", "brand", "container", "threshold")
 
@@ -87,5 +87,5 @@ def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
 
 
 def make_engine(options: Mapping[str, Any]) -> VwapEngine:
-    """An empty engine for complete, validated options (``shared.config.resolve_options`` makes them)."""
+    """An empty engine for complete, validated options (``ivmstream.config.resolve_options`` makes them)."""
     return VwapEngine(options["query"], options["strategy"], params_of(options))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.vwap.query import OPTIONS, make_engine, relations, validate
-from shared.service import DemoWorkload, ServiceDefinition
+from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.services.vwap.query import OPTIONS, make_engine, relations, validate
 
 DATA = Path(__file__).with_name("data")
 
@@ -35,6 +35,6 @@ SERVICE = ServiceDefinition(
             name="auto-psp",
         ),
     ),
-    batch="services.vwap.batch:JOBS",
+    batch="ivmstream.services.vwap.batch:JOBS",
     state_version=2,  # 2: strategy auto stores its credit towards a switch with its choice
 )

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from services.vwap.exact import exact_context, from_json, to_json
-from shared.events import Relation
+from ivmstream.events import Relation
+from ivmstream.services.vwap.exact import exact_context, from_json, to_json
 
 VERSION = 1
 Level = tuple[Any, Any, int, Any]  # price, W, cnt, PV

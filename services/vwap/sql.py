@@ -54,9 +54,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from services.vwap import catalog
+from ivmstream.services.vwap import catalog
 
-KEY = "__key"  # the partition-key column of the keyed rendering (shared.spark.decode.KEY)
+KEY = "__key"  # the partition-key column of the keyed rendering (ivmstream.spark.decode.KEY)
 
 # The relations each query reads, in the order its tables are named, and the defaults of its SQL
 # parameters (docs/algorithms/vwap.md §1.2): both derived from the catalog, the engine's source.

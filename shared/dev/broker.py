@@ -5,10 +5,10 @@ the confluent-kafka wheel ships a mock cluster that speaks the Kafka protocol we
 producers (idempotent too), consumer groups with offset commits and metadata. This module wraps it:
 
 * ``MockCluster`` runs it in the current process;
-* ``main`` is the ``python -m shared.dev.broker`` / ``ivmstream broker`` entry point: it prints the
+* ``main`` is the ``python -m ivmstream.dev.broker`` / ``ivmstream broker`` entry point: it prints the
   bootstrap address as the first stdout line, then serves until SIGTERM/SIGINT while answering a
   line protocol on stdin (``create NAME PARTITIONS`` -> ``ok NAME PARTITIONS`` | ``error CODE: why``;
-  ``topics`` -> ``ok NAME:PARTITIONS ...``; the wire-level fault commands of ``shared.dev.faults``:
+  ``topics`` -> ``ok NAME:PARTITIONS ...``; the wire-level fault commands of ``ivmstream.dev.faults``:
   ``down``/``up`` a broker, ``rtt``, ``errors`` per request type, ``coordinator`` and ``leader`` moves);
 * ``BrokerProcess`` runs ``main`` in a child process, for tests and the demo.
 
@@ -45,11 +45,11 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
-from shared.dev.faults import COMMANDS, fault_line
+from ivmstream.dev.faults import COMMANDS, fault_line
 
 __all__ = ["BrokerError", "BrokerProcess", "MockCluster", "main"]
 
-PROG = "python -m shared.dev.broker"
+PROG = "python -m ivmstream.dev.broker"
 MAX_PARTITIONS = 10_000
 MAX_BROKERS = 32
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -85,7 +85,7 @@ def _library_candidates() -> list[Path]:
 
 
 _i32, _i16 = ctypes.c_int32, ctypes.c_int16
-# The mock's fault API (shared.dev.faults): optional, each command checks its own symbol.
+# The mock's fault API (ivmstream.dev.faults): optional, each command checks its own symbol.
 _FAULT_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_broker_set_down": (ctypes.c_int, [ctypes.c_void_p, _i32]),
     "rd_kafka_mock_broker_set_up": (ctypes.c_int, [ctypes.c_void_p, _i32]),
@@ -286,8 +286,8 @@ class MockCluster:
             return int(getattr(_lib(), symbol)(self._mcluster, *args) or 0)
 
     def fault(self, words: Sequence[str]) -> str:
-        """Run one fault command (``shared.dev.faults``) given as words; the answer after ``ok``."""
-        from shared.dev.faults import FaultError, run_fault
+        """Run one fault command (``ivmstream.dev.faults``) given as words; the answer after ``ok``."""
+        from ivmstream.dev.faults import FaultError, run_fault
 
         try:
             answer = run_fault(self, _lib(), list(words)) if words else None
@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
 
 
 class BrokerProcess:
-    """``python -m shared.dev.broker`` as a child process, for tests and the demo.
+    """``python -m ivmstream.dev.broker`` as a child process, for tests and the demo.
 
     ``with BrokerProcess(topics={"orders": 3}) as broker:`` then ``broker.bootstrap``. The child
     exits by itself if this process dies (``--parent-pid``), so a crashed test leaves no broker behind.
@@ -554,7 +554,7 @@ class BrokerProcess:
         self.args = [
             python,
             "-m",
-            "shared.dev.broker",
+            "ivmstream.dev.broker",
             "--partitions",
             str(partitions),
             "--brokers",
@@ -593,8 +593,6 @@ class BrokerProcess:
         if self._proc is not None:
             raise BrokerError("broker process already started")
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])  # so `-m shared.dev.broker` resolves to this file
-        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         # bufsize=0: raw pipes, so reader threads hold no buffer lock that could wedge interpreter exit.
         self._proc = subprocess.Popen(
             self.args,
@@ -661,7 +659,7 @@ class BrokerProcess:
         return {name: int(count) for name, _, count in entries}
 
     def fault(self, kind: str, *, timeout: float = 10.0, **params: Any) -> str:
-        """Inject a wire-level fault (``shared.dev.faults``): ``fault("rtt", broker=1, ms=500)``,
+        """Inject a wire-level fault (``ivmstream.dev.faults``): ``fault("rtt", broker=1, ms=500)``,
         ``fault("errors", api="Fetch", errors=["NOT_LEADER_FOR_PARTITION"])``, ``fault("down",
         broker="all")``. Returns the answer after ``ok``; BrokerError with the broker's code if refused."""
         reply = self.request(fault_line(kind, **params), timeout)

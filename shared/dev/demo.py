@@ -21,16 +21,16 @@ from typing import Any
 
 import orjson
 
-from shared.config import build_config, schema_of
-from shared.dev.broker import BrokerProcess
-from shared.dev.redis_server import RedisServer, free_port
-from shared.events import FORMATS, read_source
-from shared.redis_client import connect
-from shared.replay import replay_all
-from shared.runtime.output import result_index, result_key
-from shared.runtime.produce import produce_records
-from shared.runtime.progress import group_progress
-from shared.service import ServiceDefinition, available_services, load_service
+from ivmstream.config import build_config, schema_of
+from ivmstream.dev.broker import BrokerProcess
+from ivmstream.dev.redis_server import RedisServer, free_port
+from ivmstream.events import FORMATS, read_source
+from ivmstream.redis_client import connect
+from ivmstream.replay import replay_all
+from ivmstream.runtime.output import result_index, result_key
+from ivmstream.runtime.produce import produce_records
+from ivmstream.runtime.progress import group_progress
+from ivmstream.service import ServiceDefinition, available_services, load_service
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _start_worker(run: DemoRun, bootstrap: str, redis_url: str, workdir: Path) -
             [
                 sys.executable,
                 "-m",
-                "shared.cli",
+                "ivmstream.cli",
                 "--log-level",
                 "WARNING",
                 "run",
@@ -185,8 +185,8 @@ def _feed(bootstrap: str, topic: str, records: list, seconds: float = 4.0, steps
 
 
 def _reconcile(runs: list[DemoRun], bootstrap: str, client: Any) -> bool:
-    from shared.spark.jobs import record_verdict, run_reconcile
-    from shared.spark.session import get_session
+    from ivmstream.spark.jobs import record_verdict, run_reconcile
+    from ivmstream.spark.session import get_session
 
     spark = get_session("local[2]", app_name="ivmstream-demo")
     ok = True

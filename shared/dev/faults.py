@@ -3,7 +3,7 @@
 librdkafka's mock cluster can misbehave on request: a broker goes down (closes its connections and
 refuses new ones) and comes back, answers late, answers chosen requests with chosen error codes, hands
 a consumer group to another coordinator or a partition to another leader. ``python -m
-shared.dev.broker`` exposes these on stdin, beside ``create`` and ``topics``, one line per command and
+ivmstream.dev.broker`` exposes these on stdin, beside ``create`` and ``topics``, one line per command and
 one line per answer (``ok ...`` or ``error CODE: why``):
 
 =================================================  ===================================================
@@ -78,7 +78,7 @@ class FaultError(Exception):
 
 
 class FaultTarget(Protocol):
-    """What the commands drive: ``shared.dev.broker.MockCluster``."""
+    """What the commands drive: ``ivmstream.dev.broker.MockCluster``."""
 
     @property
     def brokers(self) -> int: ...

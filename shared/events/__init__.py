@@ -1,6 +1,6 @@
 """Update events: model, codec and validation, and the input formats that read files into events."""
 
-from shared.events.codec import (
+from ivmstream.events.codec import (
     CODECS,
     COLUMN_TYPES,
     EventCodec,
@@ -10,9 +10,9 @@ from shared.events.codec import (
     UpdateEvent,
     encode_event,
 )
-from shared.events.formats import FormatRegistry, InputFormat, ReadOption, ReadRequest
-from shared.events.orderbook import OrderBookAdaptor
-from shared.events.readers import (
+from ivmstream.events.formats import FormatRegistry, InputFormat, ReadOption, ReadRequest
+from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.events.readers import (
     FORMATS,
     read_csv,
     read_jsonl,
@@ -21,7 +21,7 @@ from shared.events.readers import (
     read_tbl,
     register_format,
 )
-from shared.events.source import SourceError, SourceRecord, relation_of
+from ivmstream.events.source import SourceError, SourceRecord, relation_of
 
 __all__ = [
     "CODECS",

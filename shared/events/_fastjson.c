@@ -1713,7 +1713,7 @@ static PyMethodDef Decoder_methods[] = {
 };
 
 static PyTypeObject DecoderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shared.events._fastjson.Decoder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ivmstream.events._fastjson.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Schema-specialised update-event decoder (declined records go to the fallback).",
@@ -1727,7 +1727,7 @@ static PyTypeObject DecoderType = {
 
 static struct PyModuleDef fastjson_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "shared.events._fastjson",
+    .m_name = "ivmstream.events._fastjson",
     .m_doc = "Compiled update-event decoder; shared/events/codec.py falls back to Python without it.",
     .m_size = -1,
 };

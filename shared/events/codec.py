@@ -18,7 +18,7 @@ from typing import Annotated, Any, Union
 import msgspec
 import orjson
 
-from shared.events.reasons import (
+from ivmstream.events.reasons import (
     MAX_NESTING,
     MAX_RECORD_BYTES,
     as_bytes,
@@ -27,12 +27,12 @@ from shared.events.reasons import (
     shown,
     too_deep,
 )
-from shared.events.reasons import max_record_bytes as record_size_limit
+from ivmstream.events.reasons import max_record_bytes as record_size_limit
 
 try:  # the compiled decoder (setup.py); without it every record takes the msgspec path below
-    from shared.events import _fastjson
+    from ivmstream.events import _fastjson
 except ImportError:  # pragma: no cover - a build without a C compiler
-    _fastjson = None
+    _fastjson = None  # type: ignore[assignment]
 
 # Set to 1 to decode with the pure-Python (msgspec) path even where the compiled decoder is built:
 # for measuring what it buys (bench/runtime.py) and for ruling it out when debugging.
@@ -239,7 +239,9 @@ class EventCodec:
         if compiled is None:
             compiled = _fastjson is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1"
         elif compiled and _fastjson is None:
-            raise RuntimeError("the compiled decoder shared.events._fastjson is not built (pip install -e .)")
+            raise RuntimeError(
+                "the compiled decoder ivmstream.events._fastjson is not built (pip install -e .)"
+            )
         self._compiled = (
             _compiled_decoder(schema, self._decode_declined, max_record_bytes, self._refuse)
             if compiled

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import attrgetter
 
-from shared.events.codec import UpdateEvent
+from ivmstream.events.codec import UpdateEvent
 
 _relation = attrgetter("relation")
 

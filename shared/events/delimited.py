@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.source import SourceError, SourceRecord, key_of, text_lines
+from ivmstream.events.source import SourceError, SourceRecord, key_of, text_lines
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # the integers orjson can encode
 

@@ -3,7 +3,7 @@
 A format is an ``InputFormat``: a name, a one-line summary, the file suffixes it is guessed from, its
 read options (each with a default and a parser, like a service's config options) and a reader that
 turns a ``ReadRequest`` into ``SourceRecord``s. A ``FormatRegistry`` maps names to formats; the
-built-in one is ``shared.events.readers.FORMATS``, and a service adds formats of its own through
+built-in one is ``ivmstream.events.readers.FORMATS``, and a service adds formats of its own through
 ``ServiceDefinition.formats`` (``registry.extended(...)``), so reading a new kind of file needs no
 platform code.
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.events.codec import Schema
-from shared.events.source import SourceError, SourceRecord
+from ivmstream.events.codec import Schema
+from ivmstream.events.source import SourceError, SourceRecord
 
 # --- option parsers ----------------------------------------------------------------------------------
 # Each returns the typed value or raises ValueError("must be ..."); the caller names format and key.

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.source import SourceRecord
+from ivmstream.events.source import SourceRecord
 
 BOOKS = ("bids", "asks", "both")
 _IGNORED = frozenset("XCT")

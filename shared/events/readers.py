@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from shared.events.codec import Schema
-from shared.events.delimited import parse_scalar, read_csv, read_tbl
-from shared.events.formats import (
+from ivmstream.events.codec import Schema
+from ivmstream.events.delimited import parse_scalar, read_csv, read_tbl
+from ivmstream.events.formats import (
     FormatRegistry,
     InputFormat,
     ReadOption,
@@ -29,9 +29,9 @@ from shared.events.formats import (
     one_char,
     positive_int,
 )
-from shared.events.orderbook import read_orderbook
-from shared.events.source import SourceError, SourceRecord, file_stem, key_of
-from shared.events.tpch import read_tpch
+from ivmstream.events.orderbook import read_orderbook
+from ivmstream.events.source import SourceError, SourceRecord, file_stem, key_of
+from ivmstream.events.tpch import read_tpch
 
 __all__ = [
     "FORMATS",

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from shared.events.source import SourceError, SourceRecord, key_of, text_lines
+from ivmstream.events.source import SourceError, SourceRecord, key_of, text_lines
 
 __all__ = [
     "TPCH_TABLES",

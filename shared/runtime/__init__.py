@@ -1,5 +1,5 @@
 """The shared streaming runtime: one consumer loop for every service."""
 
-from shared.runtime.worker import Worker
+from ivmstream.runtime.worker import Worker
 
 __all__ = ["Worker"]

@@ -304,7 +304,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef deadletters_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "shared.runtime._deadletters",
+    .m_name = "ivmstream.runtime._deadletters",
     .m_doc = "Dead-lettering a batch's refused records in C; shared/runtime/output.py does it in Python without.",
     .m_size = -1,
     .m_methods = methods,

@@ -1,6 +1,6 @@
-"""Types of the compiled dead-letter loop (shared/runtime/_deadletters.c)."""
+"""Types of the compiled dead-letter loop (_deadletters.c)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 def produce_refused(
@@ -13,8 +13,9 @@ def produce_refused(
     max_value: int,
     max_key: int,
     source_prefix: bytes,
-    msgs: list[Any],
-    decoded: list[Any],
+    msgs: Sequence[Any],
+    decoded: Sequence[Any],
     event_type: type,
     /,
-) -> dict[str, int]: ...
+) -> dict[str, int]:
+    """Dead-letter every error in ``decoded``, in order; how many per reason code."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from shared.runtime.kafka import consumer_settings
+from ivmstream.runtime.kafka import consumer_settings
 
 
 def first_unapplied(offsets: Sequence[int], applied_before: int | None) -> int:

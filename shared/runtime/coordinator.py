@@ -18,10 +18,10 @@ from functools import partial
 
 import orjson
 
-from shared.config import ConfigError, ServiceConfig
-from shared.engine import JSON, Entry, EntryChange, Rejection
-from shared.events import EventError, Relation, Schema, UpdateEvent
-from shared.service import ServiceDefinition, load_sharding
+from ivmstream.config import ConfigError, ServiceConfig
+from ivmstream.engine import JSON, Entry, EntryChange, Rejection
+from ivmstream.events import EventError, Relation, Schema, UpdateEvent
+from ivmstream.service import ServiceDefinition, load_sharding
 
 PARTIAL = "partial"  # the coordinator's one relation: a partial result
 PARTIALS_MAP = "partials"  # its state: one entry per shard

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from shared.runtime.kafka import BrokerUnavailable, client_security
-from shared.secrets import redact
+from ivmstream.runtime.kafka import BrokerUnavailable, client_security
+from ivmstream.secrets import redact
 
 
 @dataclass(frozen=True)

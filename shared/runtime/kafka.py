@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from shared.secrets import kafka_settings_from_env, redact, register_kafka_settings
+from ivmstream.secrets import kafka_settings_from_env, redact, register_kafka_settings
 
 
 class BrokerUnavailable(RuntimeError):

@@ -18,11 +18,11 @@ import orjson
 import redis
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from shared.config import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
-from shared.retry import with_retries
+from ivmstream.config import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
+from ivmstream.retry import with_retries
 
 try:  # the compiled dead-letter loop (setup.py); without it the same is done in Python
-    import shared.runtime._deadletters as _deadletters
+    import ivmstream.runtime._deadletters as _deadletters
 except ImportError:  # pragma: no cover - a build without a C compiler
     _deadletters = None  # type: ignore[assignment]
 
@@ -165,7 +165,7 @@ class Output:
             for _, code, _ in refused:
                 counts[code] = counts.get(code, 0) + 1
             return counts
-        return _deadletters.produce_refused(  # type: ignore[no-any-return]
+        return _deadletters.produce_refused(
             self.producer.produce,
             self._produce,
             self.dlq_topic,

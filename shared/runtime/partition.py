@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from shared.engine import Engine, StoredMap, is_incremental, store_backed_maps
-from shared.state import PartitionCheckpoint, StateChanges, StateError, StateStore
-from shared.state.base import EntryReader, KeyLoader
+from ivmstream.engine import Engine, StoredMap, is_incremental, store_backed_maps
+from ivmstream.state import PartitionCheckpoint, StateChanges, StateError, StateStore
+from ivmstream.state.base import EntryReader, KeyLoader
 
 # Answers of the store about keys not resident (stored or not) kept at most: enough for the distinct keys
 # of a large consumer batch, whose lookups are made together before it is applied.

@@ -9,9 +9,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from shared.events import SourceRecord, relation_of
-from shared.runtime.kafka import producer_settings
-from shared.runtime.routing import ShardRouting
+from ivmstream.events import SourceRecord, relation_of
+from ivmstream.runtime.kafka import producer_settings
+from ivmstream.runtime.routing import ShardRouting
 
 
 @dataclass

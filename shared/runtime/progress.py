@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
-from shared.runtime.kafka import client_security
+from ivmstream.runtime.kafka import client_security
 
 
 @dataclass(frozen=True)

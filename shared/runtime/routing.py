@@ -7,7 +7,7 @@ producers, for the worker's check of what it consumes and for batch jobs, so it 
 
     shard_of(v, n) = (murmur2(shard_text(v)) & 0x7fffffff) mod n
 
-``murmur2`` is Kafka's (``shared.partitioner``), and ``shard_text`` is the value's canonical text:
+``murmur2`` is Kafka's (``ivmstream.partitioner``), and ``shard_text`` is the value's canonical text:
 equal join values get equal text, whatever type the producer wrote them in (``5``, ``5.0`` and the
 decimal ``5.00`` all read ``5``), so they meet in one shard. The record key is that text too, so the
 shard is also what Kafka's default partitioner would choose, but producers pass the partition
@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from shared.events import Relation, UpdateEvent
-from shared.partitioner import partition_for
+from ivmstream.events import Relation, UpdateEvent
+from ivmstream.partitioner import partition_for
 
 
 def shard_text(value: Any) -> bytes:

@@ -8,8 +8,8 @@ Exactly-once state rests on three rules kept here:
 3. On revocation and on shutdown the owned partitions are checkpointed before they are released.
 
 A sharded query (config key ``shard_by``) keeps one engine per input partition, also applies the
-broadcast partition to each (``shared.runtime.broadcast``) and publishes each partition's result as a
-partial result tagged with both offsets; ``shared.runtime.coordinator`` sums them.
+broadcast partition to each (``ivmstream.runtime.broadcast``) and publishes each partition's result as a
+partial result tagged with both offsets; ``ivmstream.runtime.coordinator`` sums them.
 """
 
 from __future__ import annotations
@@ -34,20 +34,20 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from shared import changelog
-from shared.config import ConfigError, ServiceConfig, producer_message_max_bytes, schema_of
-from shared.events import EventCodec, EventError, UpdateEvent
-from shared.events.coverage import RelationCoverage
-from shared.metrics import RuntimeMetrics
-from shared.runtime.broadcast import BroadcastFeed, first_unapplied, resume_offset
-from shared.runtime.kafka import BrokerUnavailable, BrokerWatch, consumer_settings, producer_settings
-from shared.runtime.output import Output, build_record
-from shared.runtime.partition import PartitionState, store_backing
-from shared.runtime.routing import ShardRouting, routing_of
-from shared.secrets import redact
-from shared.service import ServiceDefinition, load_sharding
-from shared.state import StateStore, check_envelope, envelope_for
-from shared.state.base import KeyLoader, MemoryBounded, StateLost
+from ivmstream import changelog
+from ivmstream.config import ConfigError, ServiceConfig, producer_message_max_bytes, schema_of
+from ivmstream.events import EventCodec, EventError, UpdateEvent
+from ivmstream.events.coverage import RelationCoverage
+from ivmstream.metrics import RuntimeMetrics
+from ivmstream.runtime.broadcast import BroadcastFeed, first_unapplied, resume_offset
+from ivmstream.runtime.kafka import BrokerUnavailable, BrokerWatch, consumer_settings, producer_settings
+from ivmstream.runtime.output import Output, build_record
+from ivmstream.runtime.partition import PartitionState, store_backing
+from ivmstream.runtime.routing import ShardRouting, routing_of
+from ivmstream.secrets import redact
+from ivmstream.service import ServiceDefinition, load_sharding
+from ivmstream.state import StateStore, check_envelope, envelope_for
+from ivmstream.state.base import KeyLoader, MemoryBounded, StateLost
 
 log = logging.getLogger("ivmstream.runtime")
 
@@ -541,7 +541,7 @@ class Worker:
         self, state: PartitionState, msgs: list[Message], decoded: list[UpdateEvent | EventError]
     ) -> list[str]:
         """``emit: every-event``: events applied one at a time in log order; after each, a changelog
-        record (the JSON Patch from the key's previous result, ``shared.changelog``) with the event's
+        record (the JSON Patch from the key's previous result, ``ivmstream.changelog``) with the event's
         offset goes to the output topic. A key without state starts from ``{}``, so its first record
         carries its whole result. Replayed after a crash from the same checkpoint, the same events give
         the same records."""

@@ -4,8 +4,14 @@
 ``spark.read.format("ivmkafka")`` and ``read_kafka(spark, bootstrap, topic)`` work on it.
 """
 
-from shared.spark.kafka_source import KAFKA_SCHEMA, KafkaSource, KafkaSourceError, read_kafka, resolve_offsets
-from shared.spark.session import SparkUnavailable, get_session
+from ivmstream.spark.kafka_source import (
+    KAFKA_SCHEMA,
+    KafkaSource,
+    KafkaSourceError,
+    read_kafka,
+    resolve_offsets,
+)
+from ivmstream.spark.session import SparkUnavailable, get_session
 
 __all__ = [
     "KAFKA_SCHEMA",

@@ -23,7 +23,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from shared.events import Relation, Schema
+from ivmstream.events import Relation, Schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,7 +61,7 @@ def _decoder(schema: Schema):
         import orjson
         import pyarrow as pa
 
-        from shared.events import EventCodec, EventError
+        from ivmstream.events import EventCodec, EventError
 
         codec = EventCodec(schema)
         for batch in batches:

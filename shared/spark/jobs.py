@@ -24,19 +24,19 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.compare import diff
-from shared.config import ConfigError, ServiceConfig, schema_of
-from shared.engine import is_incremental
-from shared.partitioner import partition_for
-from shared.runtime.dlq import latest_results, read_dead_letters
-from shared.runtime.kafka import client_security
-from shared.runtime.output import result_index, result_key
-from shared.service import ServiceDefinition
-from shared.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
-from shared.spark.kafka_source import read_kafka, resolve_offsets
-from shared.spark.snapshot import read_snapshot
-from shared.state import StateChanges, StateStore, envelope_for
-from shared.verdict import reconcile_key
+from ivmstream.compare import diff
+from ivmstream.config import ConfigError, ServiceConfig, schema_of
+from ivmstream.engine import is_incremental
+from ivmstream.partitioner import partition_for
+from ivmstream.runtime.dlq import latest_results, read_dead_letters
+from ivmstream.runtime.kafka import client_security
+from ivmstream.runtime.output import result_index, result_key
+from ivmstream.service import ServiceDefinition
+from ivmstream.spark.decode import KEY, MULT, decode_log, events_by_relation, net_bags
+from ivmstream.spark.kafka_source import read_kafka, resolve_offsets
+from ivmstream.spark.snapshot import read_snapshot
+from ivmstream.state import StateChanges, StateStore, envelope_for
+from ivmstream.verdict import reconcile_key
 
 
 @dataclass(frozen=True)

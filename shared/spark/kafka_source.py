@@ -47,7 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from shared.secrets import redact, register_kafka_settings
+from ivmstream.secrets import redact, register_kafka_settings
 
 if TYPE_CHECKING:
     import pyarrow as pa

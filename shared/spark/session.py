@@ -33,7 +33,7 @@ def _check_java() -> None:
 
 
 def _register_sources(spark: SparkSession) -> None:
-    from shared.spark.kafka_source import KafkaSource
+    from ivmstream.spark.kafka_source import KafkaSource
 
     spark.dataSource.register(KafkaSource)
 

@@ -15,8 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from shared.events import Relation, Schema
-from shared.spark.decode import DECIMAL, KEY, MULT, SPARK_TYPES, decode_log, events_by_relation
+from ivmstream.events import Relation, Schema
+from ivmstream.spark.decode import DECIMAL, KEY, MULT, SPARK_TYPES, decode_log, events_by_relation
 
 SUFFIXES = (".csv", ".tbl", ".parquet", ".jsonl")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.state.base import (
+from ivmstream.state.base import (
     CommitStats,
     FaultHook,
     PartitionCheckpoint,
@@ -12,8 +12,8 @@ from shared.state.base import (
     StateError,
     StateStore,
 )
-from shared.state.envelope import Envelope, check_envelope, envelope_for
-from shared.state.memory import MemoryStore
+from ivmstream.state.envelope import Envelope, check_envelope, envelope_for
+from ivmstream.state.memory import MemoryStore
 
 BACKENDS = ("rocksdb", "redis", "memory")
 
@@ -30,14 +30,14 @@ def open_store(
     if backend == "memory":
         return MemoryStore()
     if backend == "rocksdb":
-        from shared.state.rocksdb import RocksDBStore
+        from ivmstream.state.rocksdb import RocksDBStore
 
         return RocksDBStore(state_dir or "state", namespace, fault_hook=fault_hook)
     if backend == "redis":
         if not redis_url:
             raise StateError("the redis state backend needs --redis URL")
-        from shared.redis_client import connect
-        from shared.state.redis import RedisStore
+        from ivmstream.redis_client import connect
+        from ivmstream.state.redis import RedisStore
 
         return RedisStore(connect(redis_url), namespace, fault_hook=fault_hook)
     raise StateError(f"unknown state backend {backend!r} (known: {', '.join(BACKENDS)})")

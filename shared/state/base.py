@@ -6,8 +6,8 @@ the events before the stored offset. Nothing else in the system decides where to
 
 A key's state is stored in one of two layouts: a whole snapshot (engines with only
 ``snapshot()/restore()``), or named maps of entries that each checkpoint updates by what changed
-(``shared.engine.IncrementalEngine``). Every partition also stores the envelope of whoever wrote it
-(``shared.state.envelope``), checked before anything is restored.
+(``ivmstream.engine.IncrementalEngine``). Every partition also stores the envelope of whoever wrote it
+(``ivmstream.state.envelope``), checked before anything is restored.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from shared.engine import Entry, EntryChange
+from ivmstream.engine import Entry, EntryChange
 
 FaultHook = Callable[[str], None]
 
@@ -98,7 +98,7 @@ class StateStore(Protocol):
 @runtime_checkable
 class EntryReader(Protocol):
     """Optional: a store that serves single entries and one map's entries, so an engine can keep a map
-    in the store instead of in memory (``shared.engine.StoreBackedEngine``)."""
+    in the store instead of in memory (``ivmstream.engine.StoreBackedEngine``)."""
 
     name: str
 
@@ -134,7 +134,7 @@ class MemoryBounded(Protocol):
 class KeyLoader(Protocol):
     """Optional: a store that reads a partition's keys one at a time, so a partition keeps only a bounded
     number of engines resident and loads the others when their key is next seen
-    (``shared.runtime.partition.PartitionState``)."""
+    (``ivmstream.runtime.partition.PartitionState``)."""
 
     name: str
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from shared.state.base import StateError
+from ivmstream.state.base import StateError
 
 LAYOUT = 2  # 1: whole snapshots only, no envelope; 2: envelope, snapshots and incremental entries
 

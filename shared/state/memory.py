@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 
-from shared.engine import Entry
-from shared.state.base import CommitStats, PartitionCheckpoint, StateChanges
+from ivmstream.engine import Entry
+from ivmstream.state.base import CommitStats, PartitionCheckpoint, StateChanges
 
 
 class _Partition:

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import redis
 
-from shared.engine import Entry
-from shared.retry import with_retries
-from shared.state.base import (
+from ivmstream.engine import Entry
+from ivmstream.retry import with_retries
+from ivmstream.state.base import (
     BROADCAST_OFFSET_KEY,
     ENVELOPE_KEY,
     OFFSET_KEY,

@@ -3,7 +3,7 @@
 One DB per partition (``<state_dir>/<namespace>/<topic>-<partition>``) lets workers sharing a
 state volume hand partitions to each other on rebalance: the owner opens it on assignment and
 closes it on revocation, and RocksDB's lock file guards against two owners at once. Keys follow
-``shared.state.base``'s layout, so one key's entries are one prefix scan.
+``ivmstream.state.base``'s layout, so one key's entries are one prefix scan.
 
 Memory: every database a store opens shares one LRU block cache (data, index and filter blocks, so
 the index of a growing state is charged to it too) and one write-buffer manager (all memtables), so a
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
 
-from shared.engine import Entry
-from shared.state.base import (
+from ivmstream.engine import Entry
+from ivmstream.state.base import (
     BROADCAST_OFFSET_KEY,
     ENTRY_PREFIX,
     ENVELOPE_KEY,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.testing import (
+from ivmstream.testing import (
     Case,
     check_determinism,
     check_kill9_restart,
@@ -26,7 +26,7 @@ demo_cases = pytest.mark.parametrize("case", DEMO_CASES, ids=[str(c) for c in DE
 
 def test_every_service_has_a_workload():
     """A service without a demo or workload would silently escape every check below."""
-    from shared.service import available_services
+    from ivmstream.service import available_services
 
     assert {c.name for c in CASES} == set(available_services())
     assert {c.name for c in DEMO_CASES} == set(available_services()), "a service without a demo skips kill -9"

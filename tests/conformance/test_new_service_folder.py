@@ -1,6 +1,7 @@
-"""A new service is one folder: a copy of services/reference under another name, kept in a ``services/``
-directory outside the repository and named on PYTHONPATH, is found by name and passes the whole
-conformance suite, with no edit anywhere else."""
+"""A new service is one folder: a copy of services/reference under another name, kept outside the
+repository as a package of its own and registered under the ``ivmstream.services`` entry-point group
+(as another distribution would register it), is found by name and passes the whole conformance suite,
+with no edit anywhere else."""
 
 from __future__ import annotations
 
@@ -22,22 +23,27 @@ NEW = "copied_bags"
 
 
 def copy_reference_as(root: Path, name: str) -> Path:
-    """``root/services/<name>``: services/reference with its imports and its declared name rewritten."""
-    target = root / "services" / name
+    """``root/<name>``: services/reference as a top-level package with its imports and its declared name
+    rewritten, and ``root/<name>-0.dist-info`` registering it as a distribution installed there would."""
+    target = root / name
     shutil.copytree(REPO / "services" / "reference", target, ignore=shutil.ignore_patterns("__pycache__"))
     for module in target.glob("*.py"):
-        module.write_text(module.read_text().replace("services.reference.", f"services.{name}."))
+        module.write_text(module.read_text().replace("ivmstream.services.reference.", f"{name}."))
     declaration = target / "service.py"
     text = declaration.read_text()
     assert text.count('name="reference"') == 1
     declaration.write_text(text.replace('name="reference"', f'name="{name}"'))
+    metadata = root / f"{name}-0.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0\n")
+    (metadata / "entry_points.txt").write_text(f"[ivmstream.services]\n{name} = {name}.service:SERVICE\n")
     return target
 
 
 def environment(extra: Path) -> dict[str, str]:
-    """The project first (its ``services`` package is the one imported), then the extra directory."""
+    """The extra directory on the path, as a site-packages holding the other distribution."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(extra), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(extra), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -57,13 +63,12 @@ def suite_checks() -> set[str]:
 def test_copied_service_folder_is_found_without_other_edits(tmp_path):
     extra = tmp_path / "elsewhere"
     copy_reference_as(extra, NEW)
-    assert not (extra / "services" / "__init__.py").exists()
-    probe = "import json; from shared.service import available_services as a; print(json.dumps(a()))"
+    probe = "import json; from ivmstream.service import available_services as a; print(json.dumps(a()))"
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=environment(extra), check=True
     )
     found = json.loads(out.stdout)
-    assert found[NEW] == f"services.{NEW}.service"
+    assert found[NEW] == f"{NEW}.service:SERVICE"
     assert {"reference", "triangles", "vwap"} <= found.keys()  # the project's own folders are still seen
 
 

@@ -30,7 +30,7 @@ def run_tool(*args: str, cwd: Path = REPO, timeout: float = 120.0) -> subprocess
 
 def parse_cli(args: Sequence[str]) -> argparse.Namespace:
     """``ivmstream ARGS`` as the CLI's own parser reads them; a flag it does not know fails the test."""
-    from shared.cli import build_parser
+    from ivmstream.cli import build_parser
 
     try:
         return build_parser().parse_args(list(args))
@@ -69,7 +69,7 @@ def worker_metrics() -> tuple[set[str], set[str]]:
     family given one child and the reconciliation gauges registered, as a running worker has them."""
     import orjson
 
-    from shared.metrics import RuntimeMetrics
+    from ivmstream.metrics import RuntimeMetrics
 
     class _Verdicts:
         def get(self, _key: str) -> bytes:

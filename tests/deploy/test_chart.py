@@ -19,9 +19,9 @@ from deploy_tools import REPO, parse_cli, read_by_the_code, run_tool, tool
 from prometheus_client import CollectorRegistry
 
 from deploy.services import METRICS_PORT, deployable_services
-from shared.config import build_config
-from shared.health import Health, health_app
-from shared.service import available_services, load_service
+from ivmstream.config import build_config
+from ivmstream.health import Health, health_app
+from ivmstream.service import available_services, load_service
 
 CHART = REPO / "charts" / "ivmstream"
 

@@ -14,8 +14,8 @@ import yaml
 from deploy_tools import REPO, parse_cli, read_by_the_code, run_tool, tool
 
 from deploy.services import IMAGE_SITE_PACKAGES, METRICS_PORT, STATE_ROOT, deployable_services
-from shared.config import load_config
-from shared.service import available_services, load_service
+from ivmstream.config import load_config
+from ivmstream.service import available_services, load_service
 
 DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"

@@ -36,11 +36,11 @@ def test_entrypoint_is_the_ivmstream_cli():
     stage = _final_stage()
     assert exec_form(_one(stage, "ENTRYPOINT")) == ["ivmstream"]
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["ivmstream"] == "shared.cli:main"
+    assert scripts["ivmstream"] == "ivmstream.cli:main"
     cmd = exec_form(_one(stage, "CMD"))
     # the default command runs as the CLI would run it in the image
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.cli", *cmd], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "ivmstream.cli", *cmd], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 0 and proc.stdout.startswith("usage: ivmstream"), proc.stderr
 
@@ -61,7 +61,7 @@ def test_the_compiled_decoder_is_built_and_required_in_the_builder():
     froms = [args for word, args in steps if word == "FROM"]
     assert len(froms) == 2 and froms[0].endswith(" AS builder")
     runs = " ".join(args for word, args in steps[: steps.index(("FROM", froms[1]))] if word == "RUN")
-    assert "gcc" in runs and "import shared.events._fastjson" in runs
+    assert "gcc" in runs and "import ivmstream.events._fastjson" in runs
     assert (REPO / "shared" / "events" / "_fastjson.c").is_file()
     assert any(w == "COPY" and args.startswith("--from=builder ") for w, args in _final_stage())
 

@@ -9,8 +9,8 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from shared.dev.redis_server import free_port
-from shared.health import Health, serve
+from ivmstream.dev.redis_server import free_port
+from ivmstream.health import Health, serve
 
 
 class Clock:

@@ -9,8 +9,8 @@ import urllib.request
 import orjson
 from helpers import SAMPLE, ivm_produce, running_worker, running_workers, stream_config, worker_args
 
-from shared.dev.redis_server import free_port
-from shared.runtime.progress import wait_caught_up
+from ivmstream.dev.redis_server import free_port
+from ivmstream.runtime.progress import wait_caught_up
 
 
 def _probe(url: str) -> tuple[int, dict | bytes]:

@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test process's environment without any IVMSTREAM_ credential variables, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IVMSTREAM_REDIS_", "IVMSTREAM_KAFKA_"))}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("IVMSTREAM_LOG_LEVEL", "WARNING")
     env.update(extra or {})
     return env
@@ -24,7 +23,7 @@ def run_cli(
     *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "ivmstream.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -36,7 +35,7 @@ def run_cli(
 def start_cli(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", *args],
+            [sys.executable, "-m", "ivmstream.cli", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=cli_env(env),

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from shared.dev.redis_server import free_port, spawn_redis_server, stop_redis_server
+from ivmstream.dev.redis_server import free_port, spawn_redis_server, stop_redis_server
 
 DEFAULT_PASSWORD = "planted-default-Zq81xv"
 ACL_USER = "ivm"

@@ -21,12 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.hostile_records import KINDS, hostile_record
-from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
-from shared.events import codec as codec_module
-from shared.events.reasons import MAX_NESTING
+from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from ivmstream.events import codec as codec_module
+from ivmstream.events.reasons import MAX_NESTING
 
 if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
-    pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
+    pytest.fail(
+        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
+    )
 
 # Two relations the C decoder parses in full (one with a decimal column), and a key.
 PARSED = Relation.of("p", i="int", f="float", s="str", b="bool", e="exact")

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from shared.events import EventError, UpdateEvent
-from shared.runtime import output as output_module
-from shared.runtime.output import DeliveryFailed, Output
+from ivmstream.events import EventError, UpdateEvent
+from ivmstream.runtime import output as output_module
+from ivmstream.runtime.output import DeliveryFailed, Output
 
 if output_module._deadletters is None:  # never skipped: the compiled loop is what is tested
     pytest.fail(
-        "shared.runtime._deadletters is not built: run `make setup` or `pip install -e .`", pytrace=False
+        "ivmstream.runtime._deadletters is not built: run `make setup` or `pip install -e .`", pytrace=False
     )
 
 REASONS = ["oversized", "null-value", "malformed-json", "wrong-type"]

@@ -15,13 +15,13 @@ from confluent_kafka import KafkaError, Producer
 from helpers import SAMPLE, offline_results, published_results, stream_config
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.config import build_config, load_config, schema_of
-from shared.dev.redis_server import free_port
-from shared.runtime import Worker
-from shared.runtime.dlq import latest_results, read_dead_letters
-from shared.runtime.progress import wait_caught_up
-from shared.service import load_service
-from shared.state import MemoryStore
+from ivmstream.config import build_config, load_config, schema_of
+from ivmstream.dev.redis_server import free_port
+from ivmstream.runtime import Worker
+from ivmstream.runtime.dlq import latest_results, read_dead_letters
+from ivmstream.runtime.progress import wait_caught_up
+from ivmstream.service import load_service
+from ivmstream.state import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fuzz.hostile_records import KINDS, interleave

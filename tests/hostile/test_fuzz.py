@@ -55,7 +55,7 @@ def test_bounded_fuzzing_run(tmp_path: Path) -> None:
     [("csv", b"i,k\n1,\xff\n2,ok\n"), ("orderbook", b"1,10,B,100,5.5\n\xff,1,B,1,1\n2,11,B,1,1\n")],
 )
 def test_a_line_that_is_not_utf8_becomes_an_error_record(target: str, text: bytes, tmp_path: Path) -> None:
-    from shared.events import read_csv, read_orderbook
+    from ivmstream.events import read_csv, read_orderbook
 
     path = tmp_path / "input"
     path.write_bytes(text)

@@ -16,12 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
-from shared.events import codec as codec_module
-from shared.events.reasons import INT_MAX, INT_MIN, MAX_NESTING, REASONS, out_of_range_integer, too_deep
+from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from ivmstream.events import codec as codec_module
+from ivmstream.events.reasons import INT_MAX, INT_MIN, MAX_NESTING, REASONS, out_of_range_integer, too_deep
 
 if codec_module._fastjson is None:  # never skipped: the compiled decoder is part of what is tested
-    pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
+    pytest.fail(
+        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
+    )
 
 # One column of every type, and a key field, so that every column type meets every hostile value.
 ALL_TYPES = Relation.of("t", i="int", f="float", n="number", s="str", b="bool", d="decimal", e="exact")

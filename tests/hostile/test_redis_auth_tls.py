@@ -19,9 +19,9 @@ from cli_runs import key_body_lines, leaks, run_cli, start_cli, stop
 from helpers import SAMPLE, ivm_produce, offline_results, read_topic, stream_config
 from secure_redis import ACL_PASSWORD, ACL_USER, DEFAULT_PASSWORD, SecureRedis
 
-from shared.dev.redis_server import free_port
-from shared.redis_client import RedisUnavailable, connect
-from shared.runtime.progress import wait_caught_up
+from ivmstream.dev.redis_server import free_port
+from ivmstream.redis_client import RedisUnavailable, connect
+from ivmstream.runtime.progress import wait_caught_up
 
 SECRETS = (DEFAULT_PASSWORD, ACL_PASSWORD)
 
@@ -73,7 +73,7 @@ def test_credentials_from_environment_and_files(
 
 
 def refusal_of_secret_source(server: SecureRedis) -> str:
-    from shared.secrets import SecretError
+    from ivmstream.secrets import SecretError
 
     with pytest.raises(SecretError) as info:
         connect(server.plain_url())

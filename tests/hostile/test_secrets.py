@@ -22,9 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from secure_redis import make_pki
 
-from shared import secrets
-from shared.dev.redis_server import free_port
-from shared.runtime.kafka import consumer_settings, producer_settings
+from ivmstream import secrets
+from ivmstream.dev.redis_server import free_port
+from ivmstream.runtime.kafka import consumer_settings, producer_settings
 
 PASSWORD = "s3cret-Planted-7781"
 SASL_PASSWORD = "sasl-Planted-9d21f0"

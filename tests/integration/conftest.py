@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from shared.spark.session import get_session
+    from ivmstream.spark.session import get_session
 
     # No skip when Java is missing: `make setup` installs it, so its absence is a failure to report.
     session = get_session("local[2]", app_name="ivmstream-tests")

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reference.engine import BagEngine
-from shared.config import build_config
-from shared.events import UpdateEvent
-from shared.runtime.partition import PartitionState, store_backing
-from shared.service import load_service
-from shared.state import MemoryStore, StateError, StateStore
+from ivmstream.config import build_config
+from ivmstream.events import UpdateEvent
+from ivmstream.runtime.partition import PartitionState, store_backing
+from ivmstream.service import load_service
+from ivmstream.services.reference.engine import BagEngine
+from ivmstream.state import MemoryStore, StateError, StateStore
 
 RELATIONS = {
     "r": {"a": "int", "p": "decimal"},
@@ -69,7 +69,7 @@ def memory_store() -> Iterator[Callable[[], StateStore]]:
 
 @contextmanager
 def rocksdb_store() -> Iterator[Callable[[], StateStore]]:
-    from shared.state.rocksdb import RocksDBStore
+    from ivmstream.state.rocksdb import RocksDBStore
 
     root = tempfile.mkdtemp(prefix="ivmstream-backed-")
     store = RocksDBStore(root, "t")
@@ -176,7 +176,7 @@ def test_tiny_cache_equals_fully_resident_on_local_stores(backend, plan, cache):
 def test_tiny_cache_equals_fully_resident_on_redis(redis_server, plan, cache):
     import redis
 
-    from shared.state.redis import RedisStore
+    from ivmstream.state.redis import RedisStore
 
     client = redis.Redis.from_url(redis_server.url)
     try:
@@ -212,7 +212,7 @@ class SnapshotsOnly:
 
 
 def test_a_store_that_cannot_read_entries_is_refused_at_start_in_one_line():
-    from shared.runtime import Worker
+    from ivmstream.runtime import Worker
 
     service = load_service("reference")
     config = build_config(

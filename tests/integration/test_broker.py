@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from shared.dev.broker import BrokerError, BrokerProcess, MockCluster
+from ivmstream.dev.broker import BrokerError, BrokerProcess, MockCluster
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -101,7 +101,7 @@ def test_create_topic_via_stdin_protocol(module_broker: BrokerProcess) -> None:
 
 def test_bad_argument_exits_2_with_one_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.dev.broker", "--partitions", "x"],
+        [sys.executable, "-m", "ivmstream.dev.broker", "--partitions", "x"],
         cwd=ROOT,
         capture_output=True,
         text=True,

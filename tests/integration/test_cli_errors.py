@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import SAMPLE, ivm, ivm_produce, run_args, stream_config, write_config
 
-from shared.dev.redis_server import free_port
+from ivmstream.dev.redis_server import free_port
 
 
 def one_line_error(proc) -> str:
@@ -130,8 +130,8 @@ def test_truncated_history_stops_the_worker_instead_of_skipping(broker, unique, 
     a view started past deleted records would be silently wrong, so the worker refuses to start."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from shared.events import SourceRecord
-    from shared.runtime.produce import produce_records
+    from ivmstream.events import SourceRecord
+    from ivmstream.runtime.produce import produce_records
 
     topic = f"{unique}.updates"
     broker.create_topic(topic, 1)

@@ -9,9 +9,9 @@ import orjson
 import pytest
 from helpers import read_topic
 
-from shared.changelog import apply
-from shared.service import DemoWorkload, load_service
-from shared.testing import Case, check_kill9_restart
+from ivmstream.changelog import apply
+from ivmstream.service import DemoWorkload, load_service
+from ivmstream.testing import Case, check_kill9_restart
 
 
 @pytest.mark.slow

@@ -6,13 +6,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from helpers import SAMPLE, offline_results, stream_config, trickle
 
-from shared.config import load_config
-from shared.redis_client import connect
-from shared.runtime import Worker
-from shared.runtime.progress import group_progress
-from shared.service import load_service
-from shared.state import StateChanges, open_store
-from shared.testing import Case, check_kill9_restart
+from ivmstream.config import load_config
+from ivmstream.redis_client import connect
+from ivmstream.runtime import Worker
+from ivmstream.runtime.progress import group_progress
+from ivmstream.service import load_service
+from ivmstream.state import StateChanges, open_store
+from ivmstream.testing import Case, check_kill9_restart
 
 
 @pytest.mark.slow

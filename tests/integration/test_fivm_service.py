@@ -27,10 +27,10 @@ from helpers import (
     worker_args,
 )
 
-from services.fivm.engine import FivmEngine
-from services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
-from shared.config import build_config
-from shared.events import UpdateEvent
+from ivmstream.config import build_config
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
 
 SAMPLE = REPO / "services" / "fivm" / "data" / "housing.jsonl"
 TABLES = REPO / "tests" / "data" / "fivm_housing"

@@ -32,17 +32,17 @@ from helpers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.fivm.service import SERVICE, make_engine
-from shared.config import load_config, schema_of
-from shared.dev.redis_server import free_port
-from shared.events import EventCodec, read_source
-from shared.redis_client import connect
-from shared.runtime.dlq import read_dead_letters
-from shared.runtime.kafka import partition_count
-from shared.runtime.output import result_key
-from shared.runtime.produce import produce_records
-from shared.runtime.progress import group_progress, wait_caught_up
-from shared.runtime.routing import routing_of, shard_of
+from ivmstream.config import load_config, schema_of
+from ivmstream.dev.redis_server import free_port
+from ivmstream.events import EventCodec, read_source
+from ivmstream.redis_client import connect
+from ivmstream.runtime.dlq import read_dead_letters
+from ivmstream.runtime.kafka import partition_count
+from ivmstream.runtime.output import result_key
+from ivmstream.runtime.produce import produce_records
+from ivmstream.runtime.progress import group_progress, wait_caught_up
+from ivmstream.runtime.routing import routing_of, shard_of
+from ivmstream.services.fivm.service import SERVICE, make_engine
 
 RELATIONS = {
     "Inventory": [{"locn": "int"}, {"ksn": "int"}, {"units": "int"}],

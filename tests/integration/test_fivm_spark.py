@@ -22,17 +22,17 @@ import numpy as np
 import orjson
 import pytest
 
-from services.fivm import state as st
-from services.fivm.batch import JOBS, build_state, comparable, recompute
-from services.fivm.service import DEMO_CONFIG
-from shared.compare import diff
-from shared.config import load_config, schema_of
-from shared.events import read_source
-from shared.replay import replay_all
-from shared.service import load_service
-from shared.spark.decode import net_bags
-from shared.spark.jobs import BatchError
-from shared.spark.snapshot import read_snapshot
+from ivmstream.compare import diff
+from ivmstream.config import load_config, schema_of
+from ivmstream.events import read_source
+from ivmstream.replay import replay_all
+from ivmstream.service import load_service
+from ivmstream.services.fivm import state as st
+from ivmstream.services.fivm.batch import JOBS, build_state, comparable, recompute
+from ivmstream.services.fivm.service import DEMO_CONFIG
+from ivmstream.spark.decode import net_bags
+from ivmstream.spark.jobs import BatchError
+from ivmstream.spark.snapshot import read_snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -290,7 +290,7 @@ def test_rings_and_strategies_it_cannot_build_are_refused(spark, tmp_path, query
 
 
 def test_weighted_tuples_are_refused_by_both_jobs(spark, tmp_path):
-    from services.fivm.batch import recompute
+    from ivmstream.services.fivm.batch import recompute
 
     config = configured(tmp_path, {"relations": STAR, "ring": "sum", "sum": ["y"], "weights": {"F": "x"}})
     with pytest.raises(BatchError, match=r"^fivm bootstrap does not handle weighted tuples"):
@@ -318,11 +318,11 @@ def test_bootstrap_then_stream_equals_streaming_everything_and_reconcile_matches
 ):
     from helpers import offline_results, rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
 
-    from shared.redis_client import connect
-    from shared.runtime.output import result_key
-    from shared.runtime.produce import produce_records
-    from shared.spark.jobs import run_reconcile
-    from shared.state import open_store
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.output import result_key
+    from ivmstream.runtime.produce import produce_records
+    from ivmstream.spark.jobs import run_reconcile
+    from ivmstream.state import open_store
 
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
     head, tail = tmp_path / "head.jsonl", tmp_path / "tail.jsonl"  # the static relations lie in the head
@@ -367,11 +367,11 @@ def test_cli_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, u
     streamed by a worker that resumes from that state, then reconcile says MATCH."""
     from helpers import ivm_bootstrap, run_worker_to_end, stream_config
 
-    from shared.redis_client import connect
-    from shared.runtime.produce import produce_records
-    from shared.spark.jobs import record_verdict, run_reconcile
-    from shared.state import open_store
-    from shared.verdict import reconcile_key
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.produce import produce_records
+    from ivmstream.spark.jobs import record_verdict, run_reconcile
+    from ivmstream.state import open_store
+    from ivmstream.verdict import reconcile_key
 
     query = CONFIGS["covariance-decimals-snowflake"]
     events = [

@@ -18,9 +18,9 @@ from helpers import (
     trickle,
 )
 
-from shared.config import load_config, resolve_options
-from shared.service import load_service
-from shared.state import StateError, check_envelope, envelope_for, open_store
+from ivmstream.config import load_config, resolve_options
+from ivmstream.service import load_service
+from ivmstream.state import StateError, check_envelope, envelope_for, open_store
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
 
@@ -97,9 +97,9 @@ def test_kill9_with_the_bag_in_the_store_equals_uninterrupted(
 ):
     """The reference service with each key's bag read through the store (4 tuples cached): every kill
     lands with uncheckpointed work, and the stored bag is the replayed one, entry for entry."""
-    from shared.engine import store_backed_maps
-    from shared.service import DemoWorkload
-    from shared.testing import Case, check_kill9_restart
+    from ivmstream.engine import store_backed_maps
+    from ivmstream.service import DemoWorkload
+    from ivmstream.testing import Case, check_kill9_restart
 
     service = load_service("reference")
     assert service.demo is not None
@@ -149,8 +149,8 @@ def test_kill9_with_one_resident_engine_per_partition_equals_uninterrupted(
 ):
     """``resident_keys: 1``: after each checkpoint a partition keeps one engine and reads the others back
     from the store when their key is next seen; killed twice mid-stream, the results are the replay's."""
-    from shared.service import DemoWorkload
-    from shared.testing import Case, check_kill9_restart
+    from ivmstream.service import DemoWorkload
+    from ivmstream.testing import Case, check_kill9_restart
 
     service = load_service("reference")
     assert service.demo is not None

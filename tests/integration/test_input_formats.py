@@ -19,13 +19,13 @@ from helpers import (
     write_config,
 )
 
-from shared.config import load_config
-from shared.events import OrderBookAdaptor, read_source
-from shared.runtime import Worker
-from shared.runtime.produce import produce_records
-from shared.runtime.progress import group_progress
-from shared.service import load_service
-from shared.state import open_store
+from ivmstream.config import load_config
+from ivmstream.events import OrderBookAdaptor, read_source
+from ivmstream.runtime import Worker
+from ivmstream.runtime.produce import produce_records
+from ivmstream.runtime.progress import group_progress
+from ivmstream.service import load_service
+from ivmstream.state import open_store
 
 TINY = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data" / "finance-tiny.csv"
 RELATIONS = {
@@ -180,9 +180,9 @@ import dataclasses
 
 import orjson
 
-from shared.events import InputFormat, ReadOption, SourceRecord
-from shared.events.formats import positive_int
-from shared.service import load_service
+from ivmstream.events import InputFormat, ReadOption, SourceRecord
+from ivmstream.events.formats import positive_int
+from ivmstream.service import load_service
 
 
 def read_pairs(req):
@@ -204,7 +204,7 @@ SERVICE = dataclasses.replace(load_service("reference"), name="toy", formats={"p
 
 
 def test_replay_accepts_the_formats_a_service_declares(tmp_path, monkeypatch, capfd):
-    from shared.cli import main
+    from ivmstream.cli import main
 
     (tmp_path / "toy_service.py").write_text(TOY_SERVICE)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from helpers import read_topic
 
-from shared.events import SourceRecord
-from shared.partitioner import murmur2, partition_for
-from shared.runtime.produce import produce_records
+from ivmstream.events import SourceRecord
+from ivmstream.partitioner import murmur2, partition_for
+from ivmstream.runtime.produce import produce_records
 
 
 def test_known_java_values():

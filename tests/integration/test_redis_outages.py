@@ -24,10 +24,10 @@ from helpers import (
     stream_config,
 )
 
-from shared.dev.redis_server import RedisServer
-from shared.events import read_source
-from shared.runtime.produce import produce_records
-from shared.runtime.progress import group_progress, wait_caught_up
+from ivmstream.dev.redis_server import RedisServer
+from ivmstream.events import read_source
+from ivmstream.runtime.produce import produce_records
+from ivmstream.runtime.progress import group_progress, wait_caught_up
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 

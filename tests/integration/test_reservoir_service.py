@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from services.reservoir.service import LINE3_CONFIG, SERVICE
-from shared.service import DemoWorkload
-from shared.testing import Case, check_kill9_restart, check_stream_equals_replay
+from ivmstream.service import DemoWorkload
+from ivmstream.services.reservoir.service import LINE3_CONFIG, SERVICE
+from ivmstream.testing import Case, check_kill9_restart, check_stream_equals_replay
 
 DEMO = Path(__file__).resolve().parents[2] / "services" / "reservoir" / "data" / "graph.jsonl"
 

@@ -14,14 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from services.reservoir.batch import build_state, comparable, recompute
-from services.reservoir.engine import ReservoirEngine
-from services.reservoir.service import LINE3_CONFIG
-from shared.compare import diff
-from shared.config import load_config, schema_of
-from shared.service import load_service
-from shared.spark.decode import net_bags
-from shared.spark.snapshot import read_snapshot
+from ivmstream.compare import diff
+from ivmstream.config import load_config, schema_of
+from ivmstream.service import load_service
+from ivmstream.services.reservoir.batch import build_state, comparable, recompute
+from ivmstream.services.reservoir.engine import ReservoirEngine
+from ivmstream.services.reservoir.service import LINE3_CONFIG
+from ivmstream.spark.decode import net_bags
+from ivmstream.spark.snapshot import read_snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -42,8 +42,8 @@ def test_spark_rounds_counts_up_to_powers_of_two_exactly(spark):
 
     from pyspark.sql import functions as F
 
-    from services.reservoir.batch import COUNT, nextpow2
-    from services.reservoir.index import nextpow2 as engine_nextpow2
+    from ivmstream.services.reservoir.batch import COUNT, nextpow2
+    from ivmstream.services.reservoir.index import nextpow2 as engine_nextpow2
 
     values = [0, 1, 2, 3, 5, 1023, 1024, 1025, 2**53 - 1, 2**53 + 1, 2**60 - 1, 2**60, 2**60 + 1]
     values += [2**100 + 1, 10**37, 2**125 + 3, random.Random(1).randrange(2**120)]
@@ -128,12 +128,12 @@ def churned(lines: list[bytes]) -> list[dict[str, Any]]:
 def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, unique, tmp_path):
     from helpers import rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
 
-    from shared.events import read_source
-    from shared.redis_client import connect
-    from shared.runtime.output import result_key
-    from shared.runtime.produce import produce_records
-    from shared.spark.jobs import run_reconcile
-    from shared.state import open_store
+    from ivmstream.events import read_source
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.output import result_key
+    from ivmstream.runtime.produce import produce_records
+    from ivmstream.spark.jobs import run_reconcile
+    from ivmstream.state import open_store
 
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
     head, tail = tmp_path / "head.jsonl", tmp_path / "tail.jsonl"

@@ -22,8 +22,8 @@ from helpers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.dev.redis_server import free_port
-from shared.runtime.progress import wait_caught_up
+from ivmstream.dev.redis_server import free_port
+from ivmstream.runtime.progress import wait_caught_up
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:

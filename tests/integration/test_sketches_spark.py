@@ -17,17 +17,17 @@ from typing import Any
 import orjson
 import pytest
 
-from services.sketches.batch import build_state, comparable, recompute
-from services.sketches.engine import SketchEngine
-from services.sketches.query import compile_query
-from services.sketches.service import DATA, DEMO_CONFIG
-from shared.compare import diff
-from shared.config import load_config, schema_of
-from shared.events import read_source
-from shared.replay import replay_all
-from shared.service import load_service
-from shared.spark.decode import net_bags
-from shared.spark.snapshot import read_snapshot
+from ivmstream.compare import diff
+from ivmstream.config import load_config, schema_of
+from ivmstream.events import read_source
+from ivmstream.replay import replay_all
+from ivmstream.service import load_service
+from ivmstream.services.sketches.batch import build_state, comparable, recompute
+from ivmstream.services.sketches.engine import SketchEngine
+from ivmstream.services.sketches.query import compile_query
+from ivmstream.services.sketches.service import DATA, DEMO_CONFIG
+from ivmstream.spark.decode import net_bags
+from ivmstream.spark.snapshot import read_snapshot
 from tests.unit.sketches.sketches_oracle import SCHEMA
 
 pytestmark = pytest.mark.spark

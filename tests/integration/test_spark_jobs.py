@@ -21,15 +21,15 @@ from helpers import (
     stream_config,
 )
 
-from shared.config import load_config
-from shared.events import read_source
-from shared.redis_client import connect
-from shared.replay import replay_all
-from shared.runtime.output import result_key
-from shared.runtime.produce import produce_records
-from shared.service import load_service
-from shared.spark.jobs import BatchError, run_reconcile
-from shared.state import open_store
+from ivmstream.config import load_config
+from ivmstream.events import read_source
+from ivmstream.redis_client import connect
+from ivmstream.replay import replay_all
+from ivmstream.runtime.output import result_key
+from ivmstream.runtime.produce import produce_records
+from ivmstream.service import load_service
+from ivmstream.spark.jobs import BatchError, run_reconcile
+from ivmstream.state import open_store
 
 SPLIT = 2000  # the snapshot holds the sample's first 2000 events, the topic the rest
 
@@ -166,9 +166,9 @@ def test_snapshot_readers_parquet_tbl_csv_and_jsonl_agree(spark, tmp_path):
     """One bag written in every snapshot format reads back as the same typed rows."""
     from decimal import Decimal
 
-    from shared.events import Relation, Schema
-    from shared.spark.decode import KEY, MULT
-    from shared.spark.snapshot import SnapshotError, read_snapshot
+    from ivmstream.events import Relation, Schema
+    from ivmstream.spark.decode import KEY, MULT
+    from ivmstream.spark.snapshot import SnapshotError, read_snapshot
 
     schema = Schema.of(Relation.of("lineitem", orderkey="int", price="decimal", flag="str"))
     rows = [(1, "10.50", "A"), (2, "0.25", "N"), (2, "0.25", "N")]
@@ -207,9 +207,9 @@ def test_snapshot_readers_parquet_tbl_csv_and_jsonl_agree(spark, tmp_path):
 def test_verdict_is_exported_on_the_workers_metrics(redis_server, unique):
     from prometheus_client import generate_latest
 
-    from shared.metrics import RuntimeMetrics
-    from shared.spark.jobs import ReconcileReport, record_verdict
-    from shared.verdict import reconcile_key
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.spark.jobs import ReconcileReport, record_verdict
+    from ivmstream.verdict import reconcile_key
 
     client = connect(redis_server.url)
     metrics = RuntimeMetrics("reference")

@@ -17,19 +17,25 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.errors import AnalysisException
 
-from shared.config import ServiceConfig, load_config
-from shared.events import SourceRecord
-from shared.runtime.dlq import latest_results, read_dead_letters, read_to_end
-from shared.runtime.kafka import BrokerUnavailable
-from shared.runtime.produce import produce_records
-from shared.service import load_service
-from shared.spark.kafka_source import KAFKA_SCHEMA, KafkaPartition, KafkaSource, read_kafka, resolve_offsets
+from ivmstream.config import ServiceConfig, load_config
+from ivmstream.events import SourceRecord
+from ivmstream.runtime.dlq import latest_results, read_dead_letters, read_to_end
+from ivmstream.runtime.kafka import BrokerUnavailable
+from ivmstream.runtime.produce import produce_records
+from ivmstream.service import load_service
+from ivmstream.spark.kafka_source import (
+    KAFKA_SCHEMA,
+    KafkaPartition,
+    KafkaSource,
+    read_kafka,
+    resolve_offsets,
+)
 from tests.helpers import ivm, read_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from shared.dev.broker import BrokerProcess
+    from ivmstream.dev.broker import BrokerProcess
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -318,7 +324,7 @@ def test_reconcile_gives_every_kafka_reader_the_security_settings(
     """The environment's settings and the config's ``kafka.consumer`` section reach, in the order
     reconcile uses them, the results reader, the offsets resolver and the Spark source; each failure is
     one line (an error the CLI reports) without the password."""
-    from shared.spark import jobs
+    from ivmstream.spark import jobs
 
     _tls_env(monkeypatch, tmp_path)
     config = _config(tmp_path, unique, {"sasl.username": "ivm", "enable.ssl.certificate.verification": False})

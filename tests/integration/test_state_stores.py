@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.state import Envelope, MemoryStore, StateChanges, StateError, check_envelope, open_store
+from ivmstream.state import Envelope, MemoryStore, StateChanges, StateError, check_envelope, open_store
 
 ENV = Envelope("svc", 1, {"mode": "x"}).to_bytes()
 

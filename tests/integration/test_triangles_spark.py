@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from services.triangles.batch import spark_build
-from services.triangles.engine import create_engine
-from shared.config import load_config
-from shared.events import Relation, Schema
-from shared.service import load_service
-from shared.spark.decode import KEY, MULT, net_bags
+from ivmstream.config import load_config
+from ivmstream.events import Relation, Schema
+from ivmstream.service import load_service
+from ivmstream.services.triangles.batch import spark_build
+from ivmstream.services.triangles.engine import create_engine
+from ivmstream.spark.decode import KEY, MULT, net_bags
 
 
 def random_relations(seed: int, n: int, dom: int) -> dict[str, dict[tuple[int, int], int]]:
@@ -68,9 +68,9 @@ def test_spark_build_equals_engine_build_relations(spark, eps):
 def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique, tmp_path):
     from helpers import offline_results, rocksdb_snapshots, run_worker_to_end, spark_bootstrap, stream_config
 
-    from shared.events import read_source
-    from shared.runtime.produce import produce_records
-    from shared.state import open_store
+    from ivmstream.events import read_source
+    from ivmstream.runtime.produce import produce_records
+    from ivmstream.state import open_store
 
     sample = (
         __import__("pathlib").Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"

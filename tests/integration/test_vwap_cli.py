@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import ivm, replay_result, write_config
 
-from services.vwap.engine import create_engine
-from shared.events import EventCodec, Schema, UpdateEvent
-from shared.events.orderbook import OrderBookAdaptor
-from shared.events.tpch import interleave_tpch
+from ivmstream.events import EventCodec, Schema, UpdateEvent
+from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.events.tpch import interleave_tpch
+from ivmstream.services.vwap.engine import create_engine
 
 DATA = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"
 TINY = DATA / "finance-tiny.csv"  # DBToaster's tiny order-book trace

@@ -18,9 +18,9 @@ from helpers import (
     worker_args,
 )
 
-from services.vwap.engine import create_engine
-from shared.events import UpdateEvent
-from shared.events.orderbook import OrderBookAdaptor
+from ivmstream.events import UpdateEvent
+from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.services.vwap.engine import create_engine
 
 DATA = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"
 BOOKS = {"ACME": DATA / "finance-standard.csv", "TINY": DATA / "finance-tiny.csv"}

@@ -21,13 +21,13 @@ import duckdb
 import orjson
 import pytest
 
-from services.vwap import sql
-from services.vwap.batch import JOBS, build_state, spark_build
-from services.vwap.batch_recompute import comparable, empty, recompute, shape
-from services.vwap.snapshot import book_levels, decode, encode
-from shared.events import OrderBookAdaptor, Relation, Schema, UpdateEvent
-from shared.events.tpch import TPCH_TABLES
-from shared.spark.decode import KEY, MULT, SPARK_TYPES, net_bags
+from ivmstream.events import OrderBookAdaptor, Relation, Schema, UpdateEvent
+from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.services.vwap import sql
+from ivmstream.services.vwap.batch import JOBS, build_state, spark_build
+from ivmstream.services.vwap.batch_recompute import comparable, empty, recompute, shape
+from ivmstream.services.vwap.snapshot import book_levels, decode, encode
+from ivmstream.spark.decode import KEY, MULT, SPARK_TYPES, net_bags
 
 pytestmark = pytest.mark.spark
 
@@ -204,11 +204,11 @@ def oracle(query: str, options: Mapping[str, Any], bags: Mapping[str, Bag]) -> A
     params = sql.query_params(query, options)
     try:
         if query in ("q17", "q18"):
-            from services.vwap.plans.tpch import make_tpch_plan
+            from ivmstream.services.vwap.plans.tpch import make_tpch_plan
 
             plan = make_tpch_plan(query, "recompute", params)
         else:
-            from services.vwap.plans.finance_recompute import make_plan
+            from ivmstream.services.vwap.plans.finance_recompute import make_plan
 
             plan = make_plan(query, params)
     except ImportError:
@@ -271,7 +271,7 @@ def test_spark_sql_equals_duckdb_and_the_literal_oracle(spark, datasets, query, 
 
 
 def test_sql_texts_cover_the_catalog_and_refuse_bad_parameters():
-    from services.vwap.catalog import QUERIES
+    from ivmstream.services.vwap.catalog import QUERIES
 
     assert {q: info.reads for q, info in QUERIES.items()} == sql.RELATIONS
     for q, defaults in sql.DEFAULTS.items():  # the SQL texts' defaults are the engine's
@@ -314,8 +314,8 @@ def test_tiny_trace_vwap_is_dbtoasters_value(spark, tiny_book):
 
 
 def test_build_state_bags_and_levels_equal_the_engines(spark, datasets, tiny_book):
-    from services.vwap.catalog import QUERIES
-    from services.vwap.engine import create_engine
+    from ivmstream.services.vwap.catalog import QUERIES
+    from ivmstream.services.vwap.engine import create_engine
 
     data = {**datasets["book"], "tiny": tiny_book}
     bags = spark_bags(spark, data, ("bids", "asks"))
@@ -403,9 +403,9 @@ def snapshot_events(path: Path) -> list[UpdateEvent]:
 
 
 def test_bootstrap_from_the_standard_book_restores_engines_equal_to_streaming_it(spark, standard_snapshot):
-    from services.vwap.catalog import ASKS, BIDS
-    from services.vwap.engine import create_engine
-    from shared.spark.snapshot import read_snapshot
+    from ivmstream.services.vwap.catalog import ASKS, BIDS
+    from ivmstream.services.vwap.engine import create_engine
+    from ivmstream.spark.snapshot import read_snapshot
 
     schema = Schema.of(BIDS, ASKS)
     bags = net_bags({n: [df] for n, df in read_snapshot(spark, standard_snapshot, schema).items()}, schema)
@@ -441,15 +441,15 @@ def test_cli_bootstrap_then_stream_then_reconcile(
     import orjson
     from helpers import ivm_in_process, run_worker_to_end, write_config
 
-    from services.vwap.engine import create_engine
-    from shared.compare import diff
-    from shared.config import load_config
-    from shared.events import read_source
-    from shared.redis_client import connect
-    from shared.runtime.output import result_key
-    from shared.runtime.produce import produce_records
-    from shared.service import load_service
-    from shared.state import open_store
+    from ivmstream.compare import diff
+    from ivmstream.config import load_config
+    from ivmstream.events import read_source
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime.output import result_key
+    from ivmstream.runtime.produce import produce_records
+    from ivmstream.service import load_service
+    from ivmstream.services.vwap.engine import create_engine
+    from ivmstream.state import open_store
 
     tiny = finance_file("finance-tiny.csv", "tiny/finance.csv")
     topic, group, out = f"{unique}.updates", f"{unique}-g", f"{unique}.results"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.dev.broker import BrokerProcess
+from ivmstream.dev.broker import BrokerProcess
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.dev.broker import BrokerProcess
-from shared.dev.redis_server import free_port
-from shared.events import SourceRecord
-from shared.testing import PROJECT_ROOT, Case, StreamRun, child_environment, conformance_cases
+from ivmstream.dev.broker import BrokerProcess
+from ivmstream.dev.redis_server import free_port
+from ivmstream.events import SourceRecord
+from ivmstream.testing import PROJECT_ROOT, Case, StreamRun, child_environment, conformance_cases
 
 
 def demo_cases() -> list[Case]:

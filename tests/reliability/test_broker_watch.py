@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from shared.runtime.kafka import BrokerUnavailable, BrokerWatch
-from shared.runtime.worker import Worker
+from ivmstream.runtime.kafka import BrokerUnavailable, BrokerWatch
+from ivmstream.runtime.worker import Worker
 
 ALL_DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN)
 

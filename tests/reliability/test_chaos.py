@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from reliability_runs import Run, demo_cases, parts, redone, uncheckpointed
 
-from shared.testing import Case
+from ivmstream.testing import Case
 
 SEED = 20261123
 LONG = os.environ.get("IVMSTREAM_CHAOS") == "long"

@@ -26,11 +26,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from reliability_runs import Run, demo_cases, parts, pin_to
 
-from shared.dev.broker import BrokerError, BrokerProcess
-from shared.events import SourceRecord
-from shared.partitioner import partition_for
-from shared.runtime.dlq import read_to_end
-from shared.testing import Case
+from ivmstream.dev.broker import BrokerError, BrokerProcess
+from ivmstream.events import SourceRecord
+from ivmstream.partitioner import partition_for
+from ivmstream.runtime.dlq import read_to_end
+from ivmstream.testing import Case
 
 # Each run takes 10-20 s: the template service's stays in the fast set, the others are marked slow.
 FAST = "reference"
@@ -235,8 +235,8 @@ class _Lacking:
 
 
 def test_a_missing_librdkafka_symbol_is_one_line_naming_it():
-    from shared.dev.broker import _lib
-    from shared.dev.faults import FaultError, run_fault
+    from ivmstream.dev.broker import _lib
+    from ivmstream.dev.faults import FaultError, run_fault
 
     assert run_fault(_Lacking(), _lib(), ["faults"]) == ""
     with pytest.raises(FaultError) as missing:
@@ -248,7 +248,7 @@ def test_a_missing_librdkafka_symbol_is_one_line_naming_it():
 
 
 def test_fault_lines_are_built_from_keywords():
-    from shared.dev.faults import fault_line
+    from ivmstream.dev.faults import fault_line
 
     assert fault_line("rtt", broker=1, ms=500) == "rtt 1 500"
     assert fault_line("errors", api="Fetch", errors=["A", "B"]) == "errors Fetch A,B"

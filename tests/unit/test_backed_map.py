@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.backed_map import StoreBackedMap
-from shared.engine import StoredMap
+from ivmstream.backed_map import StoreBackedMap
+from ivmstream.engine import StoredMap
 
 
 class FakeStore:

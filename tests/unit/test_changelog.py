@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.changelog import apply, diff
+from ivmstream.changelog import apply, diff
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4)
 names = st.text(alphabet="ab/~0", max_size=3)  # '/' and '~' must be escaped in JSON Pointers

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
-from shared.events import codec as codec_module
+from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from ivmstream.events import codec as codec_module
 
 if codec_module._fastjson is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
-        "the compiled event decoder shared.events._fastjson is not built. Build it with `make setup` "
+        "the compiled event decoder ivmstream.events._fastjson is not built. Build it with `make setup` "
         "(installs gcc and the Python headers if missing, then `pip install -e .` compiles "
         "shared/events/_fastjson.c), or, with a C compiler and the Python headers present, "
         "`.venv/bin/pip install -e .`",

@@ -16,11 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.events import EventCodec, EventError, Relation, Schema, UpdateEvent
-from shared.events import codec as codec_module
+from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
+from ivmstream.events import codec as codec_module
 
 if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
-    pytest.fail("shared.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False)
+    pytest.fail(
+        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
+    )
 
 SCHEMA = Schema.of(
     Relation.of("m", d="decimal", x="exact", i="int", s="str", b="bool", f="float"), key_field="k"

@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.events import EventCodec, EventError, Relation, Schema
+from ivmstream.events import EventCodec, EventError, Relation, Schema
 
 SCHEMAS = [
     Schema.of(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.config import (
+from ivmstream.config import (
     RUNTIME_OPTIONS,
     ConfigError,
     Option,
@@ -28,10 +28,10 @@ from shared.config import (
     resolve_options,
     string,
 )
-from shared.engine import Engine
-from shared.events import Relation
-from shared.options import parse_options, to_fraction
-from shared.service import ServiceDefinition, available_services, load_service
+from ivmstream.engine import Engine
+from ivmstream.events import Relation
+from ivmstream.options import parse_options, to_fraction
+from ivmstream.service import ServiceDefinition, available_services, load_service
 
 
 def refusal(parse: Any, value: Any) -> str:
@@ -306,15 +306,15 @@ def test_build_config_fills_runtime_defaults_and_derives_topics_from_the_name():
 
 
 def test_service_declarations_load_without_the_config_loader():
-    """shared.service depends on shared.options only, so the dependency on config runs one way."""
-    code = "import sys, shared.service; sys.exit('shared.config' in sys.modules)"
+    """ivmstream.service depends on ivmstream.options only, so the dependency on config runs one way."""
+    code = "import sys, ivmstream.service; sys.exit('ivmstream.config' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
 def test_dead_letters_fit_the_producers_message_size_limit() -> None:
     """The worker producer's message.max.bytes leaves room over the largest dead letter's value; a
     configured limit that does not is refused in one line naming both settings."""
-    from shared.config import DEAD_LETTER_HEADROOM, PRODUCER_MESSAGE_MAX_BYTES, producer_message_max_bytes
+    from ivmstream.config import DEAD_LETTER_HEADROOM, PRODUCER_MESSAGE_MAX_BYTES, producer_message_max_bytes
 
     service = load_service("reference")
     default = build_config(service, {})

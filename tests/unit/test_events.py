@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.events import (
+from ivmstream.events import (
     CODECS,
     COLUMN_TYPES,
     EventCodec,
@@ -21,7 +21,7 @@ from shared.events import (
     UpdateEvent,
     encode_event,
 )
-from shared.events.reasons import REASONS, shown
+from ivmstream.events.reasons import REASONS, shown
 
 TRADES = Relation.of("trades", qty="int", sym="str")
 ALL = Relation.of("all", i="int", f="float", n="number", s="str", b="bool", d="decimal")

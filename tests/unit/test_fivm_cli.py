@@ -14,10 +14,10 @@ import pytest
 import yaml
 from helpers import REPO, ivm, replay_result, write_config
 
-from services.fivm.engine import FivmEngine
-from services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
-from shared.config import build_config
-from shared.events import UpdateEvent
+from ivmstream.config import build_config
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
 
 SAMPLE = REPO / "services" / "fivm" / "data" / "housing.jsonl"
 SAMPLE_CONFIG = REPO / "services" / "fivm" / "data" / "housing.yaml"
@@ -137,7 +137,7 @@ def test_counts_per_group_over_a_table_are_exact(tmp_path):
 
 
 def test_every_query_key_is_a_config_key():
-    from services.fivm.query import KEYS
+    from ivmstream.services.fivm.query import KEYS
 
     assert set(KEYS) | {"model", "factorized_updates", "emit_rows"} == set(SERVICE.options)
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from helpers import write_file as write
 
-from shared.events import (
+from ivmstream.events import (
     FORMATS,
     EventCodec,
     EventError,
@@ -29,8 +29,8 @@ from shared.events import (
     read_source,
     relation_of,
 )
-from shared.events.coverage import RelationCoverage
-from shared.events.formats import merge_options, name_list, one_char, parse_assignments, positive_int
+from ivmstream.events.coverage import RelationCoverage
+from ivmstream.events.formats import merge_options, name_list, one_char, parse_assignments, positive_int
 
 EVENTS_DIR = Path(__file__).resolve().parents[2] / "shared" / "events"
 
@@ -349,10 +349,12 @@ def _imports_of(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     found = set()
     for node in ast.walk(tree):  # function-level imports count too: no lazy import may hide a cycle
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shared.events."):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ivmstream.events."):
             found.add(node.module.rsplit(".", 1)[1])
         elif isinstance(node, ast.Import):
-            found.update(a.name.rsplit(".", 1)[1] for a in node.names if a.name.startswith("shared.events."))
+            found.update(
+                a.name.rsplit(".", 1)[1] for a in node.names if a.name.startswith("ivmstream.events.")
+            )
     return found
 
 

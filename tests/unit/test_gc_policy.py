@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from shared.runtime.gc_policy import YOUNG_THRESHOLD, worker_gc
+from ivmstream.runtime.gc_policy import YOUNG_THRESHOLD, worker_gc
 
 
 class _Node:

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.triangles.engine import STRATEGIES as TRIANGLE_STRATEGIES
-from services.triangles.engine import create_engine
-from services.vwap.catalog import QUERIES as VWAP_QUERIES
-from services.vwap.engine import create_engine as create_vwap_engine
-from shared.engine import Engine, EngineError, is_incremental
-from shared.events import UpdateEvent
-from shared.state import MemoryStore, StateChanges
+from ivmstream.engine import Engine, EngineError, is_incremental
+from ivmstream.events import UpdateEvent
+from ivmstream.services.triangles.engine import STRATEGIES as TRIANGLE_STRATEGIES
+from ivmstream.services.triangles.engine import create_engine
+from ivmstream.services.vwap.catalog import QUERIES as VWAP_QUERIES
+from ivmstream.services.vwap.engine import create_engine as create_vwap_engine
+from ivmstream.state import MemoryStore, StateChanges
 from tests.unit.test_vwap_engine import book_events
 
 KEY = "k"
@@ -314,8 +314,8 @@ def test_triangles_ivm_eps_extreme_epsilons_restore_from_entries(epsilon, ops, p
 def test_whole_snapshot_checkpoints_drain_an_incremental_engines_change_log():
     """With state_layout snapshot the runtime never writes entries, but the engine still logs what
     changed: each checkpoint must empty that log, or it grows with every update."""
-    from shared.runtime.partition import PartitionState
-    from shared.state import PartitionCheckpoint
+    from ivmstream.runtime.partition import PartitionState
+    from ivmstream.state import PartitionCheckpoint
 
     cp = PartitionCheckpoint(None, {}, {}, None)
     state = PartitionState(

@@ -1,6 +1,7 @@
 """The import contracts ``make lint`` checks catch the violations they are written for.
 
-Each case copies the packages' sources to a temporary folder, adds one offending import and runs
+Each case copies the package's sources to a temporary folder (laid out as installed: ``shared/`` as
+``ivmstream/``, ``services/`` as ``ivmstream/services/``), adds one offending import and runs
 ``lint-imports`` with the repository's own contract on the copy: the contract must break there and
 name the offending import, and the same contract run on an unchanged copy must not name it.
 """
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import importlinter  # noqa: F401  (the dev extra installs it; without it `make lint` cannot run either)
@@ -21,37 +23,63 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # (contract id, module file to change, the import to add, a line the broken contract's report holds)
 VIOLATIONS = [
-    ("engines-pure", "services/reference/engine.py", "import redis", "services.reference.engine -> redis"),
+    (
+        "engines-pure",
+        "services/reference/engine.py",
+        "import redis",
+        "ivmstream.services.reference.engine -> redis",
+    ),
     # reached only through the engine, so the contract covers the pure modules an engine imports
     (
         "engines-pure",
         "services/triangles/thresholds.py",
-        "import shared.state",
-        "services.triangles.thresholds -> shared.state",
+        "import ivmstream.state",
+        "ivmstream.services.triangles.thresholds -> ivmstream.state",
     ),
-    ("engines-pure", "services/vwap/query.py", "import pyspark.sql", "services.vwap.query -> pyspark"),
+    (
+        "engines-pure",
+        "services/vwap/query.py",
+        "import pyspark.sql",
+        "ivmstream.services.vwap.query -> pyspark",
+    ),
     (
         "platform-without-services",
         "shared/verdict.py",
-        "import services.reference.engine",
-        "shared.verdict ->",
+        "import ivmstream.services.reference.engine",
+        "ivmstream.verdict ->",
     ),
-    ("runtime-without-dev", "shared/state/memory.py", "import shared.dev.broker", "shared.state.memory ->"),
-    ("config-layers", "shared/options.py", "import shared.service", "shared.options -> shared.service"),
-    ("acyclic", "shared/verdict.py", "import shared.cli", "No cycles are allowed in shared.\n"),
+    (
+        "runtime-without-dev",
+        "shared/state/memory.py",
+        "import ivmstream.dev.broker",
+        "ivmstream.state.memory ->",
+    ),
+    (
+        "config-layers",
+        "shared/options.py",
+        "import ivmstream.service",
+        "ivmstream.options -> ivmstream.service",
+    ),
+    ("acyclic", "shared/verdict.py", "import ivmstream.cli", "No cycles are allowed in ivmstream.\n"),
 ]
 
 
+def installed(tree: Path, path: str) -> Path:
+    """Where the repository file ``path`` lies in a copy laid out as installed."""
+    folder, _, rest = path.partition("/")
+    return tree / "ivmstream" / rest if folder == "shared" else tree / "ivmstream" / "services" / rest
+
+
 def _copy_sources(dest: Path) -> None:
-    """The Python sources of both packages (no data files, no build products) and the contracts."""
+    """The Python sources of the package (no data files, no build products) and the contracts."""
 
     def ignore(folder: str, names: list[str]) -> list[str]:
         return [
             n for n in names if n == "__pycache__" or (not n.endswith(".py") and not Path(folder, n).is_dir())
         ]
 
-    for package in ("shared", "services"):
-        shutil.copytree(ROOT / package, dest / package, ignore=ignore)
+    shutil.copytree(ROOT / "shared", dest / "ivmstream", ignore=ignore)
+    shutil.copytree(ROOT / "services", dest / "ivmstream" / "services", ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
 
 
@@ -84,12 +112,29 @@ def clean_reports(pristine: Path) -> dict[str, str]:
 
 def test_the_copy_is_what_lint_imports_reads(pristine: Path) -> None:
     """Guards the cases below: a report about the copy, not about the installed checkout."""
-    (pristine / "shared" / "zz_probe.py").write_text("import services.reference\n")
+    probe = installed(pristine, "shared/verdict.py")
+    original = probe.read_text()
+    probe.write_text(original + "\nimport ivmstream.services.reference\n")
     try:
         out = lint(pristine, "platform-without-services")
     finally:
-        (pristine / "shared" / "zz_probe.py").unlink()
-    assert out.returncode != 0 and "shared.zz_probe -> services.reference" in out.stdout, out.stdout
+        probe.write_text(original)
+    assert out.returncode != 0 and "ivmstream.verdict -> ivmstream.services.reference" in out.stdout, (
+        out.stdout
+    )
+
+
+def test_platform_contract_names_every_platform_module() -> None:
+    """The contract lists the platform's modules one by one (import-linter cannot say "ivmstream but
+    not ivmstream.services"), so a module added to shared/ must be added there too."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (platform,) = [c for c in contracts if c["id"] == "platform-without-services"]
+    modules = {
+        f"ivmstream.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / "shared").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").is_file())
+    }
+    assert set(platform["source_modules"]) == modules
 
 
 @pytest.mark.parametrize(("contract", "path", "statement", "report"), VIOLATIONS)
@@ -99,7 +144,7 @@ def test_contract_breaks_on_its_violation(
     assert report not in clean_reports[contract], clean_reports[contract]
     tree = tmp_path / "tree"
     _copy_sources(tree)
-    target = tree / path
+    target = installed(tree, path)
     target.write_text(target.read_text() + f"\n{statement}  # the violation under test\n")
     broken = lint(tree, contract)
     assert broken.returncode != 0, broken.stdout + broken.stderr

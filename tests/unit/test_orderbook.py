@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.events import EventCodec, OrderBookAdaptor, Relation, Schema, read_orderbook
-from shared.events.orderbook import BOOKS
+from ivmstream.events import EventCodec, OrderBookAdaptor, Relation, Schema, read_orderbook
+from ivmstream.events.orderbook import BOOKS
 
 COLS = ("t", "id", "broker_id", "volume", "price")
 BUNDLED = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"  # copies shipped with vwap

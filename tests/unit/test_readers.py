@@ -9,7 +9,7 @@ import orjson
 import pytest
 from helpers import write_file as write
 
-from shared.events import (
+from ivmstream.events import (
     FORMATS,
     EventCodec,
     EventError,
@@ -22,7 +22,7 @@ from shared.events import (
     read_jsonl,
     read_source,
 )
-from shared.events.readers import guess_format, parse_scalar
+from ivmstream.events.readers import guess_format, parse_scalar
 
 TRADES = Relation.of("trades", qty="int", px="float", sym="str")
 CODEC = EventCodec(Schema.of(TRADES))

@@ -9,8 +9,8 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reference.engine import BagEngine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.reference.engine import BagEngine
 
 RELATIONS = {"r": {"a": "int", "p": "decimal"}, "s": {"b": "str"}}
 

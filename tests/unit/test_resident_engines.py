@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reference.service import SERVICE as REFERENCE
-from services.triangles.service import SERVICE as TRIANGLES
-from shared.config import resolve_options
-from shared.engine import is_incremental
-from shared.events import UpdateEvent
-from shared.runtime.partition import PartitionState
-from shared.state import MemoryStore, PartitionCheckpoint
-from shared.state.envelope import Envelope
+from ivmstream.config import resolve_options
+from ivmstream.engine import is_incremental
+from ivmstream.events import UpdateEvent
+from ivmstream.runtime.partition import PartitionState
+from ivmstream.services.reference.service import SERVICE as REFERENCE
+from ivmstream.services.triangles.service import SERVICE as TRIANGLES
+from ivmstream.state import MemoryStore, PartitionCheckpoint
+from ivmstream.state.envelope import Envelope
 
 ENV = Envelope("test", 1, {}).to_bytes()
 

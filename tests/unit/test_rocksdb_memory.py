@@ -11,8 +11,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.state import StateChanges
-from shared.state.rocksdb import RocksDBStore
+from ivmstream.state import StateChanges
+from ivmstream.state.rocksdb import RocksDBStore
 
 ENV = b"envelope"
 KIB = 1 << 10
@@ -113,9 +113,9 @@ def test_tiny_budgets_keep_the_contents_of_a_dict(commits):
 
 
 def test_config_sizes_reach_the_store(tmp_path):
-    from services.reference.service import SERVICE
-    from shared.config import build_config
-    from shared.runtime import Worker
+    from ivmstream.config import build_config
+    from ivmstream.runtime import Worker
+    from ivmstream.services.reference.service import SERVICE
 
     config = build_config(SERVICE, {"rocksdb_block_cache_mib": 1, "rocksdb_write_buffer_mib": 2})
     store = RocksDBStore(tmp_path, "ns")  # the defaults until the worker sizes it

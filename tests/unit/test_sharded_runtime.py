@@ -13,17 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.config import build_config
-from shared.events import Relation, UpdateEvent
-from shared.options import ConfigError
-from shared.partitioner import murmur2
-from shared.runtime.broadcast import first_unapplied, resume_offset
-from shared.runtime.coordinator import PartialCodec, PartialsEngine, coordinator_of, supersedes
-from shared.runtime.partition import PartitionState
-from shared.runtime.routing import ShardRouting, shard_of, shard_text
-from shared.service import load_service
-from shared.state import MemoryStore, PartitionCheckpoint, StateChanges, open_store
-from shared.state.rocksdb import RocksDBStore
+from ivmstream.config import build_config
+from ivmstream.events import Relation, UpdateEvent
+from ivmstream.options import ConfigError
+from ivmstream.partitioner import murmur2
+from ivmstream.runtime.broadcast import first_unapplied, resume_offset
+from ivmstream.runtime.coordinator import PartialCodec, PartialsEngine, coordinator_of, supersedes
+from ivmstream.runtime.partition import PartitionState
+from ivmstream.runtime.routing import ShardRouting, shard_of, shard_text
+from ivmstream.service import load_service
+from ivmstream.state import MemoryStore, PartitionCheckpoint, StateChanges, open_store
+from ivmstream.state.rocksdb import RocksDBStore
 
 # --- routing ----------------------------------------------------------------------------------------
 

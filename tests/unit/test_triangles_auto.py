@@ -10,11 +10,11 @@ from collections import defaultdict
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from services.triangles.auto import AutoEngine, CostModel, plan_names
-from services.triangles.base import TriangleEngine
-from services.triangles.baselines import FirstOrderEngine, ViewEngine
-from services.triangles.engine import create_engine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.triangles.auto import AutoEngine, CostModel, plan_names
+from ivmstream.services.triangles.base import TriangleEngine
+from ivmstream.services.triangles.baselines import FirstOrderEngine, ViewEngine
+from ivmstream.services.triangles.engine import create_engine
 
 COLS = {"R": ("a", "b"), "S": ("b", "c"), "T": ("c", "a")}
 # Rebuilds priced at nothing: any update that another plan would do more cheaply triggers a switch.

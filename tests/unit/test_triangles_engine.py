@@ -14,9 +14,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from services.triangles.engine import IvmEpsEngine, create_engine
-from shared.engine import Engine, EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import Engine, EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.triangles.engine import IvmEpsEngine, create_engine
 
 COLS = {"R": ("a", "b"), "S": ("b", "c"), "T": ("c", "a")}
 EPSILONS = ["0", "1/4", "1/3", "1/2", "2/3", "1"]

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.triangles.engine import IvmEpsEngine, create_engine
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.triangles.engine import IvmEpsEngine, create_engine
 
 EPSILONS = ["0", "1/4", "1/3", "1/2", "2/3", "1"]
 CONFIGS = [

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.triangles.baselines import FirstOrderEngine, RecomputeEngine
-from services.triangles.ivm_eps import IvmEpsEngine
-from services.triangles.query import OPTIONS, make_engine, relations, validate
-from shared.config import ConfigError, build_config
-from shared.events import EventCodec, EventError, Schema
-from shared.service import ServiceDefinition
+from ivmstream.config import ConfigError, build_config
+from ivmstream.events import EventCodec, EventError, Schema
+from ivmstream.service import ServiceDefinition
+from ivmstream.services.triangles.baselines import FirstOrderEngine, RecomputeEngine
+from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
+from ivmstream.services.triangles.query import OPTIONS, make_engine, relations, validate
 
 SERVICE = ServiceDefinition(
     name="triangles-test",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.triangles.thresholds import (
+from ivmstream.services.triangles.thresholds import (
     MAX_DENOMINATOR,
     Thresholds,
     ceil_scaled_power,

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.vwap.exact import exact_context, to_json
-from services.vwap.plans import finance_dbtoaster, finance_recompute
-from services.vwap.plans.finance_recompute import DEFAULTS, QUERIES
-from shared.events.orderbook import OrderBookAdaptor
+from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.services.vwap.exact import exact_context, to_json
+from ivmstream.services.vwap.plans import finance_dbtoaster, finance_recompute
+from ivmstream.services.vwap.plans.finance_recompute import DEFAULTS, QUERIES
 
 TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/finance-tiny.csv"  # bundled copy
 

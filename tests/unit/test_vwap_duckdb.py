@@ -9,11 +9,11 @@ from collections import Counter
 import duckdb
 import pytest
 
-from services.vwap import sql
-from services.vwap.batch_recompute import empty, shape
-from services.vwap.catalog import QUERIES
-from services.vwap.engine import create_engine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.vwap import sql
+from ivmstream.services.vwap.batch_recompute import empty, shape
+from ivmstream.services.vwap.catalog import QUERIES
+from ivmstream.services.vwap.engine import create_engine
 
 BOOK_QUERIES = [q for q, info in QUERIES.items() if info.book]
 COLUMNS = ("t", "id", "broker_id", "volume", "price")

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.vwap.catalog import QUERIES
-from services.vwap.engine import create_engine
-from services.vwap.trees.rpai import black_height
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.vwap.catalog import QUERIES
+from ivmstream.services.vwap.engine import create_engine
+from ivmstream.services.vwap.trees.rpai import black_height
 
 BOOK_QUERIES = [q for q, info in QUERIES.items() if info.book]
 

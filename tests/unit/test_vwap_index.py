@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.vwap.trees.index import THETAS, InequalityIndex
+from ivmstream.services.vwap.trees.index import THETAS, InequalityIndex
 
 # (price, weight) tuples and whether the step deletes a live tuple instead of inserting one.
 steps = st.lists(

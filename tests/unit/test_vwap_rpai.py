@@ -1,4 +1,4 @@
-"""RPAI tree (services.vwap.trees.rpai) against a plain dict reference model (docs/algorithms/vwap.md
+"""RPAI tree (services/vwap/trees/rpai.py) against a plain dict reference model (docs/algorithms/vwap.md
 §2, §7.1)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from services.vwap.trees.rpai import RPAITree
-from services.vwap.trees.vec import Vec
+from ivmstream.services.vwap.trees.rpai import RPAITree
+from ivmstream.services.vwap.trees.vec import Vec
 
 # ---------------------------------------------------------------------------------------------------
 # Reference model: a dict with sorted scans. Obviously correct, O(n) everything.

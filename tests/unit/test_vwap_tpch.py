@@ -20,13 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.tpch_gen import generate
-from services.vwap.catalog import tpch_relation
-from services.vwap.exact import exact_context
-from services.vwap.plans.tpch import TPCH_DEFAULTS, make_tpch_plan, tpch_params
-from shared.cli import build_parser
-from shared.events import EventCodec, Schema, SourceError
-from shared.events.readers import FORMATS, read_source
-from shared.events.tpch import TPCH_TABLES, interleave_tpch, parse_tpch_line, read_tpch
+from ivmstream.cli import build_parser
+from ivmstream.events import EventCodec, Schema, SourceError
+from ivmstream.events.readers import FORMATS, read_source
+from ivmstream.events.tpch import TPCH_TABLES, interleave_tpch, parse_tpch_line, read_tpch
+from ivmstream.services.vwap.catalog import tpch_relation
+from ivmstream.services.vwap.exact import exact_context
+from ivmstream.services.vwap.plans.tpch import TPCH_DEFAULTS, make_tpch_plan, tpch_params
 
 TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/tpch-tiny"  # bundled copy
 STRATS = ("recompute", "dbtoaster", "rpai")
@@ -652,8 +652,8 @@ def test_tiny_q18_against_duckdb() -> None:
 
 def test_engine_integration() -> None:
     """The vwap engine builds these plans through make_tpch_plan with the catalog's defaults."""
-    import services.vwap.engine as engine_mod
-    from shared.events import UpdateEvent
+    import ivmstream.services.vwap.engine as engine_mod
+    from ivmstream.events import UpdateEvent
 
     for strategy in STRATS:
         eng = engine_mod.create_engine("q17", strategy, {"fraction": "1/2"})

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.fivm.baselines.dense_cofactor import DenseCofactorRing
-from services.fivm.order import VariableOrder, build_order
-from services.fivm.query import RING_FACTORY, Query
-from services.fivm.rings import Ring, make_ring
-from services.fivm.views import Key, View
-from services.fivm.viewtree import ViewTree, build_view_tree
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
+from ivmstream.services.fivm.order import VariableOrder, build_order
+from ivmstream.services.fivm.query import RING_FACTORY, Query
+from ivmstream.services.fivm.rings import Ring, make_ring
+from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.viewtree import ViewTree, build_view_tree
 
 _INT = b"i"
 _FLOAT = b"f"

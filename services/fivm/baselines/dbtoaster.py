@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.fivm.baselines.common import (
+from ivmstream.services.fivm.baselines.common import (
     Monomial,
     PerAggregateBaseline,
     Probe,
@@ -31,11 +31,11 @@ from services.fivm.baselines.common import (
     sync_indexes,
     transient_view,
 )
-from services.fivm.baselines.dense_cofactor import DenseCofactorRing
-from services.fivm.baselines.first_order import components
-from services.fivm.query import Query
-from services.fivm.rings import Ring, make_ring
-from services.fivm.views import Key, View
+from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
+from ivmstream.services.fivm.baselines.first_order import components
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.rings import Ring, make_ring
+from ivmstream.services.fivm.views import Key, View
 
 Powers = tuple[tuple[str, int], ...]  # a monomial over variable names, in query variable order
 Ident = tuple[frozenset[str], frozenset[str], Powers | None]

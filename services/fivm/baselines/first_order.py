@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from services.fivm.baselines.common import (
+from ivmstream.services.fivm.baselines.common import (
     Monomial,
     PerAggregateBaseline,
     Probe,
@@ -31,10 +31,10 @@ from services.fivm.baselines.common import (
     sync_indexes,
     transient_view,
 )
-from services.fivm.baselines.dense_cofactor import DenseCofactorRing
-from services.fivm.query import Query
-from services.fivm.rings import Ring
-from services.fivm.views import Key, View
+from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.rings import Ring
+from ivmstream.services.fivm.views import Key, View
 
 
 def components(rels: list[tuple[str, tuple[str, ...]]], cut: set[str]) -> list[list[str]]:

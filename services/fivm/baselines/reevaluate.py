@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from services.fivm.baselines.common import (
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm.baselines.common import (
     ANY_ORDER_RINGS,
     ResultRing,
     fivm_tree,
@@ -32,11 +33,10 @@ from services.fivm.baselines.common import (
     sync_indexes,
     transient_view,
 )
-from services.fivm.evaluate import evaluate
-from services.fivm.query import Query
-from services.fivm.rings.matrix import chain_product
-from services.fivm.views import Key, View
-from shared.engine import EngineError
+from ivmstream.services.fivm.evaluate import evaluate
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.rings.matrix import chain_product
+from ivmstream.services.fivm.views import Key, View
 
 
 class Reevaluation:

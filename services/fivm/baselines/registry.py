@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from services.fivm.baselines.dbtoaster import dbt_ring, dbt_scalar
-from services.fivm.baselines.first_order import first_order_ring, first_order_scalar
-from services.fivm.baselines.reevaluate import factorized_reevaluation, flat_reevaluation, matrix_reevaluation
-from services.fivm.baselines.variants import fact_payloads, list_keys, list_payloads, sql_opt
-from services.fivm.query import Query
+from ivmstream.services.fivm.baselines.dbtoaster import dbt_ring, dbt_scalar
+from ivmstream.services.fivm.baselines.first_order import first_order_ring, first_order_scalar
+from ivmstream.services.fivm.baselines.reevaluate import (
+    factorized_reevaluation,
+    flat_reevaluation,
+    matrix_reevaluation,
+)
+from ivmstream.services.fivm.baselines.variants import fact_payloads, list_keys, list_payloads, sql_opt
+from ivmstream.services.fivm.query import Query
 
 BASELINES: dict[str, Callable[[Query], Any]] = {
     "1-ivm": first_order_scalar,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from services.fivm.baselines.common import (
+from ivmstream.services.fivm.baselines.common import (
     ResultRing,
     fivm_tree,
     int_view,
@@ -26,14 +26,14 @@ from services.fivm.baselines.common import (
     require,
     transient_view,
 )
-from services.fivm.maintain import FivmMaintainer, Support
-from services.fivm.order import VariableOrder
-from services.fivm.query import Query
-from services.fivm.rings import make_ring
-from services.fivm.rings.factorized import count, values
-from services.fivm.rings.listing import Listing, ListingRing
-from services.fivm.views import Key, View
-from services.fivm.viewtree import INDICATOR, LEAF, ViewNode
+from ivmstream.services.fivm.maintain import FivmMaintainer, Support
+from ivmstream.services.fivm.order import VariableOrder
+from ivmstream.services.fivm.query import Query
+from ivmstream.services.fivm.rings import make_ring
+from ivmstream.services.fivm.rings.factorized import count, values
+from ivmstream.services.fivm.rings.listing import Listing, ListingRing
+from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.viewtree import INDICATOR, LEAF, ViewNode
 
 
 class SqlOptMaintainer(FivmMaintainer):

@@ -1,6 +1,6 @@
 """Payload rings for F-IVM view trees (docs/algorithms/fivm.md §2.8), selected by name.
 
-``RINGS`` maps a ring name to its factory (``services.fivm.rings.base.RingFactory``): called once per
+``RINGS`` maps a ring name to its factory (``base.RingFactory``): called once per
 query with the lifted variables in view-tree preorder and the ring's options.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.fivm.rings.base import Ring, RingFactory
-from services.fivm.rings.cofactor import make_cofactor_ring
-from services.fivm.rings.degree import make_degree_ring
-from services.fivm.rings.factorized import make_factorized_ring
-from services.fivm.rings.listing import make_listing_ring
-from services.fivm.rings.matrix import make_matrix_ring
-from services.fivm.rings.scalar import make_count_ring, make_sum_ring
+from ivmstream.services.fivm.rings.base import Ring, RingFactory
+from ivmstream.services.fivm.rings.cofactor import make_cofactor_ring
+from ivmstream.services.fivm.rings.degree import make_degree_ring
+from ivmstream.services.fivm.rings.factorized import make_factorized_ring
+from ivmstream.services.fivm.rings.listing import make_listing_ring
+from ivmstream.services.fivm.rings.matrix import make_matrix_ring
+from ivmstream.services.fivm.rings.scalar import make_count_ring, make_sum_ring
 
 RINGS: dict[str, RingFactory] = {
     "count": make_count_ring,

@@ -3,7 +3,7 @@
 A payload ``(c, s, Q)`` aggregates a bag of tuples: ``c`` is the (signed) number of tuples, ``s`` the
 sum of each lifted variable, ``Q`` the sum of each product of two lifted variables. The root payload
 of a view tree holds the Gram matrix of the whole join, from which every least-squares model over any
-label and feature subset follows (``services.fivm.model``).
+label and feature subset follows (``ivmstream.services.fivm.model``).
 
 Lifted variables are numbered in view-tree preorder, so the variables lifted below any view form one
 contiguous index range: a payload stores only its *block* ``[lo, lo+k)`` (§2.2), ``Q`` only as its
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from services.fivm.rings.decimals import check_decimals, from_units, to_units
+from ivmstream.services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 FloatArray = npt.NDArray[np.float64]
 

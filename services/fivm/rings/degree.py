@@ -19,8 +19,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from services.fivm.rings.cofactor import int_to_bytes
-from services.fivm.rings.decimals import check_decimals, from_units, to_units
+from ivmstream.services.fivm.rings.cofactor import int_to_bytes
+from ivmstream.services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 Monomial = tuple[int, ...]
 DegreeMap = dict[Monomial, float]

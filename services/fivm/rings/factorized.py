@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from services.fivm.rings.cofactor import BlockLayoutError
-from services.fivm.rings.listing import sorted_rows
+from ivmstream.services.fivm.rings.cofactor import BlockLayoutError
+from ivmstream.services.fivm.rings.listing import sorted_rows
 
 
 class Factor:

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from services.fivm.rings.cofactor import BlockLayoutError
+from ivmstream.services.fivm.rings.cofactor import BlockLayoutError
 
 Row = tuple[Any, ...]
 

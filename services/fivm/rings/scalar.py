@@ -13,7 +13,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.fivm.rings.decimals import check_decimals, from_units, to_units
+from ivmstream.services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 _F8 = struct.Struct("<d")
 INT64_MIN = -(2**63)

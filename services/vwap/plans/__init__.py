@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.vwap.catalog import RPAI_ONLY_PARAMS, STRATEGIES, TPCH_QUERIES
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.vwap.catalog import RPAI_ONLY_PARAMS, STRATEGIES, TPCH_QUERIES
 
 
 def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
@@ -19,25 +19,25 @@ def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
     if query in TPCH_QUERIES:
         if strategy == "crosscheck":
             raise EngineError(f"strategy 'crosscheck' is not defined for {query}")
-        from services.vwap.plans.tpch import make_tpch_plan
+        from ivmstream.services.vwap.plans.tpch import make_tpch_plan
 
         return make_tpch_plan(query, strategy, params)
     if strategy == "rpai":
-        from services.vwap.plans.finance_rpai import make_rpai_plan
+        from ivmstream.services.vwap.plans.finance_rpai import make_rpai_plan
 
         return make_rpai_plan(query, params)
     if strategy == "crosscheck":
-        from services.vwap.plans.finance_rpai import make_crosscheck_plan
+        from ivmstream.services.vwap.plans.finance_rpai import make_crosscheck_plan
 
         return make_crosscheck_plan(query, params)
     # ``brokers`` only bounds the RPAI payload vector; the baselines group by whatever ids they see.
     sql_params = {k: v for k, v in params.items() if k not in RPAI_ONLY_PARAMS}
     if strategy == "dbtoaster":
-        from services.vwap.plans.finance_dbtoaster import make_plan as make_dbt
+        from ivmstream.services.vwap.plans.finance_dbtoaster import make_plan as make_dbt
 
         return make_dbt(query, sql_params)
     if strategy == "recompute":
-        from services.vwap.plans.finance_recompute import make_plan as make_rec
+        from ivmstream.services.vwap.plans.finance_recompute import make_plan as make_rec
 
         return make_rec(query, sql_params)
     raise EngineError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")

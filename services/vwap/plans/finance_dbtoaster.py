@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.vwap.exact import to_json
-from services.vwap.plans.base import LevelChanges, Plan, Row
-from services.vwap.plans.finance_recompute import DEFAULTS, QUERIES, resolve_params
+from ivmstream.services.vwap.exact import to_json
+from ivmstream.services.vwap.plans.base import LevelChanges, Plan, Row
+from ivmstream.services.vwap.plans.finance_recompute import DEFAULTS, QUERIES, resolve_params
 
 __all__ = ["DEFAULTS", "QUERIES", "make_plan"]
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from services.vwap import catalog
-from services.vwap.exact import Number, exact_context, to_json
-from services.vwap.plans.base import Plan, Row
+from ivmstream.services.vwap import catalog
+from ivmstream.services.vwap.exact import Number, exact_context, to_json
+from ivmstream.services.vwap.plans.base import Plan, Row
 
 QUERIES = catalog.FINANCE_QUERIES
 DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in QUERIES}  # the catalog's

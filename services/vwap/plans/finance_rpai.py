@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.exact import to_json
-from services.vwap.plans.base import LevelChanges, Row
-from services.vwap.trees.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
-from services.vwap.trees.rpai import RPAITree
-from services.vwap.trees.vec import Vec
+from ivmstream.services.vwap.exact import to_json
+from ivmstream.services.vwap.plans.base import LevelChanges, Row
+from ivmstream.services.vwap.trees.index import InequalityIndex, scaled_floor, sum_key_gt, sum_key_lt
+from ivmstream.services.vwap.trees.rpai import RPAITree
+from ivmstream.services.vwap.trees.vec import Vec
 
 
 def _index_stats(prefix: str, ix: InequalityIndex) -> dict[str, float]:

@@ -39,12 +39,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap import catalog
-from services.vwap.catalog import TPCH_QUERIES
-from services.vwap.exact import EXACT, decimal_quotient, to_json
-from services.vwap.plans.base import Plan, Row
-from services.vwap.trees.rpai import RPAITree, black_height
-from shared.events.tpch import TPCH_TABLES
+from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.services.vwap import catalog
+from ivmstream.services.vwap.catalog import TPCH_QUERIES
+from ivmstream.services.vwap.exact import EXACT, decimal_quotient, to_json
+from ivmstream.services.vwap.plans.base import Plan, Row
+from ivmstream.services.vwap.trees.rpai import RPAITree, black_height
 
 __all__ = [
     "Q17RPAI",

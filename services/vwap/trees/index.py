@@ -22,7 +22,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.vwap.trees.rpai import RPAITree
+from ivmstream.services.vwap.trees.rpai import RPAITree
 
 THETAS = ("<=", "<", ">=", ">")
 

@@ -1,7 +1,7 @@
 """RPAI tree: an ordered map with parent-relative keys (Abeysinghe, He, Rompf, SIGMOD 2022).
 
 Keys are exact numbers (int, Decimal or Fraction); values are abelian-group payloads (int, Decimal,
-Fraction or :class:`~services.vwap.trees.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every node
+Fraction or :class:`~.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every node
 stores its key relative to its parent (the root's key is absolute), so adding ``d`` to all keys above a
 threshold touches one root-to-leaf path: ``shift`` is O(log n) for positive offsets and for the
 negative offsets that the aggregate-index driver produces. Balancing is a left-leaning red-black tree
@@ -11,7 +11,7 @@ Node fields: ``rk`` (key relative to the parent), ``val``, ``sm`` (subtree sum),
 maximum absolute key of the subtree, expressed in the same frame as ``rk``), ``red``, ``left``, ``right``.
 
 Decimal keys and values follow the current decimal context; callers run inside
-``services.vwap.exact.exact_context()`` so relative-key arithmetic never rounds.
+``ivmstream.services.vwap.exact.exact_context()`` so relative-key arithmetic never rounds.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import duckdb
 import pandas as pd
 from hypothesis import strategies as st
 
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
 
 SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR"}
 PANDAS_TYPES = {"int": "int64", "float": "float64", "str": "object"}

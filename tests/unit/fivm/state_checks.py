@@ -7,8 +7,8 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from services.fivm.engine import FivmEngine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
 
 
 def check_restore_mid_stream(

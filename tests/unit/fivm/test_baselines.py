@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
 from tests.unit.fivm.fivm_oracle import (
     Database,
     acyclic_schema,

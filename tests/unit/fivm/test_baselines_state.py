@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches, occurrences, relation_columns
 from tests.unit.fivm.state_checks import check_checkpoints_fold, check_restore_mid_stream
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from services.fivm.baselines.dbtoaster import DbtMaintainer
-from services.fivm.baselines.variants import FactPayloadsMaintainer
-from services.fivm.engine import FivmEngine
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.baselines.dbtoaster import DbtMaintainer
+from ivmstream.services.fivm.baselines.variants import FactPayloadsMaintainer
+from ivmstream.services.fivm.engine import FivmEngine
 
 RETAILER = {
     "Inventory": ["locn", "dateid", "ksn", "inventoryunits"],

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from services.fivm import columnar
-from services.fivm.engine import FivmEngine
-from services.fivm.maintain import FivmMaintainer
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm import columnar
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.maintain import FivmMaintainer
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches
 
 TRIANGLE = {

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
-from services.fivm.rings.cofactor import Cofactor
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.rings.cofactor import Cofactor
 from tests.unit.fivm.fivm_oracle import (
     PANDAS_TYPES,
     Database,
@@ -437,7 +437,7 @@ def test_null_decimals_is_the_float_mode() -> None:
 def test_the_model_fits_the_exact_result(rows: list[tuple[float, float]]) -> None:
     """The regression reads the exact ring's result form (or its root payload with the ring): the fit
     is least squares on the data rounded to the configured decimals."""
-    from services.fivm.model import fit
+    from ivmstream.services.fivm.model import fit
 
     x = np.array([float(rounded(x, 3)) for x, _ in rows])
     y = np.array([float(rounded(y, 3)) for _, y in rows])

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import STRATEGIES, FivmEngine
-from services.fivm.factorized_updates import Factor
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import STRATEGIES, FivmEngine
+from ivmstream.services.fivm.factorized_updates import Factor
 from tests.unit.fivm.fivm_oracle import (
     Database,
     acyclic_schema,

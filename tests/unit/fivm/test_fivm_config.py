@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.check import InvariantError, check_invariants
-from services.fivm.engine import FivmEngine
-from services.fivm.order import OrderNode, build_order
-from services.fivm.query import parse_query
-from services.fivm.rings import RINGS, make_ring
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.check import InvariantError, check_invariants
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.order import OrderNode, build_order
+from ivmstream.services.fivm.query import parse_query
+from ivmstream.services.fivm.rings import RINGS, make_ring
 from tests.unit.fivm.fivm_oracle import acyclic_schema
 
 BASE: dict[str, Any] = {"relations": {"R": [{"a": "int"}, "b"], "S": ["b", {"c": "str"}]}}

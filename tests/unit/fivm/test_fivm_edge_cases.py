@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from services.fivm.engine import FivmEngine
-from shared.events import UpdateEvent as Ev
+from ivmstream.events import UpdateEvent as Ev
+from ivmstream.services.fivm.engine import FivmEngine
 
 PATH = {
     "relations": {

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.engine import FivmEngine
 from tests.unit.fivm.fivm_oracle import (
     Database,
     acyclic_schema,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
-from shared.engine import EngineError
-from shared.events import UpdateEvent
+from ivmstream.engine import EngineError
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches, relation_columns
 from tests.unit.fivm.state_checks import check_checkpoints_fold, check_restore_mid_stream
 

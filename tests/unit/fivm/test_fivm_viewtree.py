@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from services.fivm.engine import FivmEngine
-from services.fivm.order import build_order
-from services.fivm.query import parse_query
-from services.fivm.triggers import INDEX, compile_plans
-from services.fivm.viewtree import ViewTree, build_view_tree, materialized
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.order import build_order
+from ivmstream.services.fivm.query import parse_query
+from ivmstream.services.fivm.triggers import INDEX, compile_plans
+from ivmstream.services.fivm.viewtree import ViewTree, build_view_tree, materialized
 
 RUNNING = {
     "relations": {

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import FivmEngine
-from shared.events import UpdateEvent as Ev
+from ivmstream.events import UpdateEvent as Ev
+from ivmstream.services.fivm.engine import FivmEngine
 
 # Counts keep every comparison exact; 1e308 twice in a run overflows the run's finiteness check.
 CONFIG = {"relations": {"A": ["k", "x"], "B": ["k", "y"]}, "ring": "count", "free": ["x"]}

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from services.fivm.model import fit, predict
-from services.fivm.rings.cofactor import CofactorRing
+from ivmstream.services.fivm.model import fit, predict
+from ivmstream.services.fivm.rings.cofactor import CofactorRing
 
 NAMES = ["x0", "x1", "x2", "x3"]
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import (
+from ivmstream.services.fivm.rings.cofactor import (
     BlockLayoutError,
     Cofactor,
     CofactorRing,

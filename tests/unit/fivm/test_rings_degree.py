@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import CofactorRing
-from services.fivm.rings.degree import DegreeRing, make_degree_ring
+from ivmstream.services.fivm.rings.cofactor import CofactorRing
+from ivmstream.services.fivm.rings.degree import DegreeRing, make_degree_ring
 
 NAMES = ["A", "r0", "r1", "s0"]
 R_PRIVATE, S_PRIVATE = NAMES[1:3], NAMES[3:]

@@ -15,8 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import BlockLayoutError
-from services.fivm.rings.factorized import Factor, FactorizedRing, count, make_factorized_ring, values
+from ivmstream.services.fivm.rings.cofactor import BlockLayoutError
+from ivmstream.services.fivm.rings.factorized import (
+    Factor,
+    FactorizedRing,
+    count,
+    make_factorized_ring,
+    values,
+)
 
 OUTPUT = ["A", "B", "C", "D"]
 

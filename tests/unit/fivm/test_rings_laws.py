@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import Cofactor, CofactorRing, exact_array, tri_size
-from services.fivm.rings.degree import DegreeRing
-from services.fivm.rings.factorized import Factor, FactorizedRing
-from services.fivm.rings.listing import Listing, ListingRing
-from services.fivm.rings.matrix import MatrixEntryRing
+from ivmstream.services.fivm.rings.cofactor import Cofactor, CofactorRing, exact_array, tri_size
+from ivmstream.services.fivm.rings.degree import DegreeRing
+from ivmstream.services.fivm.rings.factorized import Factor, FactorizedRing
+from ivmstream.services.fivm.rings.listing import Listing, ListingRing
+from ivmstream.services.fivm.rings.matrix import MatrixEntryRing
 
 SMALL = st.integers(-4, 4)
 # Exact payloads: small ints, and ints past 64 bits (wide encodings, products of big sums).
@@ -285,7 +285,7 @@ def test_encode_decode_round_trip(name, data):
 
 
 def test_the_registry_builds_each_ring_by_name():
-    from services.fivm.rings import make_ring
+    from ivmstream.services.fivm.rings import make_ring
 
     for case in CASES.values():
         lifted = list(getattr(case.ring, "variables", ()))

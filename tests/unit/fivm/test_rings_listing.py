@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.rings.cofactor import BlockLayoutError
-from services.fivm.rings.listing import Listing, ListingRing, make_listing_ring
+from ivmstream.services.fivm.rings.cofactor import BlockLayoutError
+from ivmstream.services.fivm.rings.listing import Listing, ListingRing, make_listing_ring
 
 OUTPUT = ["A", "B", "C", "D"]
 

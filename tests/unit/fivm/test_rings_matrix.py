@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.rings.matrix import (
+from ivmstream.services.fivm.rings.matrix import (
     MatrixEntryRing,
     add_low_rank,
     chain_product,

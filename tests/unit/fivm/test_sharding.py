@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.service import SERVICE, make_engine
-from services.fivm.sharding import check_shard_by, combine_partials, partial_result
-from shared.config import resolve_options
-from shared.events import Relation, UpdateEvent
-from shared.runtime.routing import ShardRouting
+from ivmstream.config import resolve_options
+from ivmstream.events import Relation, UpdateEvent
+from ivmstream.runtime.routing import ShardRouting
+from ivmstream.services.fivm.service import SERVICE, make_engine
+from ivmstream.services.fivm.sharding import check_shard_by, combine_partials, partial_result
 
 # A Retailer-like snowflake sharded by its root variable locn: Census and Item lack locn (broadcast).
 RELATIONS = {

@@ -9,7 +9,7 @@ import operator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.views import View
+from ivmstream.services.fivm.views import View
 
 KEY = st.tuples(st.integers(0, 6), st.integers(0, 2))
 BATCH = st.dictionaries(KEY, st.integers(-2, 2), max_size=12)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.fivm.engine import STRATEGIES, FivmEngine
-from shared.engine import EngineError
+from ivmstream.engine import EngineError
+from ivmstream.services.fivm.engine import STRATEGIES, FivmEngine
 from tests.unit.fivm.fivm_oracle import (
     Database,
     acyclic_schema,
@@ -140,7 +140,7 @@ def test_weighted_matrix_chain_equals_duckdb_and_survives_a_restore(data: st.Dat
 
 def test_the_weight_multiplies_the_multiplicity() -> None:
     """A hand-checkable case: 3 copies of a tuple of weight 2.5 joined with one of weight -4."""
-    from shared.events import UpdateEvent
+    from ivmstream.events import UpdateEvent
 
     config = {"relations": {"R": [{"A": "int"}, "w"], "S": [{"A": "int"}, "v"]}, "ring": "sum"}
     engine = FivmEngine(dict(config, weights={"R": "w", "S": "v"}))

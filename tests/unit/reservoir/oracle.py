@@ -6,10 +6,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.reservoir.engine import ReservoirEngine
-from services.reservoir.query import OPTIONS
-from shared.events import UpdateEvent
-from shared.options import parse_options
+from ivmstream.events import UpdateEvent
+from ivmstream.options import parse_options
+from ivmstream.services.reservoir.engine import ReservoirEngine
+from ivmstream.services.reservoir.query import OPTIONS
 
 Row = tuple[Any, ...]
 

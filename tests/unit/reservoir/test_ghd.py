@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.reservoir.query import parse_query
+from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import CYCLE4, DUMBBELL, brute_join, engine, options
 from tests.unit.reservoir.test_uniformity import assert_uniform, dumbbell_stream
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reservoir.index import Directed, JoinIndex, nextpow2
-from services.reservoir.query import parse_query
+from ivmstream.services.reservoir.index import Directed, JoinIndex, nextpow2
+from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import BRANCH, LINE3, STAR3, TWO_TABLE, options
 
 SHAPES: dict[str, dict[str, Any]] = {"line3": LINE3, "two": TWO_TABLE, "star3": STAR3, "branch": BRANCH}

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reservoir.engine import ReservoirEngine
-from services.reservoir.query import STRATEGIES
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.reservoir.engine import ReservoirEngine
+from ivmstream.services.reservoir.query import STRATEGIES
 from tests.unit.reservoir.oracle import QUERIES, Model, bases, brute_join, engine, event
 
 PREDICATES = {

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reservoir.engine import ReservoirEngine
-from services.reservoir.query import parse_query
+from ivmstream.services.reservoir.engine import ReservoirEngine
+from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import FK_MERGE, Model, brute_join, engine, event, options
 from tests.unit.reservoir.test_uniformity import assert_uniform
 

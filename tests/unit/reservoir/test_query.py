@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.reservoir.predicate import PredicateError, compile_predicate
-from services.reservoir.query import parse_query, relations, validate
-from shared.options import ConfigError
+from ivmstream.options import ConfigError
+from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
+from ivmstream.services.reservoir.query import parse_query, relations, validate
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, options
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from services.reservoir.sampler import Reservoir
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.reservoir.sampler import Reservoir
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, STAR3, brute_join, engine, event
 from tests.unit.reservoir.stats import inclusion_p_value, multinomial_p_value
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import duckdb
 
-from services.sketches.engine import SketchEngine
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.sketches.engine import SketchEngine
 
 # Random-test schema: two small tables, values in 0..9 (duplicates, ties, group collisions); c may be NULL.
 SCHEMA: dict[str, dict[str, str]] = {

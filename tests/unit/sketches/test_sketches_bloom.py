@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from services.sketches.bloom import BloomFilter, key_bytes
+from ivmstream.services.sketches.bloom import BloomFilter, key_bytes
 
 
 def test_no_false_negatives_and_false_positive_rate_within_bound() -> None:

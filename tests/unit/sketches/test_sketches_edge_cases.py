@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from services.sketches import plan as P
-from services.sketches.engine import SketchEngine
-from services.sketches.query import compile_query
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.engine import SketchEngine
+from ivmstream.services.sketches.query import compile_query
 from tests.unit.sketches.sketches_oracle import engine, event
 
 SALES = {"sales": {"id": "int", "brand": "str", "product": "str", "price": "int", "numsold": "int"}}
@@ -312,7 +312,7 @@ def test_tpch_catalog_uses_standard_column_names_and_platform_events() -> None:
     )
     from decimal import Decimal
 
-    from shared.events.tpch import TPCH_TABLES
+    from ivmstream.events.tpch import TPCH_TABLES
 
     cols = [c for c, _ in TPCH_TABLES["lineitem"]]
     row = [12, 1, 1, 1, Decimal("11.5"), Decimal("100.00"), Decimal("0.05"), Decimal("0"), "N", "O"] + [

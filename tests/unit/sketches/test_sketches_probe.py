@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.sketches import plan as P
-from services.sketches.probe import ProbeJoin
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.probe import ProbeJoin
 from tests.unit.sketches.sketches_oracle import SCHEMA, duckdb_answer, engine, event, norm_rows
 from tests.unit.sketches.test_sketches_properties import SHAPES, batches, boundaries
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.sketches import plan as P
+from ivmstream.services.sketches import plan as P
 from tests.unit.sketches.sketches_oracle import SCHEMA, duckdb_answer, engine, event, norm_rows
 
 # (engine SQL, DuckDB SQL with the engine's tie-break made explicit, partitioned table -> column).

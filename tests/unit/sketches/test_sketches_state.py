@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.sketches import plan as P
-from services.sketches.engine import SketchEngine
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.engine import SketchEngine
 from tests.unit.sketches.sketches_oracle import engine, event
 from tests.unit.sketches.test_sketches_properties import SHAPES, batches, boundaries
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.sketches import plan as P
-from services.sketches.query import OPTIONS, compile_options
-from services.sketches.topm import PrefixBuffer
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.query import OPTIONS, compile_options
+from ivmstream.services.sketches.topm import PrefixBuffer
 from tests.unit.sketches.sketches_oracle import duckdb_answer, engine, event, norm_rows, options
 
 OPS = st.lists(st.tuples(st.integers(0, 6), st.integers(-3, 3)), max_size=60)

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from hypothesis import strategies as st
 
-from shared.events import UpdateEvent
+from ivmstream.events import UpdateEvent
 
 COLUMNS = ("t", "id", "broker_id", "volume", "price")
 op = st.tuples(

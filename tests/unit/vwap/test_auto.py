@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.vwap import auto
-from services.vwap.catalog import QUERIES
-from services.vwap.engine import create_engine
-from shared.events import UpdateEvent
-from shared.events.orderbook import OrderBookAdaptor
+from ivmstream.events import UpdateEvent
+from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.services.vwap import auto
+from ivmstream.services.vwap.catalog import QUERIES
+from ivmstream.services.vwap.engine import create_engine
 from tests.unit.vwap.book_streams import answer, book_events, cut, op
 
 DATA = Path(__file__).resolve().parents[3] / "services" / "vwap" / "data"

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.vwap import sql
-from services.vwap.batch_recompute import empty, shape
-from services.vwap.engine import create_engine
+from ivmstream.services.vwap import sql
+from ivmstream.services.vwap.batch_recompute import empty, shape
+from ivmstream.services.vwap.engine import create_engine
 from tests.unit.vwap.book_streams import COLUMNS, answer, book_events, cut, op
 
 NETTED = [("vwap", "rpai"), ("vwap-paper", "rpai"), ("nq1", "rpai"), ("nq2", "rpai")]

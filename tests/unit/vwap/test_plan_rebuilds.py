@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.vwap import auto
-from services.vwap.engine import create_engine
-from services.vwap.exact import exact_context
-from services.vwap.plans import make_plan
+from ivmstream.services.vwap import auto
+from ivmstream.services.vwap.engine import create_engine
+from ivmstream.services.vwap.exact import exact_context
+from ivmstream.services.vwap.plans import make_plan
 from tests.unit.vwap.book_streams import book_events, op
 
 BULK = ("mst", "psp", "sq1", "sq2")  # the rpai plans built from the live tuples rather than the levels

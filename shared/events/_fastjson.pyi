@@ -1,0 +1,35 @@
+"""Types of the compiled update-event decoder (_fastjson.c)."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+T_INT: int
+T_FLOAT: int
+T_NUMBER: int
+T_STR: int
+T_BOOL: int
+T_EXACT: int
+T_DECLINE: int
+T_DECIMAL: int
+
+class Decoder:
+    def __init__(
+        self,
+        relations: Sequence[tuple[str, tuple[tuple[str, int], ...]]],
+        key_field: str | None,
+        event_type: Callable[..., Any],
+        error_type: type,
+        fallback: Callable[[Any], Any],
+        max_size: int = ...,
+        refuse: Callable[[Any], Any] | None = ...,
+        max_depth: int = ...,
+        decimal_type: Callable[[str], Any] | None = ...,
+        invalid_utf8_detail: str | None = ...,
+        json_loads: Callable[[bytes], Any] | None = ...,
+        json_messages: tuple[str, ...] | None = ...,  # four messages
+    ) -> None: ...
+    def decode_grouped(self, values: Sequence[bytes | None]) -> tuple[list[Any], dict[Any, list[Any]], int]:
+        """Every value decoded (declined ones by the fallback), the events grouped by partition key in
+        input order, and the number of errors."""
+    def decode_many(self, values: Sequence[bytes | None]) -> list[Any]:
+        """Every value decoded (declined ones by the fallback), not grouped."""
