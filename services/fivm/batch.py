@@ -17,6 +17,7 @@ import orjson
 from pyspark.errors import ArithmeticException, PythonException
 from pyspark.sql import DataFrame, SparkSession
 
+from ivmstream.sdk.batch import BatchError, BatchJobs
 from ivmstream.services.fivm import state as st
 from ivmstream.services.fivm.batch_sql import RECOMPUTED_RINGS, Aggregates, recompute_query, shaped
 from ivmstream.services.fivm.batch_views import (
@@ -32,7 +33,6 @@ from ivmstream.services.fivm.query import RING_FACTORY, Query, parse_query
 from ivmstream.services.fivm.rings import Ring, make_ring
 from ivmstream.services.fivm.rings.cofactor import Cofactor, exact_array
 from ivmstream.services.fivm.service import query_config
-from ivmstream.spark.jobs import BatchError, BatchJobs
 
 BUILT_RINGS = ("count", "sum", "covariance")
 BUILT_STRATEGIES = ("fivm", "fivm-one")

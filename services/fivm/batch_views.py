@@ -21,6 +21,7 @@ import orjson
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ivmstream.sdk.batch import KEY, MULT
 from ivmstream.services.fivm import batch_payloads as bp
 from ivmstream.services.fivm.order import build_order
 from ivmstream.services.fivm.query import Query, RelationDef
@@ -32,7 +33,6 @@ from ivmstream.services.fivm.viewtree import (
     build_view_tree,
     materialized,
 )
-from ivmstream.spark.decode import KEY, MULT
 
 
 @dataclass

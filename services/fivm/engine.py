@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.fivm import state as st
 from ivmstream.services.fivm.baselines.registry import BASELINES
 from ivmstream.services.fivm.factorized_updates import (
@@ -63,6 +62,10 @@ STRATEGIES: dict[str, Callable[[Query], Maintainer]] = {
     "fivm-one": FivmMaintainer,  # U = the one relation ``updatable`` names (checked by parse_query)
     **BASELINES,  # docs/algorithms/fivm-baselines.md
 }
+
+
+def _group_key(item: tuple[Key, Any]) -> Key:
+    return item[0]
 
 
 class FivmEngine:
@@ -202,34 +205,38 @@ class FivmEngine:
 
     def result(self) -> dict[str, Any]:
         """``{"value": v}`` or ``{"groups": [{"key": {...}, "value": v}, ...]}`` sorted by key, and stats."""
+        out = self.render(self.root_payloads())
+        out["stats"] = self.stats_exact()
+        return out
+
+    def root_payloads(self) -> dict[Key, Any]:
+        """The result before rendering: each group key (``()`` without free variables) and its payload,
+        the product of one entry of each root (docs/algorithms/fivm.md §2.11), zeros left out. A shard
+        publishes these (services/fivm/sharding.py), so its sum renders as one engine's result."""
         ring = self.ring
         free = self.query.group_by
         roots = self.maint.roots()
-        out: dict[str, Any]
-        if not free:
+        out: dict[Key, Any] = {}
+        for combo in itertools.product(*(list(v.items()) for v in roots)):
+            named: dict[str, Any] = {}
             payload = ring.one()
-            for view in roots:
-                p = view.get(())
-                payload = ring.mul(payload, p) if p is not None else ring.zero()
-            out = {"value": ring.to_json(payload)}
-        else:
-            groups = []
-            for combo in itertools.product(*(list(v.items()) for v in roots)):
-                named: dict[str, Any] = {}
-                payload = ring.one()
-                for view, (key, p) in zip(roots, combo, strict=True):
-                    named.update(zip(view.keys, key, strict=True))
-                    payload = ring.mul(payload, p)
-                if not ring.is_zero(payload):
-                    groups.append((tuple(named[v] for v in free), payload))
-            groups.sort(key=lambda g: g[0])
-            out = {
-                "groups": [
-                    {"key": dict(zip(free, k, strict=True)), "value": ring.to_json(p)} for k, p in groups
-                ]
-            }
-        out["stats"] = self.stats_exact()
+            for view, (key, p) in zip(roots, combo, strict=True):
+                named.update(zip(view.keys, key, strict=True))
+                payload = ring.mul(payload, p)
+            if not ring.is_zero(payload):
+                out[tuple(named[v] for v in free)] = payload
         return out
+
+    def render(self, payloads: Mapping[Key, Any]) -> dict[str, Any]:
+        """Group payloads in the result's form (without stats): the value of ``()`` without free
+        variables, else the non-zero groups sorted by key."""
+        ring = self.ring
+        free = self.query.group_by
+        if not free:
+            return {"value": ring.to_json(payloads.get((), ring.zero()))}
+        kept = sorted(((k, p) for k, p in payloads.items() if not ring.is_zero(p)), key=_group_key)
+        groups = [{"key": dict(zip(free, k, strict=True)), "value": ring.to_json(p)} for k, p in kept]
+        return {"groups": groups}
 
     def stats_exact(self) -> dict[str, Any]:
         """State-only diagnostics: entries per materialized view, the variable order, the phase."""

@@ -19,8 +19,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import Rejection, UpdateEvent
 from ivmstream.services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.views import Key

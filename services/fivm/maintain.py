@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.fivm import columnar
 from ivmstream.services.fivm.order import VariableOrder, build_order
 from ivmstream.services.fivm.query import RING_FACTORY, Query

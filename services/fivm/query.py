@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.fivm.rings.decimals import MAX_DECIMALS
 
 COLUMN_TYPES = ("int", "float", "str")

@@ -13,9 +13,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ivmstream.events import Relation
-from ivmstream.options import Option, Parser, boolean, choice, mapping, non_negative_int, optional
-from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.sdk import (
+    DemoWorkload,
+    Option,
+    Parser,
+    Relation,
+    ServiceDefinition,
+    boolean,
+    choice,
+    mapping,
+    non_negative_int,
+    optional,
+)
 from ivmstream.services.fivm import model
 from ivmstream.services.fivm.engine import FivmEngine
 from ivmstream.services.fivm.intake import FACTORIZED_SUFFIX

@@ -16,11 +16,10 @@ form, which rounds exact decimals to floats; the coordinator decodes them, adds 
 from __future__ import annotations
 
 import base64
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ivmstream.engine import JSON, Engine
+from ivmstream.sdk import JSON, Engine
 from ivmstream.services.fivm.engine import FivmEngine
 from ivmstream.services.fivm.query import parse_query
 from ivmstream.services.fivm.service import make_engine, query_config, shape_result
@@ -53,39 +52,17 @@ def check_shard_by(options: Mapping[str, Any], shard_by: str) -> None:
             )
 
 
-def _by_key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
-    return item[0]
-
-
 def _encode(engine: FivmEngine, payload: Any) -> str:
     return base64.b64encode(engine.ring.encode(payload)).decode()
-
-
-def root_payloads(engine: FivmEngine) -> dict[tuple[Any, ...], Any]:
-    """The engine's result before rendering: each group key (``()`` without free variables) and its
-    payload, the product of one entry of each root (docs/algorithms/fivm.md §2.11), zeros left out."""
-    ring = engine.ring
-    free = engine.query.group_by
-    roots = engine.maint.roots()
-    out: dict[tuple[Any, ...], Any] = {}
-    for combo in itertools.product(*(list(v.items()) for v in roots)):
-        named: dict[str, Any] = {}
-        payload = ring.one()
-        for view, (key, p) in zip(roots, combo, strict=True):
-            named.update(zip(view.keys, key, strict=True))
-            payload = ring.mul(payload, p)
-        if not ring.is_zero(payload):
-            out[tuple(named[v] for v in free)] = payload
-    return out
 
 
 def partial_result(engine: Engine) -> JSON:
     """A shard's root payloads in the ring's encoding, keyed by group, and its engine's stats."""
     if not isinstance(engine, FivmEngine):
         raise TypeError(f"a fivm shard runs a FivmEngine, not {type(engine).__name__}")
-    groups = root_payloads(engine)
+    groups = engine.root_payloads()
     return {
-        "groups": [[list(key), _encode(engine, p)] for key, p in sorted(groups.items(), key=_by_key)],
+        "groups": [[list(key), _encode(engine, p)] for key, p in sorted(groups.items())],
         "stats": engine.stats_exact(),
     }
 
@@ -96,7 +73,6 @@ def combine_partials(options: Mapping[str, Any], partials: Sequence[JSON]) -> JS
     says how many shards it sums, whether any still loads, and the variable order."""
     engine = make_engine(options)
     ring = engine.ring
-    free = engine.query.group_by
     total: dict[tuple[Any, ...], Any] = {}
     for partial in partials:
         for key, encoded in partial["groups"]:
@@ -107,16 +83,8 @@ def combine_partials(options: Mapping[str, Any], partials: Sequence[JSON]) -> JS
     del stats["views"]  # per shard, and views built only from broadcast relations are on every shard
     stats["loading"] = any(p["stats"]["loading"] for p in partials)
     stats["shards"] = len(partials)
-    result: dict[str, Any]
-    if not free:
-        root = total.get((), ring.zero())
-        result = {"value": ring.to_json(root), "stats": stats}
-    else:
-        kept = sorted(((k, p) for k, p in total.items() if not ring.is_zero(p)), key=_by_key)
-        result = {
-            "groups": [{"key": dict(zip(free, k, strict=True)), "value": ring.to_json(p)} for k, p in kept],
-            "stats": stats,
-        }
+    result = engine.render(total)
+    result["stats"] = stats
     return shape_result(engine.query, result, options["model"])
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ivmstream.sdk.batch import KEY, MULT, BatchJobs
 from ivmstream.services.reference.engine import BagEngine
-from ivmstream.spark.decode import KEY, MULT
-from ivmstream.spark.jobs import BatchJobs
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 

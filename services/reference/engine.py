@@ -20,9 +20,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.backed_map import StoreBackedMap
-from ivmstream.engine import Entry, EntryChange, Rejection, StoredMap
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, StoreBackedMap, StoredMap, UpdateEvent
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 _MOD = 2**128

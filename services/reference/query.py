@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ivmstream.events import COLUMN_TYPES, Relation
-from ivmstream.options import Option, boolean, optional, positive_int
+from ivmstream.sdk import COLUMN_TYPES, Option, Relation, boolean, optional, positive_int
 
 DEFAULT_RELATIONS = {"items": {"item": "str", "qty": "int", "price": "decimal"}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.reference.engine import BagEngine
 from ivmstream.services.reference.query import OPTIONS, relations
 

@@ -21,11 +21,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DecimalType
 
+from ivmstream.sdk.batch import KEY, MULT, BatchError, BatchJobs
 from ivmstream.services.reservoir.engine import ReservoirEngine
 from ivmstream.services.reservoir.predicate import compile_predicate
 from ivmstream.services.reservoir.query import Query, parse_query
-from ivmstream.spark.decode import KEY, MULT
-from ivmstream.spark.jobs import BatchError, BatchJobs
 
 COUNT = DecimalType(38, 0)  # counts exceed 64 bits on skewed data; beyond 38 digits the job refuses
 _R = "__r"  # a directed edge's count per key (rounded or exact)

@@ -23,8 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Entry, EntryChange, Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.reservoir.bags import BagLayer
 from ivmstream.services.reservoir.exact import ExactJoin
 from ivmstream.services.reservoir.index import JoinIndex, Tup

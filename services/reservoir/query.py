@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ivmstream.events import Relation
-from ivmstream.options import (
+from ivmstream.sdk import (
     Option,
     Parser,
+    Relation,
     boolean,
     choice,
     mapping,

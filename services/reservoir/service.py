@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.reservoir.engine import ReservoirEngine
 from ivmstream.services.reservoir.query import OPTIONS, relations, validate
 

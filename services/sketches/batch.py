@@ -18,12 +18,11 @@ import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivmstream.sdk.batch import KEY, MULT, BatchError, BatchJobs
 from ivmstream.services.sketches.capture_sql import FRAG, answer_sql, branches, capture_sql, fragment_sql
 from ivmstream.services.sketches.engine import SketchEngine
 from ivmstream.services.sketches.query import Compiled, compile_options
 from ivmstream.services.sketches.values import exact, row_key, to_json
-from ivmstream.spark.decode import KEY, MULT
-from ivmstream.spark.jobs import BatchError, BatchJobs
 
 
 def _register(spark: SparkSession, bags: Mapping[str, DataFrame], compiled: Compiled, key: str) -> None:

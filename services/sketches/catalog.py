@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ivmstream.events import COLUMN_TYPES
-from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.sdk import COLUMN_TYPES, TPCH_TABLES
 
 _TPCH_PREFIX = {
     "lineitem": "l_",

@@ -23,8 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Entry, EntryChange, Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.sketches import plan as P
 from ivmstream.services.sketches import state as S
 from ivmstream.services.sketches.catalog import Table

@@ -17,8 +17,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ivmstream.events import Relation
-from ivmstream.options import Option, Parser, boolean, choice, mapping, non_negative_int
+from ivmstream.sdk import Option, Parser, Relation, boolean, choice, mapping, non_negative_int
 from ivmstream.services.sketches import plan as P
 from ivmstream.services.sketches.catalog import Table, parse_relations
 from ivmstream.services.sketches.expressions import (

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.sketches.engine import SketchEngine
 from ivmstream.services.sketches.query import OPTIONS, compile_options, relations
 

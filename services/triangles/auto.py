@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ivmstream.engine import EngineError, Entry, EntryChange
+from ivmstream.sdk import EngineError, Entry, EntryChange
 from ivmstream.services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine, json_int
 from ivmstream.services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
 from ivmstream.services.triangles.ivm_eps import IvmEpsEngine

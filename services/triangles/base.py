@@ -16,8 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
 
 MODES = ("graph", "relations")
 REL_NAMES = ("R", "S", "T")

@@ -16,6 +16,7 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivmstream.sdk.batch import KEY, MULT, BatchJobs
 from ivmstream.services.triangles.batch_recompute import (
     comparable,
     count_graph,
@@ -26,8 +27,6 @@ from ivmstream.services.triangles.batch_recompute import (
 from ivmstream.services.triangles.engine import DEFAULT_EPSILON, create_engine
 from ivmstream.services.triangles.ivm_eps import parse_epsilons
 from ivmstream.services.triangles.thresholds import thresholds
-from ivmstream.spark.decode import KEY, MULT
-from ivmstream.spark.jobs import BatchJobs
 
 REL_NAMES = ("R", "S", "T")
 NEXT = {"R": "S", "S": "T", "T": "R"}  # a view joins K's heavy part with the next relation's light part

@@ -7,7 +7,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ivmstream.spark.decode import KEY, MULT
+from ivmstream.sdk.batch import KEY, MULT
 
 
 def count_relations(spark: SparkSession, bags: Mapping[str, DataFrame]) -> dict[str, int]:

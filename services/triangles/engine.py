@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.triangles.auto import AutoEngine
 from ivmstream.services.triangles.base import (
     EDGE_COLUMNS,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.triangles.base import (
     EDGE_RELATION,
     REL_NAMES,

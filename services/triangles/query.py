@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ivmstream.events import Relation
-from ivmstream.options import Option, boolean, choice, mapping, optional
+from ivmstream.sdk import Option, Relation, boolean, choice, mapping, optional
 from ivmstream.services.triangles.base import EDGE_COLUMNS, EDGE_RELATION, MODES, REL_COLUMNS, REL_NAMES
 from ivmstream.services.triangles.engine import STRATEGIES, TriangleEngine, create_engine
 from ivmstream.services.triangles.thresholds import parse_epsilon

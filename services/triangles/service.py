@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ivmstream.service import DemoWorkload, ServiceDefinition
+from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.triangles.query import OPTIONS, make_engine, relations, validate
 
 SERVICE = ServiceDefinition(

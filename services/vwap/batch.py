@@ -18,10 +18,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivmstream.sdk.batch import KEY, MULT, BatchJobs
 from ivmstream.services.vwap.batch_recompute import comparable, empty, narrow_exact, query_of, recompute
 from ivmstream.services.vwap.snapshot import Level, encode
-from ivmstream.spark.decode import KEY, MULT
-from ivmstream.spark.jobs import BatchJobs
 
 BOOK_SIDES = ("bids", "asks")
 

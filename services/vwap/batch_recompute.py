@@ -24,9 +24,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
+from ivmstream.sdk.batch import KEY, MULT
 from ivmstream.services.vwap.exact import decimal_quotient, to_json
 from ivmstream.services.vwap.sql import RELATIONS, query_params, render
-from ivmstream.spark.decode import KEY, MULT
 
 NARROW = DecimalType(18, 3)  # see the module docstring
 RESULT_NAME = {"vwap-paper": "vwap"}  # result key when it is not the query's name

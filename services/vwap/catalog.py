@@ -9,8 +9,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from ivmstream.events import Relation
-from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.sdk import TPCH_TABLES, Relation
 from ivmstream.services.vwap.exact import parse_fraction
 
 # bids/asks(t, id, broker_id, volume, price): volume and price exact (ints = ticks, or decimals).

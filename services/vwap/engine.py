@@ -14,8 +14,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import EngineError, Entry, EntryChange, Rejection
-from ivmstream.events import UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.vwap import auto
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ivmstream.events import Relation
-from ivmstream.options import Option, choice, fraction, optional, positive_int, string
+from ivmstream.sdk import Option, Relation, choice, fraction, optional, positive_int, string
 from ivmstream.services.vwap.catalog import QUERIES, STRATEGIES
 from ivmstream.services.vwap.engine import VwapEngine
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.events import Relation
+from ivmstream.sdk import Relation
 from ivmstream.services.vwap.exact import exact_context, from_json, to_json
 
 VERSION = 1

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import importlinter  # noqa: F401  (the dev extra installs it; without it `make lint` cannot run either)
 import pytest
@@ -61,6 +62,19 @@ VIOLATIONS = [
         "ivmstream.options -> ivmstream.service",
     ),
     ("acyclic", "shared/verdict.py", "import ivmstream.cli", "No cycles are allowed in ivmstream.\n"),
+    (
+        "services-through-sdk",
+        "services/reference/engine.py",
+        "from ivmstream.engine import Rejection as _R",
+        "ivmstream.services.reference.engine -> ivmstream.engine",
+    ),
+    # an algorithm module, and a platform module the SDK does not re-export
+    (
+        "services-through-sdk",
+        "services/vwap/trees/index.py",
+        "import ivmstream.runtime.kafka",
+        "ivmstream.services.vwap.trees.index -> ivmstream.runtime.kafka",
+    ),
 ]
 
 
@@ -124,17 +138,32 @@ def test_the_copy_is_what_lint_imports_reads(pristine: Path) -> None:
     )
 
 
-def test_platform_contract_names_every_platform_module() -> None:
-    """The contract lists the platform's modules one by one (import-linter cannot say "ivmstream but
-    not ivmstream.services"), so a module added to shared/ must be added there too."""
+def _contract(contract_id: str) -> dict[str, Any]:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    (platform,) = [c for c in contracts if c["id"] == "platform-without-services"]
-    modules = {
+    (found,) = [c for c in contracts if c["id"] == contract_id]
+    return found
+
+
+def _platform_modules() -> set[str]:
+    """The top-level modules and packages of ivmstream that shared/ holds."""
+    return {
         f"ivmstream.{p.stem if p.is_file() else p.name}"
         for p in (ROOT / "shared").iterdir()
         if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").is_file())
     }
-    assert set(platform["source_modules"]) == modules
+
+
+def test_platform_contract_names_every_platform_module() -> None:
+    """The contract lists the platform's modules one by one (import-linter cannot say "ivmstream but
+    not ivmstream.services"), so a module added to shared/ must be added there too."""
+    assert set(_contract("platform-without-services")["source_modules"]) == _platform_modules()
+
+
+def test_sdk_contract_forbids_every_platform_module_but_the_sdk() -> None:
+    """Likewise a module added to shared/ is internal, so services may not import it, until the SDK
+    re-exports what they need from it."""
+    contract = _contract("services-through-sdk")
+    assert set(contract["forbidden_modules"]) == _platform_modules() - {"ivmstream.sdk"}
 
 
 @pytest.mark.parametrize(("contract", "path", "statement", "report"), VIOLATIONS)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.order import VariableOrder, build_order
 from ivmstream.services.fivm.query import RING_FACTORY, Query

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.fivm.baselines.common import (
     ANY_ORDER_RINGS,
     ResultRing,

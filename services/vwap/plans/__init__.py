@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ivmstream.engine import EngineError
+from ivmstream.sdk import EngineError
 from ivmstream.services.vwap.catalog import RPAI_ONLY_PARAMS, STRATEGIES, TPCH_QUERIES
 
 

@@ -39,7 +39,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.sdk import TPCH_TABLES
 from ivmstream.services.vwap import catalog
 from ivmstream.services.vwap.catalog import TPCH_QUERIES
 from ivmstream.services.vwap.exact import EXACT, decimal_quotient, to_json

@@ -1,0 +1,84 @@
+"""The service-author API: everything a service under ``ivmstream.services`` (or in another
+distribution) imports from the platform, and nothing else.
+
+Services import the platform only from here (``ivmstream.sdk``) and, for their Spark batch jobs, from
+``ivmstream.sdk.batch``; an import-linter contract checks it. This module stays pure (no Kafka, Redis,
+RocksDB or Spark), so engines, options and declarations can import it. Every other platform module is
+internal: its names may change without notice.
+"""
+
+from ivmstream.backed_map import StoreBackedMap
+from ivmstream.engine import (
+    JSON,
+    Engine,
+    EngineError,
+    EngineStats,
+    Entry,
+    EntryChange,
+    IncrementalEngine,
+    Rejection,
+    StoreBackedEngine,
+    StoredMap,
+)
+from ivmstream.events import (
+    COLUMN_TYPES,
+    InputFormat,
+    ReadOption,
+    ReadRequest,
+    Relation,
+    SourceError,
+    SourceRecord,
+    UpdateEvent,
+)
+from ivmstream.events.tpch import TPCH_TABLES
+from ivmstream.options import (
+    Option,
+    Parser,
+    boolean,
+    choice,
+    fraction,
+    mapping,
+    non_negative_int,
+    optional,
+    positive_int,
+    positive_number,
+    string,
+)
+from ivmstream.service import DemoWorkload, ServiceDefinition, Sharding
+
+__all__ = [
+    "COLUMN_TYPES",
+    "JSON",
+    "TPCH_TABLES",
+    "DemoWorkload",
+    "Engine",
+    "EngineError",
+    "EngineStats",
+    "Entry",
+    "EntryChange",
+    "IncrementalEngine",
+    "InputFormat",
+    "Option",
+    "Parser",
+    "ReadOption",
+    "ReadRequest",
+    "Rejection",
+    "Relation",
+    "ServiceDefinition",
+    "Sharding",
+    "SourceError",
+    "SourceRecord",
+    "StoreBackedEngine",
+    "StoreBackedMap",
+    "StoredMap",
+    "UpdateEvent",
+    "boolean",
+    "choice",
+    "fraction",
+    "mapping",
+    "non_negative_int",
+    "optional",
+    "positive_int",
+    "positive_number",
+    "string",
+]
