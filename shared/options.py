@@ -98,10 +98,13 @@ def boolean() -> Parser[bool]:
     return parser
 
 
-def positive_int() -> Parser[int]:
-    """An integer > 0."""
+def positive_int(*, text: bool = False) -> Parser[int]:
+    """An integer > 0; with ``text``, also its decimal digits, as a command line gives a value
+    (``--read-option brokers=5``). A config file's value is typed, so there "5" is refused."""
 
     def accept(v: Any) -> int:
+        if text and type(v) is str and v.strip().isascii() and v.strip().isdigit():
+            v = int(v)
         if not _is_int(v) or v <= 0:
             raise parser.invalid()
         return int(v)

@@ -25,30 +25,7 @@ from ivmstream.events.source import SourceError, SourceRecord
 
 # --- option parsers ----------------------------------------------------------------------------------
 # Each returns the typed value or raises ValueError("must be ..."); the caller names format and key.
-
-
-def choice(*allowed: str) -> Callable[[Any], str]:
-    """One of ``allowed`` (exact spelling)."""
-
-    def parse(value: Any) -> str:
-        if type(value) is not str or value not in allowed:
-            raise ValueError(f"must be one of {', '.join(allowed)}")
-        return value
-
-    return parse
-
-
-def positive_int(value: Any) -> int:
-    """A positive integer, given as an int or as decimal digits."""
-    if type(value) is int:
-        number = value
-    elif type(value) is str and value.strip().isascii() and value.strip().isdigit():
-        number = int(value)
-    else:
-        raise ValueError("must be a positive integer")
-    if number <= 0:
-        raise ValueError("must be a positive integer")
-    return number
+# Choices and counts use the config parsers (``ivmstream.options.choice``, ``positive_int(text=True)``).
 
 
 _CHAR_NAMES = {"\\t": "\t", "tab": "\t", "space": " "}

@@ -22,16 +22,15 @@ from ivmstream.events.formats import (
     InputFormat,
     ReadOption,
     ReadRequest,
-    choice,
     merge_options,
     name_list,
     non_empty_text,
     one_char,
-    positive_int,
 )
 from ivmstream.events.orderbook import read_orderbook
 from ivmstream.events.source import SourceError, SourceRecord, file_stem, key_of
 from ivmstream.events.tpch import read_tpch
+from ivmstream.options import choice, positive_int
 
 __all__ = [
     "FORMATS",
@@ -171,7 +170,7 @@ ORDERBOOK = InputFormat(
             choice("auto", "bids", "asks", "both"),
             "side(s) to emit; auto: those the service declares, both without a service (alias --book)",
         ),
-        "brokers": ReadOption(10, positive_int, "broker_id = id mod brokers (alias --brokers)"),
+        "brokers": ReadOption(10, positive_int(text=True), "broker_id = id mod brokers (alias --brokers)"),
     },
 )
 TPCH = InputFormat(

@@ -181,7 +181,7 @@ import dataclasses
 import orjson
 
 from ivmstream.events import InputFormat, ReadOption, SourceRecord
-from ivmstream.events.formats import positive_int
+from ivmstream.options import positive_int
 from ivmstream.service import load_service
 
 
@@ -198,7 +198,8 @@ def read_pairs(req):
     return records()
 
 
-PAIRS = InputFormat("pairs", "item=qty words", read_pairs, {"scale": ReadOption(1, positive_int, "factor")})
+SCALE = ReadOption(1, positive_int(text=True), "factor")
+PAIRS = InputFormat("pairs", "item=qty words", read_pairs, {"scale": SCALE})
 SERVICE = dataclasses.replace(load_service("reference"), name="toy", formats={"pairs": PAIRS})
 '''
 

@@ -30,7 +30,8 @@ from ivmstream.events import (
     relation_of,
 )
 from ivmstream.events.coverage import RelationCoverage
-from ivmstream.events.formats import merge_options, name_list, one_char, parse_assignments, positive_int
+from ivmstream.events.formats import merge_options, name_list, one_char, parse_assignments
+from ivmstream.options import positive_int
 
 EVENTS_DIR = Path(__file__).resolve().parents[2] / "shared" / "events"
 
@@ -78,7 +79,11 @@ def _echo_reader(req: ReadRequest) -> Iterator[SourceRecord]:
 
 
 ECHO = InputFormat(
-    "echo", "test lines", _echo_reader, {"scale": ReadOption(1, positive_int, "factor")}, (".echo",)
+    "echo",
+    "test lines",
+    _echo_reader,
+    {"scale": ReadOption(1, positive_int(text=True), "factor")},
+    (".echo",),
 )
 
 
@@ -173,7 +178,7 @@ def test_a_bad_value_names_the_format_the_key_and_the_allowed_values() -> None:
 )  # an Arabic-Indic digit: str.isdigit() says yes
 def test_positive_int_refuses(bad: Any) -> None:
     with pytest.raises(ValueError, match="positive integer"):
-        positive_int(bad)
+        positive_int(text=True)(bad)
 
 
 def test_small_parsers() -> None:
