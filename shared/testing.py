@@ -451,6 +451,16 @@ class StreamRun:
         finally:
             client.close()
 
+    def published_offsets(self) -> dict[int, int]:
+        """Per input partition, the furthest input offset any result published to Redis reflects."""
+        reached: dict[int, int] = {}
+        for record in self.published().values():
+            for where, offset in record["offsets"].items():
+                topic, _, partition = where.rpartition(":")
+                if topic == self.topic:
+                    reached[int(partition)] = max(reached.get(int(partition), 0), offset)
+        return reached
+
     def expected(self) -> dict[str, Any]:
         """What ``ivmstream.replay`` computes over the same records, per key, as JSON."""
         run = replay_all(self.case.service, self.case.config, self.case.records)
@@ -527,7 +537,7 @@ def check_kill9_restart(
     for k in range(kills):
         start, end = bounds[k], bounds[k + 1]
         middle = (start + end) // 2
-        stale = _published_offsets(run)  # what killed workers published; the next must redo it
+        stale = run.published_offsets()  # what killed workers published; the next must redo it
         before = seen[-1].checkpointed if seen else 0
         run.produce(records[start:middle])
         worker = run.start_worker()
@@ -568,17 +578,6 @@ def check_kill9_restart(
     return seen
 
 
-def _published_offsets(run: StreamRun) -> dict[int, int]:
-    """Per input partition, the furthest offset any published result reflects."""
-    reached: dict[int, int] = {}
-    for record in run.published().values():
-        for where, offset in record["offsets"].items():
-            topic, _, partition = where.rpartition(":")
-            if topic == run.topic:
-                reached[int(partition)] = max(reached.get(int(partition), 0), offset)
-    return reached
-
-
 def _resumed(run: StreamRun, stale: Mapping[int, int], before: int) -> bool:
     """Whether the group's checkpoint covers everything published so far and has moved past ``before``."""
     progress = run.progress()
@@ -600,7 +599,7 @@ def _ahead_or_caught_up(run: StreamRun, found: list[KillPoint], total: int) -> b
 
 def _ahead(run: StreamRun, found: list[KillPoint], total: int) -> bool:
     """Whether published results (read first) reflect input past the checkpoint (read second)."""
-    reached = _published_offsets(run)
+    reached = run.published_offsets()
     progress = run.progress()
     beyond = sum(max(0, reached.get(p.partition, 0) - p.committed) for p in progress)
     if beyond:

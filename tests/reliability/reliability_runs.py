@@ -87,26 +87,15 @@ def pin_to(broker: BrokerProcess, run: Run, broker_id: int) -> None:
         broker.fault("leader", topic=run.topic, partition=p, broker=broker_id)
 
 
-def published_offsets(run: Run) -> dict[int, int]:
-    """Per input partition, the furthest input offset a result published to Redis reflects."""
-    reached: dict[int, int] = {}
-    for record in run.published().values():
-        for where, offset in record["offsets"].items():
-            topic, _, partition = where.rpartition(":")
-            if topic == run.topic:
-                reached[int(partition)] = max(reached.get(int(partition), 0), offset)
-    return reached
-
-
 def uncheckpointed(run: Run) -> int:
     """Input records whose effect is published but not yet covered by the group's checkpoint (results
     read first, checkpoint second, so a checkpoint in between only makes this smaller)."""
-    reached = published_offsets(run)
+    reached = run.published_offsets()
     return sum(max(0, reached.get(p.partition, 0) - p.committed) for p in run.progress())
 
 
 def redone(run: Run) -> bool:
     """Whether the group's checkpoint covers everything published so far, including what killed
     workers published past their last checkpoint."""
-    reached = published_offsets(run)
+    reached = run.published_offsets()
     return all(p.committed >= reached.get(p.partition, 0) for p in run.progress())
