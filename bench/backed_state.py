@@ -50,7 +50,7 @@ from bench.common import machine_info  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.runtime.partition import PartitionState, store_backing  # noqa: E402
 from ivmstream.services.reference.engine import BagEngine  # noqa: E402
-from ivmstream.services.reference.query import DEFAULT_RELATIONS  # noqa: E402
+from ivmstream.services.reference.options import DEFAULT_RELATIONS  # noqa: E402
 from ivmstream.state import StateChanges  # noqa: E402
 from ivmstream.state.rocksdb import RocksDBStore  # noqa: E402
 

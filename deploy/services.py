@@ -16,6 +16,22 @@ IMAGE_SITE_PACKAGES = "/opt/ivmstream/lib/python3.11/site-packages"
 METRICS_PORT = 9100
 STATE_ROOT = "/var/lib/ivmstream"  # the image's volume; RocksDB state goes under state/
 CONFIG_DIR = "/etc/ivmstream"
+# Where each repository folder installs in the package (setup.py's package_dir, as paths).
+INSTALLED_FOLDERS = {"shared": "ivmstream", "services": "ivmstream/services"}
+
+
+def installed_path(repo_path: Path) -> str:
+    """Where a file of the repository's shared/ or services/ lies in site-packages, as a relative path."""
+    folder, *rest = repo_path.resolve().relative_to(REPO).parts
+    return "/".join([INSTALLED_FOLDERS[folder], *rest])
+
+
+def repo_path(installed: str) -> Path:
+    """The repository file that installs at ``installed`` (relative to site-packages)."""
+    for folder, package in sorted(INSTALLED_FOLDERS.items(), key=lambda item: -len(item[1])):
+        if installed.startswith(package + "/"):
+            return REPO / folder / installed.removeprefix(package + "/")
+    raise ValueError(f"{installed} is not in the ivmstream package")
 
 
 @dataclass(frozen=True)
@@ -34,7 +50,7 @@ class Deployable:
     def demo_input_in_image(self) -> str | None:
         if self.demo is None:
             return None
-        return f"{IMAGE_SITE_PACKAGES}/{self.demo.input.resolve().relative_to(REPO).as_posix()}"
+        return f"{IMAGE_SITE_PACKAGES}/{installed_path(self.demo.input)}"
 
     def demo_produce_args(self) -> list[str] | None:
         """``ivmstream produce`` of the demo workload inside the image (the config file gives the topic)."""

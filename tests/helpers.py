@@ -19,7 +19,7 @@ import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "services" / "reference" / "sample.jsonl"
+SAMPLE = REPO / "services" / "reference" / "data" / "sample.jsonl"
 
 T = TypeVar("T")
 

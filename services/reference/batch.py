@@ -9,7 +9,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ivmstream.sdk.batch import KEY, MULT, BatchJobs
-from ivmstream.services.reference.engine import BagEngine
+
+from .engine import BagEngine
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 

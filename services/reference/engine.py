@@ -297,3 +297,8 @@ def _typed_sum(s: str, typ: str) -> Any:
     if typ == "float":
         return float(s)
     return int(s) if s.lstrip("-").isdigit() else float(s)
+
+
+def make_engine(options: Mapping[str, Any]) -> BagEngine:
+    """The service's engine factory: an empty engine for complete, validated options."""
+    return BagEngine(options["relations"], options["allow_negative"], options["resident_entries"])

@@ -1,25 +1,31 @@
-"""Declaration of the reference service (platform tests and the demo)."""
+"""Declaration of the reference service: bag counts, column sums and a bag fingerprint per key.
+
+It is also the template a new service starts from (docs/adding-a-service.md): its modules import each
+other relatively and its name is its folder's, so a copy of the folder under another name is already a
+service of that name, deployable like any other.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
-from ivmstream.services.reference.engine import BagEngine
-from ivmstream.services.reference.query import OPTIONS, relations
+
+from .engine import make_engine
+from .options import OPTIONS, relations
+
+PACKAGE = __name__.rpartition(".")[0]
+NAME = PACKAGE.rpartition(".")[2]  # the folder's name
+DATA = Path(__file__).with_name("data")
 
 SERVICE = ServiceDefinition(
-    name="reference",
-    summary="bag counts, column sums and an bag fingerprint per key (the platform's reference engine)",
+    name=NAME,
+    summary="bag counts, column sums and a bag fingerprint per key, over relations declared in the config",
     options=OPTIONS,
     relations=relations,
-    engine=lambda o: BagEngine(o["relations"], o["allow_negative"], o["resident_entries"]),
-    demo=DemoWorkload(
-        input=Path(__file__).with_name("sample.jsonl"),
-        config={"key_field": "store"},
-        partitions=3,
-    ),
+    engine=make_engine,
+    demo=DemoWorkload(input=DATA / "sample.jsonl", config={"key_field": "store"}, partitions=3),
     state_version=2,  # 2: the bag and its aggregates are checkpointed as entries
-    batch="ivmstream.services.reference.batch:JOBS",
+    batch=f"{PACKAGE}.batch:JOBS",
     platform_only=True,
 )

@@ -1,26 +1,20 @@
-"""Triangle-count engines, selectable by strategy name: IVM^ε and every baseline.
+"""The triangles engine factory: IVM^ε and every baseline, selectable by strategy name.
 
 The algorithm and the baselines: docs/algorithms/triangles.md §2 and §4.
 
 Pure and deterministic: no I/O. ``create_engine(mode, strategy, ...)`` is the one constructor the
-service, Spark bootstrap, benchmarks and tests use; the classes live in ``ivm_eps.py`` and
-``baselines.py``, the exact threshold arithmetic in ``thresholds.py``.
+service (through ``make_engine``), Spark bootstrap, benchmarks and tests use; the classes live in
+``ivm_eps.py``, ``baselines.py`` and ``auto.py``, the exact threshold arithmetic in ``thresholds.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ivmstream.sdk import EngineError
 from ivmstream.services.triangles.auto import AutoEngine
-from ivmstream.services.triangles.base import (
-    EDGE_COLUMNS,
-    EDGE_RELATION,
-    MODES,
-    REL_COLUMNS,
-    REL_NAMES,
-    TriangleEngine,
-)
+from ivmstream.services.triangles.base import MODES, TriangleEngine
 from ivmstream.services.triangles.baselines import (
     FactorizedEngine,
     FirstOrderEngine,
@@ -63,20 +57,8 @@ def create_engine(
     return STRATEGIES[strategy](mode)
 
 
-__all__ = [
-    "DEFAULT_EPSILON",
-    "EDGE_COLUMNS",
-    "EDGE_RELATION",
-    "MODES",
-    "REL_COLUMNS",
-    "REL_NAMES",
-    "STRATEGIES",
-    "AutoEngine",
-    "FactorizedEngine",
-    "FirstOrderEngine",
-    "IvmEpsEngine",
-    "RecomputeEngine",
-    "RecursiveEngine",
-    "TriangleEngine",
-    "create_engine",
-]
+def make_engine(options: Mapping[str, Any]) -> TriangleEngine:
+    """The service's engine factory: an empty engine for complete, validated options."""
+    return create_engine(
+        options["mode"], options["strategy"], options["epsilon"], options["always_iterate_s"]
+    )

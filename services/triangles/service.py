@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
-from ivmstream.services.triangles.query import OPTIONS, make_engine, relations, validate
+from ivmstream.services.triangles.engine import make_engine
+from ivmstream.services.triangles.options import OPTIONS, relations, validate
+
+DATA = Path(__file__).with_name("data")
 
 SERVICE = ServiceDefinition(
     name="triangles",
@@ -15,7 +18,7 @@ SERVICE = ServiceDefinition(
     engine=make_engine,
     validate=validate,
     demo=DemoWorkload(
-        input=Path(__file__).with_name("sample.jsonl"),
+        input=DATA / "sample.jsonl",
         config={"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2", "key_field": "graph"},
         partitions=2,
     ),
@@ -24,7 +27,7 @@ SERVICE = ServiceDefinition(
     # state must survive restores and replays like any other state
     workloads=(
         DemoWorkload(
-            input=Path(__file__).with_name("sample_auto.jsonl"),
+            input=DATA / "sample_auto.jsonl",
             config={"mode": "graph", "strategy": "auto", "key_field": "graph"},
             partitions=1,
             name="auto-graph",

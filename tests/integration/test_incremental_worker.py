@@ -22,7 +22,7 @@ from ivmstream.config import load_config, resolve_options
 from ivmstream.service import load_service
 from ivmstream.state import StateError, check_envelope, envelope_for, open_store
 
-SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "data" / "sample.jsonl"
 
 
 def tri_config(tmp_path: Path, unique: str, **extra: object) -> Path:

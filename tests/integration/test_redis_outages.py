@@ -31,7 +31,7 @@ from ivmstream.runtime.progress import group_progress, wait_caught_up
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
-SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "data" / "sample.jsonl"
 DOWN_FOR = 5.0 if os.environ.get("IVMSTREAM_CHAOS") == "long" else 1.0  # seconds Redis stays away
 
 

@@ -17,7 +17,7 @@ from helpers import (
     worker_args,
 )
 
-SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "data" / "sample.jsonl"
 
 
 def answer(results: dict) -> dict:

@@ -73,7 +73,7 @@ def test_bootstrap_then_stream_equals_streaming_everything(spark, broker, unique
     from ivmstream.state import open_store
 
     sample = (
-        __import__("pathlib").Path(__file__).resolve().parents[2] / "services" / "triangles" / "sample.jsonl"
+        __import__("pathlib").Path(__file__).resolve().parents[2] / "services/triangles/data/sample.jsonl"
     )
     per_graph: dict[bytes, list[bytes]] = {}
     for line in sample.read_bytes().splitlines():

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from ivmstream.engine import Engine, EngineError
 from ivmstream.events import UpdateEvent
-from ivmstream.services.triangles.engine import IvmEpsEngine, create_engine
+from ivmstream.services.triangles.engine import create_engine
+from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
 
 COLS = {"R": ("a", "b"), "S": ("b", "c"), "T": ("c", "a")}
 EPSILONS = ["0", "1/4", "1/3", "1/2", "2/3", "1"]

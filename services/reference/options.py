@@ -1,4 +1,4 @@
-"""Config of the reference service: the relations it accepts, declared in the config itself."""
+"""Options of the reference service and the relations it accepts, declared in the config itself."""
 
 from __future__ import annotations
 

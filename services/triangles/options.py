@@ -1,4 +1,4 @@
-"""Options of the triangles service, their validation, the relations it accepts and the engine factory.
+"""Options of the triangles service, their validation and the relations it accepts.
 
 Ids are int64 or strings (docs/algorithms/triangles.md §5.1). One service instance uses one id type
 (``id_type``), declared as the column type so the codec refuses the other kind: ``int`` (the default;
@@ -13,7 +13,7 @@ from typing import Any
 
 from ivmstream.sdk import Option, Relation, boolean, choice, mapping, optional
 from ivmstream.services.triangles.base import EDGE_COLUMNS, EDGE_RELATION, MODES, REL_COLUMNS, REL_NAMES
-from ivmstream.services.triangles.engine import STRATEGIES, TriangleEngine, create_engine
+from ivmstream.services.triangles.engine import STRATEGIES
 from ivmstream.services.triangles.thresholds import parse_epsilon
 
 ID_TYPES = ("int", "str")
@@ -84,10 +84,3 @@ def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
         Relation(name, tuple((c, typ) for c in cols))
         for name, cols in zip(REL_NAMES, REL_COLUMNS, strict=True)
     ]
-
-
-def make_engine(options: Mapping[str, Any]) -> TriangleEngine:
-    """An empty engine for complete, validated options (``ivmstream.config.resolve_options`` makes them)."""
-    return create_engine(
-        options["mode"], options["strategy"], options["epsilon"], options["always_iterate_s"]
-    )

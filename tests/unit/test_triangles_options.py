@@ -8,8 +8,9 @@ from ivmstream.config import ConfigError, build_config
 from ivmstream.events import EventCodec, EventError, Schema
 from ivmstream.service import ServiceDefinition
 from ivmstream.services.triangles.baselines import FirstOrderEngine, RecomputeEngine
+from ivmstream.services.triangles.engine import make_engine
 from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
-from ivmstream.services.triangles.query import OPTIONS, make_engine, relations, validate
+from ivmstream.services.triangles.options import OPTIONS, relations, validate
 
 SERVICE = ServiceDefinition(
     name="triangles-test",
