@@ -112,7 +112,7 @@ def strategies_of(query: str) -> list[str]:
 
 
 def default_strategy() -> str:
-    from ivmstream.services.vwap.query import OPTIONS
+    from ivmstream.services.vwap.options import OPTIONS
 
     return str(OPTIONS["strategy"].default)
 

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 
 from ivmstream.sdk.batch import KEY, MULT, BatchError, BatchJobs
 from ivmstream.services.sketches.capture_sql import FRAG, answer_sql, branches, capture_sql, fragment_sql
+from ivmstream.services.sketches.compiler import Compiled, compile_options
 from ivmstream.services.sketches.engine import SketchEngine
-from ivmstream.services.sketches.query import Compiled, compile_options
 from ivmstream.services.sketches.values import exact, row_key, to_json
 
 

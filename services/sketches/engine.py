@@ -27,9 +27,9 @@ from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.sketches import plan as P
 from ivmstream.services.sketches import state as S
 from ivmstream.services.sketches.catalog import Table
+from ivmstream.services.sketches.compiler import Compiled, compile_options
 from ivmstream.services.sketches.partition import RangeSpec
 from ivmstream.services.sketches.probe import BaseIndexes
-from ivmstream.services.sketches.query import Compiled, compile_options
 from ivmstream.services.sketches.values import exact, row_key, to_json
 
 STORE = "t"  # map: orjson [table, fragment, row] -> multiplicity

@@ -9,13 +9,12 @@ lineitem deletes and re-inserts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.sketches.engine import SketchEngine
-from ivmstream.services.sketches.query import OPTIONS, compile_options, relations
+from ivmstream.services.sketches.options import OPTIONS, relations, validate
 
 DATA = Path(__file__).with_name("data")
 
@@ -41,11 +40,6 @@ HAVING_CONFIG: dict[str, Any] = {
     "monotone_aggregates": True,
     "key_field": "db",
 }
-
-
-def validate(options: Mapping[str, Any]) -> None:
-    """Parse, plan and check safety once, so a bad query or partition fails at configuration time."""
-    compile_options(options)
 
 
 SERVICE = ServiceDefinition(

@@ -19,6 +19,7 @@ from ivmstream.services.vwap import auto
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
 from ivmstream.services.vwap.exact import exact_context
+from ivmstream.services.vwap.options import params_of
 from ivmstream.services.vwap.plans import make_plan
 from ivmstream.services.vwap.trees.rpai import black_height
 
@@ -448,3 +449,8 @@ def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:
     return VwapEngine(query, strategy, params)
+
+
+def make_engine(options: Mapping[str, Any]) -> VwapEngine:
+    """The service's engine factory: an empty engine for complete, validated options."""
+    return VwapEngine(options["query"], options["strategy"], params_of(options))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
-from ivmstream.services.vwap.query import OPTIONS, make_engine, relations, validate
+from ivmstream.services.vwap.engine import make_engine
+from ivmstream.services.vwap.options import OPTIONS, relations, validate
 
 DATA = Path(__file__).with_name("data")
 

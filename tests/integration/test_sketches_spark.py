@@ -23,8 +23,8 @@ from ivmstream.events import read_source
 from ivmstream.replay import replay_all
 from ivmstream.service import load_service
 from ivmstream.services.sketches.batch import build_state, comparable, recompute
+from ivmstream.services.sketches.compiler import compile_query
 from ivmstream.services.sketches.engine import SketchEngine
-from ivmstream.services.sketches.query import compile_query
 from ivmstream.services.sketches.service import DATA, DEMO_CONFIG
 from ivmstream.spark.decode import net_bags
 from ivmstream.spark.snapshot import read_snapshot

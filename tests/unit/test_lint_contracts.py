@@ -39,9 +39,9 @@ VIOLATIONS = [
     ),
     (
         "engines-pure",
-        "services/vwap/query.py",
+        "services/vwap/options.py",
         "import pyspark.sql",
-        "ivmstream.services.vwap.query -> pyspark",
+        "ivmstream.services.vwap.options -> pyspark",
     ),
     (
         "platform-without-services",

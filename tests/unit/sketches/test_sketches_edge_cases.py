@@ -12,8 +12,8 @@ import pytest
 
 from ivmstream.events import UpdateEvent
 from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.compiler import compile_query
 from ivmstream.services.sketches.engine import SketchEngine
-from ivmstream.services.sketches.query import compile_query
 from tests.unit.sketches.sketches_oracle import engine, event
 
 SALES = {"sales": {"id": "int", "brand": "str", "product": "str", "price": "int", "numsold": "int"}}

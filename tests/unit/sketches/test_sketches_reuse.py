@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ivmstream.services.sketches.query import compile_options
+from ivmstream.services.sketches.compiler import compile_options
 from ivmstream.services.sketches.reuse import pick, reuse_refusal
 from tests.unit.sketches.sketches_oracle import SCHEMA, duckdb_answer, engine, event, norm_rows, options
 from tests.unit.sketches.test_sketches_properties import batches

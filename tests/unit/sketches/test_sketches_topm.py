@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.sketches import plan as P
-from ivmstream.services.sketches.query import OPTIONS, compile_options
+from ivmstream.services.sketches.compiler import compile_options
+from ivmstream.services.sketches.options import OPTIONS
 from ivmstream.services.sketches.topm import PrefixBuffer
 from tests.unit.sketches.sketches_oracle import duckdb_answer, engine, event, norm_rows, options
 

@@ -1,4 +1,4 @@
-"""Options of the vwap service, their validation, the relations it accepts and the engine factory.
+"""Options of the vwap service, their validation and the relations it accepts.
 
 One service instance maintains one query (``query``) with one strategy; its parameters default to the
 catalog's constants (docs/algorithms/vwap.md §1.2: 0.25 for DBToaster's VWAP, 0.75 for the paper's,
@@ -14,7 +14,6 @@ from typing import Any
 
 from ivmstream.sdk import Option, Relation, choice, fraction, optional, positive_int, string
 from ivmstream.services.vwap.catalog import QUERIES, STRATEGIES
-from ivmstream.services.vwap.engine import VwapEngine
 
 PARAMS = ("fraction", "variant", "brokers", "brand", "container", "threshold")
 
@@ -83,8 +82,3 @@ def params_of(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
     return QUERIES[options["query"]].relations
-
-
-def make_engine(options: Mapping[str, Any]) -> VwapEngine:
-    """An empty engine for complete, validated options (``ivmstream.config.resolve_options`` makes them)."""
-    return VwapEngine(options["query"], options["strategy"], params_of(options))
