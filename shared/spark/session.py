@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "SparkUnavailable", "get_session"]
+__all__ = ["DEFAULT_MASTER", "SparkUnavailable", "get_session", "stop_session"]
 
 DEFAULT_MASTER = "local[*]"
 LOCAL_SHUFFLE_PARTITIONS = 4
@@ -83,3 +85,34 @@ def get_session(master: str | None = None, app_name: str = "ivmstream", ui: bool
     spark.sparkContext.setLogLevel("WARN")
     _register_sources(spark)
     return spark
+
+
+def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
+    """Stop ``spark`` and its JVM, and wait until the JVM has exited.
+
+    ``SparkSession.stop()`` ends the SparkContext but leaves PySpark's gateway JVM running until this
+    interpreter exits (the JVM leaves when its stdin closes), so a program that stops Spark and then
+    returns would leave the JVM behind for a moment. Here the gateway is shut down, the JVM's stdin
+    closed and the JVM waited for (killed after ``timeout`` seconds). A later ``get_session`` starts a
+    new JVM."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    with contextlib.suppress(Exception):  # a gateway whose JVM already left cannot be told to stop
+        gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
