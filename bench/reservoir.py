@@ -49,7 +49,8 @@ from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.options import parse_options  # noqa: E402
 from ivmstream.services.reservoir.engine import ReservoirEngine  # noqa: E402
 from ivmstream.services.reservoir.index import JoinIndex  # noqa: E402
-from ivmstream.services.reservoir.query import OPTIONS, parse_query  # noqa: E402
+from ivmstream.services.reservoir.options import OPTIONS  # noqa: E402
+from ivmstream.services.reservoir.query import parse_query  # noqa: E402
 from ivmstream.services.reservoir.sampler import Reservoir, rs_without_pushdown  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"

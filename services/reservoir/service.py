@@ -13,7 +13,7 @@ from typing import Any
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
 from ivmstream.services.reservoir.engine import ReservoirEngine
-from ivmstream.services.reservoir.query import OPTIONS, relations, validate
+from ivmstream.services.reservoir.options import OPTIONS, relations, validate
 
 DATA = Path(__file__).with_name("data")
 

@@ -9,7 +9,7 @@ from typing import Any
 from ivmstream.events import UpdateEvent
 from ivmstream.options import parse_options
 from ivmstream.services.reservoir.engine import ReservoirEngine
-from ivmstream.services.reservoir.query import OPTIONS
+from ivmstream.services.reservoir.options import OPTIONS
 
 Row = tuple[Any, ...]
 

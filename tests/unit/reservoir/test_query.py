@@ -9,7 +9,8 @@ import pytest
 
 from ivmstream.options import ConfigError
 from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
-from ivmstream.services.reservoir.query import parse_query, relations, validate
+from ivmstream.services.reservoir.options import relations, validate
+from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, options
 
 
