@@ -33,7 +33,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ivmstream.redis_client import RedisUnavailable
     from ivmstream.runtime.kafka import BrokerUnavailable
     from ivmstream.runtime.output import DeliveryFailed
-    from ivmstream.runtime.worker import HistoryTruncated
+    from ivmstream.runtime.rebalance import HistoryTruncated
     from ivmstream.secrets import SecretError
     from ivmstream.state import StateError
 
@@ -282,16 +282,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ivmstream.metrics import RuntimeMetrics
     from ivmstream.redis_client import connect
     from ivmstream.runtime import Worker
+    from ivmstream.runtime.clients import KafkaClients
     from ivmstream.runtime.gc_policy import worker_gc
     from ivmstream.runtime.kafka import check_reachable
     from ivmstream.state import open_store
 
-    service, config = _load(args.service, args.config)
-    codec = None
-    if args.role == "coordinator":
+    declared, declared_config = service, config = _load(args.service, args.config)
+    if args.role == "coordinator":  # the worker runs it; its name names the group, store and metrics
         from ivmstream.runtime.coordinator import coordinator_of
 
-        service, config, codec = coordinator_of(service, config)
+        service, config, _codec = coordinator_of(declared, declared_config)
     group = args.group or f"ivmstream.{service.name}"
     backend = args.state_backend or ("rocksdb")
     redis_client = connect(args.redis) if args.redis else None
@@ -310,15 +310,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.silent_relation_after <= 0:
         raise CliError("--silent-relation-after must be a positive number of input records")
     worker = Worker(
-        service,
-        config,
-        args.bootstrap,
+        declared,
+        declared_config,
+        KafkaClients(args.bootstrap),
         store,
         group=group,
         redis_client=redis_client,
         metrics=metrics,
+        role=args.role,
         silent_relation_after=args.silent_relation_after,
-        codec=codec,
     )
     worker.install_signal_handlers()
     logging.getLogger("ivmstream").info(

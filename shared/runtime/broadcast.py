@@ -15,9 +15,9 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Message, TopicPartition
 
-from ivmstream.runtime.kafka import consumer_settings
+from ivmstream.runtime.clients import ClientFactory
 
 
 def first_unapplied(offsets: Sequence[int], applied_before: int | None) -> int:
@@ -38,7 +38,7 @@ class BroadcastFeed:
 
     def __init__(
         self,
-        bootstrap: str,
+        clients: ClientFactory,
         topic: str,
         group: str,
         session_timeout_ms: int,
@@ -46,8 +46,7 @@ class BroadcastFeed:
     ) -> None:
         self.topic = topic
         # a group id is required by the client; the partition is assigned by hand, so no group forms
-        settings = consumer_settings(bootstrap, f"{group}.broadcast", session_timeout_ms, overrides)
-        self.consumer = Consumer(settings)
+        self.consumer = clients.consumer(f"{group}.broadcast", session_timeout_ms, overrides)
         self.position: int | None = None  # where reading (re)started; None: not reading
 
     def start_at(self, offset: int | None) -> None:

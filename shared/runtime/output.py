@@ -16,10 +16,11 @@ from typing import Any
 
 import orjson
 import redis
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from ivmstream.config import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
 from ivmstream.retry import with_retries
+from ivmstream.runtime.clients import Producer
 
 try:  # the compiled dead-letter loop (setup.py); without it the same is done in Python
     import ivmstream.runtime._deadletters as _deadletters

@@ -9,6 +9,7 @@ from helpers import SAMPLE, offline_results, stream_config, trickle
 from ivmstream.config import load_config
 from ivmstream.redis_client import connect
 from ivmstream.runtime import Worker
+from ivmstream.runtime.hooks import CheckpointWritten, Hooks
 from ivmstream.runtime.progress import group_progress
 from ivmstream.service import load_service
 from ivmstream.state import StateChanges, open_store
@@ -48,9 +49,9 @@ def test_crash_between_state_write_and_offset_commit_does_not_double_count(broke
 
     checkpoints = []
 
-    def crash_on_third(point: str) -> None:
-        if point == "after-state-commit":
-            checkpoints.append(point)
+    def crash_on_third(written: CheckpointWritten) -> None:
+        if written.partitions:  # the state is stored; the group's offsets are not committed yet
+            checkpoints.append(written)
             if len(checkpoints) == 3:
                 raise SimulatedCrash
 
@@ -60,7 +61,7 @@ def test_crash_between_state_write_and_offset_commit_does_not_double_count(broke
         broker.bootstrap,
         open_store("rocksdb", group, state_dir=state_dir),
         group=group,
-        fault_hook=crash_on_third,
+        hooks=Hooks(checkpoint_written=[crash_on_third]),
     )
     with pytest.raises(SimulatedCrash):
         first.run()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ivmstream.runtime.kafka import BrokerUnavailable, BrokerWatch
-from ivmstream.runtime.worker import Worker
+from ivmstream.runtime.rebalance import committed_offset
 
 ALL_DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN)
 
@@ -103,20 +102,20 @@ class _Unanswered:
         return [TopicPartition(tps[0].topic, tps[0].partition, 42)]
 
 
-def _asker(timeout: float | None) -> SimpleNamespace:
-    return SimpleNamespace(broker_watch=_watch(timeout)[0], _stop=threading.Event())
+def _ask(consumer: _Unanswered, timeout: float | None) -> int:
+    return committed_offset(consumer, TopicPartition("t", 0), _watch(timeout)[0], threading.Event())  # type: ignore[arg-type]
 
 
 def test_an_assignment_asks_again_for_the_committed_offset_while_kafka_does_not_answer():
     consumer = _Unanswered(failures=2)
-    offset = Worker._committed_offset(_asker(60.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+    offset = _ask(consumer, 60.0)
     assert (offset, consumer.calls) == (42, 3)
 
 
 def test_an_assignment_kafka_never_answers_stops_like_an_outage_past_the_timeout():
     consumer = _Unanswered(failures=10**6)
     with pytest.raises(BrokerUnavailable) as gone:
-        Worker._committed_offset(_asker(0.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+        _ask(consumer, 0.0)
     message = str(gone.value)
     assert "\n" not in message and consumer.calls == 1
     assert (
@@ -128,5 +127,5 @@ def test_an_assignment_kafka_never_answers_stops_like_an_outage_past_the_timeout
 def test_a_fatal_error_is_not_retried():
     consumer = _Unanswered(failures=10**6, fatal=True)
     with pytest.raises(KafkaException):
-        Worker._committed_offset(_asker(60.0), consumer, TopicPartition("t", 0))  # type: ignore[arg-type]
+        _ask(consumer, 60.0)
     assert consumer.calls == 1

@@ -1,0 +1,241 @@
+"""How a worker applies one partition's records and publishes what changed: the apply mode, chosen once
+when the worker starts (``apply_mode``) rather than tested per batch.
+
+- ``PerBatch``: each key's events of a batch applied together, then each touched key's result published.
+- ``PerEvent`` (``emit: every-event``): events applied one at a time in log order, each followed by a
+  changelog record (``ivmstream.changelog``); Redis keeps each key's full latest result.
+- ``Coordinator`` (``--role coordinator``): per batch over the partial results of a sharded query's
+  workers; each published result also says which partials it sums.
+- ``Sharded`` (config key ``shard_by``): ``ivmstream.runtime.sharded``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka import Message
+
+from ivmstream import changelog
+from ivmstream.engine import Engine
+from ivmstream.events import EventError, Schema, UpdateEvent
+from ivmstream.runtime.coordinator import PartialsEngine
+from ivmstream.runtime.output import Output, build_record
+from ivmstream.runtime.partition import PartitionState
+from ivmstream.runtime.refusals import Refusals
+
+log = logging.getLogger("ivmstream.runtime")
+
+KEYLESS = ""  # the partition key of a service without key_field (see EventCodec.decode_grouped)
+
+# Unbound accessor, mapped over a whole batch in C.
+_message_value = Message.value
+
+Decoded = list[UpdateEvent | EventError]
+
+
+class Codec(Protocol):
+    """What turns input records into events: an ``EventCodec``, or the coordinator's ``PartialCodec``."""
+
+    @property
+    def schema(self) -> Schema: ...
+
+    def decode_many(self, values: Iterable[bytes | None]) -> Decoded: ...
+
+    def decode_grouped(
+        self, values: Iterable[bytes | None]
+    ) -> tuple[Decoded, dict[str, list[UpdateEvent]], int]: ...
+
+
+class RelationCounter(Protocol):
+    def __call__(self, groups: Iterable[list[UpdateEvent]]) -> None: ...
+
+
+class ApplyMode:
+    """Applies one partition's records (``apply``) and publishes results again (``republish``)."""
+
+    keyless_on_partition_0 = True  # a keyless view is one ordered stream: input partition 0 only
+
+    def __init__(
+        self, service: str, codec: Codec, output: Output, refusals: Refusals, count: RelationCounter
+    ) -> None:
+        """``count``: told each batch's valid events, grouped by key (relation coverage and metrics)."""
+        self.service = service
+        self.codec = codec
+        self.output = output
+        self.refusals = refusals
+        self.count = count
+
+    def apply(self, state: PartitionState, msgs: list[Message]) -> tuple[int, int]:
+        """Decode and apply ``msgs`` (one partition's, in log order) and publish; (applied, published)."""
+        if self.keyless_on_partition_0 and self.codec.schema.key_field is None and state.partition != 0:
+            self._refuse_keyless(state, msgs)
+            return 0, 0
+        decoded, groups, errors = self.codec.decode_grouped(map(_message_value, msgs))
+        self.count(groups.values())
+        if errors:
+            self.refusals.decoded(state.topic, state.partition, msgs, decoded)
+        return self._apply(state, msgs, decoded, groups)
+
+    def _apply(
+        self,
+        state: PartitionState,
+        msgs: list[Message],
+        decoded: Decoded,
+        groups: dict[str, list[UpdateEvent]],
+    ) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def republish(self, state: PartitionState, keys: list[str] | None = None) -> int:
+        """Publish again the current results of ``keys`` (None: every key) of a partition, after Redis
+        lost them; keys not resident are read from the store into throwaway engines."""
+        records = []
+        for key in state.all_keys() if keys is None else keys:
+            engine = state.engines.get(key)
+            records.append(
+                (key, self.record(state, key, engine if engine is not None else state.read_engine(key)))
+            )
+        return self._publish_again(records)
+
+    def _publish_again(self, records: list[tuple[str, dict[str, Any]]]) -> int:
+        return self.output.publish(records)
+
+    def restored(self, state: PartitionState) -> None:
+        """A partition was just restored: publish again its results Redis lost while no worker ran."""
+        if self.output.redis is None or not state.key_count:
+            return
+        missing = self.output.missing_results(state.all_keys())
+        if missing:
+            self.republish(state, missing)
+            log.warning("%s: %d result(s) missing in Redis published again", state.label, len(missing))
+
+    def record(self, state: PartitionState, key: str, engine: Engine | None = None) -> dict[str, Any]:
+        """A key's published record (``engine``: one read from the store, not resident)."""
+        engine = engine if engine is not None else state.engines[key]
+        return build_record(
+            self.service, key, engine.result(), state.topic, state.partition, state.next_offset or 0
+        )
+
+    def _refuse_keyless(self, state: PartitionState, msgs: list[Message]) -> None:
+        detail = (
+            "service has no key_field, so its input must be one ordered stream on partition 0, "
+            f"not partition {state.partition}"
+        )
+        refused = [
+            (msg, "keyless-partition", detail)
+            if item.__class__ is UpdateEvent
+            else (msg, item.code, item.detail)  # type: ignore[union-attr]
+            for msg, item in zip(msgs, self.codec.decode_many(map(_message_value, msgs)), strict=True)
+        ]
+        self.refusals.records(state.topic, state.partition, refused)
+
+
+def apply_groups(
+    state: PartitionState,
+    msgs: Sequence[Message],
+    decoded: Decoded,
+    groups: dict[str, list[UpdateEvent]],
+    refusals: Refusals,
+) -> int:
+    """Apply each key's events (in log order) to its engine; dead-letter what the engines refuse.
+    Returns how many were applied."""
+    applied = 0
+    refused: list[tuple[Message, str, str]] = []
+    index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
+    state.prefetch(groups)
+    for key, events in groups.items():
+        given = events.copy()  # maps rejections back to records whatever the engine does to its list
+        rejections = state.engine(key).apply(events)
+        if rejections:
+            if index is None:
+                index = {id(item): i for i, item in enumerate(decoded)}  # decoding made each event
+            refused += [(msgs[index[id(given[r.index])]], r.code, r.detail) for r in rejections]
+        applied += len(given) - len(rejections)
+        state.dirty.add(key)
+    if refused:
+        refusals.records(state.topic, state.partition, refused)
+    return applied
+
+
+class PerBatch(ApplyMode):
+    def _apply(
+        self,
+        state: PartitionState,
+        msgs: list[Message],
+        decoded: Decoded,
+        groups: dict[str, list[UpdateEvent]],
+    ) -> tuple[int, int]:
+        applied = apply_groups(state, msgs, decoded, groups, self.refusals)
+        published = self.output.publish((key, self.record(state, key)) for key in groups)
+        return applied, published
+
+
+class Coordinator(PerBatch):
+    """Sums a sharded query's partial results (``ivmstream.runtime.coordinator``)."""
+
+    def record(self, state: PartitionState, key: str, engine: Engine | None = None) -> dict[str, Any]:
+        engine = engine if engine is not None else state.engines[key]
+        record = super().record(state, key, engine)
+        assert isinstance(engine, PartialsEngine)
+        record["reflects"] = engine.reflects()
+        return record
+
+
+class PerEvent(ApplyMode):
+    """``emit: every-event``. A key without state starts from ``{}``, so its first changelog record
+    carries its whole result; replayed after a crash from the same checkpoint, the same events give
+    the same records."""
+
+    def _apply(
+        self,
+        state: PartitionState,
+        msgs: list[Message],
+        decoded: Decoded,
+        groups: dict[str, list[UpdateEvent]],
+    ) -> tuple[int, int]:
+        applied = 0
+        changes: list[tuple[str, dict[str, Any]]] = []
+        refused: list[tuple[Message, str, str]] = []
+        latest: dict[str, Any] = {}  # each touched key's result after its last event in this batch
+        topic, partition, name = state.topic, state.partition, self.service
+        for msg, item in zip(msgs, decoded, strict=True):
+            if item.__class__ is not UpdateEvent:
+                continue
+            assert isinstance(item, UpdateEvent)
+            key = item.key if item.key is not None else KEYLESS
+            if key in latest:
+                engine, before = state.engines[key], latest[key]
+            else:
+                existed = state.has_state(key)
+                engine = state.engine(key)
+                before = latest[key] = engine.result() if existed else {}
+            rejections = engine.apply([item])  # a refused event leaves the engine as it was
+            state.dirty.add(key)
+            if rejections:
+                refused.append((msg, rejections[0].code, rejections[0].detail))
+                continue
+            applied += 1
+            offset: int = msg.offset()  # type: ignore[assignment]  # set on every consumed record
+            after = engine.result()
+            changes.append(
+                (
+                    key,
+                    {
+                        "service": name,
+                        "key": key,
+                        "event": f"{topic}:{partition}:{offset}",
+                        "offsets": {f"{topic}:{partition}": offset + 1},
+                        "patch": changelog.diff(before, after),
+                    },
+                )
+            )
+            latest[key] = after
+        self.refusals.records(topic, partition, refused)
+        self.output.publish_changes(changes)
+        # the changelog went to the topic; Redis keeps each key's latest
+        return applied, self.output.store_latest((key, self.record(state, key)) for key in latest)
+
+    def _publish_again(self, records: list[tuple[str, dict[str, Any]]]) -> int:
+        """Redis only: the topic carries changelog records."""
+        return self.output.store_latest(records)

@@ -1,0 +1,70 @@
+"""Where a worker's Kafka clients come from: one factory, so the CLI, tests and benchmarks build them the
+same way, and the in-process harness (``ivmstream.runtime.harness``) hands in in-memory ones instead.
+
+``Consumer`` and ``Producer`` here are the parts of confluent-kafka's clients the runtime calls; the
+factory decides the connection (bootstrap, security), the runtime only its own settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import confluent_kafka
+from confluent_kafka import Message, TopicPartition
+
+from ivmstream.runtime.kafka import consumer_settings, producer_settings
+
+
+class Consumer(Protocol):
+    def subscribe(
+        self, topics: list[str], on_assign: Any = ..., on_revoke: Any = ..., on_lost: Any = ...
+    ) -> None: ...
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]: ...
+    def assign(self, partitions: list[TopicPartition]) -> None: ...
+    def unassign(self) -> None: ...
+    def commit(self, offsets: list[TopicPartition] = ..., asynchronous: bool = True) -> Any: ...
+    def committed(self, partitions: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]: ...
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float = ...) -> tuple[int, int]: ...
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+    def close(self) -> None: ...
+
+
+class Producer(Protocol):
+    def produce(self, topic: str, value: Any = ..., key: Any = ..., *args: Any, **kwargs: Any) -> None: ...
+    def poll(self, timeout: float = -1) -> int: ...
+    def flush(self, timeout: float = -1) -> int: ...
+    def __len__(self) -> int: ...
+
+
+class ClientFactory(Protocol):
+    """Makes the clients of one cluster; ``bootstrap`` names it in log lines and errors."""
+
+    bootstrap: str
+
+    def consumer(
+        self, group: str, session_timeout_ms: int, overrides: Mapping[str, Any] | None = None
+    ) -> Consumer: ...
+
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer: ...
+
+
+class KafkaClients:
+    """confluent-kafka clients of the cluster at ``bootstrap``, with the runtime's settings
+    (``ivmstream.runtime.kafka``) and the environment's security settings."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def consumer(
+        self, group: str, session_timeout_ms: int, overrides: Mapping[str, Any] | None = None
+    ) -> Consumer:
+        settings = consumer_settings(self.bootstrap, group, session_timeout_ms, overrides)
+        return confluent_kafka.Consumer(settings)  # type: ignore[return-value]
+
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
+        return confluent_kafka.Producer(producer_settings(self.bootstrap, overrides))  # type: ignore[return-value]
+
+
+def clients_of(clients: ClientFactory | str) -> ClientFactory:
+    """A factory as given, or the Kafka clients of a bootstrap address."""
+    return KafkaClients(clients) if isinstance(clients, str) else clients

@@ -1,0 +1,89 @@
+"""A worker's Prometheus metrics, kept from its hooks (``ivmstream.runtime.hooks``): the worker itself
+only reports what happened."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+
+from ivmstream.metrics import RuntimeMetrics
+from ivmstream.runtime.hooks import BatchApplied, CheckpointWritten, Hooks, PartitionsChanged, RecordsRefused
+from ivmstream.runtime.partition import PartitionState
+from ivmstream.state import StateStore
+
+
+class MetricsSensor:
+    """Counters per batch, checkpoint and refusal; gauges of the owned partitions after each checkpoint
+    and rebalance (``partitions``: the worker's own map, read when they change)."""
+
+    def __init__(
+        self,
+        metrics: RuntimeMetrics,
+        store: StateStore,
+        partitions: Mapping[int, PartitionState],
+        size_probe_every: float = 30.0,
+    ) -> None:
+        self.metrics = metrics
+        self.store = store
+        self.partitions = partitions
+        self.size_probe_every = size_probe_every
+        self._last_size_probe = 0.0
+
+    def attach(self, hooks: Hooks) -> None:
+        hooks.batch_applied.append(self.batch_applied)
+        hooks.checkpoint_written.append(self.checkpoint_written)
+        hooks.records_refused.append(self.records_refused)
+        hooks.partitions_assigned.append(self.partitions_changed)
+        hooks.partitions_revoked.append(self.partitions_changed)
+
+    def batch_applied(self, batch: BatchApplied) -> None:
+        m = self.metrics
+        m.events_in.inc(batch.records)
+        m.events_applied.inc(batch.applied)
+        m.events_out.inc(batch.published)
+        if not batch.broadcast:
+            m.batch_size.observe(batch.records)
+        m.batch_seconds.observe(batch.seconds)
+
+    def checkpoint_written(self, cp: CheckpointWritten) -> None:
+        if not cp.partitions:
+            return
+        m = self.metrics
+        m.checkpoints.inc()
+        m.checkpoint_bytes.observe(cp.bytes)
+        m.checkpoint_entries.observe(cp.entries)
+        m.checkpoint_seconds.observe(cp.seconds)
+        self.update_gauges()
+        self._probe_state_size()
+
+    def records_refused(self, refused: RecordsRefused) -> None:
+        for code, n in refused.counts.items():
+            self.metrics.reject(code, n)
+
+    def partitions_changed(self, _change: PartitionsChanged) -> None:
+        self.update_gauges()
+
+    def update_gauges(self) -> None:
+        m, owned = self.metrics, self.partitions.values()
+        m.assigned_partitions.set(len(owned))
+        m.state_keys.set(sum(p.key_count for p in owned))
+        m.resident_engines.set(sum(len(p.engines) for p in owned))
+        totals: dict[str, float] = defaultdict(float)
+        for p in owned:
+            for engine in p.engines.values():
+                stats = getattr(engine, "stats", None)
+                if stats is not None:
+                    for name, value in stats().items():
+                        totals[name] += value
+        m.set_engine_stats(totals)
+
+    def _probe_state_size(self) -> None:
+        """``ivmstream_state_bytes`` from the backend's own estimate, at most every ``size_probe_every`` s."""
+        now = time.monotonic()
+        if now - self._last_size_probe < self.size_probe_every:
+            return
+        self._last_size_probe = now
+        sizes = [self.store.size_bytes(p.topic, p.partition) for p in self.partitions.values()]
+        if all(s is not None for s in sizes):
+            self.metrics.state_bytes.set(sum(s for s in sizes if s is not None))
