@@ -1,19 +1,31 @@
-# ivmstream: the README's two commands are `make demo` and `make test`; both run `setup` first.
+# ivmstream: the README's two commands are `make demo` and `make test`. `make demo` runs `setup` (the
+# runtime and what the demo needs); the tests, lint, benchmarks, fuzzing and chaos runs run `setup-dev`
+# (setup, then the development and deployment tool chain).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.installed-dev-stamp
 # The chart's security scanner, in a virtualenv of its own (its pins clash with the dev extra's).
 CHECKOV_VERSION := 3.3.30
 CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: setup system-deps demo test test-fast bench lint clean fuzz chaos
+.PHONY: setup setup-dev system-deps system-deps-dev demo test test-fast bench lint clean fuzz chaos
 
-setup: system-deps $(STAMP) $(CHECKOV_STAMP)
+setup: system-deps $(STAMP)
 
-# Idempotent: installs redis-server, a JDK, a C compiler (for the compiled event decoder, setup.py) and
-# promtool (Debian's prometheus, for the alert rules' tests) only when they are missing.
+setup-dev: setup system-deps-dev $(DEV_STAMP) $(CHECKOV_STAMP)
+
+# The system packages: each target collects in `missing` only what is not installed, so both are idempotent.
+INSTALL_MISSING = if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# What the runtime and the demo need: redis-server, a JDK (Spark) and a C compiler with Python's
+# headers (the compiled event decoder and dead-letter loop, setup.py).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -21,12 +33,13 @@ system-deps:
 	python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
 	  || missing="$$missing python3-dev"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	$(INSTALL_MISSING)
+
+# What only the tests need: promtool (Debian's prometheus), for the alert rules' and dashboards' tests.
+system-deps-dev:
+	@missing=""; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  $(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(INSTALL_MISSING)
 
 # The editable install is setuptools' strict mode: a tree of links under build/ that maps shared/ onto
 # ivmstream and services/ onto ivmstream.services (setup.py), which mypy and import-linter read like any
@@ -40,8 +53,16 @@ $(LAYOUT):
 $(STAMP): pyproject.toml setup.py shared/events/_fastjson.c shared/runtime/_deadletters.c $(LAYOUT)
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,deploy]' --config-settings editable_mode=strict
+	$(PY) -m pip install -q -e . --config-settings editable_mode=strict
 	@touch $(STAMP)
+
+# The dev and deploy extras' requirements, read from pyproject.toml and installed beside the package
+# (not with `-e .[dev,deploy]`, which would build and link the package a second time).
+$(DEV_STAMP): pyproject.toml | $(STAMP)
+	$(PY) -c 'import tomllib; x = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(x["dev"] + x["deploy"]))' \
+	  > $(VENV)/dev-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/dev-requirements.txt
+	@touch $(DEV_STAMP)
 
 $(CHECKOV_STAMP):
 	@test -x $(VENV)/checkov/bin/python || python3.11 -m venv $(VENV)/checkov || python3 -m venv $(VENV)/checkov
@@ -51,19 +72,19 @@ $(CHECKOV_STAMP):
 demo: setup
 	$(VENV)/bin/ivmstream demo
 
-test: setup
+test: setup-dev
 	$(PY) -m pytest -q
 
 # Everything but the tests marked slow (the demo, benchmark smoke runs, kill -9 restarts).
-test-fast: setup
+test-fast: setup-dev
 	$(PY) -m pytest -q -m "not slow"
 
 # The long forms of the chaos and Redis outage tests (`make test` runs their short forms): every
 # service's workers SIGKILLed over more rounds, a longer rebalance storm, Redis down for longer.
-chaos: setup
+chaos: setup-dev
 	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/reliability/test_chaos.py tests/integration/test_redis_outages.py
 
-bench: setup
+bench: setup-dev
 	$(PY) bench/runtime.py
 	$(PY) bench/triangles.py
 	$(PY) bench/vwap.py
@@ -80,13 +101,13 @@ bench: setup
 # FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.
 # `make test` runs the same harness for a bounded, seeded 3000 inputs (tests/hostile/test_fuzz.py).
 FUZZ_SECONDS ?= 600
-fuzz: setup
+fuzz: setup-dev
 	@mkdir -p $(VENV)/fuzz-work
 	$(PY) fuzz/decoders.py -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/corpus/crash- \
 	  $(VENV)/fuzz-work fuzz/seeds fuzz/corpus
 
 # Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
-lint: setup
+lint: setup-dev
 	$(VENV)/bin/ruff check shared services tests bench deploy setup.py
 	$(VENV)/bin/ruff format --check shared services tests bench deploy setup.py
 	$(VENV)/bin/lint-imports --no-cache --no-logo

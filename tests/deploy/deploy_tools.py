@@ -1,4 +1,4 @@
-"""Helpers shared by the deployment tests: the real tools, found where `make setup` installs them."""
+"""Helpers shared by the deployment tests: the real tools, found where `make setup-dev` installs them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def tool(name: str) -> str:
         if candidate.exists():
             return str(candidate)
     found = shutil.which(name)
-    assert found is not None, f"{name} is missing: `make setup` installs it"
+    assert found is not None, f"{name} is missing: `make setup-dev` installs it"
     return found
 
 

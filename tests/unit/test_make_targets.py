@@ -1,0 +1,39 @@
+"""The Makefile's set-up split: `make demo` installs the runtime and what the demo needs, never the tool
+chain only the tests use; `make test` and the other development targets install that tool chain too.
+Read from `make -n` into a fresh virtualenv path, so nothing is installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+DEV_ONLY = ("dev-requirements.txt", "checkov", "prometheus", "[dev")
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+
+
+def planned(target: str, venv: Path) -> str:
+    """The commands `make TARGET` would run into a virtualenv that does not exist yet."""
+    proc = subprocess.run(
+        ["make", "-n", target, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_demo_installs_the_package_without_the_development_tools(tmp_path: Path) -> None:
+    plan = planned("demo", tmp_path / "venv")
+    assert "pip install -q -e . --config-settings editable_mode=strict" in plan
+    assert "redis-server" in plan and "openjdk" in plan
+    assert not [word for word in DEV_ONLY if word in plan]
+
+
+@pytest.mark.parametrize("target", ["test", "test-fast", "lint", "bench", "fuzz", "chaos"])
+def test_development_targets_install_the_tool_chain(target: str, tmp_path: Path) -> None:
+    plan = planned(target, tmp_path / "venv")
+    assert "pip install -q -e . --config-settings editable_mode=strict" in plan
+    assert all(word in plan for word in DEV_ONLY[:3])
