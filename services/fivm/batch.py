@@ -28,11 +28,10 @@ from ivmstream.services.fivm.batch_views import (
     tagged,
     view_rows,
 )
-from ivmstream.services.fivm.engine import SNAPSHOT_FORMAT
+from ivmstream.services.fivm.engine import SNAPSHOT_FORMAT, query_config
 from ivmstream.services.fivm.query import RING_FACTORY, Query, parse_query
 from ivmstream.services.fivm.rings import Ring, make_ring
 from ivmstream.services.fivm.rings.cofactor import Cofactor, exact_array
-from ivmstream.services.fivm.service import query_config
 
 BUILT_RINGS = ("count", "sum", "covariance")
 BUILT_STRATEGIES = ("fivm", "fivm-one")

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.services.fivm import model
 from ivmstream.services.fivm import state as st
 from ivmstream.services.fivm.baselines.registry import BASELINES
 from ivmstream.services.fivm.factorized_updates import (
@@ -29,7 +30,7 @@ from ivmstream.services.fivm.factorized_updates import (
 from ivmstream.services.fivm.intake import Intake, Refused, consolidate
 from ivmstream.services.fivm.maintain import FivmMaintainer, Support
 from ivmstream.services.fivm.order import VariableOrder
-from ivmstream.services.fivm.query import Query, parse_query
+from ivmstream.services.fivm.query import KEYS, Query, parse_query
 from ivmstream.services.fivm.rings import Ring
 from ivmstream.services.fivm.views import Key, View
 
@@ -367,3 +368,58 @@ class FivmEngine:
 
 def create_engine(config: Mapping[str, Any]) -> FivmEngine:
     return FivmEngine(config)
+
+
+def query_config(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's configuration: the query keys that are set (an unset key takes the engine's default);
+    ``emit_rows`` is the listing ring's ``rows`` option."""
+    config = {k: options[k] for k in KEYS if options[k] is not None}
+    if options["emit_rows"]:
+        if options["ring"] != "listing":
+            raise ValueError(
+                "emit_rows lists the rows of ring listing (for factorized payloads use strategy "
+                "fact-payloads with ring listing)"
+            )
+        config["ring_options"] = {**(config.get("ring_options") or {}), "rows": True}
+    return config
+
+
+def shape_result(query: Query, result: Mapping[str, Any], spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``FivmEngine.result()`` in the service's result form (docs/algorithms/fivm.md §7.2).
+
+    count, sum and matrix keep ``{"value": v}`` or ``{"groups": [...]}``; a covariance result is its
+    ``count``, ``variables``, ``sum`` and ``sumprod`` (with ``model`` when configured); listing and
+    factorized results give the ``join_size``. ``stats`` always follows."""
+    if "groups" in result:
+        return dict(result)
+    value = result["value"]
+    out: dict[str, Any]
+    if query.ring == "covariance":
+        out = dict(value)
+        if spec is not None:
+            features = [f for f in query.features if f != spec["label"]]
+            out["model"] = model.fit(value, spec["label"], features, spec["ridge"])
+    elif query.ring == "listing":
+        out = dict(value)
+    elif query.ring == "factorized":
+        rest = dict(value)
+        out = {"join_size": rest.pop("count"), **rest}
+    else:
+        out = {"value": value}
+    out["stats"] = result["stats"]
+    return out
+
+
+class ServiceEngine(FivmEngine):
+    """``FivmEngine`` with the service's result form; state, snapshots and refusals are the engine's."""
+
+    def __init__(self, config: Mapping[str, Any], model_spec: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        self.model_spec = model_spec
+
+    def result(self) -> dict[str, Any]:
+        return shape_result(self.query, super().result(), self.model_spec)
+
+
+def make_engine(options: Mapping[str, Any]) -> ServiceEngine:
+    return ServiceEngine(query_config(options), options["model"])

@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ivmstream.sdk import JSON, Engine
-from ivmstream.services.fivm.engine import FivmEngine
+from ivmstream.services.fivm.engine import FivmEngine, make_engine, query_config, shape_result
 from ivmstream.services.fivm.query import parse_query
-from ivmstream.services.fivm.service import make_engine, query_config, shape_result
 
 
 def check_shard_by(options: Mapping[str, Any], shard_by: str) -> None:

@@ -42,7 +42,8 @@ from ivmstream.runtime.output import result_key
 from ivmstream.runtime.produce import produce_records
 from ivmstream.runtime.progress import group_progress, wait_caught_up
 from ivmstream.runtime.routing import routing_of, shard_of
-from ivmstream.services.fivm.service import SERVICE, make_engine
+from ivmstream.services.fivm.engine import make_engine
+from ivmstream.services.fivm.service import SERVICE
 
 RELATIONS = {
     "Inventory": [{"locn": "int"}, {"ksn": "int"}, {"units": "int"}],

@@ -16,8 +16,9 @@ from helpers import REPO, ivm, replay_result, write_config
 
 from ivmstream.config import build_config
 from ivmstream.events import UpdateEvent
-from ivmstream.services.fivm.engine import FivmEngine
-from ivmstream.services.fivm.service import DEMO_CONFIG, HOUSING, SERVICE, query_config, shape_result
+from ivmstream.services.fivm.engine import FivmEngine, query_config, shape_result
+from ivmstream.services.fivm.options import HOUSING
+from ivmstream.services.fivm.service import DEMO_CONFIG, SERVICE
 
 SAMPLE = REPO / "services" / "fivm" / "data" / "housing.jsonl"
 SAMPLE_CONFIG = REPO / "services" / "fivm" / "data" / "housing.yaml"

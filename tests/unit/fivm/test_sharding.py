@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from ivmstream.config import resolve_options
 from ivmstream.events import Relation, UpdateEvent
 from ivmstream.runtime.routing import ShardRouting
-from ivmstream.services.fivm.service import SERVICE, make_engine
+from ivmstream.services.fivm.engine import make_engine
+from ivmstream.services.fivm.service import SERVICE
 from ivmstream.services.fivm.sharding import check_shard_by, combine_partials, partial_result
 
 # A Retailer-like snowflake sharded by its root variable locn: Census and Item lack locn (broadcast).
