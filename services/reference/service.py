@@ -27,5 +27,4 @@ SERVICE = ServiceDefinition(
     demo=DemoWorkload(input=DATA / "sample.jsonl", config={"key_field": "store"}, partitions=3),
     state_version=2,  # 2: the bag and its aggregates are checkpointed as entries
     batch=f"{PACKAGE}.batch:JOBS",
-    platform_only=True,
 )
