@@ -46,7 +46,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import machine_info  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.runtime.partition import PartitionState, store_backing  # noqa: E402
 from ivmstream.services.reference.engine import BagEngine  # noqa: E402

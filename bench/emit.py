@@ -30,14 +30,14 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import command_line, machine_info, produce_all, run_until_caught_up  # noqa: E402
+from bench.lib.broker import produce_all  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from bench.lib.report import command_line  # noqa: E402
+from bench.lib.worker_patches import run_until_caught_up  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 MODES = ("batch", "every-event")
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def output_size(bootstrap: str, topic: str) -> tuple[int, int]:

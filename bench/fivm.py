@@ -65,8 +65,11 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from bench.common import command_line, machine_info, run_until_caught_up  # noqa: E402
 from bench.fivm_data import HOUSING, housing, housing_config, housing_fanout, round_robin  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from bench.lib.report import command_line  # noqa: E402
+from bench.lib.worker_patches import run_until_caught_up  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
 from ivmstream.services.fivm.engine import FivmEngine  # noqa: E402
@@ -110,10 +113,6 @@ MATRIX_CHAIN = {
 }
 
 Batches = list[list[UpdateEvent]]
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --- results: equal across strategies ------------------------------------------------------------------
@@ -684,7 +683,7 @@ def service_point(scale: int, postcodes: int, features: Sequence[str], repeats: 
     engine runs, since a shared machine's noise is of the order of the difference measured."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from bench.common import produce_all
+    from bench.lib.broker import produce_all
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
     from ivmstream.events import encode_event

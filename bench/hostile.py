@@ -48,7 +48,8 @@ from confluent_kafka import Producer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, produce_all  # noqa: E402
+from bench.lib.broker import produce_all  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
 from fuzz.hostile_records import KINDS, interleave  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config, schema_of  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402

@@ -43,7 +43,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import machine_info  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
 from bench.reservoir_data import chung_lu  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.options import parse_options  # noqa: E402
@@ -276,8 +276,8 @@ def service_point(edges_n: int, k: int) -> dict[str, Any]:
     """Line-3 through the real Worker (batch size and checkpoints at their defaults) vs the engine."""
     from confluent_kafka import Producer
 
-    from bench.common import produce_all
     from bench.fivm import _worker_run
+    from bench.lib.broker import produce_all
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
     from ivmstream.events import encode_event

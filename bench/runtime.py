@@ -85,8 +85,10 @@ from confluent_kafka import (  # noqa: E402
     TopicPartition,
 )
 
-from bench import common  # noqa: E402
-from bench.common import dist_version, produce_all  # noqa: E402
+from bench.lib import machine  # noqa: E402
+from bench.lib.broker import produce_all  # noqa: E402
+from bench.lib.machine import dist_version  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
 from ivmstream.config import build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.dev.redis_server import RedisServer  # noqa: E402
@@ -135,10 +137,6 @@ LABELS = {
     "raw-fastfetch": "raw, fast fetch (diagnostic)",
     "runtime-noop-fastfetch": "Worker no-op, fast fetch (diagnostic)",
 }
-
-
-def progress(msg: str) -> None:
-    print(f"[bench.runtime {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- bench services
@@ -557,7 +555,7 @@ def machine_info() -> dict[str, Any]:
             redis_server = subprocess.run(
                 [exe, "--version"], capture_output=True, text=True, timeout=10
             ).stdout.strip()
-    return common.machine_info(
+    return machine.machine_info(
         redis_py=dist_version("redis"),
         prometheus_client=dist_version("prometheus-client"),
         redis_server=redis_server,

@@ -45,23 +45,26 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import sqlglot
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
 
-from bench.common import command_line, machine_info, run_until_caught_up
-from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line
-from ivmstream.services.sketches import plan as P
-from ivmstream.services.sketches.capture_sql import FRAG, branches, capture_sql
-from ivmstream.services.sketches.engine import SketchEngine
-from ivmstream.services.sketches.values import exact
+import duckdb  # noqa: E402
+import sqlglot  # noqa: E402
+
+from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from bench.lib.report import command_line  # noqa: E402
+from bench.lib.worker_patches import run_until_caught_up  # noqa: E402
+from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line  # noqa: E402
+from ivmstream.services.sketches import plan as P  # noqa: E402
+from ivmstream.services.sketches.capture_sql import FRAG, branches, capture_sql  # noqa: E402
+from ivmstream.services.sketches.engine import SketchEngine  # noqa: E402
+from ivmstream.services.sketches.values import exact  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SYNTH = {"t": {"id": "int", "a": "int", "b": "int", "c": "int", "d": "int", "e": "int"}}
 SLOPES = {"b": 2, "c": 3, "d": 4, "e": 3}
-
-
-def progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -538,7 +541,7 @@ def exp_worker() -> dict[str, Any]:
 
     from confluent_kafka import Producer
 
-    from bench.common import produce_all
+    from bench.lib.broker import produce_all
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
     from ivmstream.runtime.kafka import producer_settings

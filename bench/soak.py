@@ -52,15 +52,13 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.common import command_line, machine_info  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from bench.lib.report import command_line  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 PARTITIONS = 4
 SAMPLE_EVERY = 0.5
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def stream(events: int, new_key: float, seed: int) -> Iterator[tuple[bytes, bytes]]:

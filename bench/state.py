@@ -39,7 +39,8 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from bench.common import machine_info, produce_all  # noqa: E402
+from bench.lib.broker import produce_all  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402

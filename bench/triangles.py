@@ -64,7 +64,9 @@ import orjson  # noqa: E402
 import triangles_workloads as wl  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 
-from bench.common import machine_info, produce_all  # noqa: E402
+from bench.lib.broker import produce_all  # noqa: E402
+from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
 from ivmstream.config import build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import UpdateEvent, encode_event  # noqa: E402
@@ -97,10 +99,6 @@ MEMORY_METHOD = (
     "(relation indexes + heavy second-variable indexes + view entries), taken after the run "
     "(W-grow: maximum over samples every 1024 updates). Timed phases run without tracemalloc."
 )
-
-
-def progress(msg: str) -> None:
-    print(f"[bench.triangles {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def eps_label(strategy: str, eps: Fraction | None) -> str:

@@ -42,26 +42,26 @@ puts the plot beside X as ``X.png``). Exits 1 if any two strategies disagree.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import gc
 import json
 import os
 import platform
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.lib.limits import Silent, Watchdog, in_child  # noqa: E402
+from bench.lib.report import command_line, shown  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.events.orderbook import OrderBookAdaptor  # noqa: E402
 from ivmstream.services.vwap.catalog import QUERIES  # noqa: E402
@@ -156,14 +156,23 @@ class DuckDBPeer:
             self.con.execute(f"DELETE FROM {rel}")
             if rows:
                 self.con.execute(f"INSERT INTO {rel} SELECT * FROM frame")
-        try:
-            rows = self.con.execute(self.text).fetchall()
-        except RuntimeError as exc:  # DuckDB turns the stop signal into "Query interrupted"
-            if "interrupted" in str(exc):
-                raise _Stopped from None
-            raise
-        got = shape(self.query, rows)
+        got = shape(self.query, self.con.execute(self.text).fetchall())
         return got.get("k", empty({"query": self.query}))
+
+    def answer_within(self, seconds: float) -> dict[str, Any] | None:
+        """The result, or None when it took longer than ``seconds`` (DuckDB is asked to interrupt its
+        query then; whatever it was doing at that moment, the answer counts as stopped)."""
+        import duckdb
+
+        with _WATCHDOG.limit(seconds, self.con.interrupt) as fired:
+            try:
+                got = self.result()
+            except duckdb.InterruptException:
+                return None
+        return None if fired() else got
+
+
+_WATCHDOG = Watchdog()  # interrupts the peer's query when one batch runs too long
 
 
 def runner(query: str, strategy: str) -> Any:
@@ -196,8 +205,8 @@ def batched_cases(
     Every strategy is brought to the state before the window first; then the windows are timed in
     rounds, each strategy once per round, so that a burst of load on the shared machine falls on all
     of them rather than on whichever ran during it. An engine's window is timed up to ``REPEATS`` times
-    (on copies of the same state) while its budget lasts, and the fastest counts; the DuckDB peer holds
-    a connection and is timed once, after the engines."""
+    (each in a forked child, on its own copy of the state) while its budget lasts, and the fastest
+    counts; the DuckDB peer holds a connection and is timed once, here, after the engines."""
     first = max(0, n - window)
     out: dict[str, dict[str, Any]] = {}
     targets: dict[str, Any] = {}
@@ -221,9 +230,10 @@ def batched_cases(
             break
         for strategy in due:
             target = targets[strategy]
-            duck = isinstance(target, DuckDBPeer)
-            copy_ = target if duck or len(runs[strategy]) == REPEATS - 1 else copy.deepcopy(target)
-            run = _timed_window(copy_, ups, raw, duck, budget)
+            if isinstance(target, DuckDBPeer):
+                run = _peer_window(target, raw, budget)
+            else:
+                run = _engine_window(target, ups, budget)
             if run["skipped"] is not None:
                 out[strategy] = {
                     "events": n,
@@ -267,74 +277,70 @@ def _warmed(query: str, strategy: str, events: Sequence[Event], first: int, batc
 
     The state is built in batches of 2,000, then the last 64 batches before the window run at the
     measured size (no results read), so ``auto`` has seen the batch size it is measured at, as a
-    service fed steadily would have; the first result is read before the clock starts."""
+    service fed steadily would have. The first result is read before the clock starts: the peer's
+    here, an engine's in each window's child (on its copy)."""
     target = runner(query, strategy)
     warm = max(0, first - 64 * batch)
     for i in range(0, warm, 2000):
         feed(target, events[i : min(i + 2000, warm)])
     for i in range(warm, first, batch):
         feed(target, events[i : min(i + batch, first)])
-    try:
-        with _stopped_after(STOP_AFTER * budget):
-            target.result()
-    except _Stopped:
+    if isinstance(target, DuckDBPeer) and target.answer_within(STOP_AFTER * budget) is None:
         stop = STOP_AFTER * budget
         return {"skipped": f"one answer stopped after {stop:.1f} s", "one_batch_s": stop}
     return target
 
 
 REPEATS = 5  # an engine's window is timed at most this many times, while its budget lasts
-STOP_AFTER = 4  # a single batch is interrupted after this many budgets (a cubic baseline can run hours)
+STOP_AFTER = 4  # a single batch is stopped after this many budgets (a cubic baseline can run hours)
+BEAT = 0.05  # an engine's child reports progress at most this often (seconds)
 
 
-class _Stopped(Exception):
-    pass
+def _engine_window(engine: Any, ups: list, budget: float) -> dict[str, Any]:
+    """One timed window of an engine, in a forked child that is killed when its first answer or one
+    batch takes longer than ``STOP_AFTER`` budgets. The child times a deep copy (fresh pages, so the
+    timed run pays no copy-on-write faults) on a collected, frozen heap, so the state the other
+    strategies left is not scanned by the collector while this one runs."""
+    stop = STOP_AFTER * budget
+    answered = False
+    run: dict[str, Any] = {}
 
+    def work(send: Callable[[Any], None]) -> None:
+        target = copy.deepcopy(engine)
+        send("copied")
+        target.result()  # the first answer, untimed
+        send("answered")
+        gc.collect()
+        gc.freeze()
+        send(_window(target, ups, budget, send))
 
-@contextlib.contextmanager
-def _stopped_after(seconds: float) -> Iterator[None]:
-    """Raise ``_Stopped`` inside the block once it has run ``seconds`` (SIGALRM, main thread only)."""
-
-    def stop(_sig: int, _frame: Any) -> None:
-        raise _Stopped
-
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        for msg in in_child(work, quiet_for=stop, first_within=COPY_TIMEOUT):
+            if msg == "answered":
+                answered = True
+            elif isinstance(msg, dict):
+                run = msg
+    except Silent:
+        what = "one batch" if answered else "one answer"
+        return {"skipped": f"{what} stopped after {stop:.1f} s", "one": stop}
+    return run
 
 
-def _timed_window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dict[str, Any]:
-    """One timed window. It starts on a collected, frozen heap, so the state the other strategies left
-    (their copies, the peer's frames) is not scanned by the collector while this one runs."""
-    gc.collect()
-    gc.freeze()
-    try:
-        return _window(target, ups, raw, duck, budget)
-    finally:
-        gc.unfreeze()
+COPY_TIMEOUT = 600.0  # seconds a child may take to copy an engine's state (not a measurement)
 
 
-def _window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dict[str, Any]:
+def _window(target: Any, ups: list, budget: float, send: Callable[[Any], None]) -> dict[str, Any]:
     spent = 0.0
     done = batches = 0
     one = 0.0
     final: Any = None
-    for up, rw in zip(ups, raw, strict=True):
+    beat = time.perf_counter()
+    for up in ups:
         t0 = time.perf_counter()
-        try:
-            with _stopped_after(STOP_AFTER * budget):
-                target.apply(rw if duck else up)
-                final = target.result()
-        except _Stopped:
-            return {
-                "skipped": f"one batch stopped after {STOP_AFTER * budget:.1f} s",
-                "one": STOP_AFTER * budget,
-            }
-        dt = time.perf_counter() - t0
+        target.apply(up)
+        final = target.result()
+        t1 = time.perf_counter()
+        dt = t1 - t0
         one = max(one, dt)
         spent += dt
         done += len(up)
@@ -343,6 +349,9 @@ def _window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dic
             return {"skipped": f"one batch took {dt:.1f} s", "one": dt}
         if batches >= 3 and spent > budget:
             break
+        if t1 - beat > BEAT:  # the parent's sign of life, outside the timed span
+            send("batch")
+            beat = t1
     return {
         "skipped": None,
         "spent": spent,
@@ -350,8 +359,49 @@ def _window(target: Any, ups: list, raw: list, duck: bool, budget: float) -> dic
         "batches": batches,
         "one": one,
         "final": final,
-        "running": getattr(target, "running", None),  # auto's plan; the copy itself is not kept
+        "running": getattr(target, "running", None),  # auto's plan
     }
+
+
+def _peer_window(peer: DuckDBPeer, raw: list, budget: float) -> dict[str, Any]:
+    """The DuckDB peer's one timed window, here (a DuckDB connection does not survive a fork); a batch
+    whose query runs past ``STOP_AFTER`` budgets is interrupted through DuckDB's own cancellation."""
+    gc.collect()
+    gc.freeze()
+    try:
+        spent = 0.0
+        done = batches = 0
+        one = 0.0
+        final: Any = None
+        for rw in raw:
+            t0 = time.perf_counter()
+            peer.apply(rw)
+            final = peer.answer_within(STOP_AFTER * budget)
+            dt = time.perf_counter() - t0
+            if final is None:
+                return {
+                    "skipped": f"one batch stopped after {STOP_AFTER * budget:.1f} s",
+                    "one": STOP_AFTER * budget,
+                }
+            one = max(one, dt)
+            spent += dt
+            done += len(rw)
+            batches += 1
+            if batches == 1 and dt > budget:
+                return {"skipped": f"one batch took {dt:.1f} s", "one": dt}
+            if batches >= 3 and spent > budget:
+                break
+        return {
+            "skipped": None,
+            "spent": spent,
+            "done": done,
+            "batches": batches,
+            "one": one,
+            "final": final,
+            "running": None,
+        }
+    finally:
+        gc.unfreeze()
 
 
 def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tuple[dict, list[str]]:
@@ -474,13 +524,10 @@ def worker_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> di
     """The vwap service through the real ``Worker`` on the embedded broker against ``VwapEngine``
     alone on the same events in the same batches (the best of two worker runs and of three engine
     runs: a shared machine's noise is of the order of the differences)."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    from bench.common import produce_all
+    from bench.lib.broker import produce_checked
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
     from ivmstream.events import encode_event
-    from ivmstream.runtime.kafka import producer_settings
     from ivmstream.service import load_service
     from ivmstream.state import open_store
 
@@ -493,14 +540,7 @@ def worker_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> di
         with BrokerProcess() as broker:
             topic = f"vwap-{uuid.uuid4().hex[:8]}"
             broker.create_topic(topic, 1)
-            values = [encode_event(ev) for ev in flat]
-            producer = Producer(producer_settings(broker.bootstrap, {"compression.type": "lz4"}))
-            produce_all(producer, topic, ((None, v, 0) for v in values))
-            probe = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"probe-{topic}"})
-            start, end = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-            probe.close()
-            if (start, end) != (0, len(values)):
-                raise RuntimeError(f"{topic} holds offsets [{start}, {end}), produced {len(values)}")
+            end = produce_checked(broker.bootstrap, topic, [encode_event(ev) for ev in flat])
             for strategy in args.worker_strategies:
                 config = build_config(
                     service,
@@ -558,7 +598,7 @@ def _worker_run(
 ) -> dict[str, Any]:
     """One worker from the start of the topic until caught up (final checkpoint included): seconds
     from its first batch, and its in-memory result at the end."""
-    from bench.common import run_until_caught_up
+    from bench.lib.worker_patches import run_until_caught_up
     from ivmstream.runtime import Worker
 
     seconds, results = run_until_caught_up(Worker(service, config, bootstrap, store, group=group), {0: end})
@@ -594,11 +634,7 @@ def timed_prefix(query: str, strategy: str, events: Sequence[Event], budget: flo
 
 def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
     """Q17 over generated TPC-H data: lineitem and part interleaved in proportion, inserts only."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import tempfile
-
-    import tpch_gen  # type: ignore[import-not-found]
-
+    from bench import tpch_gen
     from ivmstream.events import EventCodec, Schema
     from ivmstream.events.tpch import interleave_tpch
 
@@ -644,10 +680,7 @@ def tpch_suite(args: argparse.Namespace) -> tuple[dict, list[str]]:
 
 
 def plot(batches: dict[str, Any], path: Path, batch_sizes: Sequence[int]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from bench.lib.plots import plt
 
     queries = list(batches)
     fig, axes = plt.subplots(
@@ -673,11 +706,7 @@ def plot(batches: dict[str, Any], path: Path, batch_sizes: Sequence[int]) -> str
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    return _shown(path)
-
-
-def _shown(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return shown(path)
 
 
 def _us(x: float) -> str:
@@ -871,6 +900,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _import_heavy() -> None:
+    """pandas, DuckDB and the result shaping of the peer, and matplotlib (the plot), imported before
+    any clock starts: an import is slow on a loaded machine and would count against the first case
+    that needs it."""
+    import duckdb  # noqa: F401
+    import pandas  # type: ignore[import-untyped]  # noqa: F401
+
+    import bench.lib.plots  # noqa: F401
+    import ivmstream.services.vwap.batch_recompute  # noqa: F401  (the peer's result shaping)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.markdown is not None:
@@ -878,6 +918,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     prefix = "vwap_quick" if args.quick else "vwap"
+    _import_heavy()
     started = time.time()
     load_start = os.getloadavg()
     print(f"loading {args.trace.name} through the order-book adaptor", flush=True)
@@ -897,8 +938,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems += p2 + p3
     out = args.out or RESULTS / f"{prefix}.json"
     png = plot(batches, out.with_suffix(".png"), args.batches)
-    from bench.common import command_line
-
     command = command_line("bench/vwap.py", None if argv is None else list(argv))
     report = {
         "meta": {
@@ -928,7 +967,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "problems": problems,
     }
     out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"wrote {_shown(out)} and {png}")
+    print(f"wrote {shown(out)} and {png}")
     sys.stdout.write(markdown(report))
     for line in problems:
         print("PROBLEM:", line, file=sys.stderr)
