@@ -25,7 +25,7 @@ SERVICE_ENTRY_POINTS = "ivmstream.services"
 
 @dataclass(frozen=True)
 class DemoWorkload:
-    """A bundled sample input: the demo produces it and the conformance suite (shared/testing.py) runs it."""
+    """A bundled sample input: the demo produces it and the conformance suite (ivmstream.testing) runs it."""
 
     input: Path
     format: str = "jsonl"

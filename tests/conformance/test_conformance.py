@@ -1,4 +1,4 @@
-"""The conformance suite (shared/testing.py) over every service found in services/ and each of its
+"""The conformance suite (ivmstream.testing) over every service found in services/ and each of its
 workloads: a service folder is checked by existing, with no test of its own."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 from ivmstream.dev.broker import BrokerProcess
 from ivmstream.dev.redis_server import free_port
 from ivmstream.events import SourceRecord
-from ivmstream.testing import PROJECT_ROOT, Case, StreamRun, child_environment, conformance_cases
+from ivmstream.testing import Case, StreamRun, child_environment, conformance_cases
 
 
 def demo_cases() -> list[Case]:
@@ -50,7 +50,7 @@ class Run(StreamRun):
                 stdout=subprocess.DEVNULL,
                 stderr=out,
                 env=child_environment({"IVMSTREAM_LOG_LEVEL": "INFO"}),
-                cwd=PROJECT_ROOT,
+                cwd=self.workdir,
             )
 
     def owned(self, name: str) -> int | None:
