@@ -21,7 +21,7 @@ from ivmstream.services.fivm.order import VariableOrder, build_order
 from ivmstream.services.fivm.query import RING_FACTORY, Query
 from ivmstream.services.fivm.rings import Ring, make_ring
 from ivmstream.services.fivm.triggers import GET, INDEX, LeafPlan, Step, compile_plans, required_indexes
-from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.views import Key, View, sync_indexes
 from ivmstream.services.fivm.viewtree import INDICATOR, LEAF, ViewTree, build_view_tree, materialized
 
 Delta = dict[Key, Any]
@@ -105,14 +105,7 @@ class FivmMaintainer:
         for node in self.tree.nodes():
             if node.name in target and node.name not in self.views:
                 self.views[node.name] = View(node.name, node.keys, ring.add, ring.is_zero)
-        need = required_indexes(self.plans, set(self.active_relations()))
-        for name, view in self.views.items():
-            wanted = need.get(name, set())
-            for pos in list(view.indexes):
-                if pos not in wanted:
-                    view.drop_index(pos)
-            for pos in sorted(wanted):
-                view.add_index(pos)
+        sync_indexes(self.views, required_indexes(self.plans, set(self.active_relations())))
 
     @property
     def columnar(self) -> bool:

@@ -170,3 +170,14 @@ class View:
             del entry[key]
             if not entry:
                 del index[bucket]
+
+
+def sync_indexes(views: dict[str, View], need: dict[str, set[tuple[int, ...]]]) -> None:
+    """Give each view exactly the indexes the current plans probe (``need``: view name -> key positions)."""
+    for name, view in views.items():
+        wanted = need.get(name, set())
+        for pos in list(view.indexes):
+            if pos not in wanted:
+                view.drop_index(pos)
+        for pos in sorted(wanted):
+            view.add_index(pos)

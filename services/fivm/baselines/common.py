@@ -281,17 +281,6 @@ def add_into(view: View, delta: dict[Key, Any], is_zero: Callable[[Any], bool]) 
     view.add_all((k, p) for k, p in delta.items() if not is_zero(p))
 
 
-def sync_indexes(views: dict[str, View], need: dict[str, set[tuple[int, ...]]]) -> None:
-    """Exactly the indexes the current plans probe."""
-    for name, view in views.items():
-        wanted = need.get(name, set())
-        for pos in list(view.indexes):
-            if pos not in wanted:
-                view.drop_index(pos)
-        for pos in sorted(wanted):
-            view.add_index(pos)
-
-
 # --- scalar aggregates of the cofactor ring ----------------------------------------------------------------
 
 Monomial = tuple[int, ...]

@@ -28,14 +28,13 @@ from ivmstream.services.fivm.baselines.common import (
     plan_probes,
     run_probes,
     scalar_aggregates,
-    sync_indexes,
     transient_view,
 )
 from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.baselines.first_order import components
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.rings import Ring, make_ring
-from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.views import Key, View, sync_indexes
 
 Powers = tuple[tuple[str, int], ...]  # a monomial over variable names, in query variable order
 Ident = tuple[frozenset[str], frozenset[str], Powers | None]

@@ -28,13 +28,12 @@ from ivmstream.services.fivm.baselines.common import (
     plan_probes,
     run_probes,
     scalar_aggregates,
-    sync_indexes,
     transient_view,
 )
 from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.rings import Ring
-from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.views import Key, View, sync_indexes
 
 
 def components(rels: list[tuple[str, tuple[str, ...]]], cut: set[str]) -> list[list[str]]:

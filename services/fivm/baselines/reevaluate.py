@@ -30,13 +30,12 @@ from ivmstream.services.fivm.baselines.common import (
     query_ring,
     require,
     run_probes,
-    sync_indexes,
     transient_view,
 )
 from ivmstream.services.fivm.evaluate import evaluate
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.rings.matrix import chain_product
-from ivmstream.services.fivm.views import Key, View
+from ivmstream.services.fivm.views import Key, View, sync_indexes
 
 
 class Reevaluation:
