@@ -123,6 +123,20 @@ class RocksDBStore:
             yield k, v
 
     @staticmethod
+    def _entry_keys(db: Rdict) -> Iterator[str]:
+        """Each key with entries, once: after a key's first entry the iterator seeks past the key (a map
+        name's bytes are UTF-8, never 0xff), so its entries are never read into Python."""
+        it = db.iter()
+        it.seek(ENTRY_PREFIX)
+        while it.valid():
+            k = it.key()
+            if not k.startswith(ENTRY_PREFIX):
+                break
+            key = split_entry_key(k)[0]
+            yield key
+            it.seek(entry_prefix(key) + b"\xff")
+
+    @staticmethod
     def _scan_skipping(db: Rdict, skip_maps: Collection[str]) -> Iterator[tuple[bytes, bytes]]:
         """Every ``e:`` entry except those of ``skip_maps``: on the first entry of a skipped map of a key
         the iterator seeks past that map, so its entries are never read into Python."""
@@ -197,19 +211,10 @@ class RocksDBStore:
         )
 
     def stored_keys(self, topic: str, partition: int) -> list[str]:
-        """Snapshot keys, then each key with entries once: after a key's first entry the iterator seeks
-        past the key (a map name's bytes are UTF-8, never 0xff)."""
+        """Snapshot keys and each key with entries."""
         db = self._db(topic, partition)
         keys = {k[len(SNAPSHOT_PREFIX) :].decode() for k, _v in self._scan(db, SNAPSHOT_PREFIX)}
-        it = db.iter()
-        it.seek(ENTRY_PREFIX)
-        while it.valid():
-            k = it.key()
-            if not k.startswith(ENTRY_PREFIX):
-                break
-            key = split_entry_key(k)[0]
-            keys.add(key)
-            it.seek(entry_prefix(key) + b"\xff")
+        keys.update(self._entry_keys(db))
         return sorted(keys)
 
     def has_keys(self, topic: str, partition: int, keys: Sequence[str]) -> list[bool]:
@@ -230,18 +235,8 @@ class RocksDBStore:
     def count_keys(self, topic: str, partition: int) -> int:
         """Snapshot keys, plus each key with entries and no snapshot (seeking past each key's entries)."""
         db = self._db(topic, partition)
-        count = sum(1 for _ in self._scan(db, SNAPSHOT_PREFIX))
-        it = db.iter()
-        it.seek(ENTRY_PREFIX)
-        while it.valid():
-            k = it.key()
-            if not k.startswith(ENTRY_PREFIX):
-                break
-            key = split_entry_key(k)[0]
-            if db.get(SNAPSHOT_PREFIX + key.encode()) is None:
-                count += 1
-            it.seek(entry_prefix(key) + b"\xff")
-        return count
+        snapshots = sum(1 for _ in self._scan(db, SNAPSHOT_PREFIX))
+        return snapshots + sum(1 for key in self._entry_keys(db) if SNAPSHOT_PREFIX + key.encode() not in db)
 
     def load_key(
         self, topic: str, partition: int, key: str, skip_maps: Collection[str] = ()
