@@ -12,10 +12,11 @@ when the worker starts (``apply_mode``) rather than tested per batch.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from ivmstream import changelog
 from ivmstream.engine import Engine
@@ -29,7 +30,9 @@ log = logging.getLogger("ivmstream.runtime")
 
 KEYLESS = ""  # the partition key of a service without key_field (see EventCodec.decode_grouped)
 
-# Unbound accessor, mapped over a whole batch in C.
+# Unbound accessors, mapped over a whole batch in C.
+_message_error = Message.error
+_message_partition = Message.partition
 _message_value = Message.value
 
 Decoded = list[UpdateEvent | EventError]
@@ -50,6 +53,24 @@ class Codec(Protocol):
 
 class RelationCounter(Protocol):
     def __call__(self, groups: Iterable[list[UpdateEvent]]) -> None: ...
+
+
+def by_partition(msgs: list[Message]) -> dict[int, list[Message]]:
+    """A consumed batch's records per partition, in log order; client errors other than a partition's end
+    are logged if retriable, raised if not."""
+    first: int = msgs[0].partition()  # type: ignore[assignment]  # set on every consumed record
+    if not any(map(_message_error, msgs)) and list(map(_message_partition, msgs)).count(first) == len(msgs):
+        return {first: msgs}  # the common case, checked in C: one partition, no errors
+    parts: dict[int, list[Message]] = defaultdict(list)
+    for msg in msgs:
+        err = msg.error()
+        if err is None:
+            parts[msg.partition()].append(msg)  # type: ignore[index]
+        elif err.code() != KafkaError._PARTITION_EOF:
+            if err.fatal() or not err.retriable():
+                raise KafkaException(err)
+            log.warning("consumer error: %s", err.str())
+    return parts
 
 
 class ApplyMode:
@@ -101,6 +122,17 @@ class ApplyMode:
     def _publish_again(self, records: list[tuple[str, dict[str, Any]]]) -> int:
         return self.output.publish(records)
 
+    def republish_lost(self, partitions: Iterable[PartitionState]) -> bool:
+        """If Redis restarted empty or was flushed since results were published, publish every owned key's
+        result again, so Redis is whole by the next checkpoint; whether it had."""
+        if self.output.redis is None or not self.output.redis_lost_results():
+            return False
+        n = sum(self.republish(state) for state in partitions)
+        log.warning(
+            "Redis lost the published results of %s; published %d current results again", self.service, n
+        )
+        return True
+
     def restored(self, state: PartitionState) -> None:
         """A partition was just restored: publish again its results Redis lost while no worker ran."""
         if self.output.redis is None or not state.key_count:
@@ -139,19 +171,20 @@ def apply_groups(
     refusals: Refusals,
 ) -> int:
     """Apply each key's events (in log order) to its engine; dead-letter what the engines refuse.
-    Returns how many were applied."""
+    Returns how many were applied. An engine takes its events as a read-only ``Sequence`` (the Engine
+    protocol; ``ivmstream.replay`` relies on it too), so a rejection's index points into ``events``
+    itself, and the map from event to record is built only for a batch with rejections."""
     applied = 0
     refused: list[tuple[Message, str, str]] = []
     index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
     state.prefetch(groups)
     for key, events in groups.items():
-        given = events.copy()  # maps rejections back to records whatever the engine does to its list
         rejections = state.engine(key).apply(events)
         if rejections:
             if index is None:
                 index = {id(item): i for i, item in enumerate(decoded)}  # decoding made each event
-            refused += [(msgs[index[id(given[r.index])]], r.code, r.detail) for r in rejections]
-        applied += len(given) - len(rejections)
+            refused += [(msgs[index[id(events[r.index])]], r.code, r.detail) for r in rejections]
+        applied += len(events) - len(rejections)
         state.dirty.add(key)
     if refused:
         refusals.records(state.topic, state.partition, refused)

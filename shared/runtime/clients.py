@@ -6,12 +6,13 @@ factory decides the connection (bootstrap, security), the runtime only its own s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import confluent_kafka
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
+from ivmstream.config import ServiceConfig, producer_message_max_bytes
 from ivmstream.runtime.kafka import consumer_settings, producer_settings
 
 
@@ -68,3 +69,19 @@ class KafkaClients:
 def clients_of(clients: ClientFactory | str) -> ClientFactory:
     """A factory as given, or the Kafka clients of a bootstrap address."""
     return KafkaClients(clients) if isinstance(clients, str) else clients
+
+
+def output_settings(config: ServiceConfig, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+    """A worker's producer settings (on top of the factory's). The producer reports outages too: a
+    checkpoint waiting on output acknowledgements polls only it. Delivery reports come for failures
+    only, so a delivered record (a result, a dead letter in a flood) calls no Python at all; lz4
+    batches: a flood's dead letters repeat the bad records' bytes (oversized ones above all), which the
+    broker then receives compressed. message.max.bytes leaves room for the largest dead letter
+    (docs/security.md, "Hostile input")."""
+    return {
+        "delivery.report.only.error": True,
+        "compression.type": "lz4",
+        "message.max.bytes": producer_message_max_bytes(config.dead_letter_max_bytes, config.kafka),
+        **config.kafka.get("producer", {}),
+        "error_cb": error_cb,
+    }

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import orjson
 
 from ivmstream.metrics import RuntimeMetrics
 from ivmstream.runtime.hooks import BatchApplied, CheckpointWritten, Hooks, PartitionsChanged, RecordsRefused
+from ivmstream.runtime.kafka import BrokerWatch
 from ivmstream.runtime.partition import PartitionState
 from ivmstream.state import StateStore
 
@@ -63,6 +66,21 @@ class MetricsSensor:
 
     def partitions_changed(self, _change: PartitionsChanged) -> None:
         self.update_gauges()
+
+    def stats_callback(self, watch: BrokerWatch) -> Callable[[str], None]:
+        """The consumer's ``stats_cb``: broker reachability for ``watch``, and each owned partition's lag."""
+        metrics, partitions = self.metrics, self.partitions
+
+        def on_stats(stats_json: str) -> None:
+            stats = orjson.loads(stats_json)
+            watch.on_stats(stats)
+            for topic, tstats in stats.get("topics", {}).items():
+                for pid, pstats in tstats.get("partitions", {}).items():
+                    lag = pstats.get("consumer_lag", -1)
+                    if pid != "-1" and lag >= 0 and int(pid) in partitions:
+                        metrics.consumer_lag.labels(metrics.service, topic, pid).set(lag)
+
+        return on_stats
 
     def update_gauges(self) -> None:
         m, owned = self.metrics, self.partitions.values()

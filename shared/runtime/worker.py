@@ -3,8 +3,8 @@
 A worker is assembled from parts, each in its own module:
 - its Kafka clients come from a factory (``ivmstream.runtime.clients``; in-memory ones in
   ``ivmstream.runtime.harness``);
-- the apply mode (per batch, per event, sharded, coordinator) is chosen once (``apply_mode``:
-  ``ivmstream.runtime.apply``, ``ivmstream.runtime.sharded``);
+- the apply mode (per batch, per event, sharded, coordinator) is chosen once, when it starts
+  (``ivmstream.runtime.apply``, ``ivmstream.runtime.sharded``);
 - exactly-once state rests on ``ivmstream.runtime.rebalance`` (restore and seek on assignment,
   checkpoint before revocation) and ``ivmstream.runtime.checkpoint`` (outputs flushed, then state and
   offsets in one atomic store write);
@@ -19,21 +19,19 @@ import logging
 import signal
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-import orjson
 import redis
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaException, Message
 
-from ivmstream.config import ServiceConfig, producer_message_max_bytes, schema_of
+from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import EventCodec, UpdateEvent
 from ivmstream.events.coverage import RelationCoverage
 from ivmstream.metrics import RuntimeMetrics
-from ivmstream.runtime.apply import ApplyMode, Codec, Coordinator, PerBatch, PerEvent
+from ivmstream.runtime.apply import ApplyMode, Codec, Coordinator, PerBatch, PerEvent, by_partition
 from ivmstream.runtime.checkpoint import Checkpointer
-from ivmstream.runtime.clients import ClientFactory, clients_of
+from ivmstream.runtime.clients import ClientFactory, clients_of, output_settings
 from ivmstream.runtime.hooks import BatchApplied, Hooks, fire
 from ivmstream.runtime.kafka import BrokerWatch
 from ivmstream.runtime.output import Output
@@ -52,12 +50,10 @@ log = logging.getLogger("ivmstream.runtime")
 
 Role = Literal["worker", "coordinator"]
 
-# Unbound accessors, mapped over a whole batch in C.
-_message_error = Message.error
-_message_partition = Message.partition
-
 
 class Worker:
+    """One service instance over its input topic: a member of its consumer group."""
+
     def __init__(
         self,
         service: ServiceDefinition,
@@ -94,29 +90,21 @@ class Worker:
         self.metrics = metrics or RuntimeMetrics(service.name)
         self.hooks = hooks or Hooks()
         self.partitions: dict[int, PartitionState] = {}
-        MetricsSensor(self.metrics, store, self.partitions).attach(self.hooks)
-        self.broker_watch = BrokerWatch(clients.bootstrap, config.broker_timeout, self._metadata_answered)
-        consumer_overrides = config.kafka.get("consumer", {})
+        sensor = MetricsSensor(self.metrics, store, self.partitions)
+        sensor.attach(self.hooks)
+        self.broker_watch = watch = BrokerWatch(
+            clients.bootstrap, config.broker_timeout, self._metadata_answered
+        )
         self.consumer = clients.consumer(
             self.group,
             config.session_timeout_ms,
-            {**consumer_overrides, "stats_cb": self._on_stats, "error_cb": self.broker_watch.on_error},
-        )
-        # the producer reports outages too: a checkpoint waiting on output acknowledgements polls only it.
-        # Output reads delivery reports for failures only, so a delivered record (a result, a dead letter
-        # in a flood) calls no Python at all; lz4 batches: a flood's dead letters repeat the bad records'
-        # bytes (oversized ones above all), which the broker then receives compressed. message.max.bytes
-        # leaves room for the largest dead letter (docs/security.md, "Hostile input").
-        message_max = producer_message_max_bytes(config.dead_letter_max_bytes, config.kafka)
-        self.producer = clients.producer(
             {
-                "delivery.report.only.error": True,
-                "compression.type": "lz4",
-                "message.max.bytes": message_max,
-                **config.kafka.get("producer", {}),
-                "error_cb": self.broker_watch.on_error,
-            }
+                **config.kafka.get("consumer", {}),
+                "stats_cb": sensor.stats_callback(watch),
+                "error_cb": watch.on_error,
+            },
         )
+        self.producer = clients.producer(output_settings(config, self.broker_watch.on_error))
         self.output = Output(
             service.name,
             self.producer,
@@ -255,26 +243,8 @@ class Worker:
 
     def _process(self, msgs: list[Message]) -> None:
         started = time.perf_counter()
-        by_partition: dict[int, list[Message]]
-        first = msgs[0].partition()
-        if not any(map(_message_error, msgs)) and list(map(_message_partition, msgs)).count(first) == len(
-            msgs
-        ):
-            by_partition = {first: msgs}  # type: ignore[dict-item]  # the common case, checked in C
-        else:
-            by_partition = defaultdict(list)
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    if err.fatal() or not err.retriable():
-                        raise KafkaException(err)
-                    log.warning("consumer error: %s", err.str())
-                    continue
-                by_partition[msg.partition()].append(msg)  # type: ignore[index]
         applied = published = 0
-        for partition, pmsgs in by_partition.items():
+        for partition, pmsgs in by_partition(msgs).items():
             state = self.partitions.get(partition)
             if state is None:
                 continue  # revoked while these were in flight
@@ -315,24 +285,9 @@ class Worker:
 
     def checkpoint(self) -> None:
         """Publish again what Redis lost, then checkpoint every owned partition."""
-        if self.output.redis is not None and self.output.redis_lost_results():
-            n = sum(self.mode.republish(state) for state in self.partitions.values())
+        if self.mode.republish_lost(self.partitions.values()):
             self.metrics.redis_results_lost.inc()
-            log.warning(
-                "Redis lost the published results of %s; published %d current results again",
-                self.service.name,
-                n,
-            )
         self.checkpointer.write(self.partitions.values())
-
-    def _on_stats(self, stats_json: str) -> None:
-        stats = orjson.loads(stats_json)
-        self.broker_watch.on_stats(stats)
-        for topic, tstats in stats.get("topics", {}).items():
-            for pid, pstats in tstats.get("partitions", {}).items():
-                lag = pstats.get("consumer_lag", -1)
-                if pid != "-1" and lag >= 0 and int(pid) in self.partitions:
-                    self.metrics.consumer_lag.labels(self.service.name, topic, pid).set(lag)
 
     # --- introspection (tests, demo) ---------------------------------------------------------------
 
