@@ -31,6 +31,10 @@ Through the real runtime, given a ``Broker`` (``ivmstream.dev.broker.BrokerProce
 - ``check_kill9_restart(...)``: the same, with the worker killed with SIGKILL mid-stream and
   restarted; returns a ``KillPoint`` per kill, saying where it landed.
 
+Test doubles: ``InMemoryCluster`` (topics, consumers and producers in memory) runs a real
+``ivmstream.runtime.worker.Worker`` without a broker, and ``run_to_end`` drives it until it has
+consumed and checkpointed everything (``ivmstream.runtime.harness`` says what it leaves out).
+
 ``Case`` is one service and one workload (``conformance_cases`` lists them); ``StreamRun`` is one
 workload on its own topics, group, state directory and Redis keys, for tests that drive workers
 themselves. The checks raise AssertionError with a readable message; they import no test framework.
@@ -38,6 +42,7 @@ themselves. The checks raise AssertionError with a readable message; they import
 
 from __future__ import annotations
 
+from ivmstream.runtime.harness import InMemoryCluster, run_to_end
 from ivmstream.testing._cases import Case, child_environment, conformance_cases
 from ivmstream.testing._engine_checks import (
     check_determinism,
@@ -55,6 +60,7 @@ from ivmstream.testing._stream_checks import (
 __all__ = [
     "Broker",
     "Case",
+    "InMemoryCluster",
     "KillPoint",
     "StreamRun",
     "check_determinism",
@@ -64,4 +70,5 @@ __all__ = [
     "check_stream_equals_replay",
     "child_environment",
     "conformance_cases",
+    "run_to_end",
 ]
