@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ivmstream.options import ConfigError
-from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
 from ivmstream.services.reservoir.options import relations, validate
+from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
 from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, options
 
