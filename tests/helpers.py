@@ -439,10 +439,11 @@ def run_worker_to_end(
 ) -> dict[str, Any]:
     """Run an in-process Worker until it has consumed everything in its topic now; its engines' results."""
     from ivmstream.runtime import Worker
+    from ivmstream.runtime.clients import KafkaClients
     from ivmstream.runtime.progress import group_progress
 
     ends = {p.partition: p.high for p in group_progress(bootstrap, group, config.input_topic)}
-    worker = Worker(service, config, bootstrap, store, group=group, redis_client=redis_client)
+    worker = Worker(service, config, KafkaClients(bootstrap), store, group=group, redis_client=redis_client)
     results: dict[str, Any] = {}
 
     def done(w: Worker) -> bool:

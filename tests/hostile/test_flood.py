@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ivmstream.config import build_config, load_config, schema_of
 from ivmstream.dev.redis_server import free_port
 from ivmstream.runtime import Worker
+from ivmstream.runtime.clients import KafkaClients
 from ivmstream.runtime.dlq import latest_results, read_dead_letters
 from ivmstream.runtime.progress import wait_caught_up
 from ivmstream.service import load_service
@@ -114,7 +115,7 @@ def test_a_record_too_large_for_a_whole_dead_letter_does_not_stop_its_partition(
             "dlq_topic": f"{unique}.dlq",
         },
     )
-    worker = Worker(service, config, broker.bootstrap, MemoryStore(), group=f"{unique}-g")
+    worker = Worker(service, config, KafkaClients(broker.bootstrap), MemoryStore(), group=f"{unique}-g")
     deadline = time.monotonic() + 60
 
     def done(w: Worker) -> bool:

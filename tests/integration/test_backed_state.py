@@ -213,13 +213,14 @@ class SnapshotsOnly:
 
 def test_a_store_that_cannot_read_entries_is_refused_at_start_in_one_line():
     from ivmstream.runtime import Worker
+    from ivmstream.runtime.harness import InMemoryCluster
 
     service = load_service("reference")
     config = build_config(
         service, {"input_topic": "in", "output_topic": "out", "dlq_topic": "dlq", "resident_entries": 8}
     )
     with pytest.raises(StateError) as err:
-        Worker(service, config, "localhost:1", SnapshotsOnly())  # type: ignore[arg-type]
+        Worker(service, config, InMemoryCluster(), SnapshotsOnly())  # type: ignore[arg-type]
     assert "state store snapshots-only cannot back map bag" in str(err.value)
     assert "\n" not in str(err.value)
     resident = build_config(service, {"input_topic": "in", "output_topic": "out", "dlq_topic": "dlq"})

@@ -9,6 +9,7 @@ from helpers import SAMPLE, offline_results, stream_config, trickle
 from ivmstream.config import load_config
 from ivmstream.redis_client import connect
 from ivmstream.runtime import Worker
+from ivmstream.runtime.clients import KafkaClients
 from ivmstream.runtime.hooks import CheckpointWritten, Hooks
 from ivmstream.runtime.progress import group_progress
 from ivmstream.service import load_service
@@ -58,7 +59,7 @@ def test_crash_between_state_write_and_offset_commit_does_not_double_count(broke
     first = Worker(
         service,
         config,
-        broker.bootstrap,
+        KafkaClients(broker.bootstrap),
         open_store("rocksdb", group, state_dir=state_dir),
         group=group,
         hooks=Hooks(checkpoint_written=[crash_on_third]),
@@ -88,7 +89,11 @@ def test_crash_between_state_write_and_offset_commit_does_not_double_count(broke
 
     ends = {p.partition: p.high for p in group_progress(broker.bootstrap, group, topic)}
     second = Worker(
-        service, config, broker.bootstrap, open_store("rocksdb", group, state_dir=state_dir), group=group
+        service,
+        config,
+        KafkaClients(broker.bootstrap),
+        open_store("rocksdb", group, state_dir=state_dir),
+        group=group,
     )
     results = {}
 

@@ -22,6 +22,7 @@ from helpers import (
 from ivmstream.config import load_config
 from ivmstream.events import OrderBookAdaptor, read_source
 from ivmstream.runtime import Worker
+from ivmstream.runtime.clients import KafkaClients
 from ivmstream.runtime.produce import produce_records
 from ivmstream.runtime.progress import group_progress
 from ivmstream.service import load_service
@@ -131,7 +132,12 @@ def test_worker_logs_a_relation_without_events_once_and_counts_events_per_relati
     caplog.set_level(logging.WARNING, logger="ivmstream.runtime")
     group = f"{unique}-g"
     worker = Worker(
-        service, config, broker.bootstrap, open_store("memory", group), group=group, silent_relation_after=20
+        service,
+        config,
+        KafkaClients(broker.bootstrap),
+        open_store("memory", group),
+        group=group,
+        silent_relation_after=20,
     )
     _run_to_end(worker, config.input_topic, group, broker.bootstrap)
     warnings = [r.getMessage() for r in caplog.records if "received no event" in r.getMessage()]
@@ -147,7 +153,7 @@ def test_worker_logs_a_relation_without_events_once_and_counts_events_per_relati
     worker = Worker(
         service,
         config,
-        broker.bootstrap,
+        KafkaClients(broker.bootstrap),
         open_store("memory", group),
         group=group,
         silent_relation_after=None,

@@ -115,11 +115,12 @@ def test_tiny_budgets_keep_the_contents_of_a_dict(commits):
 def test_config_sizes_reach_the_store(tmp_path):
     from ivmstream.config import build_config
     from ivmstream.runtime import Worker
+    from ivmstream.runtime.harness import InMemoryCluster
     from ivmstream.services.reference.service import SERVICE
 
     config = build_config(SERVICE, {"rocksdb_block_cache_mib": 1, "rocksdb_write_buffer_mib": 2})
     store = RocksDBStore(tmp_path, "ns")  # the defaults until the worker sizes it
-    worker = Worker(SERVICE, config, "127.0.0.1:1", store)
+    worker = Worker(SERVICE, config, InMemoryCluster(), store)
     assert store.write_buffers.get_buffer_size() == 2 << 20
     fill(store, 2 << 20, seed=3)
     for p in range(PARTITIONS):  # 6 MiB read through the configured 1 MiB
