@@ -56,6 +56,7 @@ from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import EventCodec  # noqa: E402
 from ivmstream.metrics import RuntimeMetrics  # noqa: E402
 from ivmstream.runtime import Worker  # noqa: E402
+from ivmstream.runtime.clients import KafkaClients  # noqa: E402
 from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
 from ivmstream.service import load_service  # noqa: E402
 from ivmstream.state import MemoryStore  # noqa: E402
@@ -112,19 +113,25 @@ def measure(broker: BrokerProcess, name: str, records: Stream, good_count: int) 
     batch = aligned_batch_size(good_count, RUNTIME_OPTIONS["batch_size"].default)
     config = build_config(service, {**demo_config(name), **topics, "batch_size": batch})
     metrics = RuntimeMetrics(service.name)
-    worker = Worker(service, config, broker.bootstrap, MemoryStore(), group=f"{topic}-g", metrics=metrics)
-    worker.codec = EventCodec(worker.codec.schema, max_record_bytes=LIMIT)
+    codec = EventCodec(schema_of(service, config), max_record_bytes=LIMIT)
+    worker = Worker(
+        service,
+        config,
+        KafkaClients(broker.bootstrap),
+        MemoryStore(),
+        group=f"{topic}-g",
+        metrics=metrics,
+        codec=codec,
+    )
     ends = _ends(worker, topic)
     marks: dict[str, float] = {}
-    process = worker._process
 
-    def timed_process(msgs: list[Any]) -> None:
+    def first_batch(_records: int) -> None:
         if "first_batch" not in marks:  # the slow CPU readings first, so the clock does not count them
             marks["first_batch_process"], marks["first_batch_broker"] = time.process_time(), broker_cpu()
             marks["first_batch_cpu"], marks["first_batch"] = time.thread_time(), time.perf_counter()
-        process(msgs)
 
-    worker._process = timed_process  # type: ignore[method-assign]
+    worker.hooks.batch_received.append(first_batch)
     deadline = time.monotonic() + TIMEOUT
     stat = Path(f"/proc/{broker.process.pid}/stat")
 
