@@ -41,11 +41,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.worker_patches import mark_run  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.metrics import RuntimeMetrics  # noqa: E402
 from ivmstream.runtime import Worker  # noqa: E402
+from ivmstream.runtime.clients import KafkaClients  # noqa: E402
 from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
 from ivmstream.runtime.kafka import producer_settings  # noqa: E402
 from ivmstream.service import load_service  # noqa: E402
@@ -196,21 +198,9 @@ def worker_run(
         raise RuntimeError(f"topic {topic} holds {end} records, expected {stream} (broker retention?)")
 
     metrics = RuntimeMetrics(service.name)
-    worker = Worker(service, config, broker.bootstrap, store, group=group, metrics=metrics)
-    marks: dict[str, float] = {}
-    on_assign, process = worker._on_assign, worker._process
-
-    def timed_assign(c: Any, tps: Any) -> None:
-        marks["assign"] = time.perf_counter()
-        on_assign(c, tps)
-        marks["restored"] = time.perf_counter()
-
-    def timed_process(msgs: Any) -> None:
-        marks.setdefault("first", time.perf_counter())
-        process(msgs)
-
-    worker._on_assign = timed_assign  # type: ignore[method-assign]
-    worker._process = timed_process  # type: ignore[method-assign]
+    worker = Worker(service, config, KafkaClients(broker.bootstrap), store, group=group, metrics=metrics)
+    marks: dict[str, float] = {}  # assigned, restored, first_batch
+    mark_run(worker, marks)
     deadline = time.monotonic() + 1800
 
     def caught_up(w: Worker) -> bool:
@@ -230,9 +220,9 @@ def worker_run(
     return {
         "layout": layout,
         "events": stream,
-        "restore_seconds": marks["restored"] - marks["assign"],
-        "process_seconds": done - marks["first"],
-        "events_per_second": stream / (done - marks["first"]),
+        "restore_seconds": marks["restored"] - marks["assigned"],
+        "process_seconds": done - marks["first_batch"],
+        "events_per_second": stream / (done - marks["first_batch"]),
         "checkpoints": checkpoints["count"],
         "checkpoint_seconds_total": checkpoints["sum"],
         "stored_offset": cp.offset,
