@@ -86,7 +86,7 @@ class Worker:
         probe = service.engine(config.options)  # maps read through the store (refused here if unservable)
         self._backed = store_backing(store, probe, config.state_layout == "incremental")
         self.group = group or f"ivmstream.{service.name}"
-        self.codec: Codec = codec if codec is not None else EventCodec(schema_of(service, config))
+        self._codec: Codec = codec if codec is not None else EventCodec(schema_of(service, config))
         self.metrics = metrics or RuntimeMetrics(service.name)
         self.hooks = hooks or Hooks()
         self.partitions: dict[int, PartitionState] = {}
@@ -156,6 +156,11 @@ class Worker:
             )
             return Sharded(*args, routing, partial, feed), sharding
         return (PerEvent if self.config.emit == "every-event" else PerBatch)(*args), None
+
+    @property
+    def codec(self) -> Codec:
+        """Read-only: the apply mode holds it (another codec is given to the constructor)."""
+        return self._codec
 
     def _count(self, groups: Iterable[list[UpdateEvent]]) -> None:
         self.metrics.count_relations(self.coverage.count(groups))
