@@ -276,7 +276,7 @@ def service_point(edges_n: int, k: int) -> dict[str, Any]:
     """Line-3 through the real Worker (batch size and checkpoints at their defaults) vs the engine."""
     from confluent_kafka import Producer
 
-    from bench.fivm import _worker_run
+    from bench.fivm_service import _worker_run
     from bench.lib.broker import produce_all
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
