@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, StoreBackedMap, StoredMap, UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, StoreBackedMap, StoredMap, UpdateEvent, json_bytes
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 _MOD = 2**128
@@ -129,7 +129,7 @@ class BagEngine:
         forms = self._forms[relation]
         if forms is not None:
             values = [f(v) for f, v in zip(forms, values, strict=True)]
-        return orjson.dumps([relation, list(values)], default=_canonical)
+        return json_bytes([relation, list(values)], default=_canonical)
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []

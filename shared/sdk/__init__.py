@@ -19,6 +19,7 @@ from ivmstream.engine import (
     Rejection,
     StoreBackedEngine,
     StoredMap,
+    json_bytes,
 )
 from ivmstream.events import (
     COLUMN_TYPES,
@@ -75,6 +76,7 @@ __all__ = [
     "boolean",
     "choice",
     "fraction",
+    "json_bytes",
     "mapping",
     "non_negative_int",
     "optional",
