@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes
 from ivmstream.services.reservoir.bags import BagLayer
 from ivmstream.services.reservoir.exact import ExactJoin
 from ivmstream.services.reservoir.index import JoinIndex, Tup
@@ -36,6 +36,9 @@ _META_KEY = b"state"
 SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
 REDRAWING = ("redraw", "rebuild")
 _COUNTERS = ("events", "inserts", "deletes", "rebuilds")
+# An entry changed since the last checkpoint, by its native parts (map, owner, tuple): encoded only when a
+# checkpoint takes it, so a pending change costs a dict slot and the tuple it shares with the state.
+LogKey = tuple[str, str | int, Tup]
 
 
 class ReservoirEngine:
@@ -59,7 +62,10 @@ class ReservoirEngine:
         self.rel_seq = 0
         self.key_pos = {a: tuple(q.relations[a].index(c) for c in cols) for a, cols in q.keys.items()}
         self.holders: dict[str, dict[Tup, Tup]] = {a: {} for a in self.key_pos}  # alias -> key -> tuple
-        self._log: dict[tuple[str, bytes], bytes | None] = {}  # entries changed since the last checkpoint
+        # entries changed since the last checkpoint (None: deleted), kept only once a checkpoint has
+        # taken the state (``_logging``): replay and engines never checkpointed record nothing
+        self._log: dict[LogKey, int | None] = {}
+        self._logging = False
         self._meta_changed = True
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
@@ -107,6 +113,7 @@ class ReservoirEngine:
             grouped=self.strategy in ("rsjoin-opt", "sjoin-opt"),
             counting=self.strategy not in ("symhj", "rebuild"),
         )
+        self.index.tracking = self._logging
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -149,7 +156,8 @@ class ReservoirEngine:
                     self.counters["deletes"] += 1
                     for alias in aliases:
                         del self.rels[alias][t]
-                        self._log[(REL, _key(alias, t))] = None
+                        if self._logging:
+                            self._log[(REL, alias, t)] = None
                         if alias in self.key_pos:
                             del self.holders[alias][self._key_of(alias, t)]
                     self.pending_deletes += 1
@@ -195,14 +203,16 @@ class ReservoirEngine:
         if alias in self.key_pos:
             self.holders[alias][self._key_of(alias, t)] = t
         self.rels[alias][t] = self.rel_seq
-        self._log[(REL, _key(alias, t))] = str(self.rel_seq).encode()
+        if self._logging:
+            self._log[(REL, alias, t)] = self.rel_seq
         self.rel_seq += 1
 
     def _insert_node(self, e: int, b: Tup) -> None:
         index = self.index
         if not index.insert(e, b):
             return
-        self._log[(NODE, _key(e, b))] = str(len(index.nodes[e].tuples) - 1).encode()
+        if self._logging:
+            self._log[(NODE, e, b)] = len(index.nodes[e].tuples) - 1
         if self.strategy in SAMPLING:
             size, radices = index.delta_size(e, b)
             if size:
@@ -284,18 +294,20 @@ class ReservoirEngine:
             return
         self.pending_deletes = 0
         self.counters["rebuilds"] += 1
-        old = self.index
-        for e, node in enumerate(old.nodes):
-            for t in node.tuples:
-                self._log[(NODE, _key(e, t))] = None
-        for d in old.ds:
-            for v in old.keys(d):
-                self._log[(DIR, _key(d.idx, v))] = None
+        old, log = self.index, self._log
+        if self._logging:
+            for e, node in enumerate(old.nodes):
+                for t in node.tuples:
+                    log[(NODE, e, t)] = None
+            for d in old.ds:
+                for v in old.keys(d):
+                    log[(DIR, d.idx, v)] = None
         self._fresh_structures()
         self._reload_nodes()
-        for e, node in enumerate(self.index.nodes):
-            for seq, t in enumerate(node.tuples):
-                self._log[(NODE, _key(e, t))] = str(seq).encode()
+        if self._logging:
+            for e, node in enumerate(self.index.nodes):
+                for seq, t in enumerate(node.tuples):
+                    log[(NODE, e, t)] = seq
         if self.strategy in REDRAWING:
             self._redraw()
             return
@@ -423,9 +435,11 @@ class ReservoirEngine:
         return orjson.dumps(state)
 
     def restore(self, data: bytes) -> None:
-        self._load(orjson.loads(data))
+        self._load(orjson.loads(data), logging=False)
 
-    def _load(self, st: dict[str, Any]) -> None:
+    def _load(self, st: dict[str, Any], logging: bool) -> None:
+        """Replace the state with ``st``; ``logging``: record changes from now on (the store holds ``st``)."""
+        self._logging = logging
         self.rels = {a: {tuple(t): seq for t, seq in rows} for a, rows in st["rels"].items()}
         self._hold_keys()
         self._fresh_structures()
@@ -452,20 +466,32 @@ class ReservoirEngine:
         self._meta_changed = True
 
     def changed_entries(self) -> list[EntryChange]:
-        """Alias tuples and node tuples put or deleted, the index keys touched, and the small state."""
-        out = dict(self._log)
-        self._log.clear()
+        """Alias tuples and node tuples put or deleted, the index keys touched, and the small state; at
+        the first call every entry (nothing was recorded before it)."""
+        if not self._logging:
+            self._meta_changed = False
+            return list(self.all_entries())
         index = self.index
+        changed: dict[LogKey, bytes | None] = {
+            k: None if seq is None else str(seq).encode() for k, seq in self._log.items()
+        }
+        self._log.clear()
         for di, v in index.dirty:
             d = index.ds[di]
-            out[(DIR, _key(di, v))] = orjson.dumps(index.dump_key(d, v)) if index.holds(d, v) else None
+            changed[(DIR, di, v)] = json_bytes(index.dump_key(d, v)) if index.holds(d, v) else None
         index.dirty.clear()
+        out: list[EntryChange] = [(m, _key(owner, t), value) for (m, owner, t), value in changed.items()]
         if self._meta_changed:
-            out[(META, _META_KEY)] = orjson.dumps(self._meta())
+            out.append((META, _META_KEY, json_bytes(self._meta())))
             self._meta_changed = False
-        return [(m, k, v) for (m, k), v in out.items()]
+        return out
 
     def all_entries(self) -> Iterator[Entry]:
+        """Every entry; changes are recorded from now on (a checkpoint is taking the state)."""
+        self._logging = self.index.tracking = True
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
         for alias, rel in self.rels.items():
             for t, seq in rel.items():
                 yield REL, _key(alias, t), str(seq).encode()
@@ -475,8 +501,8 @@ class ReservoirEngine:
                 yield NODE, _key(e, t), str(seq).encode()
         for d in index.ds:
             for v in index.keys(d):
-                yield DIR, _key(d.idx, v), orjson.dumps(index.dump_key(d, v))
-        yield META, _META_KEY, orjson.dumps(self._meta())
+                yield DIR, _key(d.idx, v), json_bytes(index.dump_key(d, v))
+        yield META, _META_KEY, json_bytes(self._meta())
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
         rels: dict[str, list[tuple[int, list[Any]]]] = {a: [] for a in self.query.relations}
@@ -504,11 +530,11 @@ class ReservoirEngine:
             "ds": [[[v, dumped] for _, v, dumped in rows] for rows in ds],
             **meta,
         }
-        self._load(state)
+        self._load(state, logging=True)
 
 
 def _key(owner: str | int, t: Tup) -> bytes:
-    return orjson.dumps([owner, list(t)])
+    return json_bytes([owner, list(t)])
 
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:

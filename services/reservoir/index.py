@@ -175,6 +175,7 @@ class JoinIndex:
         self.width = len(columns)
         self.places = self.propagations = self.retrieves = 0
         self.dirty: set[tuple[int, Tup]] = set()  # (structure, key) changed since the last checkpoint
+        self.tracking = False  # whether ``dirty`` is kept: not until a checkpoint will read it
         self.ds: list[Directed] = []
         self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
         self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
@@ -239,7 +240,8 @@ class JoinIndex:
     def _place(self, d: Directed, item: Tup, w_old: int, w_new: int) -> None:
         self.places += 1
         v = tuple(item[i] for i in d.key_pos)
-        self.dirty.add((d.idx, v))
+        if self.tracking:
+            self.dirty.add((d.idx, v))
         if self.exact:
             idx = d.where.get(item)
             if idx is None:
