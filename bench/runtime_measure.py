@@ -22,12 +22,14 @@ from confluent_kafka import (
 )
 
 from bench.lib.progress import progress
+from bench.lib.worker_patches import mark_run
 from bench.runtime_workload import BATCH, KEY_FIELD, MEASURE_TIMEOUT, POLL_TIMEOUT, SESSION_TIMEOUT_MS
-from ivmstream.config import build_config
+from ivmstream.config import build_config, schema_of
 from ivmstream.events import EventCodec
 from ivmstream.metrics import RuntimeMetrics
 from ivmstream.redis_client import connect
 from ivmstream.runtime import Worker
+from ivmstream.runtime.clients import KafkaClients
 from ivmstream.runtime.gc_policy import worker_gc
 from ivmstream.runtime.kafka import consumer_settings
 from ivmstream.runtime.progress import group_progress
@@ -205,33 +207,20 @@ def measure_worker(
     config = build_config(service, raw_config)
     redis_client = connect(redis_url) if redis_url else None
     metrics = RuntimeMetrics(service.name)
+    codec = EventCodec(schema_of(service, config), compiled=compiled_decoder)
     worker = Worker(
-        service, config, bootstrap, store, group=group, redis_client=redis_client, metrics=metrics
+        service,
+        config,
+        KafkaClients(bootstrap),
+        store,
+        group=group,
+        redis_client=redis_client,
+        metrics=metrics,
+        codec=codec,
     )
-    if worker.codec.compiled != compiled_decoder:
-        worker.codec = EventCodec(worker.codec.schema, compiled=compiled_decoder)
-    marks: dict[str, float] = {}
+    marks: dict[str, float] = {}  # assigned, first_batch, caught_up, checkpointed (the final one), closed
+    mark_run(worker, marks)
     timed_out = False
-
-    # Timing hooks on this instance only: run() looks these methods up on self.
-    on_assign, process, close = worker._on_assign, worker._process, worker.close
-
-    def timed_assign(c: Consumer, tps: list[TopicPartition]) -> None:
-        marks.setdefault("assigned", time.perf_counter())
-        on_assign(c, tps)
-
-    def timed_process(msgs: list[Any]) -> None:
-        marks.setdefault("first_batch", time.perf_counter())
-        process(msgs)
-
-    def timed_close() -> None:
-        marks["checkpointed"] = time.perf_counter()  # run() has just written the final checkpoint
-        close()
-        marks["closed"] = time.perf_counter()
-
-    worker._on_assign = timed_assign  # type: ignore[method-assign]
-    worker._process = timed_process  # type: ignore[method-assign]
-    worker.close = timed_close  # type: ignore[method-assign]
 
     targets = {p: end for p, end in ends.items() if end > 0}
     deadline = time.monotonic() + MEASURE_TIMEOUT
@@ -255,6 +244,7 @@ def measure_worker(
             gc_watch.start()  # after the policy's own collection, which precedes the run (and its clock)
             try:
                 worker.run(until=caught_up)
+                marks["closed"] = time.perf_counter()  # run() ends by leaving the group
             finally:
                 gc_watch.stop()
                 if profiler is not None:
@@ -286,7 +276,7 @@ def measure_worker(
         "checkpoint_total_s": round(cp_sum, 6),
         "checkpoint_bytes": int(_sample(metrics, "ivmstream_checkpoint_bytes_sum")),
         "batches": int(batch_count),
-        "process_total_s": round(batch_sum, 6),  # time inside Worker._process (decode, apply, publish)
+        "process_total_s": round(batch_sum, 6),  # time applying batches (decode, apply, publish)
         "process_share": round(batch_sum / seconds, 4),
         "process_us_per_record": round(1e6 * batch_sum / total, 3),
         "group_committed_at_end": all(v == 0 for v in lag.values()),
