@@ -19,12 +19,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from bench import triangles_workloads as wl
 from bench.lib.broker import check_holds, produce_lz4, watermarks
 from bench.lib.progress import progress
+from bench.lib.worker_patches import mark_run
 from bench.triangles_cases import DEFAULT, E2E_TIMEOUT, KEY, KEY_FIELD
 from ivmstream.config import build_config
 from ivmstream.dev.broker import BrokerProcess
 from ivmstream.events import UpdateEvent, encode_event
 from ivmstream.metrics import RuntimeMetrics
 from ivmstream.runtime import Worker
+from ivmstream.runtime.clients import KafkaClients
 from ivmstream.service import load_service
 from ivmstream.state import open_store
 
@@ -91,23 +93,11 @@ def run_e2e(
     namespace = f"tri.{run_id}.{name}.{strategy}"
     store = open_store("rocksdb", namespace, state_dir=state_dir)
     metrics = RuntimeMetrics(service.name)
-    worker = Worker(
-        service, config, broker.bootstrap, store, group=f"bench-{run_id}-{name}-{strategy}", metrics=metrics
-    )
-    marks: dict[str, float] = {}
+    group = f"bench-{run_id}-{name}-{strategy}"
+    worker = Worker(service, config, KafkaClients(broker.bootstrap), store, group=group, metrics=metrics)
+    marks: dict[str, float] = {}  # assigned, caught_up, checkpointed (the final one)
+    mark_run(worker, marks)
     in_memory: dict[str, Any] = {}
-    on_assign, close = worker._on_assign, worker.close
-
-    def timed_assign(c: Consumer, tps: list[TopicPartition]) -> None:
-        marks.setdefault("assigned", time.perf_counter())
-        on_assign(c, tps)
-
-    def timed_close() -> None:
-        marks["checkpointed"] = time.perf_counter()  # run() has just written the final checkpoint
-        close()
-
-    worker._on_assign = timed_assign  # type: ignore[method-assign]
-    worker.close = timed_close  # type: ignore[method-assign]
     deadline = time.monotonic() + E2E_TIMEOUT
     timed_out = False
 
@@ -115,6 +105,7 @@ def run_e2e(
         nonlocal timed_out
         if w.positions().get(0) == end:
             in_memory.update(w.results())
+            marks["caught_up"] = time.perf_counter()
             return True
         if time.monotonic() > deadline:
             timed_out = True
