@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ivmstream.sdk import json_bytes
 from ivmstream.services.fivm.views import Key
 
 META = "@meta"
@@ -31,7 +32,7 @@ def support_map(relation: str) -> str:
 
 
 def encode_key(key: Key) -> bytes:
-    return orjson.dumps(key)
+    return json_bytes(key)
 
 
 def decode_key(data: bytes) -> Key:
@@ -55,4 +56,4 @@ def decode_int(data: bytes) -> int:
 
 
 def encode_json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return json_bytes(value, option=orjson.OPT_SORT_KEYS)

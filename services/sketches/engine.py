@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes
 from ivmstream.services.sketches import plan as P
 from ivmstream.services.sketches import state as S
 from ivmstream.services.sketches.catalog import Table
@@ -283,7 +283,7 @@ class SketchEngine:
     # --- state ---------------------------------------------------------------------------------------
 
     def _key(self, table: str, row: P.Row) -> bytes:
-        return orjson.dumps([table, self._fragment(table, row), list(row)], default=_encode_default)
+        return json_bytes([table, self._fragment(table, row), list(row)], default=_encode_default)
 
     def _decode(self, key: bytes) -> tuple[str, P.Row]:
         table, _, values = orjson.loads(key)

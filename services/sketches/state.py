@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from ivmstream.sdk import json_bytes
+
 # Map names of the operator state (the table store is "t").
 JOIN, GROUPS, VALUES, TOPK, MERGE, SCALARS = "j", "g", "v", "k", "u", "x"
 NODE_MAPS = (JOIN, GROUPS, VALUES, TOPK, MERGE, SCALARS)
@@ -47,7 +49,7 @@ def decode_row(values: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
+    return json_bytes(obj)
 
 
 def loads(data: bytes) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent, json_bytes
 
 MODES = ("graph", "relations")
 REL_NAMES = ("R", "S", "T")
@@ -405,7 +405,7 @@ class TriangleEngine:
             self._rows_moved.clear()
             self._stored_parts = self._heavy_rows()
             return list(self.all_entries())
-        mult, dumps = self._mult, orjson.dumps
+        mult, dumps = self._mult, json_bytes
         moved = self._rows_moved
         # A row's part changes by a rebalancing (recorded in ``moved``) or by an update that empties a
         # heavy row or, when new rows start heavy, creates one: only those rows of touched tuples count.
@@ -450,7 +450,7 @@ class TriangleEngine:
         return out
 
     def all_entries(self) -> Iterator[Entry]:
-        dumps = orjson.dumps
+        dumps = json_bytes
         if self.graph:
             mult = self._mult
             for x, row in self._rows(0):
@@ -611,11 +611,11 @@ def _edge_bytes(forward: int, backward: int) -> bytes | None:
     applied one direction at a time with ``apply_tuple`` do); None when neither direction is stored."""
     if forward == backward:
         return _mult_bytes(forward) if forward else None
-    return orjson.dumps((json_int(forward), json_int(backward)))
+    return json_bytes((json_int(forward), json_int(backward)))
 
 
 def _mult_bytes(m: int) -> bytes:
-    return orjson.dumps(m if INT64_MIN <= m <= INT64_MAX else str(m))
+    return json_bytes(m if INT64_MIN <= m <= INT64_MAX else str(m))
 
 
 def _bad_id(v: Any) -> tuple[str, str] | None:

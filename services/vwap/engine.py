@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent, json_bytes
 from ivmstream.services.vwap import auto
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
@@ -61,6 +61,7 @@ class VwapEngine:
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
         self._changed: set[tuple[str, tuple[Any, ...]]] = set()  # bag tuples touched since a checkpoint
+        self._logging = False  # whether ``_changed`` is kept past a batch: once a checkpoint took the state
 
     # --- Engine protocol -------------------------------------------------------------------------------
 
@@ -145,6 +146,8 @@ class VwapEngine:
                     for levels in netted.values():
                         touched += len(levels)
                 self._observe(valid, touched)
+        if not self._logging:
+            self._changed.clear()
         return rejections
 
     # --- strategy auto (docs/algorithms/vwap.md §6.5) -------------------------------------------------
@@ -362,19 +365,28 @@ class VwapEngine:
     # trees are a function of the bag and are rebuilt on restore, as from a snapshot.
 
     def changed_entries(self) -> list[EntryChange]:
+        """The bag tuples touched since the previous call; at the first call every entry."""
+        if not self._logging:
+            self._changed.clear()
+            return list(self.all_entries())
         out: list[EntryChange] = []
         bag = self.bag
         for rel, vals in self._changed:
             m = bag[rel].get(vals)
-            out.append(("b", _bag_key(rel, vals), orjson.dumps(m) if m else None))
+            out.append(("b", _bag_key(rel, vals), json_bytes(m) if m else None))
         self._changed.clear()
         out.extend(self._scalar_entries())
         return out
 
     def all_entries(self) -> Iterator[Entry]:
+        """Every entry; touched tuples are recorded from now on (a checkpoint is taking the state)."""
+        self._logging = True
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
         for rel in sorted(self.bag):
             for vals, m in self.bag[rel].items():
-                yield "b", _bag_key(rel, vals), orjson.dumps(m)
+                yield "b", _bag_key(rel, vals), json_bytes(m)
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
@@ -398,6 +410,7 @@ class VwapEngine:
         if owner != [self.query, self.strategy]:
             raise EngineError(f"state entries were written by {owner!r}, not {[self.query, self.strategy]}")
         self._install(bag, None, int(scalars.get(b"events", 0)), scalars.get(b"auto"))
+        self._logging = True
 
     def _scalar_entries(self) -> list[Entry]:
         out = [
@@ -444,7 +457,7 @@ def _towards(old: int, seen: int) -> int:
 
 
 def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:
-    return orjson.dumps([rel, *snap.encode_row(vals)])
+    return json_bytes([rel, *snap.encode_row(vals)])
 
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:
