@@ -1,5 +1,5 @@
 """How a worker applies one partition's records and publishes what changed: the apply mode, chosen once
-when the worker starts (``apply_mode``) rather than tested per batch.
+when the worker starts (``Worker._apply_mode``) rather than tested per batch.
 
 - ``PerBatch``: each key's events of a batch applied together, then each touched key's result published.
 - ``PerEvent`` (``emit: every-event``): events applied one at a time in log order, each followed by a
