@@ -96,6 +96,7 @@ bench: setup-dev
 	$(PY) bench/emit.py
 	$(PY) bench/sketches.py
 	$(PY) bench/hostile.py
+	$(PY) bench/memory.py
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
 # FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.

@@ -1,0 +1,537 @@
+"""Memory per retained tuple, per service: peak and steady RSS through ``replay`` and through a worker
+(between checkpoints and after one), beside the Python object floor of the same data.
+
+Every figure comes from a child process of its own, so one measurement's heap never carries into the
+next: a child builds its input lazily (one chunk at a time), reads its RSS before the first tuple and
+after the last, and reports the difference divided by the tuples it retains. The floor is what a dict
+of tuples of the same values costs (``{tuple(row.values()): 1}``), measured the same way.
+
+    python bench/memory.py                      # 10^4, 10^5 and 10^6 where it fits; bench/results/memory.*
+    python bench/memory.py --quick --out /tmp/m        # a smoke run (2,000 tuples)
+    python bench/memory.py --table bench/results/memory.json   # the docs table of a stored run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lib.machine import machine_info
+from lib.progress import progress
+from lib.report import RESULTS, command_line, shown
+
+Row = dict[str, Any]
+Event = tuple[str, Row]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+QUICK_SIZES = (2000,)
+CHUNK = 1000  # events per replay chunk and per produced batch
+CHILD_TIMEOUT = 900.0
+
+
+# --- workloads: every event inserts one distinct tuple ---------------------------------------------
+
+
+def _edge(i: int) -> tuple[int, int]:
+    """Edge i of a graph where every node has four out-neighbours at offsets 1, 2, 3 and 5: distinct
+    as unordered pairs, with triangles (a, a+1, a+3) and joins of four results per node and edge."""
+    a, j = divmod(i, 4)
+    return a, a + (1, 2, 3, 5)[j]
+
+
+def _reference(i: int) -> Event:
+    return "items", {"item": f"item-{i}", "qty": i % 97, "price": f"{i % 1000}.{i % 100:02d}"}
+
+
+def _reservoir(i: int) -> Event:
+    a, b = _edge(i)
+    return "edges", {"src": a, "dst": b}
+
+
+def _triangles(i: int) -> Event:
+    a, b = _edge(i)
+    return "edges", {"src": a, "dst": b}
+
+
+def _vwap(i: int) -> Event:
+    return "bids", {
+        "t": i,
+        "id": i,
+        "broker_id": i % 10,
+        "volume": 1 + i % 100,
+        "price": 1000 + (i * 7919) % 5000,
+    }
+
+
+def _sketches(i: int) -> Event:
+    return "lineitem", {
+        "orderkey": i // 4,
+        "partkey": i % 2000,
+        "suppkey": i % 100,
+        "linenumber": i % 4 + 1,
+        "quantity": str(1 + i % 50),
+        "extendedprice": f"{1000 + i % 9000}.{i % 100:02d}",
+        "discount": f"0.0{i % 10}",
+        "tax": f"0.0{i % 8}",
+        "returnflag": "RAN"[i % 3],
+        "linestatus": "OF"[i % 2],
+        "shipdate": f"199{i % 8}-0{1 + i % 9}-1{i % 10}",
+        "commitdate": f"199{i % 8}-0{1 + i % 9}-2{i % 9}",
+        "receiptdate": f"199{i % 8}-1{i % 3}-0{1 + i % 9}",
+        "shipinstruct": "DELIVER IN PERSON",
+        "shipmode": "TRUCK",
+        "comment": f"comment {i % 5000}",
+    }
+
+
+def _fivm(i: int) -> Event:
+    return ("R", {"a": i, "b": i % 1000}) if i % 2 == 0 else ("S", {"b": i % 1000, "c": i})
+
+
+WORKLOADS: dict[str, tuple[dict[str, Any], Callable[[int], Event], str]] = {
+    "reference": ({}, _reference, "distinct items tuples"),
+    "reservoir": (
+        {
+            "relations": {"G1": ["a", "b"], "G2": ["b", "c"]},
+            "aliases": {"G1": "edges", "G2": "edges"},
+            "base_columns": {"edges": ["src", "dst"]},
+            "k": 1000,
+        },
+        _reservoir,
+        "edges of a 2-way self-join, k = 1,000",
+    ),
+    "sketches": (
+        {
+            "query": "SELECT l_returnflag, SUM(l_quantity) AS q FROM lineitem GROUP BY l_returnflag "
+            "HAVING SUM(l_quantity) > 2000",
+            "relations": "tpch",
+            "partition": {"lineitem": {"column": "l_orderkey", "boundaries": [100, 200, 300, 400, 500]}},
+            "monotone_aggregates": True,
+            "strategy": "imp",
+        },
+        _sketches,
+        "lineitem rows, GROUP BY/HAVING (imp)",
+    ),
+    "triangles": (
+        {"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2"},
+        _triangles,
+        "undirected edges, graph mode, IVM^eps",
+    ),
+    "vwap": ({"query": "vwap", "strategy": "rpai"}, _vwap, "bids, VWAP with RPAI trees"),
+    "fivm": (
+        {"relations": {"R": ["a", "b"], "S": ["b", "c"]}, "ring": "count"},
+        _fivm,
+        "R(a,b) and S(b,c) rows, count ring",
+    ),
+}
+
+
+def events(service: str, n: int) -> Iterator[Event]:
+    make = WORKLOADS[service][1]
+    return (make(i) for i in range(n))
+
+
+# --- measuring in a child ---------------------------------------------------------------------------
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * PAGE
+
+
+def peak_rss() -> int:
+    """VmHWM: the most this process has held resident (reset to now by ``reset_peak``)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def reset_peak() -> None:
+    """Make VmHWM the current RSS (Linux 4.0+), so a peak is that of what follows."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def _encoded(service: str, n: int) -> Iterator[bytes]:
+    import orjson
+
+    for rel, row in events(service, n):
+        # a copy sized to its content: an orjson result kept alive pins a whole buffer (ivmstream.engine)
+        yield b"%b" % orjson.dumps({"relation": rel, "row": row, "delta": 1})
+
+
+def _config(service: str, **runtime: Any) -> Any:
+    from ivmstream.config import build_config
+    from ivmstream.service import load_service
+
+    svc = load_service(service)
+    return svc, build_config(svc, {**WORKLOADS[service][0], **runtime})
+
+
+def child_floor(service: str, n: int) -> dict[str, Any]:
+    gc.collect()
+    before = rss()
+    reset_peak()
+    floor = {(rel, *row.values()): 1 for rel, row in events(service, n)}
+    gc.collect()
+    return {"retained": len(floor), "steady": rss() - before, "peak": peak_rss() - before}
+
+
+def child_replay(service: str, n: int) -> dict[str, Any]:
+    from ivmstream.events import SourceRecord
+    from ivmstream.replay import Replay
+
+    svc, config = _config(service)
+    run = Replay(svc, config)
+    run.engine("")  # the engine exists before the baseline
+    records = (SourceRecord(i + 1, v) for i, v in enumerate(_encoded(service, n)))
+    gc.collect()
+    before = rss()
+    reset_peak()
+    for _ in run.feed(records, chunk=CHUNK):
+        pass
+    gc.collect()
+    out = {
+        "retained": run.applied,
+        "rejected": run.rejected,
+        "steady": rss() - before,
+        "peak": peak_rss() - before,
+    }
+    return out
+
+
+def child_log(service: str, n: int) -> dict[str, Any]:
+    """The change log between checkpoints: n tuples checkpointed (changed_entries drained), n more
+    pending; the same 2n tuples replayed without a checkpoint (no log) in the second half of this child's
+    twin (``child_nolog``). Reports RSS with the n changes pending and after they are drained."""
+    from ivmstream.events import SourceRecord
+    from ivmstream.replay import Replay
+
+    svc, config = _config(service)
+    run = Replay(svc, config)
+    engine: Any = run.engine("")
+    records = (SourceRecord(i + 1, v) for i, v in enumerate(_encoded(service, 2 * n)))
+    first = (next(records) for _ in range(n))
+    gc.collect()
+    before = rss()
+    for _ in run.feed(first, chunk=CHUNK):
+        pass
+    engine.changed_entries()  # a checkpoint takes the state: changes are recorded from now on
+    gc.collect()
+    checkpointed = rss()
+    for _ in run.feed(records, chunk=CHUNK):
+        pass
+    gc.collect()
+    pending = rss()
+    entries = len(engine.changed_entries())
+    gc.collect()
+    drained = rss()
+    return {
+        "retained": n,
+        "entries": entries,
+        "checkpointed": checkpointed - before,
+        "pending": pending - before,
+        "drained": drained - before,
+    }
+
+
+def child_nolog(service: str, n: int) -> dict[str, Any]:
+    """``child_log``'s twin: the same 2n tuples, never checkpointed (nothing logged)."""
+    from ivmstream.events import SourceRecord
+    from ivmstream.replay import Replay
+
+    svc, config = _config(service)
+    run = Replay(svc, config)
+    run.engine("")
+    records = (SourceRecord(i + 1, v) for i, v in enumerate(_encoded(service, 2 * n)))
+    gc.collect()
+    before = rss()
+    for _ in run.feed(records, chunk=CHUNK):
+        pass
+    gc.collect()
+    return {"retained": n, "state": rss() - before}
+
+
+def child_worker(service: str, n: int) -> dict[str, Any]:
+    """A real Worker over the in-memory cluster and a RocksDB store, one checkpoint at the end: RSS at
+    the last batch (every change pending) and after the checkpoint, above RSS with the input produced."""
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.harness import InMemoryCluster
+    from ivmstream.runtime.hooks import BatchApplied
+    from ivmstream.state.rocksdb import RocksDBStore
+
+    svc, config = _config(
+        service,
+        input_topic="in",
+        output_topic="out",
+        dlq_topic="dlq",
+        checkpoint_interval=1e9,
+        batch_size=CHUNK,
+    )
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", 1)
+    for value in _encoded(service, n):
+        cluster.produce("in", value)
+    marks: dict[str, int] = {}
+
+    with tempfile.TemporaryDirectory() as state_dir:
+        store = RocksDBStore(state_dir, "bench")
+        worker = Worker(svc, config, cluster, store, group="memory")
+
+        def applied(_b: BatchApplied) -> None:
+            for log in cluster.logs.get("out", []):  # published results are not the worker's state
+                log[:] = [None] * len(log)  # type: ignore[list-item]
+
+        def caught_up(w: Worker) -> bool:
+            """A checkpoint at n/2 tuples; at n, RSS with n/2 changes pending, then after a checkpoint."""
+            position = min((p or 0) for p in w.positions().values()) if w.positions() else 0
+            if "half" not in marks:
+                if position >= n // 2:
+                    w.checkpoint()
+                    marks["half"] = position
+                return False
+            if position < n:
+                return False
+            gc.collect()
+            marks["between"] = rss()
+            w.checkpoint()
+            gc.collect()
+            marks["after"] = rss()
+            usage = getattr(store, "memory_usage", dict)()
+            marks["store"] = sum(v for k, v in usage.items() if k != "block_cache_pinned")
+            return True
+
+        worker.hooks.batch_applied.append(applied)
+        gc.collect()
+        before = rss()
+        reset_peak()
+        worker.run(until=caught_up)
+        peak = peak_rss()
+    return {
+        "retained": n,
+        "between": marks["between"] - before,
+        "after": marks["after"] - before,
+        "store": marks["store"],  # of "after": RocksDB's memtables and block cache
+        "engine_after": marks["after"] - marks["store"] - before,
+        "peak": peak - before,
+    }
+
+
+CHILDREN: dict[str, Callable[[str, int], dict[str, Any]]] = {
+    "floor": child_floor,
+    "replay": child_replay,
+    "worker": child_worker,
+    "log": child_log,
+    "nolog": child_nolog,
+}
+
+
+def measure(kind: str, service: str, n: int) -> dict[str, Any]:
+    """One child's figures (bytes, and per retained tuple), or the reason it gave none."""
+    cmd = [sys.executable, __file__, "--child", kind, service, str(n)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {CHILD_TIMEOUT:.0f} s"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["seconds"] = round(time.perf_counter() - start, 2)
+    kept = max(1, out["retained"])
+    for name in (
+        "peak",
+        "steady",
+        "between",
+        "after",
+        "engine_after",
+        "pending",
+        "drained",
+        "checkpointed",
+        "state",
+    ):
+        if name in out:
+            out[f"{name}_per_tuple"] = round(out[name] / kept, 1)
+    return out
+
+
+def log_share(log: dict[str, Any], nolog: dict[str, Any]) -> dict[str, Any]:
+    """What n pending changes cost beyond the same state without a log: per event and per entry."""
+    if "error" in log or "error" in nolog:
+        return {}
+    extra = log["pending"] - nolog["state"]
+    return {
+        "log_bytes": extra,
+        "log_per_event": round(extra / max(1, log["retained"]), 1),
+        "log_per_entry": round(extra / max(1, log["entries"]), 1),
+        "entries_per_event": round(log["entries"] / max(1, log["retained"]), 2),
+    }
+
+
+def fits(service: str, n: int, done: dict[str, Any]) -> bool:
+    """10^6 runs only where the 10^5 run took under a minute and used under 1 GB (a few minutes, then)."""
+    if n <= 100_000:
+        return True
+    smaller = done.get(str(n // 10), {})
+    runs = [smaller.get(k) or {} for k in ("replay", "worker")]
+    return all("error" not in r and r.get("seconds", 1e9) < 60 and r.get("peak", 1e12) < 1e9 for r in runs)
+
+
+def run(sizes: list[int], services: list[str]) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "machine": machine_info(),
+        "sizes": sizes,
+        "services": {},
+    }
+    for service in services:
+        done: dict[str, Any] = {}
+        for n in sizes:
+            if not fits(service, n, done):
+                progress(f"{service} n={n}: skipped (the 10^5 run took over a minute or 1 GB)")
+                continue
+            row = {kind: measure(kind, service, n) for kind in ("floor", "replay", "worker", "log", "nolog")}
+            row["log"].update(log_share(row["log"], row["nolog"]))
+            done[str(n)] = row
+            progress(
+                f"{service} n={n}: floor {row['floor'].get('steady_per_tuple')} B, replay peak "
+                f"{row['replay'].get('peak_per_tuple')} B steady {row['replay'].get('steady_per_tuple')} B, "
+                f"worker between {row['worker'].get('between_per_tuple')} B after "
+                f"{row['worker'].get('after_per_tuple')} B"
+            )
+        report["services"][service] = {"workload": WORKLOADS[service][2], "runs": done}
+    report["machine"]["loadavg_end"] = machine_info()["loadavg_1_5_15"]
+    return report
+
+
+# --- the plot and the docs table ----------------------------------------------------------------------
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    from lib.plots import plt
+
+    services = list(report["services"])
+    fig, axes = plt.subplots(1, len(services), figsize=(3.2 * len(services), 3.4), squeeze=False)
+    for ax, service in zip(axes[0], services, strict=True):
+        runs = report["services"][service]["runs"]
+        ns = sorted(int(n) for n in runs)
+        for label, kind, field in (
+            ("replay peak", "replay", "peak_per_tuple"),
+            ("replay steady", "replay", "steady_per_tuple"),
+            ("worker between", "worker", "between_per_tuple"),
+            ("worker after", "worker", "after_per_tuple"),
+            ("worker after, store excluded", "worker", "engine_after_per_tuple"),
+            ("dict of tuples", "floor", "steady_per_tuple"),
+        ):
+            pts = [(n, runs[str(n)][kind].get(field)) for n in ns]
+            pts = [(n, v) for n, v in pts if v is not None]
+            if pts:
+                ax.plot(
+                    *zip(*pts, strict=True),
+                    marker="o",
+                    label=label,
+                    linestyle="--" if kind == "floor" else "-",
+                )
+        ax.set_xscale("log")
+        ax.set_title(service, fontsize=9)
+        ax.set_xlabel("retained tuples")
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel("RSS bytes per tuple")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+NONE = "-"
+
+
+def _fmt(v: Any) -> str:
+    return NONE if v is None else f"{v:,.0f}"
+
+
+def table(report: dict[str, Any], bounds: dict[str, str] | None = None) -> str:
+    """The docs table: per service and size, bytes per retained tuple and the floor beside them."""
+    lines = [
+        "| service (workload) | tuples | replay peak | replay steady | worker between checkpoints "
+        "| worker after a checkpoint (store excluded) | dict of tuples (floor) | steady / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for service, entry in report["services"].items():
+        for n, row in sorted(entry["runs"].items(), key=lambda kv: int(kv[0])):
+            floor = row["floor"].get("steady_per_tuple")
+            steady = row["replay"].get("steady_per_tuple")
+            ratio = f"{steady / floor:.1f}" if floor and steady is not None else NONE
+            cells = [
+                f"{service} ({entry['workload']})",
+                f"{int(n):,}",
+                _fmt(row["replay"].get("peak_per_tuple")),
+                _fmt(steady),
+                _fmt(row["worker"].get("between_per_tuple")),
+                f"{_fmt(row['worker'].get('after_per_tuple'))} "
+                f"({_fmt(row['worker'].get('engine_after_per_tuple'))})",
+                _fmt(floor),
+                ratio,
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| service | tuples checkpointed, then as many pending | entries per event "
+        "| log per pending event | log per pending entry |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for service, entry in report["services"].items():
+        for n, row in sorted(entry["runs"].items(), key=lambda kv: int(kv[0])):
+            log = row.get("log", {})
+            cells = [
+                service,
+                f"{int(n):,}",
+                str(log.get("entries_per_event", NONE)),
+                _fmt(log.get("log_per_event")),
+                _fmt(log.get("log_per_entry")),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    ap.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK_SIZES[0]} tuples per service")
+    ap.add_argument("--services", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--out", type=Path, default=RESULTS / "memory", help="report path without suffix")
+    ap.add_argument("--table", type=Path, help="print the docs table of a stored report and exit")
+    ap.add_argument("--child", nargs=3, metavar=("KIND", "SERVICE", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        kind, service, n = args.child
+        print(json.dumps(CHILDREN[kind](service, int(n))))
+        return 0
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return 0
+    report = run(sorted(QUICK_SIZES if args.quick else args.sizes), args.services)
+    report["command"] = command_line("bench/memory.py", argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    png = args.out.with_suffix(".png")
+    plot(report, png)
+    report["plot"] = shown(png)
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
+    progress(f"wrote {shown(args.out.with_suffix('.json'))} and {shown(png)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
