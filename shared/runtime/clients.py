@@ -7,7 +7,7 @@ factory decides the connection (bootstrap, security), the runtime only its own s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import confluent_kafka
 from confluent_kafka import KafkaError, Message, TopicPartition
@@ -23,7 +23,9 @@ class Consumer(Protocol):
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]: ...
     def assign(self, partitions: list[TopicPartition]) -> None: ...
     def unassign(self) -> None: ...
-    def commit(self, offsets: list[TopicPartition] = ..., asynchronous: bool = True) -> Any: ...
+    def commit(
+        self, *, offsets: list[TopicPartition], asynchronous: Literal[False]
+    ) -> list[TopicPartition] | None: ...
     def committed(self, partitions: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]: ...
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float = ...) -> tuple[int, int]: ...
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
@@ -60,10 +62,10 @@ class KafkaClients:
         self, group: str, session_timeout_ms: int, overrides: Mapping[str, Any] | None = None
     ) -> Consumer:
         settings = consumer_settings(self.bootstrap, group, session_timeout_ms, overrides)
-        return confluent_kafka.Consumer(settings)  # type: ignore[return-value]
+        return confluent_kafka.Consumer(settings)
 
     def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
-        return confluent_kafka.Producer(producer_settings(self.bootstrap, overrides))  # type: ignore[return-value]
+        return confluent_kafka.Producer(producer_settings(self.bootstrap, overrides))
 
 
 def clients_of(clients: ClientFactory | str) -> ClientFactory:

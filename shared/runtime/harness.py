@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition
 
 from ivmstream.partitioner import partition_for
+from ivmstream.runtime.clients import Consumer, Producer
 
 Headers = list[tuple[str, str | bytes | None]] | None
 
@@ -107,10 +108,10 @@ class InMemoryCluster:
 
     def consumer(
         self, group: str, session_timeout_ms: int = 0, overrides: Mapping[str, Any] | None = None
-    ) -> InMemoryConsumer:
+    ) -> Consumer:  # typed as the runtime's protocol, so mypy checks that the two agree
         return InMemoryConsumer(self, group)
 
-    def producer(self, overrides: Mapping[str, Any] | None = None) -> InMemoryProducer:
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
         return InMemoryProducer(self)
 
 
@@ -190,7 +191,7 @@ class InMemoryConsumer:
         return []
 
     def commit(
-        self, offsets: list[TopicPartition] | None = None, asynchronous: bool = True
+        self, *, offsets: list[TopicPartition] | None = None, asynchronous: bool = True
     ) -> list[TopicPartition]:
         done = []
         for tp in offsets or []:

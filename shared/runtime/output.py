@@ -103,10 +103,6 @@ class Output:
                     f"cannot publish to {topic}: {err.name()} ({err.str()}); {_RESUME}"
                 ) from None
 
-    def dead_letter(self, msg: Message, code: str, detail: str) -> None:
-        """The original bytes with why they were refused and where they came from."""
-        self.dead_letters([(msg, code, detail)])
-
     def dead_letters(self, refused: Iterable[tuple[Message, str, str]]) -> None:
         """Dead-letter each ``(record, reason code, detail)`` in one loop: a flood of bad records costs one
         produce per record and little else. The constant headers are built once per code (and per detail,

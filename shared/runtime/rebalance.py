@@ -10,10 +10,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from ivmstream.config import ServiceConfig
+from ivmstream.engine import Engine
+from ivmstream.health import Health
 from ivmstream.runtime.apply import ApplyMode
 from ivmstream.runtime.broadcast import BroadcastFeed, resume_offset
 from ivmstream.runtime.checkpoint import Checkpointer
@@ -39,17 +41,17 @@ class Rebalance:
         self,
         *,
         store: StateStore,
-        config: Any,
+        config: ServiceConfig,
         envelope: Envelope,
         group: str,
         partitions: dict[int, PartitionState],
-        new_engine: Callable[[], Any],
+        new_engine: Callable[[], Engine],
         backed: frozenset[str],
         mode: ApplyMode,
         feed: BroadcastFeed | None,
         checkpointer: Checkpointer,
         hooks: Hooks,
-        health: Any,
+        health: Health,
         watch: BrokerWatch,
         stop: threading.Event,
     ) -> None:
