@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.plots import plt  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.runtime.partition import PartitionState, store_backing  # noqa: E402
 from ivmstream.services.reference.engine import BagEngine  # noqa: E402
@@ -212,11 +213,6 @@ def cache_label(cache: int | None) -> str:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.5))
     for cache in results["caches"]:
         rows = [r for r in results["cases"] if r["cache"] == cache]

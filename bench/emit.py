@@ -32,6 +32,7 @@ import orjson  # noqa: E402
 
 from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.plots import plt  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 from bench.lib.worker_patches import run_until_caught_up  # noqa: E402
@@ -178,11 +179,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = report["services"]
     fig, ax = plt.subplots(figsize=(8, 4))
     xs = range(len(rows))

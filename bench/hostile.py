@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.plots import plt  # noqa: E402
 from fuzz.hostile_records import KINDS, interleave  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config, schema_of  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
@@ -220,11 +221,6 @@ def bench_service(
 
 def plot(report: dict[str, Any], path: Path) -> None:
     """Good records per second, clean and with half the stream hostile, per service (medians)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = sorted(report["services"])
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.4

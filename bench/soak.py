@@ -53,6 +53,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.plots import plt  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 
@@ -245,11 +246,6 @@ def summarize(run: dict[str, Any], events: int, warmup: float) -> dict[str, Any]
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
     for run in report["runs"]:
         label = f"resident_keys {run['resident_keys']}"

@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.plots import plt  # noqa: E402
 from bench.lib.worker_patches import mark_run  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
@@ -249,11 +250,6 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = results["sizes"]
     edges = [r["edges"] for r in rows]
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.5))
