@@ -1,9 +1,9 @@
 """Time limits that stop work without raising inside it.
 
 An exception raised from a signal handler lands wherever the main thread happens to be (an import, an
-allocator, a library call) and can leave that half done. Here a limit either is checked between
-units of work (``Deadline``), or stops work that runs in a forked child by killing the child
-(``in_child``), or asks a library that supports cancellation to cancel (``Watchdog``).
+allocator, a library call) and can leave that half done. A benchmark's budget is checked between
+batches by the loop that runs them; a single step that may run for hours either runs in a forked
+child that is killed (``in_child``), or is cancelled by a library that supports it (``Watchdog``).
 """
 
 from __future__ import annotations
@@ -18,20 +18,6 @@ import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing import Pipe
 from typing import Any
-
-
-class Deadline:
-    """A point in time to check between batches: ``expired()`` is cheap enough for a hot loop's edge."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.at = time.monotonic() + seconds
-
-    def expired(self) -> bool:
-        return time.monotonic() > self.at
-
-    def remaining(self) -> float:
-        return max(0.0, self.at - time.monotonic())
 
 
 class Silent(Exception):
