@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from ivmstream.engine import JSON, Engine
 from ivmstream.events import InputFormat, Relation
-from ivmstream.options import ConfigError, Option
+from ivmstream.options import ConfigError, Option, parse_options
+from ivmstream.relations import describe
 
 SERVICE_ENTRY_POINTS = "ivmstream.services"
 
@@ -72,6 +73,22 @@ class ServiceDefinition:
     platform_only: bool = False  # reference services used by the platform's own tests and demo
     formats: Mapping[str, InputFormat] = field(default_factory=dict)  # its own input formats, by name
     sharding: str | None = None  # "module:attribute" of its Sharding, if one query can span workers
+    # Option settings whose relations --help and the docs show, for a service whose config does not
+    # declare its relations (each setting a partial config: {"mode": "graph"}).
+    fixed_relations: Sequence[Mapping[str, Any]] = ()
+
+    def relations_help(self) -> list[str]:
+        """The relations this service reads, in the one declaration form, one line each: its
+        ``relations`` key's help when the config declares them, else each ``fixed_relations`` setting
+        with the relations it gives."""
+        if "relations" in self.options:
+            return [f"relations (config key): {self.options['relations'].help}"]
+        lines = []
+        for setting in self.fixed_relations or ({},):
+            options = parse_options(self.options, setting, owner=f"service {self.name}")
+            label = ", ".join(f"{k} {v}" for k, v in setting.items()) or "always"
+            lines.append(f"{label}: {describe(self.relations(options))}")
+        return lines
 
 
 def load_sharding(service: ServiceDefinition) -> Sharding | None:

@@ -20,10 +20,11 @@ from ivmstream.sdk import (
     mapping,
     non_negative_int,
     optional,
+    relations_option,
 )
 from ivmstream.services.fivm.engine import FivmEngine, query_config
 from ivmstream.services.fivm.intake import FACTORIZED_SUFFIX
-from ivmstream.services.fivm.query import KEYS, RING_NAMES, STRATEGY_NAMES, parse_query
+from ivmstream.services.fivm.query import KEYS, REFUSED_TYPES, RING_NAMES, STRATEGY_NAMES, parse_query
 
 # The authors' Housing schema (one row per postcode in each relation), in their column order.
 HOUSING: dict[str, tuple[str, ...]] = {
@@ -71,11 +72,11 @@ def _model(v: Any) -> dict[str, Any]:
 _model_keys = mapping(keys=("label", "ridge"))
 
 OPTIONS: dict[str, Option] = {
-    "relations": Option(
-        {name: list(cols) for name, cols in HOUSING.items()},
-        mapping(),
-        "the joined relations: {name: [column, {column: int|float|str}, ...]} (a bare column is a "
-        "float), or a self-join alias {alias_of: relation, columns: [...]}; default: the Housing schema",
+    "relations": relations_option(
+        None,
+        refused=REFUSED_TYPES,
+        aliases=None,
+        note="their natural join is the query's; number columns are computed as floats",
     ),
     "ring": Option("count", choice(*RING_NAMES), "the payload ring: " + ", ".join(RING_NAMES)),
     "sum": Option(None, optional(names), "ring sum: the summed variable(s); a repeat is a power"),
@@ -127,6 +128,11 @@ for _key in KEYS:
 def validate(options: Mapping[str, Any]) -> None:
     """The engine's own checks (it is built once, so bad orders and ring options fail here too), and
     that ``model`` has a covariance result without groups to read, with its label among the features."""
+    if options["relations"] is None:
+        raise ValueError(
+            "fivm needs 'relations', the joined relations as {relation: {column: type}} "
+            "(the demo's Housing schema is in services/fivm/data/housing.yaml)"
+        )
     engine = FivmEngine(query_config(options))
     spec = options["model"]
     if spec is None:

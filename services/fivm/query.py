@@ -5,9 +5,10 @@ join of the relations (shared column names join), with payloads in one ring. ``p
 the configuration once and reports the first problem in one line (``EngineError``); everything after
 it (order, view tree, plans, engine) may then trust the ``Query``.
 
-A relation is ``name: [col, {col: type}, ...]`` (a bare column is a float) or a self-join alias
-``name: {alias_of: other, columns: [c1, c2, ...]}``: the same stored relation with its columns renamed
-positionally (docs/algorithms/fivm.md §2.6). Events address the relation, never an alias.
+Relations are declared in the platform's one form ``{name: {col: type}}`` (``ivmstream.sdk.
+parse_relations``, with its shorthands), where a relation may be a self-join alias ``name: {alias_of:
+other, columns: [c1, c2, ...]}``: the same stored relation with its columns renamed positionally
+(docs/algorithms/fivm.md §2.6). Events address the relation, never an alias.
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import EngineError
+from ivmstream.sdk import EngineError, declared_aliases, parse_relations, relation_columns
 from ivmstream.services.fivm.rings.decimals import MAX_DECIMALS
 
-COLUMN_TYPES = ("int", "float", "str")
+# The declared types fivm cannot use, and why; of the others, ``number`` is computed as a float.
+REFUSED_TYPES = {
+    "bool": "fivm joins and sums int, float, number and str columns; declare a flag int (0/1) or str",
+    "decimal": "fivm sums in int64 or floats (exact to N places with 'decimals: N'); declare it float",
+    "exact": "fivm sums in int64 or floats (exact to N places with 'decimals: N'); declare it float or int",
+}
+_TYPE = {"number": "float"}
 RING_NAMES = ("count", "sum", "covariance", "listing", "factorized", "matrix")
 STRATEGY_NAMES = (
     "fivm",
@@ -186,53 +193,38 @@ def _names(v: Any, what: str, allow_repeats: bool = False) -> tuple[str, ...]:
     return out
 
 
-def _columns(rel: str, spec: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not isinstance(spec, list | tuple) or not spec:
-        raise _fail(f"relation {rel!r}: columns must be a non-empty list, got {spec!r}")
-    names: list[str] = []
-    types: list[str] = []
-    for item in spec:
-        if isinstance(item, str):
-            col, typ = item, "float"
-        elif isinstance(item, Mapping) and len(item) == 1:
-            ((col, typ),) = item.items()
-        else:
-            raise _fail(f"relation {rel!r}: a column is 'name' or {{name: type}}, got {item!r}")
-        _name(col, f"relation {rel!r}: column name")
-        if typ not in COLUMN_TYPES:
-            raise _fail(f"relation {rel!r}: column {col!r} has type {typ!r}, not one of {COLUMN_TYPES}")
-        names.append(col)
-        types.append(typ)
-    if len(set(names)) != len(names):
-        raise _fail(f"relation {rel!r} has a duplicate column: {names}")
-    return tuple(names), tuple(types)
-
-
 def _occurrences(spec: Any) -> tuple[RelationDef, ...]:
-    if not isinstance(spec, Mapping) or not spec:
+    """The join's occurrences from the platform's relation declaration (``parse_relations``); a
+    ``number`` column is a float here (the rings have no mixed int/float domain)."""
+    if spec is None:
         raise _fail("'relations' must be a non-empty mapping relation -> columns")
-    plain: dict[str, RelationDef] = {}
-    aliases: list[tuple[str, Any]] = []
-    order = list(spec)
-    for rel, cols in spec.items():
+    try:
+        declared = parse_relations(spec, refused=REFUSED_TYPES, aliases=None)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    plain = {
+        rel: RelationDef(rel, tuple(cols), tuple(_TYPE.get(t, t) for t in cols.values()), rel)
+        for rel, cols in relation_columns(declared).items()
+    }
+    for occ in plain.values():
+        for col in occ.columns:
+            _name(col, f"relation {occ.name!r}: column name")
+    aliases = {a.name: a for a in declared_aliases(declared)}
+    out: list[RelationDef] = []
+    for rel in declared if isinstance(declared, Mapping) else plain:
         _name(rel, "a relation name")
-        if isinstance(cols, Mapping):
-            aliases.append((rel, cols))
+        if rel in plain:
+            out.append(plain[rel])
             continue
-        names, types = _columns(rel, cols)
-        plain[rel] = RelationDef(rel, names, types, rel)
-    out = dict(plain)
-    for rel, alias in aliases:
-        if set(alias) != {"alias_of", "columns"}:
-            raise _fail(f"alias {rel!r} must be {{alias_of: relation, columns: [...]}}, got {dict(alias)}")
-        base = plain.get(alias["alias_of"])
-        if base is None:
-            raise _fail(f"alias {rel!r}: alias_of names no relation: {alias['alias_of']!r}")
-        cols = _names(alias["columns"], f"alias {rel!r} columns")
-        if len(cols) != len(base.columns):
-            raise _fail(f"alias {rel!r} renames {len(base.columns)} columns of {base.name}, got {list(cols)}")
-        out[rel] = RelationDef(rel, cols, base.types, base.name)
-    return tuple(out[r] for r in order)
+        alias = aliases[rel]
+        base = plain[alias.alias_of]
+        if len(alias.columns) != len(base.columns):
+            raise _fail(
+                f"alias {rel!r} renames {len(base.columns)} columns of {base.name}, got {list(alias.columns)}"
+            )
+        cols = _names(list(alias.columns), f"alias {rel!r} columns")
+        out.append(RelationDef(rel, cols, base.types, base.name))
+    return tuple(out)
 
 
 def parse_query(config: Mapping[str, Any]) -> Query:

@@ -30,7 +30,9 @@ DEMO_FEATURES = (
     "distancecitycentre",
 )
 DEMO_CONFIG: dict[str, Any] = {
-    "relations": {name: [{"postcode": "int"}, *cols[1:]] for name, cols in HOUSING.items()},
+    "relations": {
+        name: {"postcode": "int", **dict.fromkeys(cols[1:], "float")} for name, cols in HOUSING.items()
+    },
     "ring": "covariance",
     "features": list(DEMO_FEATURES),
     "decimals": 4,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ivmstream.sdk import relation_columns
 from ivmstream.sdk.batch import KEY, MULT, BatchJobs
 
 from .engine import BagEngine
@@ -19,7 +20,7 @@ def build_state(
     spark: SparkSession, bags: Mapping[str, DataFrame], options: Mapping[str, Any]
 ) -> Iterator[tuple[str, bytes]]:
     """Spark nets the snapshot into bags; each key's engine is assembled from its bag."""
-    relations = options["relations"]
+    relations = relation_columns(options["relations"])
     per_key: dict[str, dict[str, dict[tuple, int]]] = defaultdict(lambda: {r: {} for r in relations})
     for name, df in bags.items():
         cols = list(relations[name])
@@ -34,7 +35,7 @@ def recompute(
     spark: SparkSession, bags: Mapping[str, DataFrame], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """count / distinct / per-column sums per key and relation, in Spark SQL over the net bags."""
-    relations = options["relations"]
+    relations = relation_columns(options["relations"])
     out: dict[str, Any] = {}
     for name, df in bags.items():
         view = f"bag_{name}"
@@ -62,7 +63,7 @@ def empty(options: Mapping[str, Any]) -> dict[str, Any]:
         "count": 0,
         "relations": {
             name: {"count": 0, "distinct": 0, "sums": {c: 0 for c, t in cols.items() if t in _NUMERIC}}
-            for name, cols in options["relations"].items()
+            for name, cols in relation_columns(options["relations"]).items()
         },
     }
 

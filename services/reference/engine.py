@@ -20,7 +20,16 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, StoreBackedMap, StoredMap, UpdateEvent, json_bytes
+from ivmstream.sdk import (
+    Entry,
+    EntryChange,
+    Rejection,
+    StoreBackedMap,
+    StoredMap,
+    UpdateEvent,
+    json_bytes,
+    relation_columns,
+)
 
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
 _MOD = 2**128
@@ -301,4 +310,6 @@ def _typed_sum(s: str, typ: str) -> Any:
 
 def make_engine(options: Mapping[str, Any]) -> BagEngine:
     """The service's engine factory: an empty engine for complete, validated options."""
-    return BagEngine(options["relations"], options["allow_negative"], options["resident_entries"])
+    return BagEngine(
+        relation_columns(options["relations"]), options["allow_negative"], options["resident_entries"]
+    )

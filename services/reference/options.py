@@ -5,25 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ivmstream.sdk import COLUMN_TYPES, Option, Relation, boolean, optional, positive_int
+from ivmstream.sdk import (
+    Option,
+    Relation,
+    boolean,
+    declared_relations,
+    optional,
+    positive_int,
+    relations_option,
+)
 
+# It sums and fingerprints values of every type, so it takes each one; it has no joins, so no aliases.
 DEFAULT_RELATIONS = {"items": {"item": "str", "qty": "int", "price": "decimal"}}
 
-
-def parse_relations(v: Any) -> dict[str, dict[str, str]]:
-    if not isinstance(v, dict) or not v:
-        raise ValueError("must map relation names to {column: type}")
-    for rel, cols in v.items():
-        if not isinstance(rel, str) or not isinstance(cols, dict) or not cols:
-            raise ValueError(f"relation {rel!r} must map column names to types")
-        for col, typ in cols.items():
-            if typ not in COLUMN_TYPES:
-                raise ValueError(f"{rel}.{col} has unknown type {typ!r} (known: {', '.join(COLUMN_TYPES)})")
-    return {r: dict(c) for r, c in v.items()}
-
-
 OPTIONS = {
-    "relations": Option(DEFAULT_RELATIONS, parse_relations, "relations as {name: {column: type}}"),
+    "relations": relations_option(DEFAULT_RELATIONS),
     "allow_negative": Option(False, boolean(), "accept deletes that drive a multiplicity below 0"),
     "resident_entries": Option(
         None,
@@ -36,4 +32,4 @@ OPTIONS = {
 
 
 def relations(options: Mapping[str, Any]) -> Sequence[Relation]:
-    return [Relation(name, tuple(cols.items())) for name, cols in options["relations"].items()]
+    return declared_relations(options["relations"])

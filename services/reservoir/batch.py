@@ -29,7 +29,14 @@ from ivmstream.services.reservoir.query import Query, parse_query
 COUNT = DecimalType(38, 0)  # counts exceed 64 bits on skewed data; beyond 38 digits the job refuses
 _R = "__r"  # a directed edge's count per key (rounded or exact)
 _W = "__w"
-PARSE: dict[str, Any] = {"int": int, "float": float, "str": str}  # a column type -> its value from a string
+# a column type -> its value from Spark's text of it (a number column is a double in Spark)
+PARSE: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "number": float,
+    "str": str,
+    "bool": lambda s: s == "true",
+}
 CHECKED = {"rsjoin": False, "redraw": False, "sjoin": True}  # strategy -> exact counts (others: |Q| only)
 
 

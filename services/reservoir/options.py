@@ -16,35 +16,23 @@ from ivmstream.sdk import (
     non_negative_int,
     optional,
     positive_int,
+    relations_option,
     string,
 )
 from ivmstream.services.reservoir.predicate import PredicateError, compile_predicate
-from ivmstream.services.reservoir.query import STRATEGIES, TYPES, parse_query
+from ivmstream.services.reservoir.query import REFUSED_TYPES, STRATEGIES, parse_query
 
 
-def _columns(v: Any) -> list[tuple[str, str]]:
-    """``[col, {col: type}, ...]``; a bare name is an int column."""
-    if not isinstance(v, list) or not v:
+def _columns(v: Any) -> list[str]:
+    """A base relation's own column names, in order."""
+    if not isinstance(v, list) or not v or not all(isinstance(c, str) and c for c in v):
         raise columns.invalid()
-    out: list[tuple[str, str]] = []
-    for c in v:
-        if isinstance(c, str) and c:
-            out.append((c, "int"))
-        elif isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], str) and c[1] in TYPES:
-            out.append(c)  # already parsed (a declared default): configs never hold tuples
-        elif isinstance(c, Mapping) and len(c) == 1:
-            ((name, typ),) = c.items()
-            if not isinstance(name, str) or typ not in TYPES:
-                raise ValueError(f"column {c!r}: the type must be one of {', '.join(TYPES)}")
-            out.append((name, typ))
-        else:
-            raise columns.invalid()
-    if len({n for n, _ in out}) != len(out):
+    if len(set(v)) != len(v):
         raise ValueError("a relation names a column twice")
-    return out
+    return list(v)
 
 
-columns: Parser[list[tuple[str, str]]] = Parser("a list of columns (name or {name: int|str|float})", _columns)
+columns: Parser[list[str]] = Parser("a list of column names", _columns)
 
 
 def _bags(v: Any) -> list[list[str]]:
@@ -74,16 +62,17 @@ def _key_columns(v: Any) -> list[str]:
 key_columns: Parser[list[str]] = Parser("a non-empty list of distinct column names", _key_columns)
 
 OPTIONS: dict[str, Option] = {
-    "relations": Option(
-        {"G1": [("src", "int"), ("mid", "int")], "G2": [("mid", "int"), ("dst", "int")]},
-        mapping(columns),
-        "the joined relation aliases {alias: [column, {column: int|str|float}, ...]}; natural join",
+    "relations": relations_option(
+        {"G1": {"src": "int", "mid": "int"}, "G2": {"mid": "int", "dst": "int"}},
+        refused=REFUSED_TYPES,
+        aliases=None,
+        note="the relations' natural join is sampled",
     ),
     "aliases": Option({}, mapping(string()), "{alias: base relation}: aliases that read one base relation"),
     "base_columns": Option(
         {},
         mapping(columns),
-        "{base: [columns]}: a base relation's own column names (default: its first alias's)",
+        "{base: [column, ...]}: a base relation's own column names (default: its first alias's)",
     ),
     "bags": Option(
         None,

@@ -1,8 +1,10 @@
 """The join a reservoir service's options describe (docs/algorithms/reservoir.md §1).
 
 ``relations`` declares the join's relation aliases by their columns (the natural join on shared
-column names); ``aliases`` lets several aliases read one base relation, whose events the engine fans
-out to each of them in declaration order (§1.2). The index runs over *nodes*: one per alias, or one
+column names), in the platform's one form (``ivmstream.sdk.parse_relations``); a self-join alias
+``{alias_of: R, columns: [...]}`` reads R's events, and the ``aliases`` option lets several aliases
+read one base relation that is not itself in the join. The engine fans a base relation's events out
+to each of its aliases in declaration order (§1.2). The index runs over *nodes*: one per alias, or one
 per ``bags`` entry of a declared generalized hypertree decomposition for cyclic joins (§4). The join
 tree over the nodes is derived here, never given.
 """
@@ -13,8 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ivmstream.sdk import declared_aliases, relation_columns
+
 STRATEGIES = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt", "symhj", "redraw", "rebuild")
-TYPES = ("int", "str", "float")
+# The types a reservoir cannot hold, and why (every other column type is sampled as given).
+_NO_DECIMALS = "reservoir keeps sampled rows in JSON state, without exact decimals; declare float or str"
+REFUSED_TYPES = dict.fromkeys(("decimal", "exact"), _NO_DECIMALS)
 MERGING = ("rsjoin-opt", "sjoin-opt")  # the strategies that merge foreign-key joins (§2.8)
 
 
@@ -51,7 +57,18 @@ def parse_query(options: Mapping[str, Any]) -> Query:
     """The join the options declare, its node tree, and every inconsistency as one ValueError."""
     rels: dict[str, tuple[str, ...]] = {}
     types: dict[str, str] = {}
-    for alias, cols in options["relations"].items():
+    relations = options["relations"]
+    plain = relation_columns(relations)
+    self_joins = {a.name: a for a in declared_aliases(relations)}
+    for alias in relations:
+        if alias in plain:
+            cols = tuple(plain[alias].items())
+        else:
+            of = self_joins[alias]
+            read = plain[of.alias_of]
+            if len(of.columns) != len(read):
+                raise ValueError(f"alias {alias!r} renames {len(read)} columns of {of.alias_of}")
+            cols = tuple(zip(of.columns, read.values(), strict=True))
         rels[alias] = tuple(c for c, _ in cols)
         for c, t in cols:
             if types.setdefault(c, t) != t:
@@ -62,6 +79,12 @@ def parse_query(options: Mapping[str, Any]) -> Query:
             raise ValueError(f"aliases names {alias!r}, which is not one of the relations")
         if base in rels and base != alias:
             raise ValueError(f"base relation {base!r} of alias {alias!r} is itself a declared alias")
+    for a in self_joins.values():
+        if a.name in alias_of:
+            raise ValueError(
+                f"{a.name!r} is a self-join alias of {a.alias_of!r}; 'aliases' cannot name it too"
+            )
+        alias_of[a.name] = alias_of.get(a.alias_of, a.alias_of)
     fanout: dict[str, list[str]] = {}
     for alias in rels:
         fanout.setdefault(alias_of.get(alias, alias), []).append(alias)
@@ -76,7 +99,7 @@ def parse_query(options: Mapping[str, Any]) -> Query:
         positional = {tuple(types[c] for c in rels[a]) for a in aliases}
         if len(positional) != 1:
             raise ValueError(f"the aliases of {base!r} ({', '.join(aliases)}) have different column types")
-        own = tuple(c for c, _ in declared[base]) if base in declared else rels[aliases[0]]
+        own = tuple(declared[base]) if base in declared else rels[aliases[0]]
         if len(own) != len(rels[aliases[0]]):
             raise ValueError(f"base_columns of {base!r} must name {len(rels[aliases[0]])} columns")
         bases[base] = own

@@ -18,7 +18,11 @@ from ivmstream.services.reservoir.options import OPTIONS, relations, validate
 DATA = Path(__file__).with_name("data")
 
 LINE3_CONFIG: dict[str, Any] = {
-    "relations": {"G1": ["a", "b"], "G2": ["b", "c"], "G3": ["c", "d"]},
+    "relations": {
+        "G1": {"a": "int", "b": "int"},
+        "G2": {"b": "int", "c": "int"},
+        "G3": {"c": "int", "d": "int"},
+    },
     "aliases": {"G1": "edges", "G2": "edges", "G3": "edges"},
     "base_columns": {"edges": ["src", "dst"]},
     "k": 25,

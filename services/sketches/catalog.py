@@ -7,11 +7,11 @@ while the standard queries write ``l_orderkey``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ivmstream.sdk import COLUMN_TYPES, TPCH_TABLES
+from ivmstream.sdk import TPCH, TPCH_TABLES, relation_columns
+from ivmstream.sdk import parse_relations as parse_relations_
 
 _TPCH_PREFIX = {
     "lineitem": "l_",
@@ -54,24 +54,22 @@ def tpch_catalog() -> dict[str, Table]:
 
 
 def parse_relations(v: Any) -> dict[str, Table]:
-    """``"tpch"``, or ``{table: [column, ...]}`` (type ``number``) or ``{table: {column: type}}``."""
-    if v == "tpch":
+    """The tables of a relation declaration (``ivmstream.sdk.parse_relations``): ``"tpch"`` gives the
+    TPC-H catalog, whose queries may also write the prefixed column names (``l_orderkey``)."""
+    declared = declare(v)
+    if declared == TPCH:
         return tpch_catalog()
-    if not isinstance(v, Mapping) or not v:
-        raise ValueError('must be "tpch" or map table names to columns')
     out = {}
-    for name, cols in v.items():
-        if isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols):
-            typed = {c: "number" for c in cols}
-        elif isinstance(cols, Mapping) and cols:
-            typed = dict(cols)
-        else:
-            raise ValueError(f"table {name!r} must list its columns or map them to types")
-        for col, typ in typed.items():
-            if typ not in COLUMN_TYPES:
-                raise ValueError(f"{name}.{col} has unknown type {typ!r} (known: {', '.join(COLUMN_TYPES)})")
-        if len(typed) != len(cols):
-            raise ValueError(f"table {name!r} names a column twice")
+    for name, typed in relation_columns(declared).items():
         names = tuple(typed)
-        out[str(name).lower()] = Table(str(name).lower(), names, names, tuple(typed.values()))
+        out[name.lower()] = Table(name.lower(), names, names, tuple(typed.values()))
     return out
+
+
+# Sketches takes every column type; a query joins a table with itself by naming it twice.
+NO_ALIASES = "sketches joins a table with itself by naming it twice in the query"
+
+
+def declare(v: Any) -> str | dict[str, Any]:
+    """The canonical declaration (the one parser of every service's ``relations``)."""
+    return parse_relations_(v, aliases=NO_ALIASES)

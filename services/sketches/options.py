@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ivmstream.sdk import Option, Parser, Relation, boolean, choice, mapping, non_negative_int
+from ivmstream.sdk import (
+    Option,
+    Parser,
+    Relation,
+    boolean,
+    choice,
+    mapping,
+    non_negative_int,
+    relations_option,
+)
+from ivmstream.services.sketches.catalog import NO_ALIASES
 from ivmstream.services.sketches.compiler import STRATEGIES, compile_options
 
 
@@ -35,11 +45,7 @@ OPTIONS: dict[str, Option] = {
         Parser("a SQL query", _sql),
         "the sketched query (SQL, docs/algorithms/sketches.md §1.2)",
     ),
-    "relations": Option(
-        "tpch",
-        lambda v: v,
-        'the tables: "tpch" (the TPC-H catalog) or {table: [column, ...] | {column: type}}',
-    ),
+    "relations": relations_option("tpch", aliases=NO_ALIASES),
     "partition": Option(
         DEFAULT_PARTITION,
         mapping(),

@@ -35,4 +35,6 @@ SERVICE = ServiceDefinition(
     ),
     state_version=2,  # 2: graph mode stores each undirected edge once; the heavy rows are their own map
     batch="ivmstream.services.triangles.batch:JOBS",
+    # the relations each mode reads; id_type str makes every column str
+    fixed_relations=({"mode": "graph"}, {"mode": "relations"}),
 )

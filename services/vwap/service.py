@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ivmstream.sdk import DemoWorkload, ServiceDefinition
+from ivmstream.services.vwap.catalog import QUERIES
 from ivmstream.services.vwap.engine import make_engine
 from ivmstream.services.vwap.options import OPTIONS, relations, validate
 
@@ -37,5 +38,6 @@ SERVICE = ServiceDefinition(
         ),
     ),
     batch="ivmstream.services.vwap.batch:JOBS",
+    fixed_relations=tuple({"query": q} for q in QUERIES),  # each query reads its own relations
     state_version=2,  # 2: strategy auto stores its credit towards a switch with its choice
 )

@@ -243,11 +243,21 @@ def test_every_declared_default_is_a_value_its_parser_accepts(name):
         assert opt.help, (name, key)
 
 
+# The keys a service requires (no default stands in for them), with a value each.
+REQUIRED: dict[str, dict[str, Any]] = {"fivm": {"relations": {"R": {"a": "int", "b": "float"}}}}
+
+
+def test_a_service_refuses_to_run_without_a_key_it_requires():
+    with pytest.raises(ConfigError, match="fivm needs 'relations', the joined relations as"):
+        build_config(load_service("fivm"), {})
+
+
 @pytest.mark.parametrize("name", SERVICES)
 def test_services_take_complete_options_and_restate_no_default(name):
     service = load_service(name)
-    options = resolve_options(service)
-    assert options == dict(build_config(service, {}).options)
+    required = REQUIRED.get(name, {})
+    options = resolve_options(service, required)
+    assert options == dict(build_config(service, required).options)
     assert set(options) == set(service.options)
     strict = NoDefaultsHere(options)
     if service.validate is not None:

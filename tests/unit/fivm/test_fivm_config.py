@@ -18,18 +18,20 @@ from ivmstream.services.fivm.query import parse_query
 from ivmstream.services.fivm.rings import RINGS, make_ring
 from tests.unit.fivm.fivm_oracle import acyclic_schema
 
-BASE: dict[str, Any] = {"relations": {"R": [{"a": "int"}, "b"], "S": ["b", {"c": "str"}]}}
+BASE: dict[str, Any] = {"relations": {"R": {"a": "int", "b": "float"}, "S": ["b", {"c": "str"}]}}
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"relations": {}}, "non-empty mapping"),
-        ({"relations": {"R": []}}, "non-empty list"),
-        ({"relations": {"R": [{"a": "date"}]}}, "has type 'date'"),
-        ({"relations": {"R": ["a", "a"]}}, "duplicate column"),
+        ({"relations": {}}, "must be {relation: {column: type}}"),
+        ({"relations": {"R": []}}, "has no columns"),
+        ({"relations": {"R": [{"a": "date"}]}}, "unknown type 'date'"),
+        ({"relations": {"R": ["a", "a"]}}, "names column 'a' twice"),
         ({"relations": {"R": [{"a": "int"}], "S": ["a"]}}, "is int in one relation and float"),
-        ({"relations": {"R": ["a"], "S": {"alias_of": "Q", "columns": ["b"]}}}, "alias_of names no relation"),
+        ({"relations": {"R": {"a": "decimal"}}}, "is decimal: fivm sums in int64 or floats"),
+        ({"relations": {"R": {"a": "bool"}}}, "is bool: fivm joins and sums"),
+        ({"relations": {"R": ["a"], "S": {"alias_of": "Q", "columns": ["b"]}}}, "alias_of names no"),
         ({"relations": {"R": ["a"], "S": {"alias_of": "R", "columns": ["b", "c"]}}}, "renames 1 columns"),
         ({"ring": "avg"}, "ring must be one of"),
         ({"ring": "sum"}, "needs 'sum'"),

@@ -14,7 +14,11 @@ from ivmstream.services.reservoir.options import OPTIONS
 Row = tuple[Any, ...]
 
 LINE3 = {
-    "relations": {"G1": ["a", "b"], "G2": ["b", "c"], "G3": ["c", "d"]},
+    "relations": {
+        "G1": {"a": "int", "b": "int"},
+        "G2": {"b": "int", "c": "int"},
+        "G3": {"c": "int", "d": "int"},
+    },
     "aliases": {"G1": "E", "G2": "E", "G3": "E"},
     "base_columns": {"E": ["src", "dst"]},
 }

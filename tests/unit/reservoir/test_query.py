@@ -24,6 +24,23 @@ def test_aliases_read_one_base_relation_with_its_own_columns():
     assert sorted(q.edges) == [(0, 1), (1, 2)]
 
 
+def test_a_self_join_alias_reads_the_events_of_its_relation():
+    q = parse_query(
+        options({"relations": {"E": {"a": "int", "b": "int"}, "F": {"alias_of": "E", "columns": ["b", "c"]}}})
+    )
+    assert q.fanout == {"E": ("E", "F")}
+    assert q.columns == ("a", "b", "c")
+    with pytest.raises(ValueError, match="'aliases' cannot name it too"):
+        parse_query(
+            options(
+                {
+                    "relations": {"E": ["a", "b"], "F": {"alias_of": "E", "columns": ["b", "c"]}},
+                    "aliases": {"F": "X"},
+                }
+            )
+        )
+
+
 def test_the_join_tree_follows_shared_columns():
     q = parse_query(options({"relations": {"R": ["a", "b"], "S": ["c", "d"], "T": ["b", "c"]}}))
     assert sorted(tuple(sorted(e)) for e in q.edges) == [(0, 2), (1, 2)]
@@ -43,7 +60,7 @@ def test_a_cyclic_join_gets_a_derived_decomposition_unless_one_is_declared():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"relations": {"R": ["a"], "S": [{"a": "str"}]}}, "is int in one relation"),
+        ({"relations": {"R": ["a"], "S": [{"a": "str"}]}}, "is number in one relation"),
         ({"relations": {"R": ["a", "b"]}, "aliases": {"X": "R"}}, "not one of the relations"),
         ({"relations": {"R": ["a", "b"], "S": ["b"]}, "aliases": {"R": "E", "S": "E"}}, "different numbers"),
         ({"relations": {"R": ["a", "b"]}, "base_columns": {"E": ["x", "y"]}}, "no alias reads"),
