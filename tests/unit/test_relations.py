@@ -50,7 +50,7 @@ def _config(name: str, relations: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("typ", sorted(COLUMN_TYPES))
 @pytest.mark.parametrize("name", sorted(EXTRA))
 def test_every_service_takes_the_one_form_and_each_type_or_says_why_not(name: str, typ: str) -> None:
-    service = loadload_service(name)
+    service = load_service(name)
     declared = {"R": {"k": "int", "v": typ}}
     if typ in REFUSED[name]:
         with pytest.raises(ConfigError) as info:
@@ -69,8 +69,8 @@ def test_every_service_takes_the_one_form_and_each_type_or_says_why_not(name: st
 
 
 @pytest.mark.parametrize("name", sorted(EXTRA))
-def test_the_shorthands_mean_the_same_in_everyload_service(name: str) -> None:
-    service = loadload_service(name)
+def test_the_shorthands_mean_the_same_in_every_service(name: str) -> None:
+    service = load_service(name)
 
     def columns(relations: Any) -> dict[str, str]:
         options = build_config(service, _config(name, relations)).options
