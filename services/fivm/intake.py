@@ -100,7 +100,7 @@ class Intake:
         if len(row) != len(cols):
             extra = [c for c in row if c not in dict(cols)]
             if extra:
-                return Rejection(i, "unknown-column", f"{rel} has no column(s) {extra}")
+                return Rejection(i, "unexpected-column", f"{rel} has no column(s) {extra}")
         values: list[Any] = []
         for col, typ in cols:
             try:
@@ -332,7 +332,7 @@ def canonical(v: Any, typ: str) -> Any:
     if cls is not float:
         return Refused("wrong-type", f"expected a number, got {v!r}")
     if not math.isfinite(v):
-        return Refused("non-finite", f"{v!r} is not a finite number")
+        return Refused("non-finite-number", f"{v!r} is not a finite number")
     return v + 0.0  # -0.0 + 0.0 == +0.0: one encoding per value
 
 

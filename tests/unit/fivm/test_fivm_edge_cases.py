@@ -146,11 +146,11 @@ def test_a_cancelled_count_with_a_changed_sum_is_not_zero() -> None:
         ({"a": True, "b": 7, "x": 1.0}, "wrong-type"),
         ({"a": 1, "b": "7", "x": 1.0}, "wrong-type"),
         ({"a": 1, "b": 7, "x": "1"}, "wrong-type"),
-        ({"a": 1, "b": 7, "x": float("nan")}, "non-finite"),
-        ({"a": 1, "b": 7, "x": float("inf")}, "non-finite"),
+        ({"a": 1, "b": 7, "x": float("nan")}, "non-finite-number"),
+        ({"a": 1, "b": 7, "x": float("inf")}, "non-finite-number"),
         ({"a": 2**63, "b": 7, "x": 1.0}, "int-out-of-range"),
         ({"a": 1, "b": 7}, "missing-column"),
-        ({"a": 1, "b": 7, "x": 1.0, "y": 2}, "unknown-column"),
+        ({"a": 1, "b": 7, "x": 1.0, "y": 2}, "unexpected-column"),
     ],
 )
 def test_bad_values_are_refused_with_a_reason_and_change_nothing(row: dict[str, Any], code: str) -> None:
