@@ -392,15 +392,16 @@ class ReservoirEngine:
         return {"derived": q.derived, "bags": [list(n.members) for n in q.nodes]}
 
     def stats(self) -> dict[str, float]:
-        """Work counters and gauges of this engine as it is (a pending run of deletes not applied yet)."""
+        """Work counters and gauges of this engine as it is (a pending run of deletes not applied yet).
+        Counts stay integers (results carry them); only the sampler's weight ``w`` is a float."""
         c = self.sampler.counters
-        out: dict[str, float] = {k: float(v) for k, v in self.counters.items()}
-        out.update({k: float(v) for k, v in c.as_dict().items()})
+        out: dict[str, float] = {k: int(v) for k, v in self.counters.items()}
+        out.update({k: int(v) for k, v in c.as_dict().items()})
         out.update(
-            places=float(self.index.places),
-            propagations=float(self.index.propagations),
-            retrieves=float(self.index.retrieves),
-            sample_size=float(len(self.drawn if self.strategy in REDRAWING else self.sampler.rows())),
+            places=int(self.index.places),
+            propagations=int(self.index.propagations),
+            retrieves=int(self.index.retrieves),
+            sample_size=len(self.drawn if self.strategy in REDRAWING else self.sampler.rows()),
         )
         w = getattr(self.sampler, "w", None)
         if w is not None:
