@@ -1,6 +1,6 @@
 """F-IVM against its baselines, every strategy of an experiment on the same stream in one run.
 
-The experiments of docs/algorithms/fivm-baselines.md at Python scale (workloads: ``bench/fivm_data.py``).
+The experiments of docs/fivm/baselines.md at Python scale (workloads: ``bench/fivm_data.py``).
 Unless stated, ``FivmEngine`` is fed the round-robin stream (relations in increasing size, one batch of
 1,000 tuples each per round) and the throughput is tuples over the total time of the ``apply`` calls.
 Each strategy has a time budget (``--budget``): when it runs out the run stops, the throughput over the
@@ -30,7 +30,7 @@ measure.
 
 Writes ``bench/results/fivm.json`` and ``fivm.png``. Run: ``.venv/bin/python bench/fivm.py``
 (``--quick`` for a smoke run writing ``fivm_quick.*``). ``--markdown FILE.json`` prints the section of
-docs/benchmarks.md from a report.
+docs/fivm/benchmark.md from a report.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Workloads for the F-IVM benchmarks: Housing-like and Retailer-like databases, matrices, streams.
 
-docs/algorithms/fivm.md describes the queries; this module only makes data, deterministically from a
+docs/fivm/algorithm.md describes the queries; this module only makes data, deterministically from a
 seed, so every strategy of one run sees the same stream.
 
 * **Housing** (a star on ``postcode``, 6 relations, 27 variables). At scale s Demographics, Transport

@@ -71,7 +71,7 @@ def e1_sum(scales: Sequence[int], postcodes: int, budget: float) -> list[dict[st
 def shuffled(database: Mapping[str, Sequence[dict[str, Any]]], seed: int) -> dict[str, list[dict[str, Any]]]:
     """Each relation's rows in a random order: the generator lists a postcode's rows together, so a batch
     of 1,000 tuples holds few postcodes and a strategy that evaluates once per distinct join value in a
-    batch (1-ivm, docs/algorithms/fivm-baselines.md §3) shares that work among a postcode's rows."""
+    batch (1-ivm, docs/fivm/baselines.md §3) shares that work among a postcode's rows."""
     rng = random.Random(seed)
     out = {}
     for name, rows in database.items():
@@ -129,7 +129,7 @@ def e4_cofactor(
 
             progress(f"  E4 s={s} m={m}: {stream.tuples:,} tuples")
             configs = {st: housing_config("covariance", features[m], strategy=st) for st in strategies}
-            # What column execution (docs/algorithms/fivm.md §2.14) buys: the same strategy per tuple.
+            # What column execution (docs/fivm/algorithm.md §2.14) buys: the same strategy per tuple.
             configs[FIVM_PER_TUPLE] = housing_config(
                 "covariance", features[m], strategy="fivm", execution="per-tuple"
             )

@@ -1,4 +1,4 @@
-"""The F-IVM section of docs/benchmarks.md, printed from a stored report alone."""
+"""docs/fivm/benchmark.md's section, printed from a stored report alone."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         "## F-IVM against its baselines (`bench/fivm.py`)",
         "",
-        f"Command: `.venv/bin/python bench/fivm.py` (the strategies of docs/algorithms/fivm-baselines.md in "
+        f"Command: `.venv/bin/python bench/fivm.py` (the strategies of docs/fivm/baselines.md in "
         f"`FivmEngine`, round-robin streams in batches of {BATCH:,} tuples, a {o['budget']:g} s budget per "
         "strategy and case after which the throughput over the processed prefix is reported as *timed out*; "
         f"runs shorter than {o['repeats']['below_seconds']:g} s are repeated, best of up to "
@@ -191,7 +191,7 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             "Throughput (tuples/s), then views and stored entries / bytes per strategy. `dbt` and `1-ivm` "
             "run one query per aggregate (1 + m + m(m+1)/2 of them). `fivm` runs relation deltas in "
-            "columns (docs/algorithms/fivm.md §2.14), the service's default; `fivm per-tuple` is the same "
+            "columns (docs/fivm/algorithm.md §2.14), the service's default; `fivm per-tuple` is the same "
             "strategy with `execution: per-tuple`; every baseline runs per tuple.",
             "",
             "| s | m | " + " | ".join(labels) + " | fivm / dbt | fivm / dbt-ring | fivm / sql-opt |",

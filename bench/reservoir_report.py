@@ -147,7 +147,7 @@ def _e1_row(name: str, r: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The tables of docs/reservoir-benchmark.md, printed from a stored report."""
+    """The tables of docs/reservoir/benchmark.md, printed from a stored report."""
     lines: list[str] = []
     m = report["machine"]
     lines.append(

@@ -1,4 +1,4 @@
-"""The sketches benchmark's plot and the tables of docs/sketches-benchmark.md, printed from a stored
+"""The sketches benchmark's plot and the tables of docs/sketches/benchmark.md, printed from a stored
 report alone.
 """
 

@@ -1,4 +1,4 @@
-"""A small deterministic TPC-H-like generator for the Q17/Q18 benchmark (docs/algorithms/vwap.md §8.3).
+"""A small deterministic TPC-H-like generator for the Q17/Q18 benchmark (docs/vwap/algorithm.md §8.3).
 
 This is a SUBSTITUTE for the paper's "augmented" TPC-H generator, whose details are not given. It
 writes ``part``, ``customer``, ``orders`` and ``lineitem`` as ``|``-separated ``.tbl`` files in standard
@@ -15,7 +15,7 @@ mod 3), but text columns are short random words and nothing else of the TPC-H sp
 Variants:
 
 - ``uniform``: l_partkey uniform over the parts; quantities the integers 1..50 (TPC-H).
-- ``skewed`` (docs/algorithms/vwap.md §8.3): l_partkey Zipf(s) over the parts (s = 1 by default; partkey k has
+- ``skewed`` (docs/vwap/algorithm.md §8.3): l_partkey Zipf(s) over the parts (s = 1 by default; partkey k has
   weight 1/k, so partkey 1 is the hottest) AND a widened quantity domain: 2-decimal quantities in
   [1.00, 50.00]. With integer quantities a partkey has at most 50 distinct quantities, which caps the
   DBToaster-style Q17 loop at 50; the wider domain lets the hot partkeys grow thousands.

@@ -1,7 +1,7 @@
 """Triangle-count benchmark: IVM^ε against first-order IVM and the other baselines, plus one end-to-end run.
 
-One run measures (workloads in ``bench/triangles_workloads.py``, explained in docs/algorithms/triangles.md §7;
-results in docs/triangles-benchmark.md):
+One run measures (workloads in ``bench/triangles_workloads.py``, explained in docs/triangles/algorithm.md §7;
+results in docs/triangles/benchmark.md):
 
 1. engine level, relations mode R(a,b)·S(b,c)·T(c,a), |D| in ``--sizes`` (default 2^12, 2^14, 2^16, 2^18):
    - ``W-mix`` and ``W-hub``: D₀ through BUILD (``load``), then toggles of R(a*, b*);
@@ -132,7 +132,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--markdown",
         action="store_true",
-        help="print the docs/triangles-benchmark.md tables from a stored report (--from) and exit",
+        help="print the docs/triangles/benchmark.md tables from a stored report (--from) and exit",
     )
     p.add_argument(
         "--from", dest="source", default=None, help="report for --markdown (default: the --out JSON)"

@@ -200,7 +200,7 @@ def _cell(c: dict[str, Any] | None) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The tables of docs/triangles-benchmark.md, from a stored report (a test checks the doc)."""
+    """The tables of docs/triangles/benchmark.md, from a stored report (a test checks the doc)."""
     cases = report["cases"]
     out: list[str] = []
     cfg = report["config"]

@@ -1,6 +1,6 @@
 """Synthetic workloads of the triangle benchmark and an independent brute-force oracle.
 
-What each workload exposes: docs/algorithms/triangles.md §7.
+What each workload exposes: docs/triangles/algorithm.md §7.
 
 Everything is deterministic: closed-form constructions, or ``random.Random(seed)`` (ids are ints, so
 ``PYTHONHASHSEED`` does not matter). Relations are Z-relations ``{(x, y): multiplicity}``.

@@ -69,7 +69,7 @@ def default_strategy() -> str:
 
 class DuckDBPeer:
     """The live book as a bag, and the query's SQL evaluated by DuckDB over it once per batch: an
-    implementation that shares nothing with the engine's plans (docs/algorithms/vwap.md §5.4)."""
+    implementation that shares nothing with the engine's plans (docs/vwap/algorithm.md §5.4)."""
 
     def __init__(self, query: str) -> None:
         import duckdb

@@ -1,4 +1,4 @@
-"""The vwap benchmark's plot and the tables of docs/vwap-benchmark.md, printed from a stored report alone."""
+"""The vwap benchmark's plot and the tables of docs/vwap/benchmark.md, printed from a stored report alone."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _load(meta: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The tables of docs/vwap-benchmark.md, from a stored result file only."""
+    """The tables of docs/vwap/benchmark.md, from a stored result file only."""
     meta = report["meta"]
     default = report["goals"]["default"]
     lines = [

@@ -1,6 +1,6 @@
 """Spark side of the fivm service: engine state from a snapshot, and the result recomputed in SQL.
 
-docs/algorithms/fivm.md §8. ``build_state`` evaluates the view tree bottom-up with Spark
+docs/fivm/algorithm.md §8. ``build_state`` evaluates the view tree bottom-up with Spark
 (``batch_views``) and writes each partition key's materialized views, supports and meta entries in the
 engine's snapshot format (§4); ``recompute`` evaluates the query as one flat SQL join
 (``batch_sql``), independently of the view tree, for reconciliation.

@@ -1,4 +1,4 @@
-"""Ring payloads as Spark columns, for the batch jobs (docs/algorithms/fivm.md §8).
+"""Ring payloads as Spark columns, for the batch jobs (docs/fivm/algorithm.md §8).
 
 A payload is one column per component, so every ring operation is a SQL expression and a ring sum is
 a ``GROUP BY`` with ``SUM`` per component:
@@ -51,7 +51,7 @@ def _product_of(columns: Sequence[Column | None]) -> Column | None:
 def product(factors: Sequence[Payload]) -> Payload:
     """The ring product of payloads over disjoint lifted variables (multilinear in the factors):
     ``c = Π c_f``; ``s_j = s_{f,j} Π_{g≠f} c_g``; ``q_ij = q_{f,ij} Π_{g≠f} c_g`` inside one factor and
-    ``s_{f,i} s_{g,j} Π_{h≠f,g} c_h`` across two (docs/algorithms/fivm-rings.md §2.3)."""
+    ``s_{f,i} s_{g,j} Π_{h≠f,g} c_h`` across two (docs/fivm/rings.md §2.3)."""
 
     def counts_except(*skip: int) -> Column | None:
         return _product_of([f.count for i, f in enumerate(factors) if i not in skip])
@@ -133,7 +133,7 @@ def nonzero(block: Sequence[int], cofactor: bool) -> Column:
 
 def decimal_units(value: float, decimals: int) -> Decimal:
     """The exact number of 10^-decimals units in the decimal a float spells (its shortest round-trip
-    text), rounded half to even (docs/algorithms/fivm-rings.md §8)."""
+    text), rounded half to even (docs/fivm/rings.md §8)."""
     units = Decimal(repr(float(value))).scaleb(decimals, context=_CONTEXT)
     exact = units.to_integral_value(rounding=ROUND_HALF_EVEN, context=_CONTEXT)
     if exact.adjusted() >= MAX_DIGITS:

@@ -1,4 +1,4 @@
-"""The fivm query recomputed with Spark SQL, for reconciliation (docs/algorithms/fivm.md §8.2).
+"""The fivm query recomputed with Spark SQL, for reconciliation (docs/fivm/algorithm.md §8.2).
 
 An oracle independent of the view tree: one SQL statement joins every relation occurrence flat
 (natural join on shared variables within each partition key), weighs each join row by the product
@@ -166,7 +166,7 @@ def _result(
 
 def shaped(agg: Aggregates, value: Any, model_spec: Mapping[str, Any] | None) -> dict[str, Any]:
     """A result without groups in the service's form: covariance statistics (and the model refitted
-    from them, docs/algorithms/fivm-rings.md §7) or ``{"value": v}``."""
+    from them, docs/fivm/rings.md §7) or ``{"value": v}``."""
     if agg.ring != "covariance":
         return {"value": value}
     out = dict(value)

@@ -1,4 +1,4 @@
-"""The view tree evaluated with Spark, bottom-up, for the bootstrap (docs/algorithms/fivm.md §8.1).
+"""The view tree evaluated with Spark, bottom-up, for the bootstrap (docs/fivm/algorithm.md §8.1).
 
 Every view of τ(ω, F) becomes a DataFrame keyed by the partition key and the view's keys, with one
 column per payload component (``ivmstream.services.fivm.batch_payloads``): a leaf groups its relation by its

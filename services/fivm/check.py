@@ -1,4 +1,4 @@
-"""Debug mode: the invariants of docs/algorithms/fivm.md §5.2, checked after every propagated delta.
+"""Debug mode: the invariants of docs/fivm/algorithm.md §5.2, checked after every propagated delta.
 
 Debug mode keeps every base relation's support, so each materialized view can be re-evaluated from
 scratch (``ivmstream.services.fivm.evaluate``) and compared with what the triggers maintained. Cost: a full

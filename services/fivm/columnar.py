@@ -1,4 +1,4 @@
-"""Per-batch execution of trigger plans with payloads in columns (docs/algorithms/fivm.md §2.14).
+"""Per-batch execution of trigger plans with payloads in columns (docs/fivm/algorithm.md §2.14).
 
 The per-tuple trigger multiplies one small payload at a time, so in Python its cost is the fixed
 overhead of each numpy call, not the arithmetic. Here one relation delta climbs the same compiled

@@ -1,6 +1,6 @@
 """The F-IVM engine: event intake and state persistence in front of one maintenance strategy.
 
-docs/algorithms/fivm.md §2.5 (updates), §2.12 (edge cases) and §4 (state). ``FivmEngine(config)`` parses
+docs/fivm/algorithm.md §2.5 (updates), §2.12 (edge cases) and §4 (state). ``FivmEngine(config)`` parses
 the configuration (``ivmstream.services.fivm.query``), builds the strategy named by ``strategy`` from
 ``STRATEGIES`` and feeds it consolidated per-relation deltas. Baselines (first-order IVM, a
 DBToaster-style hierarchy, re-evaluation) plug in as further strategies exposing the same maintainer
@@ -61,7 +61,7 @@ class Maintainer(Protocol):
 STRATEGIES: dict[str, Callable[[Query], Maintainer]] = {
     "fivm": FivmMaintainer,  # U = every relation, or the configured ``updatable``
     "fivm-one": FivmMaintainer,  # U = the one relation ``updatable`` names (checked by parse_query)
-    **BASELINES,  # docs/algorithms/fivm-baselines.md
+    **BASELINES,  # docs/fivm/baselines.md
 }
 
 
@@ -75,7 +75,7 @@ class FivmEngine:
         self.maint = STRATEGIES[self.query.strategy](self.query)
         self.intake = Intake(self.query)
         self.ring = self.maint.ring
-        # Product deltas (docs/algorithms/fivm.md §2.13): how many, and the entries stored views absorbed.
+        # Product deltas (docs/fivm/algorithm.md §2.13): how many, and the entries stored views absorbed.
         self.factorized_updates = 0
         self.factorized_absorbed: dict[str, int] = {}
         self._check: Callable[[], None] | None = None
@@ -157,7 +157,7 @@ class FivmEngine:
         factors: Sequence[Factor | tuple[str | Sequence[str], Mapping[Any, int | float]]],
         copies: int = 1,
     ) -> dict[str, int]:
-        """Add ``copies`` times the product of ``factors`` to ``relation`` (docs/algorithms/fivm.md §2.13).
+        """Add ``copies`` times the product of ``factors`` to ``relation`` (docs/fivm/algorithm.md §2.13).
 
         A factor is ``Factor(columns, {key: number})`` or ``(columns, {key: number})``; a one-column
         factor may key by bare values. The factors' columns split the relation's columns (but its
@@ -212,7 +212,7 @@ class FivmEngine:
 
     def root_payloads(self) -> dict[Key, Any]:
         """The result before rendering: each group key (``()`` without free variables) and its payload,
-        the product of one entry of each root (docs/algorithms/fivm.md §2.11), zeros left out. A shard
+        the product of one entry of each root (docs/fivm/algorithm.md §2.11), zeros left out. A shard
         publishes these (services/fivm/sharding.py), so its sum renders as one engine's result."""
         ring = self.ring
         free = self.query.group_by
@@ -385,7 +385,7 @@ def query_config(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shape_result(query: Query, result: Mapping[str, Any], spec: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``FivmEngine.result()`` in the service's result form (docs/algorithms/fivm.md §7.2).
+    """``FivmEngine.result()`` in the service's result form (docs/fivm/algorithm.md §7.2).
 
     count, sum and matrix keep ``{"value": v}`` or ``{"groups": [...]}``; a covariance result is its
     ``count``, ``variables``, ``sum`` and ``sumprod`` (with ``model`` when configured); listing and

@@ -1,4 +1,4 @@
-"""Static evaluation of a view tree from base relations, bottom-up (docs/algorithms/fivm.md §2.4).
+"""Static evaluation of a view tree from base relations, bottom-up (docs/fivm/algorithm.md §2.4).
 
 Every view from scratch: leaves from the base tuples (with their composed lifts), indicator leaves from
 the supports, and each V@X as the hash join of its children grouped by its keys. It shares no code with

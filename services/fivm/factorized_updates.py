@@ -1,6 +1,6 @@
 """Factorized updates: a delta given as a product of factors, propagated without expanding it.
 
-docs/algorithms/fivm.md §2.13. ``δR = F1 ⊗ … ⊗ Fr`` where the factors' column sets are disjoint and
+docs/fivm/algorithm.md §2.13. ``δR = F1 ⊗ … ⊗ Fr`` where the factors' column sets are disjoint and
 cover R's columns (all but a weight column, whose value the factor payloads are): a rank-1 change
 ``u[J] ⊗ v[K]`` of a matrix A2[J,K], a one-row change ``e_i ⊗ v``; rank r is r such products in turn.
 

@@ -1,4 +1,4 @@
-"""Event intake: typed, canonical tuples and batch consolidation (docs/algorithms/fivm.md §1.2, §2.12).
+"""Event intake: typed, canonical tuples and batch consolidation (docs/fivm/algorithm.md §1.2, §2.12).
 
 Each event names a relation, carries every column of it and a non-zero integer multiplicity change.
 Values are made canonical once, here, so that join keys compare by exact equality: floats are finite
@@ -44,7 +44,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 _INF = math.inf
 
-# An event for relation ``R + FACTORIZED_SUFFIX`` carries a product delta of R (docs/algorithms/fivm.md
+# An event for relation ``R + FACTORIZED_SUFFIX`` carries a product delta of R (docs/fivm/algorithm.md
 # §2.13): row ``{"factors": [{"columns": [...], "entries": [[[v, ...], x], ...]}, ...]}``, the list
 # itself or its JSON text (a string column passes any typed event codec). Relation names are
 # identifiers, so the suffix never names a relation.

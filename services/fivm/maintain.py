@@ -1,6 +1,6 @@
 """F-IVM maintenance: materialized views of one view tree, kept current by per-relation triggers.
 
-docs/algorithms/fivm.md §2.5 to §2.7 and §2.9. An update to relation R is one consolidated delta (tuple ->
+docs/fivm/algorithm.md §2.5 to §2.7 and §2.9. An update to relation R is one consolidated delta (tuple ->
 non-zero multiplicity) propagated from each of R's leaves to the root in sequence: R's own leaf, each
 alias of R (self-joins), then R's indicator projections. Each step joins the delta with the stored
 siblings, multiplies payloads (and the lift of a bound variable), groups by the parent's keys and adds

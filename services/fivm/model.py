@@ -1,4 +1,4 @@
-"""Linear regression from a maintained cofactor payload (docs/algorithms/fivm-rings.md §7).
+"""Linear regression from a maintained cofactor payload (docs/fivm/rings.md §7).
 
 The root of a cofactor view tree holds ``c = Σ 1``, ``s = Σ t`` and ``Q = Σ t tᵀ`` over the join,
 which is the Gram matrix ``[[c, sᵀ], [s, Q]]`` of the design matrix with an intercept column. Any

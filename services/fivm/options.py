@@ -1,8 +1,8 @@
 """Options of the fivm service, their validation and the relations it accepts.
 
-The options are the query configuration of ``query`` (docs/algorithms/fivm.md §1.3), one config key
+The options are the query configuration of ``query`` (docs/fivm/algorithm.md §1.3), one config key
 each, plus ``model``: a linear regression fitted from a covariance result whenever the result is read
-(docs/algorithms/fivm-rings.md §7).
+(docs/fivm/rings.md §7).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ OPTIONS: dict[str, Option] = {
         [],
         names,
         "relations that also accept product updates as events of relation '<R>:factorized' "
-        "(docs/algorithms/fivm.md §2.13)",
+        "(docs/fivm/algorithm.md §2.13)",
         state=False,  # which event forms are accepted; the stored views do not depend on it
     ),
     "model": Option(
@@ -122,7 +122,7 @@ OPTIONS: dict[str, Option] = {
 }
 # Query keys this declaration does not know yet still reach the engine, which checks them.
 for _key in KEYS:
-    OPTIONS.setdefault(_key, Option(None, lambda v: v, f"query key {_key!r} (docs/algorithms/fivm.md §1.3)"))
+    OPTIONS.setdefault(_key, Option(None, lambda v: v, f"query key {_key!r} (docs/fivm/algorithm.md §1.3)"))
 
 
 def validate(options: Mapping[str, Any]) -> None:

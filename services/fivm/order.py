@@ -1,4 +1,4 @@
-"""Variable orders: the forest of join variables a view tree follows (docs/algorithms/fivm.md §2.1).
+"""Variable orders: the forest of join variables a view tree follows (docs/fivm/algorithm.md §2.1).
 
 A variable order is a rooted forest with one node per variable such that the variables of every
 relation lie on one root-to-leaf path; each relation hangs as a leaf under its lowest variable. Free

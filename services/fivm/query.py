@@ -1,6 +1,6 @@
 """The F-IVM query configuration: relations, ring, free variables, variable order, updatable relations.
 
-One configuration is one query (docs/algorithms/fivm.md §1): a group-by aggregate over the natural
+One configuration is one query (docs/fivm/algorithm.md §1): a group-by aggregate over the natural
 join of the relations (shared column names join), with payloads in one ring. ``parse_query`` checks
 the configuration once and reports the first problem in one line (``EngineError``); everything after
 it (order, view tree, plans, engine) may then trust the ``Query``.
@@ -8,7 +8,7 @@ it (order, view tree, plans, engine) may then trust the ``Query``.
 Relations are declared in the platform's one form ``{name: {col: type}}`` (``ivmstream.sdk.
 parse_relations``, with its shorthands), where a relation may be a self-join alias ``name: {alias_of:
 other, columns: [c1, c2, ...]}``: the same stored relation with its columns renamed positionally
-(docs/algorithms/fivm.md §2.6). Events address the relation, never an alias.
+(docs/fivm/algorithm.md §2.6). Events address the relation, never an alias.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ RING_NAMES = ("count", "sum", "covariance", "listing", "factorized", "matrix")
 STRATEGY_NAMES = (
     "fivm",
     "fivm-one",
-    # baselines, docs/algorithms/fivm-baselines.md
+    # baselines, docs/fivm/baselines.md
     "1-ivm",
     "1-ivm-ring",
     "dbt",
@@ -67,7 +67,7 @@ EXECUTIONS = ("auto", "per-tuple")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Rings whose payloads carry the free variables themselves (a listing, a factorized relation): the
-# view tree then marginalizes every variable and lifts the free ones (docs/algorithms/fivm.md §2.8).
+# view tree then marginalizes every variable and lifts the free ones (docs/fivm/algorithm.md §2.8).
 LIFT_FREE_RINGS = frozenset({"listing", "factorized"})
 # Rings whose result is spread over every view (enumeration reads them all): μ stores every view.
 DISTRIBUTED_RINGS = frozenset({"factorized"})
@@ -103,12 +103,12 @@ class Query:
     ring_options: tuple[tuple[str, Any], ...]
     debug: bool
     raw: dict[str, Any]  # the normalized configuration (snapshots record it)
-    decimals: int | None = None  # exact decimals for sum/covariance values (docs/algorithms/fivm-rings.md §8)
+    decimals: int | None = None  # exact decimals for sum/covariance values (docs/fivm/rings.md §8)
     weights: tuple[tuple[str, str], ...] = ()  # (relation, column): a tuple counts weight·multiplicity
     execution: str = "auto"  # auto: relation deltas in columns where the ring allows (fivm.md §2.14)
 
     def weight_of(self, base: str) -> str | None:
-        """The column whose value weighs each tuple of ``base`` (docs/algorithms/fivm.md §1.2), if any."""
+        """The column whose value weighs each tuple of ``base`` (docs/fivm/algorithm.md §1.2), if any."""
         return dict(self.weights).get(base)
 
     @property
@@ -141,7 +141,7 @@ class Query:
 
     @property
     def lifted(self) -> frozenset[str]:
-        """The variables whose lift may differ from 1 (docs/algorithms/fivm.md §1.1, §2.8)."""
+        """The variables whose lift may differ from 1 (docs/fivm/algorithm.md §1.1, §2.8)."""
         if self.ring == "sum":
             return frozenset(self.sum) | {c for _, c in self.weights}
         if self.ring == "covariance":
@@ -378,7 +378,7 @@ def _weights(
     sums: tuple[str, ...],
     order: Any,
 ) -> tuple[tuple[str, str], ...]:
-    """``weights: {relation: column}`` (docs/algorithms/fivm.md §1.2): the column's value multiplies
+    """``weights: {relation: column}`` (docs/fivm/algorithm.md §1.2): the column's value multiplies
     each tuple's multiplicity. It is lifted by the identity in the sum ring, so it must be a numeric
     column private to its relation, bound, and summed out inside the relation's leaf."""
     if spec is None or spec == {}:

@@ -1,7 +1,7 @@
 """Declaration of the fivm service: SUM aggregates over joins in payload rings, maintained by F-IVM.
 
 Its options are in ``options``; its engine is ``FivmEngine`` behind ``engine.ServiceEngine``, which
-only puts the result into the service's result form (docs/algorithms/fivm.md §7.2).
+only puts the result into the service's result form (docs/fivm/algorithm.md §7.2).
 """
 
 from __future__ import annotations
@@ -51,5 +51,5 @@ SERVICE = ServiceDefinition(
     demo=DemoWorkload(input=DATA / "housing.jsonl", config=DEMO_CONFIG, partitions=2),
     state_version=1,
     sharding="ivmstream.services.fivm.sharding:SHARDING",  # one query over workers: docs/architecture.md
-    batch="ivmstream.services.fivm.batch:JOBS",  # Spark bootstrap and reconcile: docs/algorithms/fivm.md §8
+    batch="ivmstream.services.fivm.batch:JOBS",  # Spark bootstrap and reconcile: docs/fivm/algorithm.md §8
 )

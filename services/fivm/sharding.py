@@ -4,7 +4,7 @@ With ``shard_by: P`` (docs/architecture.md, "Scaling one query over workers") ev
 with column P goes to the input partition its P value hashes to, and every event of another relation
 to all partitions. Each join tuple has one P value, so partition i joins exactly the join tuples whose
 P hashes to i: its root is the query over them, and the query is the ring sum of the partitions' roots
-(docs/algorithms/fivm.md §7.7). Any P gives the right sum; the root variable of the variable order is
+(docs/fivm/algorithm.md §7.7). Any P gives the right sum; the root variable of the variable order is
 the efficient choice, since then no join below P crosses partitions and only the relations without P
 are replicated.
 

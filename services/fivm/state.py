@@ -1,4 +1,4 @@
-"""The state layout: named maps of byte entries (docs/algorithms/fivm.md §4.1).
+"""The state layout: named maps of byte entries (docs/fivm/algorithm.md §4.1).
 
 * one map per materialized view, named like the view (``V@X``, a relation's name, ``I@X:R``): entry
   key = the key tuple as JSON, value = the key's creation number (8 bytes, big-endian) followed by the

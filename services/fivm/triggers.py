@@ -1,6 +1,6 @@
 """Trigger plans: how a delta entering a leaf climbs to the root, compiled once per query.
 
-docs/algorithms/fivm.md §2.5. For every leaf (a relation occurrence, or an indicator projection) the
+docs/fivm/algorithm.md §2.5. For every leaf (a relation occurrence, or an indicator projection) the
 plan lists, for each view on the path to the root, the siblings to join with and how to find the
 matching sibling entries: a point lookup when the variables bound so far cover the sibling's keys, an
 index on the bound variables otherwise, a scan when nothing is bound (a Cartesian product). The
@@ -9,7 +9,7 @@ indexes each view needs follow from the plans (§2.5) and are created once.
 A partial join row is a tuple of variable values (the delta's keys, then each sibling's new keys);
 payloads are collected per child and multiplied in the parent's product order, the lift of the
 parent's variable last: block-layout rings need every partial product to cover contiguous preorder
-ranges (docs/algorithms/fivm.md §2.8).
+ranges (docs/fivm/algorithm.md §2.8).
 """
 
 from __future__ import annotations

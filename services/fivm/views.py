@@ -1,6 +1,6 @@
 """The view store: one materialized view as key tuple -> payload, with secondary indexes.
 
-docs/algorithms/fivm.md §2.5 and §4. A key holds the view's key variables in the view's key order.
+docs/fivm/algorithm.md §2.5 and §4. A key holds the view's key variables in the view's key order.
 Zero payloads are never stored: a key whose payload becomes zero leaves the view and every index, and a
 later change re-creates it (§2.12). Indexes serve sibling joins that bind only some of a view's key
 variables; which ones a view needs is fixed when the trigger plans are compiled.

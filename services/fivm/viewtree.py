@@ -1,6 +1,6 @@
 """View trees τ(ω, F), indicator projections and the materialization set μ(τ, U).
 
-docs/algorithms/fivm.md §2.4 (view trees), §2.7 (μ) and §2.9 (indicator projections). A view tree has one
+docs/fivm/algorithm.md §2.4 (view trees), §2.7 (μ) and §2.9 (indicator projections). A view tree has one
 view per variable of the order, ``V@X``, keyed by dep(X) plus the free variables below X; it joins its
 children and, when X is bound, marginalizes X (multiplying by the lift g_X). Leaves are the relations,
 with the bound variables private to the relation composed into the leaf (§2.4). Free variables whose

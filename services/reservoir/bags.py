@@ -1,4 +1,4 @@
-"""Bags of a decomposition, materialised by delta joins (docs/algorithms/reservoir.md §4).
+"""Bags of a decomposition, materialised by delta joins (docs/reservoir/algorithm.md §4).
 
 A cyclic join is run as an acyclic join over the bags of a declared decomposition. Each bag keeps the
 join of its aliases; inserting an alias tuple yields the bag tuples it creates (its join with the

@@ -1,4 +1,4 @@
-"""Spark side of the reservoir service (docs/algorithms/reservoir.md §8).
+"""Spark side of the reservoir service (docs/reservoir/algorithm.md §8).
 
 - ``build_state`` (bootstrap): per partition key, the base relations of the snapshot (tuples present
   with a positive net multiplicity) and the index's counts for every directed edge of the join tree,

@@ -1,5 +1,5 @@
 """The reservoir engine: a uniform sample of a join's results, kept as tuples arrive
-(docs/algorithms/reservoir.md).
+(docs/reservoir/algorithm.md).
 
 One class runs every strategy, since they share the event handling (base relations fanned out to
 their aliases, set semantics, deletes) and differ in what they keep:

@@ -1,4 +1,4 @@
-"""Exact join counts and rank access, built from scratch (docs/algorithms/reservoir.md §3.2, §3.3).
+"""Exact join counts and rank access, built from scratch (docs/reservoir/algorithm.md §3.2, §3.3).
 
 Bottom-up over the join tree rooted at node 0 (Yannakakis' sum-product): every tuple's exact number
 of results in its subtree, per parent key the tuples with their running sums. Rank r of the join

@@ -1,4 +1,4 @@
-"""The dynamic join index (docs/algorithms/reservoir.md §2.3-§2.5) and its exact-weight variant (§3.1).
+"""The dynamic join index (docs/reservoir/algorithm.md §2.3-§2.5) and its exact-weight variant (§3.1).
 
 One structure per *directed* edge ``e→p`` of the join tree (plus a super-root over node 0): for each
 key value ``v`` (the columns ``e`` shares with ``p``) the items of ``e`` with that key, arranged so

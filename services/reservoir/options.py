@@ -1,4 +1,4 @@
-"""Options of the reservoir service (docs/algorithms/reservoir.md §1), their validation and the base
+"""Options of the reservoir service (docs/reservoir/algorithm.md §1), their validation and the base
 relations events address; the join they describe is ``query.Query``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The predicate language θ over join-result columns (docs/algorithms/reservoir.md §1.3).
+"""The predicate language θ over join-result columns (docs/reservoir/algorithm.md §1.3).
 
 A small, safe subset of Python expression syntax: column names, int/float/string literals,
 arithmetic (+ - * // %), comparisons (chained too), ``and``/``or``/``not`` and parentheses. The text is

@@ -1,4 +1,4 @@
-"""The join a reservoir service's options describe (docs/algorithms/reservoir.md §1).
+"""The join a reservoir service's options describe (docs/reservoir/algorithm.md §1).
 
 ``relations`` declares the join's relation aliases by their columns (the natural join on shared
 column names), in the platform's one form (``ivmstream.sdk.parse_relations``); a self-join alias

@@ -1,4 +1,4 @@
-"""Reservoir sampling with a predicate over batches with dummies (docs/algorithms/reservoir.md §2.2).
+"""Reservoir sampling with a predicate over batches with dummies (docs/reservoir/algorithm.md §2.2).
 
 ``Reservoir`` is Algorithm L (Li 1994) in its batched, predicate form: its state is the sample ``S``,
 the threshold ``w`` (None until S first fills, then the k-th smallest of the real items' implicit

@@ -1,5 +1,5 @@
 """Declaration of the reservoir service: a uniform sample of a join's results, kept by RSJoin
-(docs/algorithms/reservoir.md).
+(docs/reservoir/algorithm.md).
 
 Each ``key_field`` value is an independent query instance; within one the events are one ordered
 stream, since the sample depends on arrival order, which the log fixes. The demo samples walks of
@@ -39,6 +39,6 @@ SERVICE = ServiceDefinition(
     engine=ReservoirEngine,
     validate=validate,
     demo=DemoWorkload(input=DATA / "graph.jsonl", config=LINE3_CONFIG, partitions=2),
-    state_version=2,  # 2: checkpointed as entries (docs/algorithms/reservoir.md §9)
-    batch="ivmstream.services.reservoir.batch:JOBS",  # Spark jobs: docs/algorithms/reservoir.md §8
+    state_version=2,  # 2: checkpointed as entries (docs/reservoir/algorithm.md §9)
+    batch="ivmstream.services.reservoir.batch:JOBS",  # Spark jobs: docs/reservoir/algorithm.md §8
 )

@@ -1,4 +1,4 @@
-"""Spark side of the sketches service: bootstrap and reconcile (docs/algorithms/sketches.md §8).
+"""Spark side of the sketches service: bootstrap and reconcile (docs/sketches/algorithm.md §8).
 
 * ``recompute``: per key, the sketch captured with Spark SQL over the snapshot (the query rewritten to
   return the fragment ids of its provenance, §8.1), the query's answer over all the data, and the rows a

@@ -1,4 +1,4 @@
-"""A Bloom filter over join keys (docs/algorithms/sketches.md §2.6.2).
+"""A Bloom filter over join keys (docs/sketches/algorithm.md §2.6.2).
 
 Keys are hashed from one canonical byte encoding for both ``add`` and ``might_contain`` (a filter that
 hashed them differently would report false negatives and lose join results). Multi-column keys are

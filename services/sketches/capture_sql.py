@@ -1,4 +1,4 @@
-"""Provenance capture as SQL (docs/algorithms/sketches.md §8.1): the query rewritten to return the
+"""Provenance capture as SQL (docs/sketches/algorithm.md §8.1): the query rewritten to return the
 fragment ids of the rows in its provenance, for an engine outside this service (Spark for reconcile,
 DuckDB for the vectorised ``full`` baseline of the benchmark).
 

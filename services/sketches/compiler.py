@@ -1,6 +1,6 @@
 """The sketches SQL compiler: a query parsed into an annotated operator plan, its partition, safety.
 
-The supported class (docs/algorithms/sketches.md §1.2): ``SELECT [DISTINCT] ... FROM`` tables with inner
+The supported class (docs/sketches/algorithm.md §1.2): ``SELECT [DISTINCT] ... FROM`` tables with inner
 joins (``JOIN ... ON`` or comma + WHERE), ``WHERE``, ``GROUP BY``, ``HAVING``, ``ORDER BY``, ``LIMIT``,
 aggregates sum/count/avg/min/max, and ``UNION ALL`` of select-project-join queries. Anything else is a
 ``QueryError`` naming the construct. A ``(query, partition)`` pair is accepted only when a safety

@@ -1,6 +1,6 @@
 """The sketches engine: one provenance sketch maintained over update events, and data skipping with it.
 
-State (docs/algorithms/sketches.md §6): a fragment-clustered table store (every table the query reads,
+State (docs/sketches/algorithm.md §6): a fragment-clustered table store (every table the query reads,
 rows grouped by their fragment) and the operator state of the plan (join indexes, group state with
 fragment counts, top-k order, the merge counts μ). Strategies (§4):
 

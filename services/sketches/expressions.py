@@ -2,7 +2,7 @@
 
 A ``Resolver`` maps a sub-expression to the row position that already holds its value (a column, a
 group expression, an aggregate call) or returns None to compile it from its parts. Anything outside
-the supported class is a ``QueryError`` naming the construct (docs/algorithms/sketches.md §1.2).
+the supported class is a ``QueryError`` naming the construct (docs/sketches/algorithm.md §1.2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Options of the sketches service (docs/algorithms/sketches.md §7), their validation and the relations
+"""Options of the sketches service (docs/sketches/algorithm.md §7), their validation and the relations
 it accepts: the tables the configured query reads."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ OPTIONS: dict[str, Option] = {
     "query": Option(
         DEFAULT_QUERY,
         Parser("a SQL query", _sql),
-        "the sketched query (SQL, docs/algorithms/sketches.md §1.2)",
+        "the sketched query (SQL, docs/sketches/algorithm.md §1.2)",
     ),
     "relations": relations_option("tpch", aliases=NO_ALIASES),
     "partition": Option(

@@ -1,7 +1,7 @@
 """Range partitions: which fragment a value falls in, and the predicate that scans a set of fragments.
 
 Fragment i covers ``[b_i, b_{i+1})`` with ``b_0 = -inf`` and ``b_{n+1} = +inf``: n boundaries give n + 1
-fragments (docs/algorithms/sketches.md §2.1). The outer fragments are open so that values beyond the
+fragments (docs/sketches/algorithm.md §2.1). The outer fragments are open so that values beyond the
 boundaries inserted later still fall in a fragment. NULL falls in fragment 0 (it sorts before every
 value), so the fragment count stays n + 1 and the use predicate says ``OR a IS NULL`` for fragment 0.
 """

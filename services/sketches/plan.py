@@ -1,7 +1,7 @@
 """Sketch-annotated operators: capture (non-incremental) and incremental maintenance of one plan.
 
 Every operator works on annotated tuples ``(row, P)``: ``P`` is an int bitmask of global fragment ids
-(docs/algorithms/sketches.md §2.2). Two evaluations share the operators:
+(docs/sketches/algorithm.md §2.2). Two evaluations share the operators:
 
 * ``capture(db)``: the annotated result of the operator over a database view, as a list of
   ``(row, P, multiplicity)`` (§2.3). It is the bootstrap, the ``full`` baseline, the oracle of the

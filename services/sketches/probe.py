@@ -1,4 +1,4 @@
-"""The probe join (docs/algorithms/sketches.md §2.4.5): join deltas against base tables, nothing materialised.
+"""The probe join (docs/sketches/algorithm.md §2.4.5): join deltas against base tables, nothing materialised.
 
 A materialised join keeps both inputs' annotated rows indexed by join key; for a join over big tables
 that is a copy of them. The probe variant keeps no join state: it evaluates ``other side restricted to

@@ -1,4 +1,4 @@
-"""Reusing a sketch across instances of one query template (docs/algorithms/sketches.md §2.7.1).
+"""Reusing a sketch across instances of one query template (docs/sketches/algorithm.md §2.7.1).
 
 A sketch maintained for instance Q1 may skip data for another instance Q2 of the same template (the
 same query with other constants) when Q2's result can only draw on data Q1's result drew on:

@@ -2,7 +2,7 @@
 
 One engine per key of ``key_field`` (each key an independent database with its own sketch of the
 configured query); every table the query reads arrives on the input topic in commit order
-(docs/algorithms/sketches.md §6). The demo sketches a TPC-H Q3-style join with top-k on
+(docs/sketches/algorithm.md §6). The demo sketches a TPC-H Q3-style join with top-k on
 ``lineitem.l_orderkey`` (safe by S2: the order key is a GROUP BY column) over two small databases, with
 lineitem deletes and re-inserts.
 """

@@ -1,4 +1,4 @@
-"""Operator state as checkpoint entries (docs/algorithms/sketches.md §6): one JSON encoding for it.
+"""Operator state as checkpoint entries (docs/sketches/algorithm.md §6): one JSON encoding for it.
 
 Besides the table store, each stateful operator writes its own map (join indexes ``j``, group states
 ``g``, MIN/MAX buffer values ``v``, top-k buffer ``k``, merge counts ``u``, small scalars ``x``) with

@@ -1,4 +1,4 @@
-"""Top-m buffers (docs/algorithms/sketches.md §2.6.3): the best m units of an ordered bag, refillable.
+"""Top-m buffers (docs/sketches/algorithm.md §2.6.3): the best m units of an ordered bag, refillable.
 
 MIN/MAX per group and ORDER BY ... LIMIT k need only the first units of their input in order. A buffer
 keeps an *exact prefix* of the whole ordered bag (every unit it drops ranks at or after every unit it

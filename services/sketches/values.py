@@ -1,6 +1,6 @@
 """SQL values: NULL-aware exact arithmetic, three-valued logic and the sort keys of the total order.
 
-Numbers stay exact (docs/algorithms/sketches.md §2.2): ints and Decimals add and multiply exactly, and
+Numbers stay exact (docs/sketches/algorithm.md §2.2): ints and Decimals add and multiply exactly, and
 a division or an average is a Fraction. A sum that drifted (floats) could flip a HAVING decision and
 with it the sketch, so floats only appear where a float column was declared.
 """
@@ -130,7 +130,7 @@ class Descending:
 
 
 def order_key(value: Any, descending: bool) -> tuple[Any, ...]:
-    """ORDER BY key of one value: NULLS LAST in both directions (docs/algorithms/sketches.md §2.9)."""
+    """ORDER BY key of one value: NULLS LAST in both directions (docs/sketches/algorithm.md §2.9)."""
     if value is None:
         return (1,)
     return (0, Descending(value) if descending else value)

@@ -1,6 +1,6 @@
 """Strategy ``auto``: run the plan that is cheapest for the updates actually seen, switch when it pays.
 
-docs/algorithms/triangles.md §4.7 explains the rule. In short: the engine runs one plan at a time
+docs/triangles/algorithm.md §4.7 explains the rule. In short: the engine runs one plan at a time
 (first-order, IVM^ε at ε = ½, or in relations mode one single-view plan that answers updates to one
 relation with a lookup) and, for sampled updates, prices what every other plan would have paid for
 the same update from the degrees it can read in O(1). The running excess of the current plan over a
@@ -37,7 +37,7 @@ AUTO_EPSILON = "1/2"
 class CostModel:
     """Estimated wall cost in nanoseconds (integers, so every decision is exact and reproducible).
 
-    Set from per-update times measured with bench/triangles.py (docs/algorithms/triangles.md §4.7);
+    Set from per-update times measured with bench/triangles.py (docs/triangles/algorithm.md §4.7);
     only the ratios matter."""
 
     first_order: int = 1_000  # fixed cost of one first-order update

@@ -2,11 +2,11 @@
 
 Relations are Z-relations stored as nested dicts ``index[x][y] = multiplicity`` (never 0, never an empty
 row), so ``len(index[x])`` is the degree and ``index.get(x)`` is a constant-time row probe
-(docs/algorithms/triangles.md §2.4).
+(docs/triangles/algorithm.md §2.4).
 Relation k ∈ {0: R(a,b), 1: S(b,c), 2: T(c,a)}; an update to relation k at (x, y) joins with the row y of
 relation k+1 and the column x of relation k+2. Graph mode keeps one relation E and aliases all three
 roles to it (k = k+1 = k+2 = 0), which turns the same delta code into the self-join rules of
-docs/algorithms/triangles.md §2.11.
+docs/triangles/algorithm.md §2.11.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def support(index: Index) -> int:
 
 def count_triangles(fwd: Sequence[Index], bwd: Sequence[Index]) -> tuple[int, int]:
     """Q = Σ_{(a,b)∈R} R(a,b)·Σ_c S(b,c)·T(c,a), iterating the smaller of S(b,·) and T(·,a)
-    (docs/algorithms/triangles.md §4.5).
+    (docs/triangles/algorithm.md §4.5).
 
     O(N^{3/2}); the recompute baseline, BUILD and the invariant checker use it. ``fwd``/``bwd`` are the
     three relations by first and by second variable (the same index thrice in graph mode).
@@ -297,7 +297,7 @@ class TriangleEngine:
     # --- BUILD -------------------------------------------------------------------------------------
 
     def load(self, data: Mapping[str, Mapping[tuple[Any, Any], int]] | Iterable[tuple[Any, Any]]) -> None:
-        """Preprocessing from a database D₀ (docs/algorithms/triangles.md §2.5) into an empty engine.
+        """Preprocessing from a database D₀ (docs/triangles/algorithm.md §2.5) into an empty engine.
 
         Relations mode: ``{"R": {(a, b): m, ...}, "S": ..., "T": ...}`` (Z-relations, m ≠ 0).
         Graph mode: an iterable of undirected edges (u, v), each once, no self-loops."""
@@ -390,7 +390,7 @@ class TriangleEngine:
         self._edge_changes.clear()
         self._rows_moved.clear()
 
-    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/algorithms/triangles.md §5.2) -
+    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/triangles/algorithm.md §5.2) -
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
     # per undirected edge, key [0, a, b] with (a, b) = _edge(x, y). Map "h": the rows [k, x] a strategy
     # with heavy/light parts (IVM^ε) keeps in the heavy part, so moving a row between parts rewrites one

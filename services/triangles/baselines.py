@@ -1,6 +1,6 @@
 """The baselines over unpartitioned relations, behind the same Engine protocol.
 
-Section numbers (§) refer to docs/algorithms/triangles.md.
+Section numbers (§) refer to docs/triangles/algorithm.md.
 
 - ``first-order`` (§4.2): classical IVM, Q += m·Σ_c S(b,c)·T(c,a) over the smaller row; the flag
   ``always_iterate_s`` always walks the S row (the textbook form, the paper's worst-case baseline).

@@ -1,5 +1,5 @@
 """Spark side of the triangles service: BUILD(D₀) of IVM^ε computed with Spark, and the count
-recomputed with Spark SQL for reconciliation (``batch_recompute``); docs/algorithms/triangles.md §5.3.
+recomputed with Spark SQL for reconciliation (``batch_recompute``); docs/triangles/algorithm.md §5.3.
 
 BUILD in Spark: tuples netted per key, |D| and N = 2|D|+1, the integer thresholds from the shared
 exact function (§2.3), degrees and the strict heavy/light partition, the three views as joins and Q

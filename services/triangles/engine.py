@@ -1,6 +1,6 @@
 """The triangles engine factory: IVM^ε and every baseline, selectable by strategy name.
 
-The algorithm and the baselines: docs/algorithms/triangles.md §2 and §4.
+The algorithm and the baselines: docs/triangles/algorithm.md §2 and §4.
 
 Pure and deterministic: no I/O. ``create_engine(mode, strategy, ...)`` is the one constructor the
 service (through ``make_engine``), Spark bootstrap, benchmarks and tests use; the classes live in

@@ -1,6 +1,6 @@
 """IVM^ε: heavy/light partitions, three views, minor and major rebalancing, O(1) answer.
 
-Section numbers (§) refer to docs/algorithms/triangles.md, which explains the algorithm (§2).
+Section numbers (§) refer to docs/triangles/algorithm.md, which explains the algorithm (§2).
 
 State Z = (ε, N, P, V). Relation k is split on its first variable into a heavy part (indexed by both
 variables; the second-variable index serves updates to the next relation) and a light part (first

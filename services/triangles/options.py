@@ -1,6 +1,6 @@
 """Options of the triangles service, their validation and the relations it accepts.
 
-Ids are int64 or strings (docs/algorithms/triangles.md §5.1). One service instance uses one id type
+Ids are int64 or strings (docs/triangles/algorithm.md §5.1). One service instance uses one id type
 (``id_type``), declared as the column type so the codec refuses the other kind: ``int`` (the default;
 int64, values outside it are refused by the engine with ``id-out-of-range``, because Spark and RocksDB
 keys are int64) or ``str``.

@@ -22,7 +22,7 @@ SERVICE = ServiceDefinition(
         config={"mode": "graph", "strategy": "ivm-eps", "epsilon": "1/2", "key_field": "graph"},
         partitions=2,
     ),
-    # strategy auto switching plans (docs/algorithms/triangles.md §4.7): toggles of an edge over a hub
+    # strategy auto switching plans (docs/triangles/algorithm.md §4.7): toggles of an edge over a hub
     # move it from first-order to IVM^eps, the sparse churn after them back; the plan and the decision
     # state must survive restores and replays like any other state
     workloads=(

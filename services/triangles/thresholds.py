@@ -1,6 +1,6 @@
 """Deterministic integer thresholds of IVM^ε, shared by the stream engine and Spark jobs.
 
-Why integers and how they are computed: docs/algorithms/triangles.md §2.3.
+Why integers and how they are computed: docs/triangles/algorithm.md §2.3.
 
 Heavy/light decisions compare integer degrees with ``c·N^ε``. Computing ``N**eps`` in floating point
 lets two implementations (Python here, a JVM in Spark) disagree in the last ulp and so disagree on

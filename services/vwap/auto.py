@@ -1,5 +1,5 @@
 """Strategy ``auto``: the plan with the least estimated cost per batch for the query, the observed batch
-size and the live domain (docs/algorithms/vwap.md §6.5).
+size and the live domain (docs/vwap/algorithm.md §6.5).
 
 Every strategy gives the same exact answer, so the choice only moves cost. The estimate of a strategy
 is ``move · units · (lg D if it walks a tree) + read · term(D)`` µs per batch: *units* are the events of
@@ -72,7 +72,7 @@ def _sq_plus(d: int) -> float:
     return float(d) ** 2.5
 
 
-# µs per unit, fitted on the finance trace (docs/algorithms/vwap.md §6.5).
+# µs per unit, fitted on the finance trace (docs/vwap/algorithm.md §6.5).
 MODELS: dict[str, dict[str, Model]] = {
     "vwap": {
         "rpai": Model(0.6, True, True, 0.12, _lg),

@@ -1,4 +1,4 @@
-"""Spark side of the vwap service: engine states built from a snapshot (docs/algorithms/vwap.md §6.3),
+"""Spark side of the vwap service: engine states built from a snapshot (docs/vwap/algorithm.md §6.3),
 and every query recomputed with Spark SQL for reconciliation (``batch_recompute``).
 
 Bootstrap, per partition key (a book): the netted bag of each relation the query reads (the ledger

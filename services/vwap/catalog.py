@@ -1,5 +1,5 @@
 """The query catalog: the relations of every query, which of them it reads, its parameters and the
-strategies it runs on (docs/algorithms/vwap.md §1.2)."""
+strategies it runs on (docs/vwap/algorithm.md §1.2)."""
 
 from __future__ import annotations
 

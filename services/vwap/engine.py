@@ -2,7 +2,7 @@
 
 The ledger is what makes every strategy see the same, valid stream: deletes of tuples that are not
 live and order-book tuples with non-positive volume (they break the monotonicity the RPAI shifts rely
-on, docs/algorithms/vwap.md §9.5) are refused with a reason and change nothing. The plan is derived
+on, docs/vwap/algorithm.md §9.5) are refused with a reason and change nothing. The plan is derived
 state: a snapshot is the ledger (plus per-price levels of the book sides), and a restore rebuilds the
 plan from it (§6.1, §6.2).
 """
@@ -42,7 +42,7 @@ class VwapEngine:
         self._reads = frozenset(info.reads)
         self.brokers: int | None = self.params.get("brokers") if query == "mst" else None
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
-        # ``auto`` (docs/algorithms/vwap.md §6.5): the strategy running now, the observed shape of the
+        # ``auto`` (docs/vwap/algorithm.md §6.5): the strategy running now, the observed shape of the
         # batches (smoothed integers) and the credit towards a switch, all part of the state so a restore
         # decides as the original would. The live domain is counted by the running plan (``domain()``).
         self.auto = strategy == "auto"
@@ -74,12 +74,12 @@ class VwapEngine:
         changed = self._changed.add
         net = 0
         # Under ``auto``, a batch that starts on an empty book goes to the ledger alone, and the plan the
-        # cost model picks for the book it leaves is then built from that book (docs/algorithms/vwap.md
+        # cost model picks for the book it leaves is then built from that book (docs/vwap/algorithm.md
         # §6.5): the first batch is not paid for twice, once in a plan chosen blind and once in a rebuild.
         deferred = self._modelled and not self.live_tuples
         held: list[tuple[str, Any, int]] = []  # a deferred batch's valid updates, for plans built by replay
         update = _held_update(held) if deferred else self.plan.update
-        # Plans with ``apply_levels`` take the batch netted per price level (docs/algorithms/vwap.md §3.6):
+        # Plans with ``apply_levels`` take the batch netted per price level (docs/vwap/algorithm.md §3.6):
         # the ledger still checks every event in order, the plan moves once per level touched.
         netted: dict[str, dict[Any, list[Any]]] | None = None
         if book and not deferred and hasattr(self.plan, "apply_levels"):
@@ -150,7 +150,7 @@ class VwapEngine:
             self._changed.clear()
         return rejections
 
-    # --- strategy auto (docs/algorithms/vwap.md §6.5) -------------------------------------------------
+    # --- strategy auto (docs/vwap/algorithm.md §6.5) -------------------------------------------------
 
     @property
     def auto_reason(self) -> str:
@@ -308,7 +308,7 @@ class VwapEngine:
         levels: Mapping[str, list[snap.Level]] | None,
     ) -> Any:
         """A plan of ``strategy`` holding ``bag``: from the price levels in one ascending pass where the
-        plan can (docs/algorithms/vwap.md §3.5), else from the live tuples in one pass where it can, else
+        plan can (docs/vwap/algorithm.md §3.5), else from the live tuples in one pass where it can, else
         by replaying the bag's tuples."""
         plan = make_plan(self.query, strategy, self.params)
         with exact_context():
@@ -332,7 +332,7 @@ class VwapEngine:
         events: int,
         choice: Sequence[Any] | None = None,
     ) -> None:
-        """Make ``bag`` the state: the plan is derived from it (docs/algorithms/vwap.md §6.2); under
+        """Make ``bag`` the state: the plan is derived from it (docs/vwap/algorithm.md §6.2); under
         ``auto`` the stored choice and shape come back as they were, so decisions continue unchanged."""
         if self.auto:
             self.credit = 0
@@ -359,7 +359,7 @@ class VwapEngine:
         self.rejected = 0
         self._changed.clear()
 
-    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/algorithms/vwap.md §6.2) ----------
+    # --- incremental state (ivmstream.engine.IncrementalEngine, docs/vwap/algorithm.md §6.2) ----------
     # Map "b": one entry per live bag tuple, key [relation, col1, ..., colN] (exact JSON), value its
     # multiplicity. Map "s": the event counter and the query/strategy the entries belong to. The plan's
     # trees are a function of the bag and are rebuilt on restore, as from a snapshot.
@@ -442,7 +442,7 @@ def _held_update(held: list[tuple[str, Any, int]]) -> Callable[[str, Any, int], 
 
 
 def _domain_counter(plan: Any) -> Callable[[], int]:
-    """The plan's count of live domain values (docs/algorithms/vwap.md §6.5), or 0 where it keeps none."""
+    """The plan's count of live domain values (docs/vwap/algorithm.md §6.5), or 0 where it keeps none."""
     return getattr(plan, "domain", _no_domain)
 
 

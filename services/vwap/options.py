@@ -1,7 +1,7 @@
 """Options of the vwap service, their validation and the relations it accepts.
 
 One service instance maintains one query (``query``) with one strategy; its parameters default to the
-catalog's constants (docs/algorithms/vwap.md §1.2: 0.25 for DBToaster's VWAP, 0.75 for the paper's,
+catalog's constants (docs/vwap/algorithm.md §1.2: 0.25 for DBToaster's VWAP, 0.75 for the paper's,
 'Brand#23'/'WRAP BOX' for Q17, 100 for Q18) and are exact: fractions are given as "1/4" or "0.25" and
 compared by cross-multiplication.
 """

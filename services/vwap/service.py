@@ -25,7 +25,7 @@ SERVICE = ServiceDefinition(
         partitions=1,
         read_options={"book": "auto"},  # the sides the query's relations declare
     ),
-    # strategy auto switching plans with the batch size (docs/algorithms/vwap.md §6.5): its choice must
+    # strategy auto switching plans with the batch size (docs/vwap/algorithm.md §6.5): its choice must
     # survive restores and replays like any other state
     workloads=(
         DemoWorkload(

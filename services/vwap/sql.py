@@ -1,10 +1,10 @@
-"""The SQL text of every vwap query (docs/algorithms/vwap.md §1.2, §1.3, §5.4), written once for
+"""The SQL text of every vwap query (docs/vwap/algorithm.md §1.2, §1.3, §5.4), written once for
 Spark SQL and DuckDB.
 
 These texts are the independent definition the Spark reconciliation (``batch_recompute``) and the
 tests' DuckDB oracle evaluate; no engine or plan code is involved.
 
-Conventions, decided once (docs/algorithms/vwap.md §1.5 and §9.9):
+Conventions, decided once (docs/vwap/algorithm.md §1.5 and §9.9):
 
 - **Tables** are named after the relations (``bids``, ``asks``, ``R``, ``lineitem``, ``part``,
   ``orders``, ``customer``) with the relation's columns, and hold the bag **expanded**: a tuple of
@@ -59,7 +59,7 @@ from ivmstream.services.vwap import catalog
 KEY = "__key"  # the partition-key column of the keyed rendering (ivmstream.spark.decode.KEY)
 
 # The relations each query reads, in the order its tables are named, and the defaults of its SQL
-# parameters (docs/algorithms/vwap.md §1.2): both derived from the catalog, the engine's source.
+# parameters (docs/vwap/algorithm.md §1.2): both derived from the catalog, the engine's source.
 RELATIONS: dict[str, tuple[str, ...]] = {q: info.reads for q, info in catalog.QUERIES.items()}
 DEFAULTS: dict[str, dict[str, Any]] = {q: catalog.sql_defaults(q) for q in catalog.QUERIES}
 
@@ -109,7 +109,7 @@ WHERE ({den} * b.volume > {num} * (SELECT COALESCE(SUM(b1.volume), 0) FROM bids 
 {groupby b}
 """
 
-# Reconstructions (docs/algorithms/vwap.md §1.3: the paper gives no SQL for SQ1, SQ2, NQ1, NQ2).
+# Reconstructions (docs/vwap/algorithm.md §1.3: the paper gives no SQL for SQ1, SQ2, NQ1, NQ2).
 SQ1A = """
 SELECT {key b}COALESCE(SUM(b.price * b.volume), 0) AS sq1 FROM bids b
 WHERE {num} * (SELECT COALESCE(SUM(b1.volume), 0) FROM bids b1 WHERE b1.broker_id = b.broker_id{and b1=b})
@@ -244,7 +244,7 @@ def render(
     """The query's SQL with its parameters (``query_params``; defaults when None) filled in.
 
     ``keyed``: evaluate every partition key at once (tables carry ``__key``; the result's first
-    column is the key). ``dialect``: "duckdb" (the texts of docs/algorithms/vwap.md §1.2) or "spark"
+    column is the key). ``dialect``: "duckdb" (the texts of docs/vwap/algorithm.md §1.2) or "spark"
     (NQ2's Spark text, §5.4)."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")

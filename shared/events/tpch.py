@@ -13,7 +13,7 @@ when written without a fraction (``17``) and decimal strings otherwise (``"17954
 
 ``interleave_tpch`` streams several tables at once, round-robin in proportion to their sizes: the
 RPAI paper does not say in which order its TPC-H tables arrive, and a proportional interleave keeps
-every prefix of the trace a sample of each table (the TPC-H runs of docs/vwap-benchmark.md use it).
+every prefix of the trace a sample of each table (the TPC-H runs of docs/vwap/benchmark.md use it).
 """
 
 from __future__ import annotations

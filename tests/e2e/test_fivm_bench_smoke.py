@@ -1,9 +1,9 @@
 """A tiny run of the F-IVM benchmark, so it cannot rot; no timing is asserted.
 
 What is asserted follows from the queries, not from the run: Housing's view tree has one leaf per
-relation keyed by postcode plus the root (docs/algorithms/fivm.md §2.4), first-order IVM with scalar
-payloads stores the base relations and one result per aggregate (docs/algorithms/fivm-baselines.md
-§3), indicator projections bound the triangle's inner view by |R| (docs/algorithms/fivm.md §2.9), and
+relation keyed by postcode plus the root (docs/fivm/algorithm.md §2.4), first-order IVM with scalar
+payloads stores the base relations and one result per aggregate (docs/fivm/baselines.md
+§3), indicator projections bound the triangle's inner view by |R| (docs/fivm/algorithm.md §2.9), and
 every strategy of a case agreed with the reference (the benchmark aborts otherwise).
 """
 

@@ -1,4 +1,4 @@
-"""Spark side of the fivm service (docs/algorithms/fivm.md §8).
+"""Spark side of the fivm service (docs/fivm/algorithm.md §8).
 
 - The bootstrap's state (views evaluated bottom-up with Spark) equals the engine's own state after
   replaying the same events, entry for entry up to the creation numbers (exact rings), or within

@@ -1,4 +1,4 @@
-"""Spark side of the reservoir service (docs/algorithms/reservoir.md §8): the bootstrap's engines hold
+"""Spark side of the reservoir service (docs/reservoir/algorithm.md §8): the bootstrap's engines hold
 the snapshot's relations, index counts equal to Spark's and a valid sample; bootstrap then stream
 runs on over a stream of duplicates, deletes and deletes of absent tuples; reconcile recomputes the
 live relations exactly, matches a published result and catches a sampled row that is not a join row,

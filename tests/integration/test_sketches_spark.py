@@ -1,4 +1,4 @@
-"""Spark side of the sketches service (docs/algorithms/sketches.md §8).
+"""Spark side of the sketches service (docs/sketches/algorithm.md §8).
 
 - ``recompute`` (the sketch captured with Spark SQL, the full query's answer, the rows a sketched scan
   reads) equals the engine's published result after replaying the same events: on random databases

@@ -183,7 +183,7 @@ def _duck_table(con, name: str, per_key: Mapping[str, Bag]) -> None:
 
 
 def duck_plain(query: str, options: Mapping[str, Any], key: str, bags: Mapping[str, Bag], dialect: str):
-    """The plain text (no partition key, docs/algorithms/vwap.md §5.4) on one key's tables."""
+    """The plain text (no partition key, docs/vwap/algorithm.md §5.4) on one key's tables."""
     con = duckdb.connect()
     for name in sql.RELATIONS[query]:
         _duck_table(con, name, {key: bags.get(name, {})})
@@ -263,7 +263,7 @@ def test_spark_sql_equals_duckdb_and_the_literal_oracle(spark, datasets, query, 
         expected = duck_plain(query, options, key, bags, "duckdb")
         assert got.get(key, empty(options)) == expected, key
         assert keyed.get(key, empty(options)) == expected, key
-        # NQ2: Spark's text, run by DuckDB, equals the two-level correlation (docs/algorithms/vwap.md §5.4)
+        # NQ2: Spark's text, run by DuckDB, equals the two-level correlation (docs/vwap/algorithm.md §5.4)
         if query == "nq2":
             assert duck_plain(query, options, key, bags, "spark") == expected, key
         assert oracle(query, options, bags) in (expected, None), key

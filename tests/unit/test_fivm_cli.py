@@ -145,7 +145,7 @@ def test_every_query_key_is_a_config_key():
 
 def test_result_forms_per_ring_from_replay(tmp_path):
     """House and Shop of the authors' first postcodes with multiplicities, deletes included; each ring's
-    result form (docs/algorithms/fivm.md §7.2) against the join computed here."""
+    result form (docs/fivm/algorithm.md §7.2) against the join computed here."""
     house, shop = table_rows("House"), table_rows("Shop")
     lines: list[dict[str, Any]] = [{"relation": "House", "row": r, "delta": 1} for r in house]
     lines += [{"relation": "Shop", "row": r, "delta": 2 if i % 3 == 0 else 1} for i, r in enumerate(shop)]

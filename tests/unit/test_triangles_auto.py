@@ -1,4 +1,4 @@
-"""Strategy ``auto`` (docs/algorithms/triangles.md §4.7): exact against brute force across plan
+"""Strategy ``auto`` (docs/triangles/algorithm.md §4.7): exact against brute force across plan
 switches (forced and chosen), deletes, multiplicities and threshold crossings of the IVM^ε plan;
 identical continuation after snapshot or incremental-state restore; the plan it picks on workloads
 where one plan is clearly cheapest, with the reason in the stats."""
@@ -237,7 +237,7 @@ def test_sparse_random_updates_stay_with_first_order():
 
 
 def test_a_switch_between_first_order_and_a_view_plan_hands_the_indexes_over():
-    """Only the view is built (docs/algorithms/triangles.md §4.7): the rows stay where they are, and
+    """Only the view is built (docs/triangles/algorithm.md §4.7): the rows stay where they are, and
     the view equals its recomputation from them."""
     engine = AutoEngine("relations")
     engine.load(_hub(50))

@@ -1,7 +1,7 @@
 """Relations mode: every strategy and ε against brute force after every update; IVM^ε invariants,
 rebalancing (minor, major, N doubling/halving), snapshots and edge cases.
 
-Section numbers (§) refer to docs/algorithms/triangles.md (invariants §6.2, edge cases §6.4)."""
+Section numbers (§) refer to docs/triangles/algorithm.md (invariants §6.2, edge cases §6.4)."""
 
 from __future__ import annotations
 

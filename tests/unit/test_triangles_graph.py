@@ -1,7 +1,7 @@
 """Graph mode: one symmetric edge relation, set semantics, Q = 6·#triangles, checked against networkx;
 the self-join rules (incl. self-loop terms) against brute force and three copies.
 
-Section numbers (§) refer to docs/algorithms/triangles.md (graph mode: §2.11)."""
+Section numbers (§) refer to docs/triangles/algorithm.md (graph mode: §2.11)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The integer threshold arithmetic of IVM^ε against its exact rational definition.
 
-Section numbers (§) refer to docs/algorithms/triangles.md (thresholds: §2.3)."""
+Section numbers (§) refer to docs/triangles/algorithm.md (thresholds: §2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The finance baselines of the vwap service (docs/algorithms/vwap.md §5, §7): ``recompute`` (the
+"""The finance baselines of the vwap service (docs/vwap/algorithm.md §5, §7): ``recompute`` (the
 literal SQL, §5.1) is the oracle, checked against DuckDB running the SQL of §1.2 and against
 hand-worked examples; ``dbtoaster`` (§5.2) must equal it after every event of random streams (§7.2),
 at threshold equality, on empty and single-tuple relations, and on the DBToaster tiny trace
@@ -66,7 +66,7 @@ def assert_agree(query: str, params: dict[str, Any], events: list[Event]) -> Non
 
 
 # ---------------------------------------------------------------------------------------------------
-# Random streams (docs/algorithms/vwap.md §7.2): prices 1-12, volumes 1-5, ~40% deletes of live
+# Random streams (docs/vwap/algorithm.md §7.2): prices 1-12, volumes 1-5, ~40% deletes of live
 # tuples, duplicates of live tuples, multiplicities up to 3, bids + asks + R interleaved (each plan
 # ignores what it does not read).
 
@@ -167,7 +167,7 @@ def test_ex21_with_zero_and_negative_b(events):
 @given(events=streams(), fraction=st.sampled_from([Fraction(1, 4), Fraction(1, 3), Fraction(5, 8)]))
 def test_both_vwap_forms_agree(events, fraction):
     """f·T > S>(p)  <=>  (1 - f)·T < S<=(p), since S<=(p) + S>(p) = T, in both strategies
-    (docs/algorithms/vwap.md §1.2)."""
+    (docs/vwap/algorithm.md §1.2)."""
     plans_ = [
         m.make_plan(q, {"fraction": f})
         for m in (finance_dbtoaster, finance_recompute)
@@ -374,7 +374,7 @@ def test_hand_worked(strategy, name, query, params, events, expected):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Edge cases (docs/algorithms/vwap.md §7.3)
+# Edge cases (docs/vwap/algorithm.md §7.3)
 
 
 @pytest.mark.parametrize("strategy", [finance_recompute, finance_dbtoaster], ids=["recompute", "dbtoaster"])
@@ -458,12 +458,12 @@ def test_tiny_trace_vwap_491070000():
 
 
 # ---------------------------------------------------------------------------------------------------
-# DuckDB as the independent SQL oracle of ``recompute``: the SQL of docs/algorithms/vwap.md §1.2 with
+# DuckDB as the independent SQL oracle of ``recompute``: the SQL of docs/vwap/algorithm.md §1.2 with
 # COALESCE(SUM(..), 0) for
 # empty sums, on random bags (multiplicities expanded into repeated rows).
 
 
-# The SQL of docs/algorithms/vwap.md §1.2 verbatim except for COALESCE(SUM(..), 0); {f} is the
+# The SQL of docs/vwap/algorithm.md §1.2 verbatim except for COALESCE(SUM(..), 0); {f} is the
 # fraction as a decimal literal.
 DUCKDB_SQL = {
     "vwap": """
@@ -590,7 +590,7 @@ def test_recompute_refuses_deleting_absent_copies():
 
 
 def random_stream(seed: int, n: int, rels: tuple[str, ...]) -> list[Event]:
-    """A longer seeded stream than Hypothesis likes to build (docs/algorithms/vwap.md §7.2)."""
+    """A longer seeded stream than Hypothesis likes to build (docs/vwap/algorithm.md §7.2)."""
     rng = random.Random(seed)
     ops = [
         (

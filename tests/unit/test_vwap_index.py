@@ -1,4 +1,4 @@
-"""The inequality index of docs/algorithms/vwap.md §3.2 against its definition: after every update,
+"""The inequality index of docs/vwap/algorithm.md §3.2 against its definition: after every update,
 one node per live price level, keyed by the θ-aggregate recomputed from scratch, valued by the level's
 Σ payload."""
 

@@ -1,4 +1,4 @@
-"""RPAI tree (services/vwap/trees/rpai.py) against a plain dict reference model (docs/algorithms/vwap.md
+"""RPAI tree (services/vwap/trees/rpai.py) against a plain dict reference model (docs/vwap/algorithm.md
 §2, §7.1)."""
 
 from __future__ import annotations

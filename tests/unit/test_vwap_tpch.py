@@ -1,7 +1,7 @@
 """TPC-H Q17/Q18 for the vwap service: the TPC-H reader, the three plan strategies, the generator.
 
 Oracles: ``recompute`` (the SQL evaluated literally over the live bag) after every update of small
-random streams; DuckDB running the SQL of docs/algorithms/vwap.md §1.2 (exact DECIMAL columns) on
+random streams; DuckDB running the SQL of docs/vwap/algorithm.md §1.2 (exact DECIMAL columns) on
 DBToaster's tiny tables.
 """
 
@@ -306,7 +306,7 @@ def test_q17_empty_and_format() -> None:
 
 
 def test_q17_edge_cases() -> None:
-    """docs/algorithms/vwap.md §7.3: part before/after its lineitems, no lineitems, part delete,
+    """docs/vwap/algorithm.md §7.3: part before/after its lineitems, no lineitems, part delete,
     strict <, duplicates."""
     ps = plans("q17")
     apply_all(ps, "part", part(1), 1)  # part before its lineitems: C = 0
@@ -443,7 +443,7 @@ def random_ops(rng: random.Random, n: int, p_delete: float) -> list[tuple[int, i
 
 
 def test_q17_long_random_streams() -> None:
-    """docs/algorithms/vwap.md §7.2: longer seeded streams (40% deletes), compared after every event."""
+    """docs/vwap/algorithm.md §7.2: longer seeded streams (40% deletes), compared after every event."""
     for seed in range(40):
         rng = random.Random(seed)
         ps = plans("q17", {"fraction": Q17_FRACTIONS[seed % 4]})
@@ -583,7 +583,7 @@ def test_tiny_q17_against_duckdb() -> None:
     con = duckdb.connect()
     duck_tables(con, tables)
     pairs = con.execute("SELECT DISTINCT brand, container FROM part ORDER BY 1, 2").fetchall()
-    # The SQL of docs/algorithms/vwap.md §1.2 (AVG is a DOUBLE in DuckDB) and its exact rewrite of §5.4
+    # The SQL of docs/vwap/algorithm.md §1.2 (AVG is a DOUBLE in DuckDB) and its exact rewrite of §5.4
     # (count·qty·q < p·Σqty, DECIMALs).
     literal = """SELECT SUM(l.extendedprice) FROM lineitem l, part p
         WHERE p.partkey = l.partkey AND p.brand = ? AND p.container = ?

@@ -1,4 +1,4 @@
-"""Baseline maintenance strategies for the fivm engine (docs/algorithms/fivm-baselines.md).
+"""Baseline maintenance strategies for the fivm engine (docs/fivm/baselines.md).
 
 Each baseline is a maintainer behind ``FivmEngine`` (same intake, same state layout as named views),
 selected by ``strategy``: first-order IVM, a DBToaster-style view hierarchy with scalar or ring

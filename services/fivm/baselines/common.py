@@ -1,6 +1,6 @@
 """What the baselines share: the result ring, stored payloads, base relations and index joins.
 
-docs/algorithms/fivm-baselines.md §2. A baseline keeps its state as named ``View`` maps like the fivm
+docs/fivm/baselines.md §2. A baseline keeps its state as named ``View`` maps like the fivm
 maintainer, so the engine's snapshots and incremental entries work unchanged. Its views may hold
 payloads of different kinds (base multiplicities as ints next to ring payloads); ``ResultRing`` gives
 the engine one ring object that computes results in the query's ring and encodes every stored
@@ -162,7 +162,7 @@ def transient_view(name: str, keys: tuple[str, ...], ring: Ring[Any], data: dict
 
 
 def initial_loading(query: Query) -> bool:
-    """Static relations load first (docs/algorithms/fivm.md §2.7): loading iff some relation is not in U."""
+    """Static relations load first (docs/fivm/algorithm.md §2.7): loading iff some relation is not in U."""
     return bool({r.name for r in query.relations} - set(query.updatable))
 
 

@@ -1,6 +1,6 @@
 """A DBToaster-style recursive view hierarchy (strategies ``dbt`` and ``dbt-ring``).
 
-docs/algorithms/fivm-baselines.md §4. ``materialize(S, K, f)`` creates the view
+docs/fivm/baselines.md §4. ``materialize(S, K, f)`` creates the view
 ``V(S, K, f)[K] = Σ_{vars(S) \\ K} Π_{R ∈ S} R · f`` (f: the product of the lifts of the variables it
 sums out) and, for every updatable R in S, the trigger
 

@@ -1,6 +1,6 @@
 """The cofactor ring with full-width payloads, for strategies that multiply in any order.
 
-docs/algorithms/fivm-baselines.md §2.3. The block payloads of ``ivmstream.services.fivm.rings.cofactor`` need
+docs/fivm/baselines.md §2.3. The block payloads of ``ivmstream.services.fivm.rings.cofactor`` need
 every partial product to cover a contiguous range of the view tree's preorder; first-order IVM, the
 DBToaster-style hierarchy and the flat join multiply lifts in the order their joins bind variables.
 Here every payload spans all m lifted variables: ``(c, s, Q)`` with ``s`` of length m and ``Q`` the full

@@ -1,6 +1,6 @@
 """First-order IVM (strategies ``1-ivm`` and ``1-ivm-ring``): base relations and the result, nothing else.
 
-docs/algorithms/fivm-baselines.md §3. For a delta δR each tuple binds sch(R); the other relations
+docs/fivm/baselines.md §3. For a delta δR each tuple binds sch(R); the other relations
 fall into connected components (relations sharing a variable that is neither bound by R nor a
 group-by variable); each component's aggregate is evaluated on the fly from the stored base
 relations through indexes on the variables it is probed by, grouped by the variables it shares with

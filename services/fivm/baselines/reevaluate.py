@@ -1,6 +1,6 @@
 """Re-evaluation strategies: store the base relations, recompute the result after every delta.
 
-docs/algorithms/fivm-baselines.md §5. The state is the base relations (tuple -> multiplicity); the
+docs/fivm/baselines.md §5. The state is the base relations (tuple -> multiplicity); the
 result is derived from them, recomputed after each relation's delta (a round-robin stream's batch
 holds one relation, so this is once per batch) and after a restore.
 

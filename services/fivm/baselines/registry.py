@@ -1,4 +1,4 @@
-"""Strategy name -> baseline maintainer factory (docs/algorithms/fivm-baselines.md §1).
+"""Strategy name -> baseline maintainer factory (docs/fivm/baselines.md §1).
 
 The engine merges this table into its ``STRATEGIES``; each factory takes the parsed ``Query`` and
 refuses, in one line, configurations its strategy does not implement.

@@ -1,6 +1,6 @@
 """Payload variants over the fivm view tree: SQL-OPT degree payloads and conjunctive-query payloads.
 
-docs/algorithms/fivm-baselines.md §6.
+docs/fivm/baselines.md §6.
 
 * ``sql-opt``: the fivm view tree and triggers with the degree-indexed ring (one entry per
   aggregate monomial) in place of cofactor blocks; results in the covariance form.
@@ -257,7 +257,7 @@ class FactPayloadsMaintainer(RingSwap):
     def _enumerate(self, node: ViewNode, bound: dict[str, Any]) -> Iterator[tuple[dict[str, Any], int]]:
         """(values of the output variables below ``node``, multiplicity) given the ancestors' values:
         iterate an output variable's candidate values, recurse into its children, multiply the
-        payloads of the views right above relations (docs/algorithms/fivm-rings.md §5.3)."""
+        payloads of the views right above relations (docs/fivm/rings.md §5.3)."""
         wide = self.wide.get(node.name)
         if wide is not None:
             aux = self.extra[wide.view]

@@ -1,4 +1,4 @@
-"""Payload rings for F-IVM view trees (docs/algorithms/fivm.md §2.8), selected by name.
+"""Payload rings for F-IVM view trees (docs/fivm/algorithm.md §2.8), selected by name.
 
 ``RINGS`` maps a ring name to its factory (``base.RingFactory``): called once per
 query with the lifted variables in view-tree preorder and the ring's options.

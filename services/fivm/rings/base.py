@@ -1,4 +1,4 @@
-"""The payload-ring protocol every F-IVM view tree computes in (docs/algorithms/fivm-rings.md §1).
+"""The payload-ring protocol every F-IVM view tree computes in (docs/fivm/rings.md §1).
 
 A view tree is generic in its ring: counts and sums, the cofactor (covariance) ring, the relational
 ring for listings, factorized payloads and matrices all plug in here. Payloads are opaque to the view
@@ -10,7 +10,7 @@ in product order): block-layout rings (cofactor) rely on every subtree's lifted 
 contiguous index range, and keep products ordered themselves, so ``mul(a, b) == mul(b, a)``. What a
 caller must keep is that every partial product covers a contiguous range: multiplying payloads with
 a gap between their ranges (or a shared variable) is an engine error (``BlockLayoutError``,
-docs/algorithms/fivm-rings.md §2.3).
+docs/fivm/rings.md §2.3).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Ring(Protocol[P]):
         """The product; commutative as seen by the caller (block rings order their blocks).
 
         Block rings need the two operands' lifted variables to be adjacent ranges (§1.2 of
-        docs/algorithms/fivm-rings.md); payloads without lifted variables combine with anything.
+        docs/fivm/rings.md); payloads without lifted variables combine with anything.
         """
         ...
 
@@ -52,7 +52,7 @@ class Ring(Protocol[P]):
 
     def is_zero(self, a: P) -> bool:
         """True iff every component is zero (never only the count: a cancelled count with non-zero sums
-        is not zero, docs/algorithms/fivm-rings.md §1.3)."""
+        is not zero, docs/fivm/rings.md §1.3)."""
         ...
 
     def lift(self, var: str, value: Any) -> P:

@@ -1,4 +1,4 @@
-"""The degree-m cofactor (covariance) ring with block payloads (docs/algorithms/fivm-rings.md §2).
+"""The degree-m cofactor (covariance) ring with block payloads (docs/fivm/rings.md §2).
 
 A payload ``(c, s, Q)`` aggregates a bag of tuples: ``c`` is the (signed) number of tuples, ``s`` the
 sum of each lifted variable, ``Q`` the sum of each product of two lifted variables. The root payload

@@ -1,4 +1,4 @@
-"""Exact decimals: values as integer counts of 10^-N units (docs/algorithms/fivm-rings.md §8).
+"""Exact decimals: values as integer counts of 10^-N units (docs/fivm/rings.md §8).
 
 Float addition is not associative, so float payloads depend on how a stream was cut into batches and
 leave residue (1e-17) after deletes. With ``decimals = N`` a ring converts each value it lifts to the

@@ -1,4 +1,4 @@
-"""The degree-indexed encoding of the cofactor aggregates, as a ring (docs/algorithms/fivm-rings.md §3).
+"""The degree-indexed encoding of the cofactor aggregates, as a ring (docs/fivm/rings.md §3).
 
 This is the payload of the SQL-OPT baseline: instead of a dense block ``(c, s, Q)``, each aggregate is
 one entry keyed by its *monomial*, the product of lifted variables it sums. A monomial is the sorted
@@ -9,7 +9,7 @@ is the polynomial ring truncated at degree 2 and computes the same aggregates as
 
 Payloads are canonical dicts: entries whose value is zero are dropped, so equal payloads are equal
 dicts and the zero payload is ``{}``. The count entry stays an exact int. With ``decimals = N``
-(docs/algorithms/fivm-rings.md §8) every entry is an exact int: a monomial of degree d counts units of
+(docs/fivm/rings.md §8) every entry is an exact int: a monomial of degree d counts units of
 10^-(N·d), so the ring computes exactly what the exact cofactor ring computes.
 """
 

@@ -1,4 +1,4 @@
-"""Factorized payloads: a query result distributed over the views (docs/algorithms/fivm-rings.md §5).
+"""Factorized payloads: a query result distributed over the views (docs/fivm/rings.md §5).
 
 At the view of an output variable X each payload is a relation over ``{X}`` alone: every X-value
 with its multiplicity (the number of join derivations below it), plus the cached total ``count``.
@@ -105,7 +105,7 @@ class FactorizedRing:
 
     def sum_all(self, payloads: Sequence[FactPayload]) -> FactPayload:
         """The sum of ``payloads`` merged into one fresh map: a view's key met by many join rows of a
-        batch costs one pass over their values instead of a copy per row (docs/algorithms/fivm.md §2.14)."""
+        batch costs one pass over their values instead of a copy per row (docs/fivm/algorithm.md §2.14)."""
         if len(payloads) == 1:
             return payloads[0]
         factors = [p for p in payloads if isinstance(p, Factor)]
@@ -189,7 +189,7 @@ class FactorizedRing:
     ) -> dict[tuple[Any, ...], FactPayload]:
         """A leaf's δ for a whole relation delta: per key, ``Σ m · lift_block(variables, t)`` without a
         payload per tuple: the multiplicities of the kept variable's values are counted per key in
-        plain maps and wrapped once (docs/algorithms/fivm.md §2.14)."""
+        plain maps and wrapped once (docs/fivm/algorithm.md §2.14)."""
         best = -1
         at = 0
         for v, i in zip(variables, positions, strict=True):

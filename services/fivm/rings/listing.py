@@ -1,4 +1,4 @@
-"""The relational ring F[Z]: payloads that list query results (docs/algorithms/fivm-rings.md §4).
+"""The relational ring F[Z]: payloads that list query results (docs/fivm/rings.md §4).
 
 A payload is a Z-relation over some of the query's output variables: rows mapped to non-zero
 multiplicities. Sum is union (multiplicities add, rows reaching zero vanish), product is the
@@ -101,7 +101,7 @@ class ListingRing:
 
     def sum_all(self, payloads: Sequence[Listing]) -> Listing:
         """The sum of ``payloads`` merged into one fresh map: a view's key met by many join rows of a
-        batch costs one pass over their rows instead of a copy per row (docs/algorithms/fivm.md §2.14)."""
+        batch costs one pass over their rows instead of a copy per row (docs/fivm/algorithm.md §2.14)."""
         live = [p for p in payloads if p.rows]
         if len(live) <= 1:
             return live[0] if live else self.zero()

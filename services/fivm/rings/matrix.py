@@ -1,4 +1,4 @@
-"""Matrix chain multiplication (docs/algorithms/fivm-rings.md §6).
+"""Matrix chain multiplication (docs/fivm/rings.md §6).
 
 As a view tree, ``A = A1·A2·A3`` is the query ``Q[I, L] = ⊕_J ⊕_K A1[I,J] ⊗ A2[J,K] ⊗ A3[K,L]``: the
 payloads are the matrix entries, a real number per key, and every lift is 1, so the ring is the

@@ -1,10 +1,10 @@
-"""COUNT and SUM payloads: the ring of integers (exact) or of reals (floats), docs/algorithms/fivm.md §2.8.
+"""COUNT and SUM payloads: the ring of integers (exact) or of reals (floats), docs/fivm/algorithm.md §2.8.
 
 COUNT lifts nothing: every variable's lift is 1, so the root payload is the number of join tuples
 (with multiplicity). SUM over a product of variables lifts each summed variable by the identity (or a
 power when a variable is summed more than once, ``SUM(x·x)``) and every other variable by 1. Integer
 payloads are Python ints, so they never overflow; real payloads are floats, or, in the ``decimal``
-domain, exact ints counting 10^-N units per lifted factor (docs/algorithms/fivm-rings.md §8).
+domain, exact ints counting 10^-N units per lifted factor (docs/fivm/rings.md §8).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Query plans, one module per query family and strategy (docs/algorithms/vwap.md §4, §5).
+"""Query plans, one module per query family and strategy (docs/vwap/algorithm.md §4, §5).
 
 ``finance_*`` hold the order-book queries and Ex. 2.1 (``rpai``, ``dbtoaster``, ``recompute``, and
 ``crosscheck`` inside ``finance_rpai``); ``tpch`` holds Q17 and Q18 in three strategies. ``make_plan``

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 Row = Mapping[str, Any]
 # One batch of one book side netted per price level: price -> [Σ multiplicity, Σ multiplicity·volume].
-# Plans that define ``apply_levels(rel, changes)`` take a whole batch this way (docs/algorithms/vwap.md
+# Plans that define ``apply_levels(rel, changes)`` take a whole batch this way (docs/vwap/algorithm.md
 # §3.6); the others get every event through ``update``.
 LevelChanges = Mapping[Any, list[Any]]
 

@@ -1,5 +1,5 @@
 """Strategy ``dbtoaster``: DBToaster-style partial incrementalization of the finance queries
-(docs/algorithms/vwap.md §5.2).
+(docs/vwap/algorithm.md §5.2).
 
 What DBToaster's generated code does for a predicate comparing against a nested aggregate, emulated in
 pure Python with plain ints (or exact Decimals):
@@ -119,7 +119,7 @@ class _SumMaps(_DBToasterPlan):
         return [self.m1, self.m3]
 
     def domain(self) -> int:
-        """Live domain values (keys: the price levels), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (keys: the price levels), for ``auto`` (docs/vwap/algorithm.md §6.5)."""
         return len(self.m3)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
@@ -131,7 +131,7 @@ class _SumMaps(_DBToasterPlan):
         return 3
 
     def apply_levels(self, rel: str, changes: LevelChanges) -> None:
-        """A batch netted per key (docs/algorithms/vwap.md §3.6): the maps are functions of each key's
+        """A batch netted per key (docs/vwap/algorithm.md §3.6): the maps are functions of each key's
         Σ weight, so one first-order delta per touched key gives the maps the events would."""
         if rel not in self.rels:
             return
@@ -230,7 +230,7 @@ class Mst(_DBToasterPlan):
         return [self.b_vol, self.b_cnt, self.b_pv, self.a_vol, self.a_cnt, self.a_pv]
 
     def domain(self) -> int:
-        """Live domain values (price levels of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels of both sides), for ``auto`` (docs/vwap/algorithm.md §6.5)."""
         return len(self.b_vol) + len(self.a_vol)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
@@ -318,7 +318,7 @@ class Psp(_DBToasterPlan):
         return [self.b_cnt, self.b_sp, self.a_cnt, self.a_sp]
 
     def domain(self) -> int:
-        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)"""
+        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/vwap/algorithm.md §6.5)"""
         return len(self.b_cnt) + len(self.a_cnt)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
@@ -370,7 +370,7 @@ class Sq1a(_DBToasterPlan):
         return [self.m_out, self.m_broker, self.m_price]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.m_price)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
@@ -414,7 +414,7 @@ class Sq1b(_DBToasterPlan):
         return [self.m_out, self.m_price]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.m_price)
 
     def _delta(self, rel: str, row: Row, mult: int) -> int:
@@ -461,7 +461,7 @@ class Sq2(_DBToasterPlan):
         return [self.m_out, self.m_bound]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5); a level
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5); a level
         at price 0 has no entry here."""
         return len(self.m_out)
 

@@ -1,6 +1,6 @@
 """Strategy ``recompute``: every finance query evaluated literally as its SQL.
 
-The queries are those of docs/algorithms/vwap.md §1.2 and §1.3, the strategy that of §5.1. This is
+The queries are those of docs/vwap/algorithm.md §1.2 and §1.3, the strategy that of §5.1. This is
 the test oracle of every other strategy, so each query is one function that reads like its SQL: nested
 loops over the live bag, every subquery re-scanned for every outer tuple, nothing hoisted or shared.
 Relations are bags (``tuple -> multiplicity``); a distinct tuple with multiplicity m stands for m
@@ -78,7 +78,7 @@ def q(x: Number) -> Fraction:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The queries, one function each, literally as in docs/algorithms/vwap.md §1.2 and §1.3.
+# The queries, one function each, literally as in docs/vwap/algorithm.md §1.2 and §1.3.
 # ``f`` is the query's ``fraction``.
 
 
@@ -164,7 +164,7 @@ def psp(bids: Bag, asks: Bag, f: Fraction) -> Number:
 
 
 def sq1a(bids: Bag, f: Fraction) -> Number:
-    """SQ1, default reconstruction (docs/algorithms/vwap.md §1.3):
+    """SQ1, default reconstruction (docs/vwap/algorithm.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1 WHERE b1.broker_id = b.broker_id)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price <= b.price)
@@ -178,7 +178,7 @@ def sq1a(bids: Bag, f: Fraction) -> Number:
 
 
 def sq1b(bids: Bag, f: Fraction) -> Number:
-    """SQ1, alternative reconstruction (docs/algorithms/vwap.md §1.3):
+    """SQ1, alternative reconstruction (docs/vwap/algorithm.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1 WHERE b1.price >= b.price)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price <= b.price)
@@ -192,7 +192,7 @@ def sq1b(bids: Bag, f: Fraction) -> Number:
 
 
 def sq2(bids: Bag, f: Fraction) -> Number:
-    """SQ2 reconstruction (docs/algorithms/vwap.md §1.3):
+    """SQ2 reconstruction (docs/vwap/algorithm.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1)
         < (SELECT SUM(b2.volume) FROM bids b2 WHERE b2.price + b2.volume <= b.price)
@@ -206,7 +206,7 @@ def sq2(bids: Bag, f: Fraction) -> Number:
 
 
 def nq1(bids: Bag, f: Fraction) -> Number:
-    """NQ1 reconstruction (docs/algorithms/vwap.md §1.3):
+    """NQ1 reconstruction (docs/vwap/algorithm.md §1.3):
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1
                WHERE f * (SELECT SUM(b3.volume) FROM bids b3)
@@ -230,7 +230,7 @@ def nq1(bids: Bag, f: Fraction) -> Number:
 
 
 def nq2(bids: Bag, f: Fraction) -> Number:
-    """NQ2 reconstruction (docs/algorithms/vwap.md §1.3): NQ1 with the lowest level also correlated
+    """NQ2 reconstruction (docs/vwap/algorithm.md §1.3): NQ1 with the lowest level also correlated
     with the outer query:
     SELECT SUM(b.price * b.volume) FROM bids b
     WHERE f * (SELECT SUM(b1.volume) FROM bids b1

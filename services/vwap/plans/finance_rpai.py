@@ -1,4 +1,4 @@
-"""The RPAI system's plans for the order-book queries and Ex. 2.1 (docs/algorithms/vwap.md §4.1-§4.6),
+"""The RPAI system's plans for the order-book queries and Ex. 2.1 (docs/vwap/algorithm.md §4.1-§4.6),
 and the cross-check (§5.3).
 
 - vwap / vwap-paper / mst / nq1: the §3.2 inequality index (one RPAI tree keyed by each price level's
@@ -59,7 +59,7 @@ class _OneIndexPlan:
         return [self.index.idx, self.index.bound]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.index)
 
 
@@ -82,7 +82,7 @@ class VwapPlan(_OneIndexPlan):
         self.index.build(levels["bids"])
 
     def apply_levels(self, rel: str, changes: LevelChanges) -> None:
-        """A batch netted per price level: one index move per level touched (docs/algorithms/vwap.md §3.6)."""
+        """A batch netted per price level: one index move per level touched (docs/vwap/algorithm.md §3.6)."""
         if rel == "bids":
             move = self.index.update_level
             for p, (dc, dw) in changes.items():
@@ -166,7 +166,7 @@ class MstPlan:
         return [self.bids.idx, self.bids.bound, self.asks.idx, self.asks.bound]
 
     def domain(self) -> int:
-        """Live domain values (price levels of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels of both sides), for ``auto`` (docs/vwap/algorithm.md §6.5)."""
         return len(self.bids) + len(self.asks)
 
 
@@ -235,7 +235,7 @@ class PspPlan:
         return [s.tree for s in self.sides.values()]
 
     def domain(self) -> int:
-        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/algorithms/vwap.md §6.5)"""
+        """Live domain values (distinct volumes of both sides), for ``auto`` (docs/vwap/algorithm.md §6.5)"""
         return len(self.sides["bids"].tree) + len(self.sides["asks"].tree)
 
 
@@ -256,7 +256,7 @@ class _BidsIndexPlan(_OneIndexPlan):
         self.index.build((p, w, c, Vec((w, pv))) for p, w, c, pv in levels["bids"])
 
     def apply_levels(self, rel: str, changes: LevelChanges) -> None:
-        """A batch netted per price level (docs/algorithms/vwap.md §3.6)."""
+        """A batch netted per price level (docs/vwap/algorithm.md §3.6)."""
         if rel == "bids":
             move = self.index.update_level
             for p, (dc, dw) in changes.items():
@@ -265,7 +265,7 @@ class _BidsIndexPlan(_OneIndexPlan):
 
 class Nq1Plan(_BidsIndexPlan):
     """Two nesting levels on one θ '<=' index with payload (volume, price·volume)
-    (docs/algorithms/vwap.md §4.5)."""
+    (docs/vwap/algorithm.md §4.5)."""
 
     def result(self) -> Any:
         ix = self.index
@@ -275,7 +275,7 @@ class Nq1Plan(_BidsIndexPlan):
 
 
 class Nq2Plan(_BidsIndexPlan):
-    """GA at the top level (docs/algorithms/vwap.md §4.6): per outer price q, the middle aggregate
+    """GA at the top level (docs/vwap/algorithm.md §4.6): per outer price q, the middle aggregate
     M(q) = Σ vol over keys in (f·T, S≤(q)] + [S≤(q) > f·T]·Σ vol over prices > q, each O(log D)."""
 
     def result(self) -> Any:
@@ -295,7 +295,7 @@ class Nq2Plan(_BidsIndexPlan):
 
 
 class Sq1Plan:
-    """GA: both sides of the predicate vary per outer tuple (docs/algorithms/vwap.md §1.3, §4.6).
+    """GA: both sides of the predicate vary per outer tuple (docs/vwap/algorithm.md §1.3, §4.6).
 
     a: f·Σ vol of the outer tuple's broker < S≤(price); b: f·Σ vol at prices >= price < S≤(price)."""
 
@@ -365,13 +365,13 @@ class Sq1Plan:
         return [self.levels.tree]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.levels.tree)
 
 
 class Sq2Plan:
     """GA: the inner predicate compares price + volume with the outer price
-    (docs/algorithms/vwap.md §1.3, §4.6)."""
+    (docs/vwap/algorithm.md §1.3, §4.6)."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.f: Fraction = params["fraction"]
@@ -432,12 +432,12 @@ class Sq2Plan:
         return [self.levels.tree, self.reach]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.levels.tree)
 
 
 class Ex21Plan:
-    """PAI hash map, equality correlation (docs/algorithms/vwap.md §3.1): aggrMap groups' Σ b -> Σ of
+    """PAI hash map, equality correlation (docs/vwap/algorithm.md §3.1): aggrMap groups' Σ b -> Σ of
     their a·b."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
@@ -464,7 +464,7 @@ class Ex21Plan:
         old = self.m3.get(a, 0)
         oldv = self.m1.get(a, 0)
         if c:
-            # only group a's share leaves the shared bucket (docs/algorithms/vwap.md §9.8)
+            # only group a's share leaves the shared bucket (docs/vwap/algorithm.md §9.8)
             self._move(old, -oldv)
         c += mult
         self.m2 += mult * b
@@ -487,7 +487,7 @@ class Ex21Plan:
 
 
 class CrossCheckPlan:
-    """docs/algorithms/vwap.md §5.3: price-keyed trees of W and Σpv; descend by cumulative weight to the
+    """docs/vwap/algorithm.md §5.3: price-keyed trees of W and Σpv; descend by cumulative weight to the
     first qualifying price p* (S≤(p*) > g·T, g = f in the paper form, 1 - f in DBToaster's) and sum pv
     above it."""
 
@@ -556,7 +556,7 @@ class CrossCheckPlan:
         return [self.w, self.pv]
 
     def domain(self) -> int:
-        """Live domain values (price levels) for ``auto``'s cost model (docs/algorithms/vwap.md §6.5)."""
+        """Live domain values (price levels) for ``auto``'s cost model (docs/vwap/algorithm.md §6.5)."""
         return len(self.cnt)
 
 

@@ -1,4 +1,4 @@
-"""TPC-H Q17 and Q18 plans, each in three strategies (docs/algorithms/vwap.md §1.2, §4.7, §4.8, §5).
+"""TPC-H Q17 and Q18 plans, each in three strategies (docs/vwap/algorithm.md §1.2, §4.7, §4.8, §5).
 
 Q17 (the paper's constants by default; DBToaster's ``query17.sql`` uses 'MED BOX')::
 
@@ -274,7 +274,7 @@ class _Q17Incremental(_Q17Base):
 
 
 class Q17DBToaster(_Q17Incremental):
-    """docs/algorithms/vwap.md §5.2: ``partkey -> quantity -> Σ extendedprice`` and
+    """docs/vwap/algorithm.md §5.2: ``partkey -> quantity -> Σ extendedprice`` and
     ``partkey -> (Σ qty, count)``; a lineitem update re-evaluates its partkey's contribution by a loop
     over that partkey's distinct quantities, comparing ``q·count·qty < p·Σqty`` for fraction p/q. Map
     entries are dropped at multiplicity 0."""
@@ -340,7 +340,7 @@ class Q17DBToaster(_Q17Incremental):
 
 
 class Q17RPAI(_Q17Incremental):
-    """docs/algorithms/vwap.md §4.7: per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice``;
+    """docs/vwap/algorithm.md §4.7: per partkey a non-shifting RPAI tree ``quantity -> Σ extendedprice``;
     C(pk) is ``prefix_lt`` at the cutoff fraction·Σqty/count.
 
     The cutoff is exact without Fractions on the hot path: with every quantity seen so far having at
@@ -572,7 +572,7 @@ class _Q18Maps(_Q18Base):
 
 
 class Q18DBToaster(_Q18Maps):
-    """Fully incremental (docs/algorithms/vwap.md §5.2): per output group g = (orderkey, custkey, name,
+    """Fully incremental (docs/vwap/algorithm.md §5.2): per output group g = (orderkey, custkey, name,
     orderdate, totalprice) the join aggregates js[g] = Σ quantity and jc[g] = Σ multiplicity over
     customer ⋈ orders ⋈ lineitem, moved by first-order delta rules; the IN predicate filters groups by
     qty[orderkey]."""
@@ -675,7 +675,7 @@ class Q18DBToaster(_Q18Maps):
 
 
 class Q18RPAI(_Q18Maps):
-    """docs/algorithms/vwap.md §4.8: the hash maps plus, per qualifying orderkey, its materialized output
+    """docs/vwap/algorithm.md §4.8: the hash maps plus, per qualifying orderkey, its materialized output
     rows, rebuilt in O(rows of that order) whenever the order, its lineitems or its customer change."""
 
     strategy = "rpai"

@@ -1,4 +1,4 @@
-"""The inequality aggregate index of docs/algorithms/vwap.md §3.2-§3.5: one RPAI node per live group
+"""The inequality aggregate index of docs/vwap/algorithm.md §3.2-§3.5: one RPAI node per live group
 (price level), keyed by the group's current inner aggregate, so a single update moves a whole range of
 keys in O(log D).
 
@@ -37,7 +37,7 @@ class InequalityIndex:
             raise ValueError(f"theta must be one of {THETAS}, got {theta!r}")
         self.theta = theta
         self.zero = zero
-        self.bound = RPAITree()  # price -> Σ w, O(log D) prefix sums (docs/algorithms/vwap.md §9.7)
+        self.bound = RPAITree()  # price -> Σ w, O(log D) prefix sums (docs/vwap/algorithm.md §9.7)
         self.cnt: dict[Any, int] = {}  # price -> number of live tuples (with multiplicity)
         self.total: Any = 0  # T = Σ w
         self.idx = RPAITree(zero)
@@ -51,7 +51,7 @@ class InequalityIndex:
         self.update_level(p, x, x * w, x * pay)
 
     def update_level(self, p: Any, dc: int, dw: Any, dpay: Any) -> None:
-        """Move group p by a netted change: dc tuples, dw weight, dpay payload (docs/algorithms/vwap.md
+        """Move group p by a netted change: dc tuples, dw weight, dpay payload (docs/vwap/algorithm.md
         §3.6). Any net change keeps the keys ordered as long as the group's weight stays positive while
         it is live, which the ledger guarantees; a group created and emptied within one batch is a
         no-op."""

@@ -5,7 +5,7 @@ Fraction or :class:`~.vec.Vec`) that only need ``+``, ``-`` and ``==``. Every no
 stores its key relative to its parent (the root's key is absolute), so adding ``d`` to all keys above a
 threshold touches one root-to-leaf path: ``shift`` is O(log n) for positive offsets and for the
 negative offsets that the aggregate-index driver produces. Balancing is a left-leaning red-black tree
-(Sedgewick 2008); every rotation re-bases the relative keys (docs/algorithms/vwap.md §2.2, §2.5).
+(Sedgewick 2008); every rotation re-bases the relative keys (docs/vwap/algorithm.md §2.2, §2.5).
 
 Node fields: ``rk`` (key relative to the parent), ``val``, ``sm`` (subtree sum), ``mn``/``mx`` (minimum and
 maximum absolute key of the subtree, expressed in the same frame as ``rk``), ``red``, ``left``, ``right``.
@@ -669,7 +669,7 @@ class RPAITree:
         self._shift_path(k, d, inclusive)
 
     def _shift_path(self, k: Any, d: Any, incl: bool) -> None:
-        """docs/algorithms/vwap.md §2.6, iterative: top-down key updates on one path, then mn/mx bottom-up.
+        """docs/vwap/algorithm.md §2.6, iterative: top-down key updates on one path, then mn/mx bottom-up.
 
         Only valid when the shift keeps BST order (d > 0, or d < 0 with s + d > p)."""
         x = self.root
@@ -785,7 +785,7 @@ class RPAITree:
     # -- invariants -------------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Assert the invariants of docs/algorithms/vwap.md §2.3; AssertionError on violation."""
+        """Assert the invariants of docs/vwap/algorithm.md §2.3; AssertionError on violation."""
         root = self.root
         if root is None:
             if self._n != 0:

@@ -1,6 +1,6 @@
 """Every baseline strategy against DuckDB and against ``fivm`` after every batch.
 
-docs/algorithms/fivm-baselines.md §7. Random alpha-acyclic joins, Cartesian products, the triangle and
+docs/fivm/baselines.md §7. Random alpha-acyclic joins, Cartesian products, the triangle and
 self-joins; COUNT and SUM over Z and R, covariance (checked aggregate by aggregate against DuckDB),
 listings of conjunctive queries, and the matrix chain; batches with duplicates, deletes of present
 and absent tuples (negative multiplicities) and insert/delete pairs over few join values.

@@ -1,4 +1,4 @@
-"""Snapshots and incremental entries for every baseline strategy (docs/algorithms/fivm-baselines.md §2.2).
+"""Snapshots and incremental entries for every baseline strategy (docs/fivm/baselines.md §2.2).
 
 Restoring mid-stream, from a snapshot or from the entries in shuffled order, gives an engine that
 continues exactly like the original: same results and the same snapshot bytes, also for float sums

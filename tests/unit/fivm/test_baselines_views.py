@@ -1,6 +1,6 @@
 """What each baseline stores: the view counts of the paper's queries, and the refusals.
 
-docs/algorithms/fivm-baselines.md §3, §4, §6. The expected views come from the paper (Retailer SUM:
+docs/fivm/baselines.md §3, §4, §6. The expected views come from the paper (Retailer SUM:
 13 DBToaster views; Housing: the same 7 views as F-IVM; the triangle: the root, the three relations
 and the three pairwise joins; 1-IVM with scalar payloads: one result per cofactor aggregate plus the
 base relations, 990 + 5 for Retailer and 406 + 6 for Housing).

@@ -1,4 +1,4 @@
-"""Column execution of relation deltas (docs/algorithms/fivm.md §2.14) against the per-tuple trigger.
+"""Column execution of relation deltas (docs/fivm/algorithm.md §2.14) against the per-tuple trigger.
 
 Both executions run the same compiled plans over the same views, so after every batch they must hold
 the same keys in every view with equal counts, and payloads equal up to float summation order; the

@@ -1,4 +1,4 @@
-"""Exact decimals (docs/algorithms/fivm-rings.md §8): with ``decimals`` set, SUM and covariance results
+"""Exact decimals (docs/fivm/rings.md §8): with ``decimals`` set, SUM and covariance results
 do not depend on how the stream was cut into batches, equal DuckDB's DECIMAL arithmetic on the same
 rounded values exactly, cancel to nothing under deletes, and survive snapshots and entry restores.
 

@@ -1,4 +1,4 @@
-"""Factorized updates (docs/algorithms/fivm.md §2.13): a delta given as a product of factors.
+"""Factorized updates (docs/fivm/algorithm.md §2.13): a delta given as a product of factors.
 
 For random matrix chains (exact ints, or weights in exact decimals) and random rank-r and one-row
 updates, ``apply_factorized`` and the ``R:factorized`` event give exactly the result and the stored

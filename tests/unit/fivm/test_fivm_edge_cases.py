@@ -1,4 +1,4 @@
-"""The edge cases of docs/algorithms/fivm.md §2.12, one named test each, with expected values computed by
+"""The edge cases of docs/fivm/algorithm.md §2.12, one named test each, with expected values computed by
 hand from the query's definition."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Random alpha-acyclic joins (stars, paths, snowflakes), Cartesian products (fores
 and without indicator projections), a 4-cycle, self-joins, COUNT and SUM over Z and R, with and
 without group-by variables; batches mix inserts, deletes of present and absent tuples (negative
 multiplicities), duplicates and insert/delete pairs, over few distinct join values (skew). Half the
-runs also check every invariant of docs/algorithms/fivm.md §5.2 after every delta (debug mode).
+runs also check every invariant of docs/fivm/algorithm.md §5.2 after every delta (debug mode).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_fivm_one_loads_static_relations_then_streams_the_updatable_one(
     data: st.DataObject, con: Any
 ) -> None:
     """Static relations load until the first update to U; later updates to them are refused and
-    change nothing; the result equals DuckDB throughout (docs/algorithms/fivm.md §2.7)."""
+    change nothing; the result equals DuckDB throughout (docs/fivm/algorithm.md §2.7)."""
     schema = data.draw(acyclic_schema())
     config = data.draw(aggregate(schema))
     rels = list(relation_columns(config))

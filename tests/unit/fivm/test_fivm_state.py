@@ -1,4 +1,4 @@
-"""Snapshots and incremental state entries (docs/algorithms/fivm.md §4): restoring mid-stream gives an
+"""Snapshots and incremental state entries (docs/fivm/algorithm.md §4): restoring mid-stream gives an
 engine that continues exactly like the original (same results, same snapshot bytes, also for float
 sums whose value depends on the order of additions); restoring from entries in any order equals
 restoring from a snapshot; the folded ``changed_entries()`` log equals ``all_entries()``."""

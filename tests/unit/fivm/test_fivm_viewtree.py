@@ -1,4 +1,4 @@
-"""View trees, μ and trigger indexes on the worked examples of docs/algorithms/fivm.md (the paper's
+"""View trees, μ and trigger indexes on the worked examples of docs/fivm/algorithm.md (the paper's
 running example, Example 1.1, Retailer, Housing, the Twitter triangle and the matrix chain): the view
 counts, key schemas, materialized sets and indexes stated there, and the running example's numbers."""
 

@@ -1,4 +1,4 @@
-"""Runs of one all-float relation are taken in whole-run passes (docs/algorithms/fivm.md §1.2): a batch
+"""Runs of one all-float relation are taken in whole-run passes (docs/fivm/algorithm.md §1.2): a batch
 must give the same views and the same refusals as the same events applied one at a time, which go
 through the per-event checks, whatever mix of good and bad values, zeros and multiplicities it holds."""
 

@@ -1,4 +1,4 @@
-"""The cofactor ring against dense formulas and brute-force joins (docs/algorithms/fivm-rings.md §2)."""
+"""The cofactor ring against dense formulas and brute-force joins (docs/fivm/rings.md §2)."""
 
 from __future__ import annotations
 

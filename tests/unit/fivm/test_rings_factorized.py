@@ -1,4 +1,4 @@
-"""Factorized payloads represent the join they are computed over (docs/algorithms/fivm-rings.md §5).
+"""Factorized payloads represent the join they are computed over (docs/fivm/rings.md §5).
 
 Query: Q(A, B, C, D) = R(A, B), S(A, C, E), T(C, D) with E bound, over the variable order
 A -> {B -> R, C -> {D -> T, E -> S}}; the output variables in preorder are A, B, C, D. Every view is

@@ -1,4 +1,4 @@
-"""Ring laws for every non-scalar F-IVM payload ring (docs/algorithms/fivm-rings.md §1).
+"""Ring laws for every non-scalar F-IVM payload ring (docs/fivm/rings.md §1).
 
 Each ring supplies a case: strategies for payloads of a given *shape* (a cofactor block, a listing
 schema, a factorized variable), shapes that may be added (one shape) or multiplied (shapes a view tree

@@ -1,4 +1,4 @@
-"""The relational ring lists the join it is evaluated over (docs/algorithms/fivm-rings.md §4).
+"""The relational ring lists the join it is evaluated over (docs/fivm/rings.md §4).
 
 Query: Q(A, B, C, D) = R(A, B), S(A, C, E), T(C, D) with E bound, over the variable order
 A -> {B -> R, C -> {D -> T, E -> S}}; the output variables in preorder are A, B, C, D.

@@ -1,4 +1,4 @@
-"""Weighted tuples (docs/algorithms/fivm.md §1.2): ``weights: {R: w}`` makes each tuple of R count
+"""Weighted tuples (docs/fivm/algorithm.md §1.2): ``weights: {R: w}`` makes each tuple of R count
 ``w · multiplicity``; the result is ``SUM(w · m · …)`` per group, checked against DuckDB for fivm and
 every strategy that accepts the option, in floats, ints and exact decimals. Strategies that do not
 compute the sum ring refuse the option in one line.

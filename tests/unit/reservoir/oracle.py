@@ -38,7 +38,7 @@ DUMBBELL = {
     "bags": [["R1", "R2", "R3"], ["R7"], ["R5", "R6", "R4"]],
 }
 # A foreign-key join: item is Item's declared key, so each Sales tuple joins at most one Item tuple; the
-# -opt strategies merge Sales and Item into one bag (docs/algorithms/reservoir.md §2.8), the others run
+# -opt strategies merge Sales and Item into one bag (docs/reservoir/algorithm.md §2.8), the others run
 # on the aliases; all of them refuse an Item tuple whose item another one already has.
 FK_MERGE = {
     "relations": {"Sales": ["item", "cust"], "Item": ["item", "cat"], "Cust": ["cust", "region"]},

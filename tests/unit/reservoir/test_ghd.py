@@ -1,4 +1,4 @@
-"""Decompositions derived for cyclic joins (docs/algorithms/reservoir.md §4.1): each cycle's aliases in
+"""Decompositions derived for cyclic joins (docs/reservoir/algorithm.md §4.1): each cycle's aliases in
 one bag. The derived bags of the dumbbell are its two triangles and the bridge, they give the join the
 nested loops give, and the reservoir over them is uniform (χ² as in test_uniformity: fixed seeds,
 p < 1e-4). The invariants over random streams run on a derived 4-cycle in test_invariants."""

@@ -1,4 +1,4 @@
-"""The dynamic index against its definition recomputed from scratch (docs/algorithms/reservoir.md
+"""The dynamic index against its definition recomputed from scratch (docs/reservoir/algorithm.md
 §2.3-§2.5, §6.1): counts, rounded counts, buckets, exact counts, and the virtual batch of every
 insert decoding to exactly the new join results."""
 

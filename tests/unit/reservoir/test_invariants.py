@@ -1,4 +1,4 @@
-"""Invariants after every update, against brute force (docs/algorithms/reservoir.md §6.1), for every
+"""Invariants after every update, against brute force (docs/reservoir/algorithm.md §6.1), for every
 strategy, on random streams with duplicates, deletes, skew (tiny domains), joins that empty out and
 inserts that break a declared key; the refusals are those of a model of the relations kept apart."""
 

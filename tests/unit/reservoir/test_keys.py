@@ -1,4 +1,4 @@
-"""Declared keys and the foreign-key merge derived from them (docs/algorithms/reservoir.md §2.8): which
+"""Declared keys and the foreign-key merge derived from them (docs/reservoir/algorithm.md §2.8): which
 aliases merge, that the engine refuses inserts breaking a key (against a model of the relations), that
 a merged bag never holds more tuples than its unmerged alias, and that the merged join samples
 uniformly (χ² as in test_uniformity: fixed seeds, p < 1e-4)."""

@@ -1,5 +1,5 @@
 """Config parsing and validation of the reservoir service, and the predicate language
-(docs/algorithms/reservoir.md §1)."""
+(docs/reservoir/algorithm.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Statistical uniformity of the reservoirs (docs/algorithms/reservoir.md §6.2).
+"""Statistical uniformity of the reservoirs (docs/reservoir/algorithm.md §6.2).
 
 Every strategy promises, after every prefix of the stream, a uniform k-subset of the join's current
 results (qualifying under θ). Each test replays one fixed small stream with T seeds (0..T-1, fixed, so

@@ -1,4 +1,4 @@
-"""docs/sketches-benchmark.md's tables are what ``bench/sketches.py --markdown`` prints from the stored
+"""docs/sketches/benchmark.md's tables are what ``bench/sketches.py --markdown`` prints from the stored
 report, so a re-run of the benchmark cannot leave the page contradicting it."""
 
 from __future__ import annotations
@@ -15,6 +15,6 @@ def test_benchmark_page_equals_what_markdown_prints_from_the_stored_report() -> 
     report = json.loads((REPO / "bench" / "results" / "sketches.json").read_text())
     printed = markdown(report)
     assert "### TPC-H" in printed and len(report["tpch"]) >= 6
-    assert printed in (REPO / "docs" / "sketches-benchmark.md").read_text(), (
-        "docs/sketches-benchmark.md is out of date: paste `.venv/bin/python -m bench.sketches --markdown`"
+    assert printed in (REPO / "docs" / "sketches" / "benchmark.md").read_text(), (
+        "docs/sketches/benchmark.md is out of date: paste `.venv/bin/python -m bench.sketches --markdown`"
     )

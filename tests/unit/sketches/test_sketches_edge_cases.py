@@ -1,4 +1,4 @@
-"""Fixed cases: the worked examples of docs/algorithms/sketches.md and the edge cases of §2.10.
+"""Fixed cases: the worked examples of docs/sketches/algorithm.md and the edge cases of §2.10.
 
 Expected sketches are derived by hand from the definitions (which tuples are provenance, which fragment
 holds each), never from the engine's output.

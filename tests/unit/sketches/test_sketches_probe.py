@@ -1,4 +1,4 @@
-"""The probe join (docs/algorithms/sketches.md §2.4.5) against the materialised one, a capture and DuckDB.
+"""The probe join (docs/sketches/algorithm.md §2.4.5) against the materialised one, a capture and DuckDB.
 
 Join shapes over random insert/delete batches (both tables changing in one batch, self-joins, cross
 products, three-way joins whose lookups span both sides of an inner join): after every batch the probe

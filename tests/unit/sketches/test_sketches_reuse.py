@@ -1,4 +1,4 @@
-"""Reusing a sketch for another instance of its template (docs/algorithms/sketches.md §2.7.1).
+"""Reusing a sketch for another instance of its template (docs/sketches/algorithm.md §2.7.1).
 
 Random instances of four templates (HAVING thresholds, HAVING intervals, LIMIT, WHERE of a monotone
 query) over random maintained data: whenever the rule accepts Q2 for Q1's sketch, Q2 answered over

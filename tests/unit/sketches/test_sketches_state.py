@@ -1,4 +1,4 @@
-"""Checkpoints (docs/algorithms/sketches.md §6): the operator state written as changed entries and read back.
+"""Checkpoints (docs/sketches/algorithm.md §6): the operator state written as changed entries and read back.
 
 For every supported shape, with either join variant, Bloom filters and top-m buffers drawn at random:
 an engine checkpointed at random cut points (a full scan of its entries, then changed entries only) and

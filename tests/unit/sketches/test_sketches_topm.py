@@ -1,4 +1,4 @@
-"""Top-m buffers (docs/algorithms/sketches.md §2.6.3): bounded MIN/MAX and top-k state, refilled on underflow.
+"""Top-m buffers (docs/sketches/algorithm.md §2.6.3): bounded MIN/MAX and top-k state, refilled on underflow.
 
 The buffer is checked against the whole bag it stands for; the engine with a small ``top_m`` against a
 fresh capture (G2) and the unbounded engine after every batch and DuckDB over all the data at the end

@@ -1,4 +1,4 @@
-"""Strategy ``auto`` (docs/algorithms/vwap.md §6.5): answers stay exact across plan switches, the
+"""Strategy ``auto`` (docs/vwap/algorithm.md §6.5): answers stay exact across plan switches, the
 choice survives snapshots and incremental state unchanged, and the cost model's choices follow the
 shapes it was fitted for."""
 

@@ -1,4 +1,4 @@
-"""Batches applied as batches (netted per price level, docs/algorithms/vwap.md §3.6) give exactly the
+"""Batches applied as batches (netted per price level, docs/vwap/algorithm.md §3.6) give exactly the
 answer of the literal nested-loop oracle fed one event at a time, after every batch: random books with
 tiny price domains, duplicates, multiplicities above one, deletes, levels emptied and re-created
 within a batch, refused events, batches of one event up to the whole stream. DuckDB re-evaluates the

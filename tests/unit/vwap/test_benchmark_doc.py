@@ -1,4 +1,4 @@
-"""docs/vwap-benchmark.md shows the tables ``bench/vwap.py --markdown`` prints from the stored result
+"""docs/vwap/benchmark.md shows the tables ``bench/vwap.py --markdown`` prints from the stored result
 file, so a re-run of the benchmark cannot leave the doc contradicting ``bench/results/vwap.json``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ END = "<!-- end of tables -->"
 
 
 def test_the_docs_tables_are_the_ones_printed_from_the_stored_results():
-    doc = (ROOT / "docs" / "vwap-benchmark.md").read_text()
+    doc = (ROOT / "docs" / "vwap" / "benchmark.md").read_text()
     assert doc.count(BEGIN) == 1 and doc.count(END) == 1
     shown = doc.split(BEGIN)[1].split(END)[0].strip("\n") + "\n"
     stored = json.loads((ROOT / "bench" / "results" / "vwap.json").read_text())

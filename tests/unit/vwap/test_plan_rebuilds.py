@@ -1,4 +1,4 @@
-"""What strategy ``auto`` rebuilds plans with (docs/algorithms/vwap.md §3.5, §6.5): the bulk build from
+"""What strategy ``auto`` rebuilds plans with (docs/vwap/algorithm.md §3.5, §6.5): the bulk build from
 the live tuples gives the state that replaying them gives, and every plan counts the live domain
 values its cost model reads exactly as the bag has them."""
 
