@@ -274,14 +274,11 @@ def e6(sizes: Sequence[int], k: int) -> dict[str, Any]:
 
 def service_point(edges_n: int, k: int) -> dict[str, Any]:
     """Line-3 through the real Worker (batch size and checkpoints at their defaults) vs the engine."""
-    from confluent_kafka import Producer
-
     from bench.fivm_service import _worker_run
-    from bench.lib.broker import produce_all
+    from bench.lib.broker import produce_checked
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
     from ivmstream.events import encode_event
-    from ivmstream.runtime.kafka import producer_settings
     from ivmstream.service import load_service
     from ivmstream.state import open_store
 
@@ -297,15 +294,14 @@ def service_point(edges_n: int, k: int) -> dict[str, Any]:
                 service,
                 {**query, "input_topic": topic, "output_topic": f"{topic}.out", "dlq_topic": f"{topic}.dlq"},
             )
-            producer = Producer(producer_settings(broker.bootstrap, {"compression.type": "lz4"}))
-            produce_all(producer, topic, ((None, encode_event(ev), 0) for ev in evs))
+            end = produce_checked(broker.bootstrap, topic, [encode_event(ev) for ev in evs])
             run = _worker_run(
                 service,
                 config,
                 broker.bootstrap,
                 open_store("rocksdb", f"res.{topic}", state_dir=tmp),
                 f"{topic}-g",
-                len(evs),
+                end,
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

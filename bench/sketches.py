@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import duckdb  # noqa: E402
 
-from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 from bench.sketches_db import RESULTS  # noqa: E402
@@ -54,7 +53,7 @@ from bench.sketches_worker import exp_worker  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    load_start = os.getloadavg()
+    load_start = load_average()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the recorded JSON")
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = [50, 1000, 5000]
     report: dict[str, Any] = {
         "command": command_line("bench/sketches.py", argv),
-        "loadavg_start": [round(v, 2) for v in load_start],
+        "loadavg_start": load_start,
     }
     report["groups"] = exp_groups(n, groups, deltas, reps)
     report["breakeven"] = exp_breakeven(n, fr, max(2, reps // 2))
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         progress("worker")
         report["worker"] = exp_worker()
     report["seconds"] = time.perf_counter() - t0
-    report["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    report["loadavg_end"] = load_average()
     report["machine"] = machine_info(duckdb=duckdb.__version__)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))

@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.machine import load_average  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 from bench.vwap_batches import batch_suite, goals, whole_suite  # noqa: E402
 from bench.vwap_engines import FINANCE_QUERIES, RESULTS, TRACE, default_strategy, load_trace  # noqa: E402
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = "vwap_quick" if args.quick else "vwap"
     _import_heavy()
     started = time.time()
-    load_start = os.getloadavg()
+    load_start = load_average()
     print(f"loading {args.trace.name} through the order-book adaptor", flush=True)
     traces = {book: load_trace(args.trace, book) for book in ("bids", "both")}
     print(f"  bids: {len(traces['bids'])} events, both books: {len(traces['both'])} events", flush=True)
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "seconds": time.time() - started,
             # the machine is shared: the 1-minute load average when the run started and when it ended
-            "load": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
+            "load": [load_start[0], load_average()[0]],
             "quick": args.quick,
         },
         "batches": batches,
