@@ -99,6 +99,7 @@ class Watchdog:
         self._at: float | None = None
         self._cancel: Callable[[], None] | None = None
         self._fired = False
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
@@ -117,12 +118,15 @@ class Watchdog:
             with self._lock:
                 self._at = self._cancel = None
 
+    def close(self) -> None:
+        """Stop the thread (a watchdog that lives as long as its process needs no close)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
     def _watch(self) -> None:
-        while True:
-            time.sleep(self.poll)
-            with self._lock:
-                due = self._at is not None and time.monotonic() > self._at
-                cancel = self._cancel if due else None
-                self._fired = self._fired or due
-            if cancel is not None:  # again at every wake-up: a library may drop a request made between calls
-                cancel()
+        while not self._stop.wait(self.poll):
+            with self._lock:  # held while cancelling, so no request outlives the block it was for
+                if self._at is not None and self._cancel is not None and time.monotonic() > self._at:
+                    self._fired = True
+                    self._cancel()  # at every wake-up: a library may drop a request made between calls
