@@ -1,5 +1,5 @@
-"""Benchmark of the reservoir service: RSJoin against SJoin and the plain reservoir (docs/algorithms/
-reservoir.md §7), at Python scale, with machine-independent counters beside every time.
+"""Benchmark of the reservoir service: RSJoin against SJoin and the plain reservoir (docs/reservoir/
+algorithm.md §7), at Python scale, with machine-independent counters beside every time.
 
 * **E1** time vs N: line-3 and line-4 over a Chung-Lu graph with Epinions-like degrees (one edge
   relation read by every alias), RSJoin on every prefix size, SJoin on the prefixes it finishes within
@@ -15,7 +15,7 @@ reservoir.md §7), at Python scale, with machine-independent counters beside eve
 
 Writes ``bench/results/reservoir.json`` and ``reservoir.png``. Run: ``.venv/bin/python bench/reservoir.py``
 (``--quick``: a smoke run writing ``reservoir_quick.*``). ``--markdown FILE.json`` prints the tables of
-docs/reservoir-benchmark.md from a stored report.
+docs/reservoir/benchmark.md from a stored report.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Benchmark of the sketches service (docs/sketches-benchmark.md): IMP against recapture, at Python scale.
+"""Benchmark of the sketches service (docs/sketches/benchmark.md): IMP against recapture, at Python scale.
 
-Experiments (docs/algorithms/sketches.md §9):
+Experiments (docs/sketches/algorithm.md §9):
 
 * ``groups``: Q_groups ``SELECT a, AVG(b) FROM t GROUP BY a HAVING AVG(c) < 1.5·G`` over N rows with G
   groups; ``having``: Q_having with 1, 2 and 3 HAVING aggregates at G = 5,000. Batches of Δ = 10, 100,
@@ -25,7 +25,7 @@ Python baseline's store update is not). Every IMP sketch is checked against both
 
     python -m bench.sketches              # ~20 min on a loaded 2-core VM; JSON + PNG in bench/results/
     python -m bench.sketches --quick      # smoke test (small sizes)
-    python -m bench.sketches --markdown   # print the tables of docs/sketches-benchmark.md from the JSON
+    python -m bench.sketches --markdown   # print the tables of docs/sketches/benchmark.md from the JSON
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 independent peer, as the service runs them.
 
 One run measures, on DBToaster's public finance trace (``bench/data/finance-big.csv``, 46,166 bid events
-with ``book=bids``, 100,485 with both books) through the order-book adaptor of docs/algorithms/vwap.md §1.6:
+with ``book=bids``, 100,485 with both books) through the order-book adaptor of docs/vwap/algorithm.md §1.6:
 
 1. **batches** (the headline): per query (vwap, vwap-paper, mst, psp, nq1, sq1, sq2, nq2), trace prefix
    (``--sizes`` for the two VWAP forms, ``--other-sizes`` for the rest), batch size (``--batches``,
@@ -26,7 +26,7 @@ with ``book=bids``, 100,485 with both books) through the order-book adaptor of d
    baseline runs from the start for up to ``--tpch-budget`` seconds and rpai runs the same prefix.
 5. plots: µs per event against the prefix, one panel per query and batch size.
 
-``--markdown [FILE]`` prints the tables of ``docs/vwap-benchmark.md`` from a stored result file
+``--markdown [FILE]`` prints the tables of ``docs/vwap/benchmark.md`` from a stored result file
 (default ``bench/results/vwap.json``) and measures nothing.
 
 Usage (from the repo root)::
