@@ -68,11 +68,16 @@ class Rebalance:
             # partitions are never consumed here and are revoked again at once, so load nothing.
             log.info("leaving the group: not taking %d partition(s) assigned during shutdown", len(tps))
             return
+        self.take(consumer, tps)
+        consumer.assign(tps)
+
+    def take(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        """Restore ``tps`` and set each one's ``offset`` to where it resumes, without assigning them: a
+        runtime whose consumer assigns itself (Faust) positions it from the offsets."""
         started = time.perf_counter()
         self.health.restoring()
         for tp in tps:
             self._take(consumer, tp)
-        consumer.assign(tps)
         self.restart_broadcast()
         if self.hooks.partitions_assigned and tps:
             changed = PartitionsChanged(
