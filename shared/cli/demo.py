@@ -1,0 +1,19 @@
+"""``ivmstream demo``: the whole stack on the embedded broker with a sample workload."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="the whole stack on the embedded default, with a sample workload")
+    p.add_argument("--follow", action="store_true", help="keep running after the workload is done")
+    p.add_argument("--service", action="append", help="only these services (repeatable)")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ivmstream.dev.demo import run_demo
+
+    return run_demo(follow=args.follow, services=args.service or None)

@@ -1,0 +1,128 @@
+"""``ivmstream run``: a service's worker in the foreground, until a signal stops it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ivmstream.cli.common import CliError, load
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a service's worker")
+    p.add_argument("service")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--config", required=True, help="service config (YAML or JSON)")
+    p.add_argument("--state-dir", default="state", help="RocksDB state directory (default ./state)")
+    p.add_argument("--state-backend", choices=("rocksdb", "redis", "memory"), help="default rocksdb")
+    p.add_argument(
+        "--redis", help="Redis URL: results are published there (and state, with --state-backend redis)"
+    )
+    p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
+    p.add_argument(
+        "--role",
+        choices=("worker", "coordinator"),
+        default="worker",
+        help="with a sharded config (shard_by): worker (default) publishes its partitions' partial "
+        "results; coordinator sums them into the global result (its group defaults to "
+        "ivmstream.<service>.coordinator)",
+    )
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument(
+        "--gc",
+        choices=("worker", "default"),
+        default="worker",
+        help="garbage-collector policy: worker (default; see docs/architecture.md) or Python's default",
+    )
+    p.add_argument(
+        "--silent-relation-after",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="log a relation of the service that received no event in the first N input records "
+        "(default 100000; at shutdown either way)",
+    )
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ivmstream.metrics import RuntimeMetrics
+    from ivmstream.redis_client import connect
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.clients import KafkaClients
+    from ivmstream.runtime.gc_policy import worker_gc
+    from ivmstream.runtime.kafka import check_reachable
+    from ivmstream.state import open_store
+
+    declared, declared_config = service, config = load(args.service, args.config)
+    if args.role == "coordinator":  # the worker runs it; its name names the group, store and metrics
+        from ivmstream.runtime.coordinator import coordinator_of
+
+        service, config, _codec = coordinator_of(declared, declared_config)
+    group = args.group or f"ivmstream.{service.name}"
+    backend = args.state_backend or ("rocksdb")
+    redis_client = connect(args.redis) if args.redis else None
+    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
+    store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
+    metrics = RuntimeMetrics(service.name)
+    if redis_client is not None:
+        from ivmstream.verdict import reconcile_key
+
+        metrics.export_reconcile(redis_client, reconcile_key(config.output_topic))
+    if args.metrics_port is not None:
+        try:
+            metrics.serve(args.metrics_port)
+        except OSError as exc:
+            raise CliError(f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}") from None
+    if args.silent_relation_after <= 0:
+        raise CliError("--silent-relation-after must be a positive number of input records")
+    worker = Worker(
+        declared,
+        declared_config,
+        KafkaClients(args.bootstrap),
+        store,
+        group=group,
+        redis_client=redis_client,
+        metrics=metrics,
+        role=args.role,
+        silent_relation_after=args.silent_relation_after,
+    )
+    worker.install_signal_handlers()
+    logging.getLogger("ivmstream").info(
+        "running %s: %s -> %s, group %s, state %s",
+        service.name,
+        config.input_topic,
+        config.output_topic,
+        group,
+        backend,
+    )
+    status = _status_printer(worker)
+    # this process is the worker's own, so it may set the process-wide GC policy (shared/runtime/gc_policy.py)
+    with worker_gc() if args.gc == "worker" else contextlib.nullcontext():
+        worker.run(until=status)
+    return 0
+
+
+def _status_printer(worker: Any) -> Callable[[Any], bool]:
+    last = [time.monotonic()]
+
+    def status(w: Any) -> bool:
+        now = time.monotonic()
+        if now - last[0] >= 10.0:
+            last[0] = now
+            n = w.metrics.events_in._value.get()
+            logging.getLogger("ivmstream").info(
+                "%s: %d records consumed, %d partitions, %d keys, positions %s",
+                w.service.name,
+                int(n),
+                len(w.partitions),
+                sum(len(p.engines) for p in w.partitions.values()),
+                w.positions(),
+            )
+        return False
+
+    return status
