@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from ivmstream.events.change_formats import CHANGE_FILE_FORMATS
 from ivmstream.events.codec import Schema
 from ivmstream.events.delimited import parse_scalar, read_csv, read_tbl
 from ivmstream.events.formats import (
@@ -180,7 +181,7 @@ TPCH = InputFormat(
     _tpch,
 )
 
-FORMATS = FormatRegistry([JSONL, CSV, TBL, ORDERBOOK, TPCH])
+FORMATS = FormatRegistry([JSONL, CSV, TBL, ORDERBOOK, TPCH, *CHANGE_FILE_FORMATS])
 
 
 def register_format(fmt: InputFormat) -> InputFormat:

@@ -36,6 +36,18 @@ REASONS: dict[str, str] = {
     "unexpected-column": "the row has a column its relation does not declare",
 }
 
+# The change formats' own codes (docs/change-data.md); their records are also refused with the codes above
+# (malformed-json, not-an-object, unknown-relation, wrong-type, ...) once decoded into events.
+CHANGE_REASONS: dict[str, str] = {
+    "unknown-op": "a change record's operation is none its format defines",
+    "missing-before": "an update or delete without its before-image (the source does not log full rows)",
+    "unavailable-value": "a column the view needs holds Debezium's __debezium_unavailable_value",
+    "schema-mismatch": "the record's schema and its row disagree (a column or an encoding)",
+    "decimal-without-scale": "a Connect decimal whose schema gives no scale",
+    "missing-primary-key": "upsert mode: a record with neither a key nor the primary-key columns",
+    "truncate-without-images": "a truncate on an input that keeps no row images (not upsert mode)",
+}
+
 # The default record size limit: Kafka's default maximum message size. IVMSTREAM_MAX_RECORD_BYTES
 # overrides it for every codec of the process (a worker's, ``replay``'s).
 MAX_RECORD_BYTES = 1 << 20
