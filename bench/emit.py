@@ -35,7 +35,7 @@ from bench.lib.machine import machine_info  # noqa: E402
 from bench.lib.plots import plt  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
-from bench.lib.worker_patches import run_until_caught_up  # noqa: E402
+from bench.lib.worker_runs import run_until_caught_up  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 MODES = ("batch", "every-event")

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.fivm_data import housing, housing_config
 from bench.fivm_runs import REL_TOL, events, rel_diff
-from bench.lib.worker_patches import run_until_caught_up
+from bench.lib.worker_runs import run_until_caught_up
 from ivmstream.services.fivm.engine import FivmEngine
 
 

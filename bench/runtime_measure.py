@@ -22,7 +22,7 @@ from confluent_kafka import (
 )
 
 from bench.lib.progress import progress
-from bench.lib.worker_patches import mark_run
+from bench.lib.worker_runs import mark_run
 from bench.runtime_workload import BATCH, KEY_FIELD, MEASURE_TIMEOUT, POLL_TIMEOUT, SESSION_TIMEOUT_MS
 from ivmstream.config import build_config, schema_of
 from ivmstream.events import EventCodec

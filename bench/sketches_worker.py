@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.lib.worker_patches import run_until_caught_up
+from bench.lib.worker_runs import run_until_caught_up
 
 
 def exp_worker() -> dict[str, Any]:

@@ -42,7 +42,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
 from bench.lib.plots import plt  # noqa: E402
-from bench.lib.worker_patches import mark_run  # noqa: E402
+from bench.lib.worker_runs import mark_run  # noqa: E402
 from ivmstream.config import RUNTIME_OPTIONS, build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402

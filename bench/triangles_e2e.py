@@ -19,7 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from bench import triangles_workloads as wl
 from bench.lib.broker import check_holds, produce_lz4, watermarks
 from bench.lib.progress import progress
-from bench.lib.worker_patches import mark_run
+from bench.lib.worker_runs import mark_run
 from bench.triangles_cases import DEFAULT, E2E_TIMEOUT, KEY, KEY_FIELD
 from ivmstream.config import build_config
 from ivmstream.dev.broker import BrokerProcess

@@ -95,7 +95,7 @@ def _worker_run(
 ) -> dict[str, Any]:
     """One worker from the start of the topic until caught up (final checkpoint included): seconds
     from its first batch, and its in-memory result at the end."""
-    from bench.lib.worker_patches import run_until_caught_up
+    from bench.lib.worker_runs import run_until_caught_up
     from ivmstream.runtime import Worker
 
     seconds, results = run_until_caught_up(Worker(service, config, bootstrap, store, group=group), {0: end})
