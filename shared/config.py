@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ivmstream.events import Schema
+from ivmstream.events.inputs import InputSpec, inputs_list
 from ivmstream.options import (
     ConfigError,
     Option,
@@ -81,6 +82,12 @@ PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
 RUNTIME_OPTIONS: dict[str, Option] = {
     "key_field": Option(None, optional(string()), "row column whose value is the partition key"),
     "input_topic": Option(None, optional(topic_name), "input topic (default <service>.updates)"),
+    "inputs": Option(
+        None,
+        optional(inputs_list),
+        "input topics, each {topic, format, relation} (docs/change-data.md); without key_field one view over "
+        "every partition of every one; input_topic T is the shorthand for [{topic: T, format: native}]",
+    ),
     "output_topic": Option(None, optional(topic_name), "results topic (default <service>.results)"),
     "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
     "batch_size": Option(2000, positive_int(), "max records consumed and applied per batch"),
@@ -176,6 +183,7 @@ class ServiceConfig:
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
     global_topic: str = ""  # with shard_by: the coordinator's output
+    inputs: tuple[InputSpec, ...] = ()  # the inputs key; empty: input_topic alone, read per partition
 
     @property
     def sharded(self) -> bool:
@@ -238,7 +246,8 @@ def build_config(
     name = service.name
     if values["shard_by"] is not None:
         _check_sharding(service, service_options, values, source)
-    input_topic = values["input_topic"] or f"{name}.updates"
+    inputs = _check_inputs(values, source)
+    input_topic = inputs[0].topic if inputs else values["input_topic"] or f"{name}.updates"
     output_topic = values["output_topic"] or f"{name}.results"
     return ServiceConfig(
         service=name,
@@ -262,7 +271,26 @@ def build_config(
         shard_by=values["shard_by"],
         broadcast_topic=values["broadcast_topic"] or f"{input_topic}.broadcast",
         global_topic=values["global_topic"] or f"{output_topic}.global",
+        inputs=inputs,
     )
+
+
+def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ...]:
+    """The ``inputs`` list, refused in combinations the runtime cannot keep exactly once."""
+    inputs: tuple[InputSpec, ...] = values["inputs"] or ()
+    if not inputs:
+        return ()
+    clash = next((k for k in ("input_topic", "shard_by") if values[k] is not None), None)
+    if clash is not None:
+        raise ConfigError(f"{source}: inputs and {clash} exclude each other (inputs names every input topic)")
+    if values["key_field"] is not None:
+        raise ConfigError(
+            f"{source}: inputs with key_field: a keyed view reads one native topic partitioned by its key "
+            "(input_topic); inputs are read by a keyless view"
+        )
+    if values["emit"] != "batch":
+        raise ConfigError(f"{source}: inputs publish per batch (emit: batch)")
+    return inputs
 
 
 def producer_message_max_bytes(dead_letter_max_bytes: int, kafka: Mapping[str, Any]) -> int:

@@ -34,6 +34,7 @@ from ivmstream.runtime.checkpoint import Checkpointer
 from ivmstream.runtime.clients import ClientFactory, clients_of, output_settings
 from ivmstream.runtime.hooks import BatchApplied, Hooks, fire
 from ivmstream.runtime.kafka import BrokerWatch
+from ivmstream.runtime.merged import MergedView
 from ivmstream.runtime.output import Output
 from ivmstream.runtime.partition import PartitionState, store_backing
 from ivmstream.runtime.rebalance import HistoryTruncated, Rebalance
@@ -145,6 +146,23 @@ class Worker:
             stop=self._stop,
         )
 
+        self.merged = (
+            MergedView(
+                service.name,
+                config,
+                self.codec.schema,
+                store,
+                envelope,
+                self.output,
+                Refusals(self.output, self.hooks),
+                self.partitions,
+                lambda: service.engine(config.options),
+                self._count,
+            )
+            if config.inputs and role == "worker"
+            else None
+        )
+
     def _apply_mode(self, role: Role) -> tuple[ApplyMode, dict[str, Any] | None]:
         """The apply mode of this worker's role and config, and the state envelope's sharding entry."""
         args = (self.service.name, self.codec, self.output, Refusals(self.output, self.hooks), self._count)
@@ -185,12 +203,15 @@ class Worker:
     def run(self, until: Callable[[Worker], bool] | None = None) -> None:
         """Process until stopped (or ``until(self)`` is true), then checkpoint and leave the group."""
         rebalance = self.rebalance
-        self.consumer.subscribe(
-            [self.config.input_topic],
-            on_assign=rebalance.on_assign,
-            on_revoke=rebalance.on_revoke,
-            on_lost=rebalance.on_lost,
-        )
+        if self.merged is not None:  # one view over every input partition: assigned, not shared
+            self.merged.start(self.consumer)
+        else:
+            self.consumer.subscribe(
+                [self.config.input_topic],
+                on_assign=rebalance.on_assign,
+                on_revoke=rebalance.on_revoke,
+                on_lost=rebalance.on_lost,
+            )
         feed, health, watch = self.broadcast, self.metrics.health, self.broker_watch
         batch_size, received = self.config.batch_size, self.hooks.batch_received
         try:
@@ -249,7 +270,9 @@ class Worker:
     def _process(self, msgs: list[Message]) -> None:
         started = time.perf_counter()
         applied = published = 0
-        for partition, pmsgs in by_partition(msgs).items():
+        if self.merged is not None:
+            applied, published = self.merged.apply(msgs)
+        for partition, pmsgs in by_partition(msgs).items() if self.merged is None else ():
             state = self.partitions.get(partition)
             if state is None:
                 continue  # revoked while these were in flight

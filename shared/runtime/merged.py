@@ -1,0 +1,274 @@
+"""A keyless view over every partition of every input topic: one engine, one stored state, the next
+offset of each input partition in that state's atomic checkpoint.
+
+A view without ``key_field`` is one query over all of its input, so it cannot be split across
+consumer-group members by partition: the worker assigns itself every partition of every input topic
+(``inputs``), positioned at the offsets its state covers, and applies each record once through one
+engine. Each input is decoded by its format (the native envelope, or change records:
+``ivmstream.events.change_formats``); an input in upsert mode keeps its last images beside the engine,
+checkpointed in the same write. Stored under ``<service>.inputs`` partition 0 of the state store:
+
+| stored key | map | entry | value |
+|---|---|---|---|
+| ``\\0inputs`` | ``offsets`` | ``<topic>:<partition>`` | the next offset |
+| ``\\0inputs`` | ``spec`` | ``inputs`` | the inputs as configured (checked on restore) |
+| ``\\0images:<topic>`` | ``images`` | ``[relation, primary key]`` | the row's last image |
+
+Records of one partition are applied in their log order; partitions interleave as the consumer
+returns them, which leaves a view of multisets (every service here) where an uninterrupted run leaves
+it once every record is applied. Run one worker per keyless view: its partitions are not shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+
+from ivmstream.config import ServiceConfig
+from ivmstream.engine import Engine
+from ivmstream.events import EventCodec, EventError, Schema, UpdateEvent
+from ivmstream.events.change_formats import ChangeCodec
+from ivmstream.events.changes import ImageTable, inverse
+from ivmstream.events.inputs import InputSpec
+from ivmstream.runtime.apply import KEYLESS, by_partition
+from ivmstream.runtime.clients import Consumer
+from ivmstream.runtime.output import Output, build_record
+from ivmstream.runtime.partition import PartitionState
+from ivmstream.runtime.refusals import Refusals
+from ivmstream.state import PartitionCheckpoint, StateChanges, StateError, StateStore, check_envelope
+from ivmstream.state.envelope import Envelope
+
+log = logging.getLogger("ivmstream.runtime")
+
+INPUTS_KEY = "\x00inputs"
+IMAGES_KEY = "\x00images:"
+_OFFSETS, _SPEC = "offsets", "spec"
+
+Where = tuple[str, int]
+
+
+def slot_topic(service: str) -> str:
+    """Where a merged view's state is stored (partition 0 of this name)."""
+    return f"{service}.inputs"
+
+
+class MergedState(PartitionState):
+    """The one engine of a merged view, the next offset of each input partition and the inputs' images.
+    ``next_offset`` counts the records taken (it only tells the checkpointer that something moved)."""
+
+    def __init__(self, topic: str, factory: Callable[[], Engine], cp: PartitionCheckpoint, incremental: bool):
+        reserved = {k: v for k, v in cp.entries.items() if k.startswith("\x00")}
+        own = PartitionCheckpoint(
+            cp.offset, cp.snapshots, {k: v for k, v in cp.entries.items() if k not in reserved}, cp.envelope
+        )
+        super().__init__(topic, 0, factory, own, incremental=incremental)
+        self.offsets: dict[Where, int] = {}
+        self.spec: bytes | None = None
+        self.images: dict[str, ImageTable] = {}
+        for _map, entry, value in reserved.get(INPUTS_KEY, []):
+            if _map == _OFFSETS:
+                topic_name, _, partition = entry.decode().rpartition(":")
+                self.offsets[(topic_name, int(partition))] = int(value)
+            elif _map == _SPEC:
+                self.spec = value
+        for key, entries in reserved.items():
+            if key.startswith(IMAGES_KEY):
+                table = self.images[key[len(IMAGES_KEY) :]] = ImageTable()
+                table.restore_entries(entries)
+        self.committed_offsets = dict(self.offsets)
+        self._group_offset: int | None = None
+
+    @property  # type: ignore[override]
+    def group_offset(self) -> int | None:
+        """The group's offsets are not mirrored (the view reads by assignment): always up to date."""
+        return self.committed_offset
+
+    @group_offset.setter
+    def group_offset(self, _value: int | None) -> None:
+        pass
+
+    def take_changes(self) -> StateChanges:
+        changes = super().take_changes()
+        moved = [(w, n) for w, n in self.offsets.items() if self.committed_offsets.get(w) != n]
+        inputs = [(_OFFSETS, f"{t}:{p}".encode(), str(n).encode()) for (t, p), n in moved]
+        if self.spec is not None:
+            inputs.append((_SPEC, b"inputs", self.spec))
+        changes.entries[INPUTS_KEY] = inputs  # type: ignore[assignment]
+        for topic, table in self.images.items():
+            changed = table.changed_entries()
+            if changed:
+                changes.entries[IMAGES_KEY + topic] = changed
+        self.committed_offsets = dict(self.offsets)
+        return changes
+
+
+class MergedView:
+    """Reads every input partition into one ``MergedState`` (in ``partitions[0]``) and applies it."""
+
+    def __init__(
+        self,
+        service: str,
+        config: ServiceConfig,
+        schema: Schema,
+        store: StateStore,
+        envelope: Envelope,
+        output: Output,
+        refusals: Refusals,
+        partitions: dict[int, PartitionState],
+        new_engine: Callable[[], Engine],
+        count: Callable[[Iterable[list[UpdateEvent]]], None],
+    ) -> None:
+        self.service, self.config, self.schema, self.store = service, config, schema, store
+        self.envelope, self.output, self.refusals = envelope, output, refusals
+        self.partitions, self.new_engine, self.count = partitions, new_engine, count
+        self.inputs: dict[str, InputSpec] = {spec.topic: spec for spec in config.inputs}
+        self.spec = orjson.dumps([spec.describe() for spec in config.inputs])
+        self.native = EventCodec(schema)
+        self.codecs: dict[str, ChangeCodec] = {}
+        self.state: MergedState | None = None
+
+    def start(self, consumer: Consumer) -> None:
+        """Restore the view and assign every partition of every input at the offset its state covers."""
+        started = time.perf_counter()
+        topic = slot_topic(self.service)
+        cp = self.store.load(topic, 0)
+        where = f"the {self.store.name} state of the view {topic}"
+        check_envelope(cp.envelope, self.envelope, where, has_state=not cp.empty)
+        state = MergedState(topic, self.new_engine, cp, self.config.state_layout == "incremental")
+        if state.spec is not None and state.spec != self.spec:
+            raise StateError(
+                f"{where} was written for inputs {state.spec.decode()}, but this worker reads "
+                f"{self.spec.decode()}: use the config that wrote it, or a new --group/--state-dir"
+            )
+        state.spec = self.spec
+        for spec in self.inputs.values():
+            if spec.change is not None:
+                images = state.images.setdefault(spec.topic, ImageTable()) if spec.change.images else None
+                self.codecs[spec.topic] = ChangeCodec(spec.change, self.schema, images)
+        tps = []
+        for name in self.inputs:
+            meta = consumer.list_topics(name, timeout=10).topics.get(name)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise StateError(f"input topic {name} does not exist (create it, with its partitions, first)")
+            for p in sorted(meta.partitions):
+                offset = state.offsets.get((name, p))
+                tps.append(TopicPartition(name, p, OFFSET_BEGINNING if offset is None else offset))
+        self.state = self.partitions[0] = state
+        consumer.assign(tps)
+        log.info(
+            "view %s: %d input partition(s) of %s assigned in %.2fs",
+            topic,
+            len(tps),
+            ", ".join(self.inputs),
+            time.perf_counter() - started,
+        )
+
+    def apply(self, msgs: list[Message]) -> tuple[int, int]:
+        """Decode each record by its topic's format, apply the events to the one engine (an update pair
+        whole or not at all) and publish the result; (applied, published)."""
+        state = self.state
+        if state is None:
+            return 0, 0
+        origins: list[Message] = []
+        decoded: list[UpdateEvent | EventError] = []
+        for topic, tmsgs in _by_topic(msgs).items():
+            for partition, pmsgs in by_partition(tmsgs).items():
+                where = (topic, partition)
+                start = state.offsets.get(where)
+                if start is not None and pmsgs[0].offset() < start:  # type: ignore[operator]
+                    pmsgs = [m for m in pmsgs if m.offset() >= start]  # type: ignore[operator]
+                    if not pmsgs:
+                        continue
+                state.offsets[where] = pmsgs[-1].offset() + 1  # type: ignore[operator]
+                self._decode(topic, partition, pmsgs, origins, decoded)
+        if not origins:
+            return 0, 0
+        state.next_offset = sum(state.offsets.values())
+        events = [e for e in decoded if e.__class__ is UpdateEvent]
+        self.count([events])  # type: ignore[list-item]
+        applied = self._apply_atomic(state, origins, decoded, events)  # type: ignore[arg-type]
+        record = build_record(self.service, KEYLESS, state.engine(KEYLESS).result(), state.topic, 0, 0)
+        record["offsets"] = {f"{t}:{p}": n for (t, p), n in sorted(state.offsets.items())}
+        return applied, self.output.publish([(KEYLESS, record)])
+
+    def _decode(
+        self,
+        topic: str,
+        partition: int,
+        msgs: list[Message],
+        origins: list[Message],
+        decoded: list[UpdateEvent | EventError],
+    ) -> None:
+        codec = self.codecs.get(topic)
+        if codec is None:
+            items = self.native.decode_many(m.value() for m in msgs)
+            origins += msgs
+            decoded += items
+            refused = [(m, i) for m, i in zip(msgs, items, strict=True) if i.__class__ is not UpdateEvent]
+        else:
+            refused = []
+            for msg in msgs:
+                out = codec.decode(msg.key(), msg.value())
+                if out.__class__ is list:
+                    origins += [msg] * len(out)  # type: ignore[arg-type]
+                    decoded += out  # type: ignore[arg-type]
+                else:
+                    refused.append((msg, out))
+        if refused:
+            self.refusals.decoded(topic, partition, [m for m, _ in refused], [e for _, e in refused])
+
+    def _apply_atomic(
+        self,
+        state: MergedState,
+        origins: list[Message],
+        decoded: list[UpdateEvent | EventError],
+        events: list[UpdateEvent],
+    ) -> int:
+        """Apply ``events``; a record any of whose events the engine refuses is undone whole (its other
+        events applied inverted) and dead-lettered once, with the engine's reason."""
+        if not events:
+            return 0
+        engine = state.engine(KEYLESS)
+        state.dirty.add(KEYLESS)
+        rejections = engine.apply(events)
+        if not rejections:
+            return len(events)
+        of_event = [m for m, e in zip(origins, decoded, strict=True) if e.__class__ is UpdateEvent]
+        refused_events = {r.index for r in rejections}
+        reasons: dict[int, tuple[Message, str, str]] = {}
+        for r in rejections:
+            msg = of_event[r.index]
+            reasons.setdefault(id(msg), (msg, r.code, r.detail))
+        undo = [
+            inverse(e) for i, e in enumerate(events) if i not in refused_events and id(of_event[i]) in reasons
+        ]
+        if undo:
+            failed = engine.apply(undo)
+            if failed:
+                log.error("view %s: %d half-update(s) could not be undone", state.topic, len(failed))
+        by_where: dict[Where, list[tuple[Message, str, str]]] = {}
+        for msg, code, detail in reasons.values():
+            by_where.setdefault((msg.topic(), msg.partition()), []).append((msg, code, detail))  # type: ignore[arg-type]
+        for (topic, partition), refused in by_where.items():
+            self.refusals.records(topic, partition, refused)
+        return len(events) - len(refused_events) - len(undo)
+
+
+def _by_topic(msgs: list[Message]) -> dict[str, list[Message]]:
+    first = msgs[0].topic()
+    if all(m.topic() == first for m in msgs):
+        return {first: msgs}  # type: ignore[dict-item]
+    out: dict[str, list[Message]] = {}
+    for m in msgs:
+        out.setdefault(m.topic(), []).append(m)  # type: ignore[arg-type]
+    return out
+
+
+def describe_offsets(state: MergedState) -> dict[str, Any]:
+    """Each input partition's next offset (tests, introspection)."""
+    return {f"{t}:{p}": n for (t, p), n in sorted(state.offsets.items())}

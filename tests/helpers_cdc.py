@@ -1,0 +1,139 @@
+"""Debezium topics for tests: two tables changed at random (snapshot, creates, updates, deletes with
+tombstones), keyed and partitioned by primary key, half the records schema-wrapped, a few bad records;
+and the final tables they leave, as native insert events for ``replay``."""
+
+from __future__ import annotations
+
+import base64
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ivmstream.events import SourceRecord
+from ivmstream.partitioner import partition_for
+
+RELATIONS = {
+    "orders": {"id": "int", "customer": "str", "amount": "decimal"},
+    "customers": {"id": "int", "name": "str", "city": "str"},
+}
+_CONNECT = {"int": "int64", "str": "string"}
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass
+class Workload:
+    records: list[Record] = field(default_factory=list)
+    tables: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    bad: dict[str, int] = field(default_factory=dict)  # reason -> records
+
+    def final_events(self) -> list[SourceRecord]:
+        """The final tables as native inserts (what the view must equal)."""
+        out = []
+        for relation, rows in sorted(self.tables.items()):
+            for _id, row in sorted(rows.items()):
+                value = orjson.dumps({"relation": relation, "row": row, "delta": 1})
+                out.append(SourceRecord(len(out) + 1, value))
+        return out
+
+
+def _schema(relation: str) -> dict[str, Any]:
+    cols: list[dict[str, Any]] = []
+    for col, typ in RELATIONS[relation].items():
+        if typ == "decimal":
+            decimal = "org.apache.kafka.connect.data.Decimal"
+            cols.append({"field": col, "type": "bytes", "name": decimal, "parameters": {"scale": "2"}})
+        else:
+            cols.append({"field": col, "type": _CONNECT[typ]})
+    sides = [{"field": s, "type": "struct", "optional": True, "fields": cols} for s in ("before", "after")]
+    return {"type": "struct", "fields": sides}
+
+
+def _encode(row: dict[str, Any] | None, wrapped: bool) -> dict[str, Any] | None:
+    """A row as the JSON converter with schemas writes it: decimals as base64 of the unscaled integer."""
+    if row is None or not wrapped or "amount" not in row:
+        return row
+    cents = int(row["amount"].replace(".", ""))
+    return {**row, "amount": base64.b64encode(cents.to_bytes(8, "big", signed=True)).decode()}
+
+
+def workload(
+    seed: int, changes: int, partitions: int = 4, topics: tuple[str, str] = ("db.orders", "db.customers")
+) -> Workload:
+    rng = random.Random(seed)
+    w = Workload(tables={"orders": {}, "customers": {}})
+    topic_of = dict(zip(("orders", "customers"), topics, strict=True))
+
+    def row(relation: str, ident: int) -> dict[str, Any]:
+        if relation == "orders":
+            return {
+                "id": ident,
+                "customer": rng.choice("abcde"),
+                "amount": f"{rng.randint(1, 9999) / 100:.2f}",
+            }
+        return {"id": ident, "name": rng.choice(["ada", "bob", "cy"]), "city": rng.choice(["Paris", "Lyon"])}
+
+    def put(relation: str, ident: int, value: bytes | None) -> None:
+        key = orjson.dumps({"id": ident})
+        w.records.append(Record(topic_of[relation], partition_for(key, partitions), key, value))
+
+    def emit(relation: str, ident: int, op: str, before: Any, after: Any) -> None:
+        wrapped = rng.random() < 0.5
+        payload = {
+            "before": _encode(before, wrapped),
+            "after": _encode(after, wrapped),
+            "op": op,
+            "source": {"table": relation, "db": "shop"},
+            "ts_ms": len(w.records),
+        }
+        put(
+            relation,
+            ident,
+            orjson.dumps({"schema": _schema(relation), "payload": payload} if wrapped else payload),
+        )
+
+    next_id = {"orders": 1, "customers": 1}
+    for relation in ("orders", "customers"):  # the snapshot
+        for _ in range(5):
+            ident = next_id[relation]
+            next_id[relation] += 1
+            w.tables[relation][ident] = r = row(relation, ident)
+            emit(relation, ident, "r", None, r)
+    for _ in range(changes):
+        relation = rng.choice(("orders", "customers"))
+        table = w.tables[relation]
+        roll = rng.random()
+        if roll < 0.4 or not table:
+            ident = next_id[relation]
+            next_id[relation] += 1
+            table[ident] = r = row(relation, ident)
+            emit(relation, ident, "c", None, r)
+        elif roll < 0.75:
+            ident = rng.choice(sorted(table))
+            new = {**row(relation, ident), "id": ident}
+            emit(relation, ident, "u", table[ident], new)
+            table[ident] = new
+        elif roll < 0.95:
+            ident = rng.choice(sorted(table))
+            emit(relation, ident, "d", table.pop(ident), None)
+            put(relation, ident, None)  # the tombstone
+        else:
+            orphan = {"op": "u", "before": None, "after": row(relation, 999), "source": {"table": relation}}
+            value, reason = rng.choice(
+                [
+                    (b"{not json", "malformed-json"),
+                    (orjson.dumps({"op": "x", "before": None, "after": None}), "unknown-op"),
+                    (orjson.dumps(orphan), "missing-before"),
+                ]
+            )
+            put(relation, 999, value)
+            w.bad[reason] = w.bad.get(reason, 0) + 1
+    return w
