@@ -214,11 +214,11 @@ class MergedView:
             refused = []
             for msg in msgs:
                 out = codec.decode(msg.key(), msg.value())
-                if out.__class__ is list:
-                    origins += [msg] * len(out)  # type: ignore[arg-type]
-                    decoded += out  # type: ignore[arg-type]
-                else:
+                if isinstance(out, EventError):
                     refused.append((msg, out))
+                else:
+                    origins += [msg] * len(out)
+                    decoded += out
         if refused:
             self.refusals.decoded(topic, partition, [m for m, _ in refused], [e for _, e in refused])
 
