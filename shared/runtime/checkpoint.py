@@ -11,16 +11,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Literal, Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from ivmstream.runtime.clients import Consumer
 from ivmstream.runtime.hooks import CheckpointWritten, Hooks, fire
 from ivmstream.runtime.output import Output
 from ivmstream.runtime.partition import PartitionState
 from ivmstream.state import StateStore
 
 log = logging.getLogger("ivmstream.runtime")
+
+
+class OffsetCommitter(Protocol):
+    """Where checkpointed offsets are mirrored: the worker's consumer (its group), or whatever a runtime
+    that consumes otherwise acknowledges them to (the Faust runtime's ``Acks``)."""
+
+    def commit(
+        self, *, offsets: list[TopicPartition], asynchronous: Literal[False]
+    ) -> list[TopicPartition] | None: ...
 
 
 class Checkpointer:
@@ -30,7 +39,7 @@ class Checkpointer:
         self,
         store: StateStore,
         output: Output,
-        consumer: Consumer,
+        consumer: OffsetCommitter,
         envelope: bytes,
         interval: float,
         hooks: Hooks,
