@@ -35,10 +35,14 @@ system-deps:
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	$(INSTALL_MISSING)
 
-# What only the tests need: promtool (Debian's prometheus), for the alert rules' and dashboards' tests.
+# What only the tests need: promtool (Debian's prometheus), for the alert rules' and dashboards' tests, and
+# PostgreSQL (the results sink's, the results API's and the views dashboard's tests start their own server;
+# Debian keeps its binaries under /usr/lib/postgresql/<version>/bin, off PATH).
 system-deps-dev:
 	@missing=""; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 \
+	  || missing="$$missing postgresql"; \
 	$(INSTALL_MISSING)
 
 # The editable install is setuptools' strict mode: a tree of links under build/ that maps shared/ onto

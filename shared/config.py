@@ -150,6 +150,24 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         optional(topic_name),
         "with shard_by: where the coordinator publishes the global result (default <output_topic>.global)",
     ),
+    "postgres_history_retention": Option(
+        7 * 86400,
+        optional(non_negative_int()),
+        "with --postgres: seconds of numeric results kept in ivmstream_result_history for charts (older rows "
+        "are deleted; 0: no history; null: keep all)",
+    ),
+    "postgres_history_fields": Option(
+        64,
+        positive_int(),
+        "with --postgres: the most numeric leaves of one result kept in ivmstream_result_history (in "
+        "document order)",
+    ),
+    "postgres_flush_interval": Option(
+        0.5,
+        positive_number(),
+        "with --postgres: seconds between the sink's writes (each key's latest result per write, in one "
+        "transaction; a checkpoint waits for them)",
+    ),
     "kafka": Option(
         {},
         mapping(mapping(), keys=("consumer", "producer")),
@@ -184,6 +202,9 @@ class ServiceConfig:
     broadcast_topic: str = ""  # with shard_by: events of relations without the shard variable
     global_topic: str = ""  # with shard_by: the coordinator's output
     inputs: tuple[InputSpec, ...] = ()  # the inputs key; empty: input_topic alone, read per partition
+    postgres_history_retention: int | None = 7 * 86400  # seconds of history (None: all; 0: none)
+    postgres_history_fields: int = 64  # numeric leaves of one result kept in the history
+    postgres_flush_interval: float = 0.5  # seconds between the PostgreSQL sink's writes
 
     @property
     def sharded(self) -> bool:
@@ -272,6 +293,9 @@ def build_config(
         broadcast_topic=values["broadcast_topic"] or f"{input_topic}.broadcast",
         global_topic=values["global_topic"] or f"{output_topic}.global",
         inputs=inputs,
+        postgres_history_retention=values["postgres_history_retention"],
+        postgres_history_fields=values["postgres_history_fields"],
+        postgres_flush_interval=values["postgres_flush_interval"],
     )
 
 

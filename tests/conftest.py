@@ -1,4 +1,5 @@
-"""Session-wide real infrastructure: one embedded broker process and one redis-server for all tests."""
+"""Session-wide real infrastructure: one embedded broker process, one redis-server and one PostgreSQL
+server for all tests (each started when a test first asks for it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from ivmstream.dev.broker import BrokerProcess
+from ivmstream.dev.postgres_server import PostgresServer
 from ivmstream.dev.redis_server import RedisServer
 
 # Shared CI machines are slow and noisy: judge properties, not the speed of input generation.
@@ -30,6 +32,12 @@ def broker() -> Iterator[BrokerProcess]:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
         yield server
 
 

@@ -22,6 +22,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--redis", help="Redis URL: results are published there (and state, with --state-backend redis)"
     )
+    p.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="PostgreSQL DSN: results are also upserted into ivmstream_results (numeric ones kept in "
+        "ivmstream_result_history); a DSN without a password takes IVMSTREAM_POSTGRES_PASSWORD(_FILE)",
+    )
     p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
     p.add_argument(
         "--role",
@@ -56,6 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ivmstream.runtime.clients import KafkaClients
     from ivmstream.runtime.gc_policy import worker_gc
     from ivmstream.runtime.kafka import check_reachable
+    from ivmstream.runtime.postgres import sink_for
     from ivmstream.state import open_store
 
     declared, declared_config = service, config = load(args.service, args.config)
@@ -66,6 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     group = args.group or f"ivmstream.{service.name}"
     backend = args.state_backend or ("rocksdb")
     redis_client = connect(args.redis) if args.redis else None
+    postgres = sink_for(args.postgres, config) if args.postgres else None
     check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
     metrics = RuntimeMetrics(service.name)
@@ -87,6 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store,
         group=group,
         redis_client=redis_client,
+        postgres=postgres,
         metrics=metrics,
         role=args.role,
         silent_relation_after=args.silent_relation_after,

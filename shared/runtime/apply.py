@@ -134,13 +134,14 @@ class ApplyMode:
         return True
 
     def restored(self, state: PartitionState) -> None:
-        """A partition was just restored: publish again its results Redis lost while no worker ran."""
-        if self.output.redis is None or not state.key_count:
+        """A partition was just restored: publish again its results Redis (or PostgreSQL) lost, or never
+        had, while no worker ran."""
+        if not self.output.keeps_results or not state.key_count:
             return
         missing = self.output.missing_results(state.all_keys())
         if missing:
             self.republish(state, missing)
-            log.warning("%s: %d result(s) missing in Redis published again", state.label, len(missing))
+            log.warning("%s: %d missing result(s) published again", state.label, len(missing))
 
     def record(self, state: PartitionState, key: str, engine: Engine | None = None) -> dict[str, Any]:
         """A key's published record (``engine``: one read from the store, not resident)."""

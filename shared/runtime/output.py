@@ -1,4 +1,4 @@
-"""Where a worker's output goes: results to the output topic and Redis, bad input to the DLQ.
+"""Where a worker's output goes: results to the output topic, Redis and PostgreSQL, bad input to the DLQ.
 
 Results are published before the checkpoint that covers them, each tagged with the input offset it
 reflects, so a crash can only cause re-publication of an identical (result, offset) pair, never a
@@ -21,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from ivmstream.config import DEAD_LETTER_KEY_MAX_BYTES, DEAD_LETTER_MAX_BYTES
 from ivmstream.retry import with_retries
 from ivmstream.runtime.clients import Producer
+from ivmstream.runtime.postgres import PostgresSink, SinkFailed
 
 try:  # the compiled dead-letter loop (setup.py); without it the same is done in Python
     import ivmstream.runtime._deadletters as _deadletters
@@ -36,6 +37,11 @@ def result_key(output_topic: str, key: str) -> str:
 
 def result_index(output_topic: str) -> str:
     return f"{RESULT_PREFIX}:{output_topic}:__keys__"
+
+
+def changes_channel(output_topic: str) -> str:
+    """The pub/sub channel told, per Redis write, which keys' results changed (``ivmstream serve``)."""
+    return f"{RESULT_PREFIX}:{output_topic}:__changes__"
 
 
 def writers_key(output_topic: str) -> str:
@@ -69,6 +75,7 @@ class Output:
         redis_client: redis.Redis | None,
         redis_retry_seconds: float = 30.0,
         dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
+        postgres: PostgresSink | None = None,
     ) -> None:
         self.service = service
         self.dead_letter_max_bytes = dead_letter_max_bytes
@@ -77,6 +84,7 @@ class Output:
         self.dlq_topic = dlq_topic
         self.redis = redis_client
         self.redis_retry_seconds = redis_retry_seconds
+        self.postgres = postgres
         self.writer = uuid.uuid4().hex  # this worker's field in the writers hash
         self._registered = False  # whether Redis has held this worker's field
         self._failures: list[str] = []
@@ -181,13 +189,17 @@ class Output:
         """Publish (key, record) pairs to the topic and, in one pipeline, to Redis; ``partition`` -1
         places each record by its key."""
         staged: list[tuple[str, bytes]] = []
+        records_of: list[tuple[str, dict[str, Any]]] = []
         for key, record in records:
             value = orjson.dumps(record)
+            records_of.append((key, record))
             # keyless: b"", one partition
             self._produce(self.output_topic, value, key.encode(), partition=partition)
             staged.append((key, value))
         if self.redis is not None and staged:
             self._to_redis(staged)
+        if self.postgres is not None and staged:
+            self.postgres.submit(records_of)
         self.producer.poll(0)
         return len(staged)
 
@@ -202,9 +214,12 @@ class Output:
 
     def store_latest(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Each key's full latest record to Redis only (the topic carries the changelog)."""
+        records = list(records)
         staged = [(key, orjson.dumps(record)) for key, record in records]
         if self.redis is not None and staged:
             self._to_redis(staged)
+        if self.postgres is not None and staged:
+            self.postgres.submit(records)
         return len(staged)
 
     def _redis_call(self, call: Callable[[], Any], what: str) -> Any:
@@ -222,6 +237,7 @@ class Output:
             for key, value in staged:
                 pipe.set(result_key(topic, key), value)
             pipe.sadd(result_index(topic), *(key for key, _ in staged))
+            pipe.publish(changes_channel(topic), orjson.dumps([key for key, _ in staged]))
             if not self._registered:
                 pipe.hset(writers_key(topic), self.writer, str(time.time()))
             pipe.execute()
@@ -243,9 +259,23 @@ class Output:
         )
         return True
 
+    @property
+    def keeps_results(self) -> bool:
+        """Whether each key's latest result is kept outside the topic (Redis, PostgreSQL)."""
+        return self.redis is not None or self.postgres is not None
+
     def missing_results(self, keys: list[str]) -> list[str]:
-        """The keys among ``keys`` with no result in Redis (none without Redis)."""
-        if self.redis is None or not keys:
+        """The keys among ``keys`` with no result in Redis or no row in PostgreSQL (none without)."""
+        if not keys:
+            return []
+        missing = self._missing_in_redis(keys)
+        if self.postgres is not None:
+            held = set(missing)
+            missing += [k for k in self.postgres.missing(keys) if k not in held]
+        return missing
+
+    def _missing_in_redis(self, keys: list[str]) -> list[str]:
+        if self.redis is None:
             return []
         client, index = self.redis, result_index(self.output_topic)
         missing: list[str] = []
@@ -256,10 +286,12 @@ class Output:
         return missing
 
     def leave(self) -> None:
-        """A clean shutdown removes this worker's field (best effort)."""
+        """A clean shutdown removes this worker's field (best effort) and stops the PostgreSQL sink."""
         if self.redis is not None and self._registered:
             with contextlib.suppress(redis.RedisError):
                 self.redis.hdel(writers_key(self.output_topic), self.writer)
+        if self.postgres is not None:
+            self.postgres.close()
 
     def flush(self, timeout: float = 60.0, check: Callable[[], None] | None = None) -> None:
         """Wait until every result and dead letter is acknowledged; raise if any was lost. ``check``
@@ -276,6 +308,11 @@ class Output:
             first, n = self._failures[0], len(self._failures)
             self._failures.clear()
             raise DeliveryFailed(f"{n} output records were not delivered, the first to {first}; {_RESUME}")
+        if self.postgres is not None:
+            try:
+                self.postgres.flush(max(1.0, deadline - time.monotonic()), check)
+            except SinkFailed as exc:
+                raise DeliveryFailed(f"{exc}; {_RESUME}") from None
 
 
 def build_record(service: str, key: str, result: Any, topic: str, partition: int, next_offset: int) -> dict:

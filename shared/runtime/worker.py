@@ -37,6 +37,7 @@ from ivmstream.runtime.kafka import BrokerWatch
 from ivmstream.runtime.merged import MergedView
 from ivmstream.runtime.output import Output
 from ivmstream.runtime.partition import PartitionState, store_backing
+from ivmstream.runtime.postgres import PostgresSink
 from ivmstream.runtime.rebalance import HistoryTruncated, Rebalance
 from ivmstream.runtime.refusals import Refusals
 from ivmstream.runtime.sensors import MetricsSensor
@@ -64,6 +65,7 @@ class Worker:
         *,
         group: str | None = None,
         redis_client: redis.Redis | None = None,
+        postgres: PostgresSink | None = None,
         metrics: RuntimeMetrics | None = None,
         hooks: Hooks | None = None,
         role: Role = "worker",
@@ -72,7 +74,9 @@ class Worker:
     ) -> None:
         """``clients``: a client factory, or a Kafka bootstrap address. ``role`` coordinator: sum the
         partial results of a sharded ``config``'s workers (``ivmstream.runtime.coordinator``).
-        ``codec``: what turns input records into events, if not the service's own. ``silent_relation_after``:
+        ``codec``: what turns input records into events, if not the service's own. ``postgres``: a sink
+        the results are also upserted into (``ivmstream.runtime.postgres``; the worker closes it).
+        ``silent_relation_after``:
         input records after which a declared relation that received no event is logged (once; and at
         shutdown either way)."""
         if role == "coordinator":
@@ -113,6 +117,7 @@ class Worker:
             config.dlq_topic,
             redis_client,
             dead_letter_max_bytes=config.dead_letter_max_bytes,
+            postgres=postgres,
         )
         self._stop = threading.Event()
         self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
@@ -145,7 +150,6 @@ class Worker:
             watch=self.broker_watch,
             stop=self._stop,
         )
-
         self.merged = (
             MergedView(
                 service.name,
