@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from ivmstream.sql.analyze import AGGREGATES, Shape
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.expr import _add, _div, _mul, _sub, number_literal, position_of
+from ivmstream.sql.expr import NUMERIC, _add, _div, _mul, _sub, by_column, number_literal, position_of
 
 Coef = int | Decimal
 Term = tuple[Coef, dict[str, exp.Expression]]  # coefficient, factor expression per alias
@@ -132,7 +132,12 @@ def aggregate_specs(shape: Shape) -> list[AggregateSpec]:
                     raise SqlError("unsupported: COUNT(DISTINCT ...)", position_of(shape.view.statement, agg))
                 out.append(AggregateSpec(agg, "count", [(1, {})]))
                 continue
-            shape.compiler(lambda ref: lambda r: None).type_of(arg)
+            kind = shape.compiler(by_column).type_of(arg)
+            if kind not in NUMERIC:
+                raise SqlError(
+                    f"type mismatch: {agg.key.upper()} of {arg.sql()!r}, which is {kind}, not a number",
+                    position_of(shape.view.statement, arg),
+                )
             try:
                 terms = decompose(shape, arg)
             except NotFactorizable as exc:

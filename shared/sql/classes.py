@@ -8,6 +8,7 @@ from ivmstream.sql.analyze import Shape
 from ivmstream.sql.model import Script
 from ivmstream.sql.nested import plan_nested
 from ivmstream.sql.plan import ViewPlan
+from ivmstream.sql.recognisers import plan_reservoir, plan_sketches, plan_triangles
 
 Recogniser = Callable[[Shape, Script], ViewPlan | None]
 
@@ -16,4 +17,4 @@ def _nested(shape: Shape, script: Script) -> ViewPlan | None:
     return plan_nested(shape, script) if shape.nested else None
 
 
-RECOGNISERS: list[Recogniser] = [_nested]
+RECOGNISERS: list[Recogniser] = [plan_sketches, plan_reservoir, _nested, plan_triangles]

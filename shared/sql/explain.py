@@ -21,7 +21,7 @@ def _lines(value: Any, indent: str) -> list[str]:
                 out.append(f"{indent}{k}:")
                 out.extend(_lines(v, indent + "  "))
             else:
-                out.append(f"{indent}{k}: {json.dumps(v, default=str)}")
+                out.append(f"{indent}{k}: {json.dumps(v, default=str, ensure_ascii=False)}")
         return out
     if isinstance(value, list):
         if all(not isinstance(v, dict | list) for v in value):
