@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -16,11 +16,17 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 
 class RuntimeMetrics:
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, runtime: str = "confluent-kafka") -> None:
+        """``runtime``: what consumes the input (``confluent-kafka``, the default; ``faust``), exported
+        as ``ivmstream_runtime_info{runtime=...}`` so dashboards can tell workers apart."""
         self.service = service
+        self.runtime = runtime
         self.health = Health()  # the worker reports its phase; served as /healthz and /readyz
         self.registry = CollectorRegistry()
         r = self.registry
+        Info("ivmstream_runtime", "The runtime consuming the input", ("service",), registry=r).labels(
+            service
+        ).info({"runtime": runtime})
         labels = ("service",)
         self.events_in = Counter("ivmstream_events_in", "Input records consumed", labels, registry=r).labels(
             service
