@@ -11,14 +11,14 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, replay, results, run
+from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, replay, results, run, sql
 from ivmstream.cli.common import EXIT_FAILURE, CliError, OneLineParser
 from ivmstream.config import ConfigError
 from ivmstream.events import SourceError
 from ivmstream.secrets import install_log_redaction, redact
 
 # In the order `ivmstream --help` lists them.
-COMMANDS: tuple[ModuleType, ...] = (broker, produce, run, results, replay, bootstrap, reconcile, demo)
+COMMANDS: tuple[ModuleType, ...] = (broker, produce, run, results, replay, bootstrap, reconcile, demo, sql)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
