@@ -11,17 +11,29 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, replay, results, run, sql
+from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, replay, results, run, serve, sql
 from ivmstream.cli.common import EXIT_FAILURE, CliError, OneLineParser
 from ivmstream.config import ConfigError
 from ivmstream.events import SourceError
 from ivmstream.secrets import install_log_redaction, redact
 
 # In the order `ivmstream --help` lists them.
-COMMANDS: tuple[ModuleType, ...] = (broker, produce, run, results, replay, bootstrap, reconcile, demo, sql)
+COMMANDS: tuple[ModuleType, ...] = (
+    broker,
+    produce,
+    run,
+    results,
+    serve,
+    replay,
+    bootstrap,
+    reconcile,
+    demo,
+    sql,
+)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
+    from ivmstream.postgres_client import PostgresUnavailable
     from ivmstream.redis_client import RedisUnavailable
     from ivmstream.runtime.kafka import BrokerUnavailable
     from ivmstream.runtime.output import DeliveryFailed
@@ -35,6 +47,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         SourceError,
         BrokerUnavailable,
         RedisUnavailable,
+        PostgresUnavailable,
         StateError,
         DeliveryFailed,
         HistoryTruncated,
