@@ -1,0 +1,47 @@
+"""``ivmstream sql explain|replay`` through the command line's entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ivmstream.cli import main
+from tests.unit.sql.oracle import DATA, ROOT, dbtoaster_cwd
+
+EXAMPLES = ROOT.parent / "examples"
+
+
+def test_explain_json_prints_one_object_per_view(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with dbtoaster_cwd(tmp_path, DATA):
+        assert main(["sql", "explain", str(ROOT / "finance" / "missedtrades.sql"), "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    obj = json.loads(line)
+    assert (obj["view"], obj["service"], obj["strategy"]) == ("missedtrades_1", "vwap", "rpai")
+    assert obj["plan"]["parameters"] == {"fraction": "1/4", "brokers": 10}
+
+
+def test_replay_prints_one_json_line_per_view(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with dbtoaster_cwd(tmp_path, DATA):
+        assert main(["sql", "replay", str(ROOT / "tpch" / "query6.sql"), "--dataset", "tiny"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    obj = json.loads(line)
+    assert obj["view"] == "query6_1" and obj["service"] == "fivm" and obj["columns"] == ["revenue"]
+    assert len(obj["rows"]) == 1
+
+
+def test_replay_every_and_input_override(capsys: pytest.CaptureFixture[str]) -> None:
+    edges = str(EXAMPLES / "edges.csv")
+    code = main(["sql", "replay", str(EXAMPLES / "triangles.sql"), "--input", f"edges={edges}", "--every", "200"])
+    assert code == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x.get("after") for x in lines[:2]] == [200, 400] and "after" not in lines[-1]
+
+
+def test_a_refused_view_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.sql"
+    path.write_text("CREATE STREAM r (a INT) FROM FILE 'r.csv' LINE DELIMITED CSV;\nSELECT SUM(r.q) FROM r;\n")
+    assert main(["sql", "explain", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{path}:2:12: unknown column 'q'" in err, err
