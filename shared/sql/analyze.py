@@ -225,9 +225,12 @@ def analyze(view: View, script: Script) -> Shape:
         if not isinstance(g, exp.Column):
             raise _refuse(view, g, f"GROUP BY expression {g.sql()!r} (group by columns)")
         shape.group_by.append(shape.resolve(g)[0])
-    for item in select.expressions:
+    for position, item in enumerate(select.expressions, 1):
         node = item.this if isinstance(item, exp.Alias) else item
-        name = (item.alias if isinstance(item, exp.Alias) else item.name or item.sql()).lower()
+        if isinstance(item, exp.Alias):
+            name = item.alias.lower()
+        else:
+            name = item.name.lower() if isinstance(item, exp.Column) else f"column{position}"
         if isinstance(node, exp.Star):
             raise _refuse(view, node, "SELECT *")
         if node.find(*AGGREGATES) is None and node.find(exp.Select) is None:

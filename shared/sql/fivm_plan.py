@@ -125,6 +125,11 @@ class FivmCompilation:
     def degree(self) -> int:
         return max(len(m) for m in self.monomials)
 
+    def relation_name(self, alias: str) -> str:
+        """The fivm relation of an occurrence: its alias, upper-cased where a variable has its name
+        (fivm keys views by both)."""
+        return alias.upper() if alias in self.var_type else alias
+
     def relations(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for o in self.shape.occurrences:
@@ -134,7 +139,7 @@ class FivmCompilation:
                     f"relation {o.alias} shares no column with the rest of the query (a cross product)",
                     self.shape.view.where,
                 )
-            out[o.alias] = cols
+            out[self.relation_name(o.alias)] = cols
         return out
 
     def feeds(self) -> list[Feed]:
@@ -145,16 +150,16 @@ class FivmCompilation:
             if conds:
                 keep = all_of([self.shape.compiler(by_column).compile(c) for c in conds])
             cols = [(var, f) for var, (_k, f) in self.columns[o.alias].items()]
-            out.append(Feed(o.table.name, o.alias, cols, keep))
+            out.append(Feed(o.table.name, self.relation_name(o.alias), cols, keep))
         return out
 
     def units(self) -> list[Unit]:
         base: dict[str, Any] = {"relations": self.relations(), "free": self.free or None}
-        updatable = [o.alias for o in self.shape.occurrences if not o.table.static]
+        updatable = [self.relation_name(o.alias) for o in self.shape.occurrences if not o.table.static]
         if len(updatable) < len(self.shape.occurrences):
             base["updatable"] = updatable
         if self.variable_order is not None:
-            base["variable_order"] = self.variable_order
+            base["variable_order"] = prune_order(self.variable_order, set(self.var_type))
         feeds = self.feeds()
         features = sorted({v for m in self.monomials for v in m})
         if self.degree <= 2:
@@ -225,6 +230,19 @@ class FivmCompilation:
                     columns[id(node)] = key[self.free.index(var)]
             rows.append([evaluate_output(node, aggs, columns) for _name, node in self.shape.items])
         return rows
+
+
+def prune_order(order: dict[str, Any], keep: set[str]) -> dict[str, Any]:
+    """An imported variable order restricted to the compiled variables: a dropped variable's children
+    take its place (the order of the rest is kept)."""
+    out: dict[str, Any] = {}
+    for var, children in order.items():
+        pruned = prune_order(children, keep)
+        if var in keep:
+            out[var] = pruned
+        else:
+            out.update(pruned)
+    return out
 
 
 def _finish(spec: AggregateSpec, total: float, count: Any) -> Any:

@@ -33,7 +33,9 @@ def test_replay_prints_one_json_line_per_view(capsys: pytest.CaptureFixture[str]
 
 def test_replay_every_and_input_override(capsys: pytest.CaptureFixture[str]) -> None:
     edges = str(EXAMPLES / "edges.csv")
-    code = main(["sql", "replay", str(EXAMPLES / "triangles.sql"), "--input", f"edges={edges}", "--every", "200"])
+    code = main(
+        ["sql", "replay", str(EXAMPLES / "triangles.sql"), "--input", f"edges={edges}", "--every", "200"]
+    )
     assert code == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x.get("after") for x in lines[:2]] == [200, 400] and "after" not in lines[-1]
@@ -41,7 +43,9 @@ def test_replay_every_and_input_override(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_a_refused_view_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "bad.sql"
-    path.write_text("CREATE STREAM r (a INT) FROM FILE 'r.csv' LINE DELIMITED CSV;\nSELECT SUM(r.q) FROM r;\n")
+    path.write_text(
+        "CREATE STREAM r (a INT) FROM FILE 'r.csv' LINE DELIMITED CSV;\nSELECT SUM(r.q) FROM r;\n"
+    )
     assert main(["sql", "explain", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{path}:2:12: unknown column 'q'" in err, err
