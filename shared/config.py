@@ -85,8 +85,15 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     "inputs": Option(
         None,
         optional(inputs_list),
-        "input topics, each {topic, format, relation} (docs/change-data.md); without key_field one view over "
-        "every partition of every one; input_topic T is the shorthand for [{topic: T, format: native}]",
+        "input topics, each {topic, format, relation} (docs/change-data.md); without key_field one view "
+        "over every partition of every one, with key_field re-keyed into rekey_topic; input_topic T is the "
+        "shorthand for [{topic: T, format: native}]",
+    ),
+    "rekey_topic": Option(
+        None,
+        optional(topic_name),
+        "with inputs and key_field: the topic the re-keying step writes keyed by key_field and the workers "
+        "read (default <service>.rekeyed)",
     ),
     "output_topic": Option(None, optional(topic_name), "results topic (default <service>.results)"),
     "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
@@ -210,6 +217,11 @@ class ServiceConfig:
     def sharded(self) -> bool:
         return self.shard_by is not None
 
+    @property
+    def rekeyed(self) -> bool:
+        """Inputs read by a keyed view: a re-keying step writes them to ``input_topic`` by ``key_field``."""
+        return bool(self.inputs) and self.key_field is not None
+
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping a YAML or JSON config file holds (an empty file is an empty mapping)."""
@@ -268,7 +280,10 @@ def build_config(
     if values["shard_by"] is not None:
         _check_sharding(service, service_options, values, source)
     inputs = _check_inputs(values, source)
-    input_topic = inputs[0].topic if inputs else values["input_topic"] or f"{name}.updates"
+    if inputs and values["key_field"] is not None:
+        input_topic = values["rekey_topic"] or f"{name}.rekeyed"
+    else:
+        input_topic = inputs[0].topic if inputs else values["input_topic"] or f"{name}.updates"
     output_topic = values["output_topic"] or f"{name}.results"
     return ServiceConfig(
         service=name,
@@ -302,18 +317,18 @@ def build_config(
 def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ...]:
     """The ``inputs`` list, refused in combinations the runtime cannot keep exactly once."""
     inputs: tuple[InputSpec, ...] = values["inputs"] or ()
+    keyed = values["key_field"] is not None
+    if values["rekey_topic"] is not None and not (inputs and keyed):
+        raise ConfigError(
+            f"{source}: rekey_topic applies to inputs read by a keyed view (inputs and key_field)"
+        )
     if not inputs:
         return ()
     clash = next((k for k in ("input_topic", "shard_by") if values[k] is not None), None)
     if clash is not None:
         raise ConfigError(f"{source}: inputs and {clash} exclude each other (inputs names every input topic)")
-    if values["key_field"] is not None:
-        raise ConfigError(
-            f"{source}: inputs with key_field: a keyed view reads one native topic partitioned by its key "
-            "(input_topic); inputs are read by a keyless view"
-        )
-    if values["emit"] != "batch":
-        raise ConfigError(f"{source}: inputs publish per batch (emit: batch)")
+    if values["emit"] != "batch" and not keyed:
+        raise ConfigError(f"{source}: inputs read by a keyless view publish per batch (emit: batch)")
     return inputs
 
 

@@ -1,6 +1,8 @@
 """Debezium topics for tests: two tables changed at random (snapshot, creates, updates, deletes with
 tombstones), keyed and partitioned by primary key, half the records schema-wrapped, a few bad records;
-and the final tables they leave, as native insert events for ``replay``."""
+and the final tables they leave, as native insert events for ``replay``. With ``key_field`` every row
+also has that column (a tenant, which updates may change): a keyed view's partition key that is not the
+topics' partitioning."""
 
 from __future__ import annotations
 
@@ -45,9 +47,12 @@ class Workload:
         return out
 
 
-def _schema(relation: str) -> dict[str, Any]:
+TENANTS = ("t1", "t2", "t3", "t4", "t5")
+
+
+def _schema(relation: str, key_field: str | None = None) -> dict[str, Any]:
     cols: list[dict[str, Any]] = []
-    for col, typ in RELATIONS[relation].items():
+    for col, typ in {**RELATIONS[relation], **({key_field: "str"} if key_field else {})}.items():
         if typ == "decimal":
             decimal = "org.apache.kafka.connect.data.Decimal"
             cols.append({"field": col, "type": "bytes", "name": decimal, "parameters": {"scale": "2"}})
@@ -66,7 +71,11 @@ def _encode(row: dict[str, Any] | None, wrapped: bool) -> dict[str, Any] | None:
 
 
 def workload(
-    seed: int, changes: int, partitions: int = 4, topics: tuple[str, str] = ("db.orders", "db.customers")
+    seed: int,
+    changes: int,
+    partitions: int = 4,
+    topics: tuple[str, str] = ("db.orders", "db.customers"),
+    key_field: str | None = None,
 ) -> Workload:
     rng = random.Random(seed)
     w = Workload(tables={"orders": {}, "customers": {}})
@@ -74,12 +83,20 @@ def workload(
 
     def row(relation: str, ident: int) -> dict[str, Any]:
         if relation == "orders":
-            return {
+            out: dict[str, Any] = {
                 "id": ident,
                 "customer": rng.choice("abcde"),
                 "amount": f"{rng.randint(1, 9999) / 100:.2f}",
             }
-        return {"id": ident, "name": rng.choice(["ada", "bob", "cy"]), "city": rng.choice(["Paris", "Lyon"])}
+        else:
+            out = {
+                "id": ident,
+                "name": rng.choice(["ada", "bob", "cy"]),
+                "city": rng.choice(["Paris", "Lyon"]),
+            }
+        if key_field is not None:
+            out[key_field] = rng.choice(TENANTS)
+        return out
 
     def put(relation: str, ident: int, value: bytes | None) -> None:
         key = orjson.dumps({"id": ident})
@@ -97,7 +114,9 @@ def workload(
         put(
             relation,
             ident,
-            orjson.dumps({"schema": _schema(relation), "payload": payload} if wrapped else payload),
+            orjson.dumps(
+                {"schema": _schema(relation, key_field), "payload": payload} if wrapped else payload
+            ),
         )
 
     next_id = {"orders": 1, "customers": 1}

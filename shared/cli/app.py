@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, replay, results, run, serve, sql
+from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, rekey, replay, results, run, serve, sql
 from ivmstream.cli.common import EXIT_FAILURE, CliError, OneLineParser
 from ivmstream.config import ConfigError
 from ivmstream.events import SourceError
@@ -22,6 +22,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     broker,
     produce,
     run,
+    rekey,
     results,
     serve,
     replay,

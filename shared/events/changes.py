@@ -252,7 +252,7 @@ class ChangeEvents:
                 "truncate-without-images",
                 f"a truncate of {relation} needs the table's rows, kept only in upsert mode (mode: upsert)",
             )
-        rows = self.images.of_relation(relation)
+        rows = sorted(self.images.of_relation(relation), key=lambda r: r[0])  # the same order after a restore
         try:
             out = [self.event(relation, row, -1) for _identity, row in rows]
         except EventError as err:

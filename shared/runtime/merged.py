@@ -150,14 +150,7 @@ class MergedView:
             if spec.change is not None:
                 images = state.images.setdefault(spec.topic, ImageTable()) if spec.change.images else None
                 self.codecs[spec.topic] = ChangeCodec(spec.change, self.schema, images)
-        tps = []
-        for name in self.inputs:
-            meta = consumer.list_topics(name, timeout=10).topics.get(name)
-            if meta is None or meta.error is not None or not meta.partitions:
-                raise StateError(f"input topic {name} does not exist (create it, with its partitions, first)")
-            for p in sorted(meta.partitions):
-                offset = state.offsets.get((name, p))
-                tps.append(TopicPartition(name, p, OFFSET_BEGINNING if offset is None else offset))
+        tps = input_partitions(consumer, list(self.inputs), state.offsets)
         self.state = self.partitions[0] = state
         consumer.assign(tps)
         log.info(
@@ -176,7 +169,7 @@ class MergedView:
             return 0, 0
         origins: list[Message] = []
         decoded: list[UpdateEvent | EventError] = []
-        for topic, tmsgs in _by_topic(msgs).items():
+        for topic, tmsgs in split_by_topic(msgs).items():
             for partition, pmsgs in by_partition(tmsgs).items():
                 where = (topic, partition)
                 start = state.offsets.get(where)
@@ -259,7 +252,22 @@ class MergedView:
         return len(events) - len(refused_events) - len(undo)
 
 
-def _by_topic(msgs: list[Message]) -> dict[str, list[Message]]:
+def input_partitions(
+    consumer: Consumer, topics: list[str], offsets: dict[Where, int]
+) -> list[TopicPartition]:
+    """Every partition of every input topic, at its stored next offset (else the earliest)."""
+    tps = []
+    for name in topics:
+        meta = consumer.list_topics(name, timeout=10).topics.get(name)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise StateError(f"input topic {name} does not exist (create it, with its partitions, first)")
+        for p in sorted(meta.partitions):
+            offset = offsets.get((name, p))
+            tps.append(TopicPartition(name, p, OFFSET_BEGINNING if offset is None else offset))
+    return tps
+
+
+def split_by_topic(msgs: list[Message]) -> dict[str, list[Message]]:
     first = msgs[0].topic()
     if all(m.topic() == first for m in msgs):
         return {first: msgs}  # type: ignore[dict-item]

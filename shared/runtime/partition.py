@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+import orjson
+
 from ivmstream.engine import Engine, StoredMap, is_incremental, store_backed_maps
 from ivmstream.state import PartitionCheckpoint, StateChanges, StateError, StateStore
 from ivmstream.state.base import EntryReader, KeyLoader
@@ -24,6 +26,13 @@ from ivmstream.state.base import EntryReader, KeyLoader
 # Answers of the store about keys not resident (stored or not) kept at most: enough for the distinct keys
 # of a large consumer batch, whose lookups are made together before it is applied.
 KNOWN_KEYS = 8192
+
+
+def origin_marks(stored: bytes | None) -> dict[str, tuple[int, int]]:
+    """Stored origin marks: ``<topic>:<partition>`` -> (offset, index) of the last origin record applied."""
+    if stored is None:
+        return {}
+    return {where: (int(mark[0]), int(mark[1])) for where, mark in orjson.loads(stored).items()}
 
 
 def store_backing(store: StateStore, probe: Engine, incremental: bool) -> frozenset[str]:
@@ -97,6 +106,9 @@ class PartitionState:
         # sharded query: the broadcast records before this offset are applied (shared/runtime/broadcast.py)
         self.broadcast_next: int | None = cp.broadcast_offset
         self.committed_broadcast: int | None = cp.broadcast_offset  # what the state store holds
+        # a re-keyed view: the last origin record applied per origin partition (ivmstream.runtime.rekey)
+        self.origins: dict[str, tuple[int, int]] = origin_marks(cp.origins)
+        self._origins_written = dict(self.origins)
         self.dirty: set[str] = set(self._rewrite)
 
     def _new_engine(self, key: str) -> Engine:
@@ -266,6 +278,9 @@ class PartitionState:
         self._rewrite.clear()
         self.dirty.clear()
         changes.broadcast_offset = self.broadcast_next
+        if self.origins != self._origins_written:
+            changes.origins = orjson.dumps(self.origins)
+            self._origins_written = dict(self.origins)
         return changes
 
     @property

@@ -40,6 +40,7 @@ from ivmstream.runtime.partition import PartitionState, store_backing
 from ivmstream.runtime.postgres import PostgresSink
 from ivmstream.runtime.rebalance import HistoryTruncated, Rebalance
 from ivmstream.runtime.refusals import Refusals
+from ivmstream.runtime.rekey import fresh
 from ivmstream.runtime.sensors import MetricsSensor
 from ivmstream.runtime.sharded import Sharded, sharded_setup
 from ivmstream.service import ServiceDefinition
@@ -163,9 +164,10 @@ class Worker:
                 lambda: service.engine(config.options),
                 self._count,
             )
-            if config.inputs and role == "worker"
+            if config.inputs and not config.rekeyed and role == "worker"
             else None
         )
+        self._rekeyed = config.rekeyed  # records carry their origin: copies from a step's restart are dropped
 
     def _apply_mode(self, role: Role) -> tuple[ApplyMode, dict[str, Any] | None]:
         """The apply mode of this worker's role and config, and the state envelope's sharding entry."""
@@ -285,6 +287,10 @@ class Worker:
                 if not pmsgs:
                     continue
             state.next_offset = pmsgs[-1].offset() + 1  # type: ignore[operator]  # what the results reflect
+            if self._rekeyed:
+                pmsgs = fresh(state.origins, pmsgs)
+                if not pmsgs:
+                    continue
             done = self.mode.apply(state, pmsgs)
             applied += done[0]
             published += done[1]

@@ -40,11 +40,17 @@ class PartitionCheckpoint:
     envelope: bytes | None = None  # as stored; compared by the caller
     # next offset of the broadcast partition a sharded query's partition applied (None: none applied)
     broadcast_offset: int | None = None
+    # a re-keyed view's partition: the last origin record applied per origin partition (runtime.rekey)
+    origins: bytes | None = None
 
     @property
     def empty(self) -> bool:
         return (
-            self.offset is None and self.broadcast_offset is None and not self.snapshots and not self.entries
+            self.offset is None
+            and self.broadcast_offset is None
+            and self.origins is None
+            and not self.snapshots
+            and not self.entries
         )
 
 
@@ -57,6 +63,8 @@ class StateChanges:
     drop_snapshots: set[str] = field(default_factory=set)  # keys moving from a snapshot to entries
     # a sharded query's partition: the next broadcast offset its state covers, written with the rest
     broadcast_offset: int | None = None
+    # a re-keyed view's partition: its origin marks, when they moved (written with the rest)
+    origins: bytes | None = None
 
     @property
     def entry_count(self) -> int:
@@ -81,7 +89,7 @@ class StateStore(Protocol):
         self, topic: str, partition: int, offset: int, changes: StateChanges, envelope: bytes
     ) -> CommitStats:
         """Atomically store the changes, the envelope and the next offset (and ``changes.broadcast_offset``
-        when given)."""
+        and ``changes.origins`` when given)."""
         ...
 
     def size_bytes(self, topic: str, partition: int) -> int | None:
@@ -166,6 +174,7 @@ class KeyLoader(Protocol):
 
 OFFSET_KEY = b"\x00offset"
 BROADCAST_OFFSET_KEY = b"\x00broadcast-offset"  # only in the state of a sharded query's partition
+ORIGINS_KEY = b"\x00origins"  # only in the state of a re-keyed view's partition
 ENVELOPE_KEY = b"\x00envelope"
 SNAPSHOT_PREFIX = b"k:"
 ENTRY_PREFIX = b"e:"

@@ -12,6 +12,7 @@ class _Partition:
     def __init__(self) -> None:
         self.offset: int | None = None
         self.broadcast_offset: int | None = None
+        self.origins: bytes | None = None
         self.envelope: bytes | None = None
         self.snapshots: dict[str, bytes] = {}
         self.entries: dict[str, dict[tuple[str, bytes], bytes]] = {}
@@ -32,14 +33,18 @@ class MemoryStore:
             kept = [(m, e, v) for (m, e), v in sorted(maps.items()) if m not in skip_maps]
             if kept:
                 entries[key] = kept
-        return PartitionCheckpoint(p.offset, dict(p.snapshots), entries, p.envelope, p.broadcast_offset)
+        return PartitionCheckpoint(
+            p.offset, dict(p.snapshots), entries, p.envelope, p.broadcast_offset, p.origins
+        )
 
     def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
         p = self._data.get((topic, partition))
         return (
             PartitionCheckpoint()
             if p is None
-            else PartitionCheckpoint(p.offset, envelope=p.envelope, broadcast_offset=p.broadcast_offset)
+            else PartitionCheckpoint(
+                p.offset, envelope=p.envelope, broadcast_offset=p.broadcast_offset, origins=p.origins
+            )
         )
 
     def stored_keys(self, topic: str, partition: int) -> list[str]:
@@ -104,6 +109,8 @@ class MemoryStore:
         p.offset = offset
         if changes.broadcast_offset is not None:
             p.broadcast_offset = changes.broadcast_offset
+        if changes.origins is not None:
+            p.origins = changes.origins
         p.envelope = envelope
         return CommitStats(size, changes.entry_count)
 

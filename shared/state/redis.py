@@ -18,6 +18,7 @@ from ivmstream.state.base import (
     BROADCAST_OFFSET_KEY,
     ENVELOPE_KEY,
     OFFSET_KEY,
+    ORIGINS_KEY,
     SNAPSHOT_PREFIX,
     CommitStats,
     FaultHook,
@@ -98,6 +99,7 @@ class RedisStore:
         raw = fields.pop(OFFSET_KEY, None)
         envelope = fields.pop(ENVELOPE_KEY, None)
         broadcast = fields.pop(BROADCAST_OFFSET_KEY, None)
+        origins = fields.pop(ORIGINS_KEY, None)
         snapshots = {
             k[len(SNAPSHOT_PREFIX) :].decode(): v for k, v in fields.items() if k.startswith(SNAPSHOT_PREFIX)
         }
@@ -109,12 +111,13 @@ class RedisStore:
             {k: v for k, v in entries.items() if v},
             envelope,
             int(broadcast) if broadcast is not None else None,
+            origins,
         )
 
     def load_header(self, topic: str, partition: int) -> PartitionCheckpoint:
-        raw, envelope, broadcast = self._call(
+        raw, envelope, broadcast, origins = self._call(
             lambda: self.client.hmget(
-                self._hash(topic, partition), [OFFSET_KEY, ENVELOPE_KEY, BROADCAST_OFFSET_KEY]
+                self._hash(topic, partition), [OFFSET_KEY, ENVELOPE_KEY, BROADCAST_OFFSET_KEY, ORIGINS_KEY]
             ),
             "read state from Redis",
         )
@@ -124,6 +127,7 @@ class RedisStore:
             offset,
             envelope=envelope,
             broadcast_offset=int(broadcast) if broadcast is not None else None,
+            origins=origins,
         )
 
     def stored_keys(self, topic: str, partition: int) -> list[str]:
@@ -236,6 +240,8 @@ class RedisStore:
         mapping[ENVELOPE_KEY] = envelope
         if changes.broadcast_offset is not None:
             mapping[BROADCAST_OFFSET_KEY] = str(changes.broadcast_offset).encode()
+        if changes.origins is not None:
+            mapping[ORIGINS_KEY] = changes.origins
         if changes.entries:
             pipe.sadd(self._keys_set(topic, partition), *changes.entries)
         for key, items in changes.entries.items():

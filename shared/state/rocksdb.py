@@ -25,6 +25,7 @@ from ivmstream.state.base import (
     ENTRY_PREFIX,
     ENVELOPE_KEY,
     OFFSET_KEY,
+    ORIGINS_KEY,
     ROCKSDB_BLOCK_CACHE_MIB,
     ROCKSDB_WRITE_BUFFER_MIB,
     SNAPSHOT_PREFIX,
@@ -166,6 +167,7 @@ class RocksDBStore:
             entries,
             db.get(ENVELOPE_KEY),
             int(broadcast) if broadcast is not None else None,
+            db.get(ORIGINS_KEY),
         )
 
     def commit(
@@ -197,6 +199,8 @@ class RocksDBStore:
         batch.put(OFFSET_KEY, str(offset).encode())
         if changes.broadcast_offset is not None:
             batch.put(BROADCAST_OFFSET_KEY, str(changes.broadcast_offset).encode())
+        if changes.origins is not None:
+            batch.put(ORIGINS_KEY, changes.origins)
         self._fault("checkpoint-staged")  # tests: a crash here must leave the previous checkpoint whole
         db.write(batch, self._write_opts)
         return CommitStats(size, changes.entry_count)
@@ -208,6 +212,7 @@ class RocksDBStore:
             int(raw) if raw is not None else None,
             envelope=db.get(ENVELOPE_KEY),
             broadcast_offset=int(broadcast) if broadcast is not None else None,
+            origins=db.get(ORIGINS_KEY),
         )
 
     def stored_keys(self, topic: str, partition: int) -> list[str]:

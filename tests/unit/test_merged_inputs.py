@@ -65,8 +65,8 @@ def test_config_reads_inputs_and_refuses_what_it_cannot_keep_exactly_once() -> N
     ]
     with pytest.raises(ConfigError, match="exclude each other"):
         _config(input_topic="x")
-    with pytest.raises(ConfigError, match="key_field"):
-        _config(key_field="k")
+    with pytest.raises(ConfigError, match="emit: batch"):
+        _config(emit="every-event")
 
 
 @pytest.mark.parametrize("crashes", [0, 2])
