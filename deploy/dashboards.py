@@ -1,7 +1,8 @@
 """Grafana dashboards as code (grafana-foundation-sdk, generated for Grafana 11.6): an overview of every
-service and one dashboard per service with its engine's own gauges. Heavy queries read the recording
-rules of charts/ivmstream/rules/recording.yaml; every expression uses only the metrics the workers
-export (shared/metrics.py), which tests/deploy checks."""
+service, one dashboard per service with its engine's own gauges and its results, and a views dashboard
+of every service's results. Heavy queries read the recording rules of charts/ivmstream/rules/recording.yaml;
+every expression uses only the metrics the workers export (shared/metrics.py), which tests/deploy checks.
+The results come from the PostgreSQL sink (deploy/views.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacem
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh, VariableSort
 
 from deploy.services import Deployable
+from deploy.views import POSTGRES_TYPE, result_panels
 
 DASHBOARDS = "charts/ivmstream/dashboards"
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -73,6 +75,38 @@ def _base(title: str, uid: str, tags: list[str]) -> dash.Dashboard:
         .readonly()
         .with_variable(dash.DatasourceVariable("datasource").label("Data source").type("prometheus"))
     )
+
+
+def _results_variable() -> dash.DatasourceVariable:
+    return dash.DatasourceVariable("results").label("Results (PostgreSQL)").type(POSTGRES_TYPE)
+
+
+def _view_variable(service: str) -> dash.TextBoxVariable:
+    return (
+        dash.TextBoxVariable("view")
+        .label("View")
+        .description("the name the results are kept under: the output topic without .results")
+        .default_value(service)
+    )
+
+
+def views(services: list[Deployable]) -> dash.Dashboard:
+    """Every service's results, one row each, from the PostgreSQL sink."""
+    board = (
+        dash.Dashboard("ivmstream / views")
+        .uid("ivmstream-views")
+        .tags(["ivmstream", "views"])
+        .refresh("10s")
+        .time("now-1h", "now")
+        .timezone("browser")
+        .readonly()
+        .with_variable(_results_variable())
+    )
+    for d in services:
+        board = board.with_row(dash.Row(d.name))
+        for panel in result_panels(d.name, d.name):
+            board = board.with_panel(panel)
+    return board
 
 
 def _service_variable() -> dash.QueryVariable:
@@ -293,6 +327,7 @@ def service_dashboard(d: Deployable, stats: Mapping[str, float]) -> dash.Dashboa
         )
         .with_row(dash.Row("Engine"))
     )
+    board = board.with_variable(_results_variable()).with_variable(_view_variable(d.name))
     for group, names in stat_groups(stats).items():
         pattern = _one_of(names)
         board = board.with_panel(
@@ -304,6 +339,9 @@ def service_dashboard(d: Deployable, stats: Mapping[str, float]) -> dash.Dashboa
                 span=8,
             )
         )
+    board = board.with_row(dash.Row("Results"))
+    for panel in result_panels(d.name, "$view"):
+        board = board.with_panel(panel)
     return board
 
 
@@ -329,7 +367,10 @@ def engine_stats(d: Deployable) -> dict[str, float]:
 
 
 def dashboard_files(services: list[Deployable]) -> dict[str, str]:
-    files = {f"{DASHBOARDS}/overview.json": to_json(overview())}
+    files = {
+        f"{DASHBOARDS}/overview.json": to_json(overview()),
+        f"{DASHBOARDS}/views.json": to_json(views(services)),
+    }
     for d in services:
         files[f"{DASHBOARDS}/{d.name}.json"] = to_json(service_dashboard(d, engine_stats(d)))
     return files

@@ -166,8 +166,8 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     "postgres_history_fields": Option(
         64,
         positive_int(),
-        "with --postgres: the most numeric leaves of one result kept in ivmstream_result_history (in "
-        "document order)",
+        "with --postgres: the most numeric leaves of one result kept in ivmstream_result_history "
+        "(shallowest first)",
     ),
     "postgres_flush_interval": Option(
         0.5,

@@ -109,23 +109,28 @@ def view_name(output_topic: str) -> str:
 
 
 def numeric_leaves(result: Any, limit: int, path: str = "") -> Iterator[tuple[str, float]]:
-    """The finite numbers in ``result`` with their JSON Pointer paths (``""`` for a bare number), in
-    document order, at most ``limit`` of them; booleans are not numbers here."""
-    stack: list[tuple[str, Any]] = [(path, result)]
+    """The finite numbers in ``result`` with their JSON Pointer paths (``""`` for a bare number), at most
+    ``limit`` of them, shallowest first (a result's headline numbers before the members of its lists),
+    in document order at each depth; booleans are not numbers here."""
+    level: list[tuple[str, Any]] = [(path, result)]
     n = 0
-    while stack and n < limit:
-        where, value = stack.pop()
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, int | float):
-            number = float(value)
-            if math.isfinite(number):
-                n += 1
-                yield where, number
-        elif isinstance(value, dict):
-            stack += [(f"{where}/{_escape(str(k))}", v) for k, v in reversed(value.items())]
-        elif isinstance(value, list):
-            stack += [(f"{where}/{i}", v) for i, v in reversed(list(enumerate(value)))]
+    while level:
+        deeper: list[tuple[str, Any]] = []
+        for where, value in level:
+            if isinstance(value, bool) or value is None:
+                continue
+            if isinstance(value, int | float):
+                number = float(value)
+                if math.isfinite(number):
+                    yield where, number
+                    n += 1
+                    if n == limit:
+                        return
+            elif isinstance(value, dict):
+                deeper += [(f"{where}/{_escape(str(k))}", v) for k, v in value.items()]
+            elif isinstance(value, list):
+                deeper += [(f"{where}/{i}", v) for i, v in enumerate(value)]
+        level = deeper
 
 
 def _escape(token: str) -> str:

@@ -134,6 +134,34 @@ def test_secrets_come_from_the_env_file_and_env_names_are_real(compose):
     assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
 
 
+def test_results_reach_postgresql_and_serve_answers_them(compose):
+    pg_dsn = None
+    for name in _deployed():
+        args = parse_cli(compose["services"][f"{name}-worker"]["command"])
+        assert (
+            args.postgres
+            and "@postgres:5432/" in args.postgres
+            and ":" not in args.postgres.split("@")[0][13:]
+        )
+        pg_dsn = args.postgres
+    serve = compose["services"]["serve"]
+    assert serve["image"] == compose["services"][f"{sorted(_deployed())[0]}-worker"]["image"]
+    args = parse_cli(serve["command"])
+    assert args.command == "serve" and args.postgres == pg_dsn and args.redis
+    for name, value in serve["environment"].items():
+        assert read_by_the_code(name), name
+        if name.endswith("_FILE"):
+            assert value.removeprefix("/run/secrets/") in serve["secrets"], name
+    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"].startswith(
+        "/run/secrets/"
+    )
+    datasource = yaml.safe_load((DOCKER / "grafana/provisioning/datasources/results.yaml").read_text())
+    [source] = datasource["datasources"]
+    assert (
+        source["url"] == "postgres:5432" and "postgres_password" in compose["services"]["grafana"]["secrets"]
+    )
+
+
 def test_the_schema_check_rejects_a_misspelt_key(compose, tmp_path):
     broken = dict(compose)
     broken["services"] = {**compose["services"], "redis": {**compose["services"]["redis"], "restrat": "no"}}

@@ -96,7 +96,7 @@ def test_offsets_of_several_partitions_compare_partition_by_partition(postgres_s
         sink.close()
 
 
-def test_numeric_leaves_are_json_pointers_in_document_order():
+def test_numeric_leaves_are_json_pointers_shallowest_first():
     result = {"vwap": 1.5, "n": 2, "ok": True, "model": {"a/b": [1, None, 2.5]}, "s": "x", "inf": 1e400}
     assert list(numeric_leaves(result, 10)) == [
         ("/vwap", 1.5),
@@ -105,6 +105,8 @@ def test_numeric_leaves_are_json_pointers_in_document_order():
         ("/model/a~1b/2", 2.5),
     ]
     assert list(numeric_leaves(result, 2)) == [("/vwap", 1.5), ("/n", 2.0)]
+    deep_first = {"sketch": {"r": list(range(100))}, "rows_scanned": 5}
+    assert list(numeric_leaves(deep_first, 2)) == [("/rows_scanned", 5.0), ("/sketch/r/0", 0.0)]
     assert list(numeric_leaves(7, 5)) == [("", 7.0)]
     assert view_name("vwap.results") == "vwap" and view_name("custom") == "custom"
 
