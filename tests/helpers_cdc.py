@@ -156,3 +156,24 @@ def workload(
             put(relation, 999, value)
             w.bad[reason] = w.bad.get(reason, 0) + 1
     return w
+
+
+def offline_keyed(w: Workload, service: Any, key_field: str, topics: tuple[str, str]) -> Any:
+    """The change records replayed offline into a view keyed by ``key_field``: each topic's records
+    decoded in their order (as ``replay --format debezium-json`` does), the events applied per key; as
+    JSON."""
+    from ivmstream.config import build_config, schema_of
+    from ivmstream.events.change_formats import ChangeCodec
+    from ivmstream.events.changes import ChangeSpec
+    from ivmstream.events.codec import EventError, encode_event
+    from ivmstream.replay import replay_all
+
+    config = build_config(service, {"relations": RELATIONS, "key_field": key_field})
+    schema = schema_of(service, config)
+    codecs = {t: ChangeCodec(ChangeSpec("debezium-json"), schema) for t in topics}
+    records: list[SourceRecord] = []
+    for r in w.records:
+        out = codecs[r.topic].decode(r.key, r.value)
+        if not isinstance(out, EventError):
+            records += [SourceRecord(len(records) + 1, encode_event(e, key_field)) for e in out]
+    return orjson.loads(orjson.dumps(replay_all(service, config, records).result()))

@@ -14,18 +14,14 @@ import orjson
 import pytest
 from confluent_kafka import Message
 
-from ivmstream.config import ConfigError, build_config, schema_of
-from ivmstream.events import SourceRecord
-from ivmstream.events.change_formats import ChangeCodec
-from ivmstream.events.codec import EventError, encode_event
-from ivmstream.replay import replay_all
+from ivmstream.config import ConfigError, build_config
 from ivmstream.runtime import Worker
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
 from ivmstream.runtime.hooks import BatchApplied, Hooks
 from ivmstream.runtime.rekey import ORIGIN_HEADER, RekeyStep, fresh, origin_tag
 from ivmstream.service import load_service
 from ivmstream.state import MemoryStore
-from tests.helpers_cdc import RELATIONS, Workload, workload
+from tests.helpers_cdc import RELATIONS, Workload, offline_keyed, workload
 
 SERVICE = load_service("reference")
 TOPICS = ("db.orders", "db.customers")
@@ -61,16 +57,7 @@ def _cluster(w: Workload, rekeyed_partitions: int = 3) -> InMemoryCluster:
 
 
 def offline(w: Workload) -> Any:
-    """The change records replayed offline: each topic's records decoded in their order, per key."""
-    config = build_config(SERVICE, {"relations": RELATIONS, "key_field": "tenant"})
-    schema = schema_of(SERVICE, config)
-    records: list[SourceRecord] = []
-    codecs = {t: ChangeCodec(spec.change, schema) for t, spec in zip(TOPICS, _config().inputs, strict=True)}  # type: ignore[arg-type]
-    for r in w.records:
-        out = codecs[r.topic].decode(r.key, r.value)
-        if not isinstance(out, EventError):
-            records += [SourceRecord(len(records) + 1, encode_event(e, "tenant")) for e in out]
-    return orjson.loads(orjson.dumps(replay_all(SERVICE, config, records).result()))
+    return offline_keyed(w, SERVICE, "tenant", TOPICS)
 
 
 def published(cluster: InMemoryCluster) -> dict[str, Any]:

@@ -1,0 +1,144 @@
+"""A keyed view (key_field ``tenant``) over two Debezium topics partitioned by primary key, on the
+embedded broker: ``ivmstream rekey`` writes the re-keyed topic and ``ivmstream run`` keeps the view.
+Each is killed with SIGKILL mid-stream and restarted; the published view then equals the offline replay
+of the change records, and each bad record is in the dead-letter topic with its reason."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+from helpers import REPO, cli_env, headers, read_topic, run_args, start_worker, stop_worker, write_config
+
+from ivmstream.service import load_service
+from tests.helpers_cdc import RELATIONS, offline_keyed, workload
+
+
+def _start_step(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(
+        [sys.executable, "-m", "ivmstream.cli", "rekey", *args],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=cli_env(),
+        cwd=REPO,
+    )
+
+
+def _published(bootstrap: str, topic: str) -> dict[str, Any]:
+    latest: dict[str, Any] = {}
+    for msg in read_topic(bootstrap, topic, timeout=5):
+        record = orjson.loads(msg.value())
+        latest[record["key"]] = record["result"]
+    return dict(sorted(latest.items()))
+
+
+def _wait(
+    what: str,
+    done: Callable[[], bool],
+    procs: list[subprocess.Popen[bytes]],
+    logs: list[Path],
+    seconds: float,
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        failed = [log.read_text() for p, log in zip(procs, logs, strict=True) if p.poll() is not None]
+        assert not failed and time.monotonic() < deadline, (what, *failed)
+        time.sleep(0.2)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(10) == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
+    broker, unique, tmp_path: Path
+):
+    topics = (f"{unique}.orders", f"{unique}.customers")
+    rekeyed, out, dlq = f"{unique}.rekeyed", f"{unique}.out", f"{unique}.dlq"
+    for topic in topics:
+        broker.create_topic(topic, 4)
+    broker.create_topic(rekeyed, 3)
+    w = workload(seed=13, changes=3000, topics=topics, key_field="tenant")
+
+    def feed() -> None:  # over about 3 s, so that the kills land while records still arrive
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        for i, r in enumerate(w.records):
+            producer.produce(r.topic, r.value, r.key, partition=r.partition)
+            if i % 100 == 99:
+                producer.flush(30)
+                time.sleep(0.08)
+        producer.flush(30)
+
+    config = write_config(
+        tmp_path / "view.yaml",
+        relations=RELATIONS,
+        key_field="tenant",
+        inputs=[{"topic": t, "format": "debezium-json"} for t in topics],
+        rekey_topic=rekeyed,
+        output_topic=out,
+        dlq_topic=dlq,
+        batch_size=20,
+        checkpoint_interval=0.3,
+    )
+    step_args = run_args(
+        "reference", broker.bootstrap, config, group=f"{unique}-rk", state_dir=tmp_path / "rk"
+    )
+    worker_args = run_args(
+        "reference", broker.bootstrap, config, group=f"{unique}-g", state_dir=tmp_path / "s"
+    )
+    logs = [tmp_path / "step.log", tmp_path / "worker.log"]
+    total = len(w.records)
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    step = _start_step(*step_args, log=logs[0])
+    worker = start_worker(*worker_args, log=logs[1])
+    try:
+        _wait(
+            "a third re-keyed",
+            lambda: len(read_topic(broker.bootstrap, rekeyed, timeout=3)) >= total // 3,
+            [step, worker],
+            logs,
+            60,
+        )
+        _kill(step)
+        assert feeder.is_alive(), "the step's kill landed after the end of the input"
+        step = _start_step(*step_args, log=logs[0])
+        _wait(
+            "results published",
+            lambda: len(read_topic(broker.bootstrap, out, timeout=3)) >= 50,
+            [step, worker],
+            logs,
+            60,
+        )
+        _kill(worker)
+        worker = start_worker(*worker_args, log=logs[1])
+        feeder.join()
+        expected = offline_keyed(w, load_service("reference"), "tenant", topics)
+        _wait(
+            "the offline replay",
+            lambda: _published(broker.bootstrap, out) == expected,
+            [step, worker],
+            logs,
+            180,
+        )
+    finally:
+        codes = [stop_worker(p) for p in (step, worker)]
+    assert codes == [0, 0], [log.read_text() for log in logs]
+    tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, rekeyed, timeout=10)]
+    assert len(tags) > len(set(tags)), "the step's kill left no copies for the worker to drop"
+    reasons = Counter(headers(m)["ivmstream.reason"] for m in read_topic(broker.bootstrap, dlq, timeout=10))
+    assert set(reasons) == set(w.bad) and all(reasons[r] >= n for r, n in w.bad.items()), (reasons, w.bad)
