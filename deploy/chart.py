@@ -130,6 +130,28 @@ def values_schema(services: list[Deployable]) -> dict[str, Any]:
                 },
                 ["host"],
             ),
+            "postgres": _closed(
+                {
+                    "enabled": _BOOL,
+                    "host": {"type": "string", "minLength": 1},
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "database": {"type": "string", "minLength": 1},
+                    "user": {"type": "string", "minLength": 1},
+                    "sslmode": {"enum": ["disable", "prefer", "require", "verify-ca", "verify-full"]},
+                    "existingSecret": {**_STRING, "description": "a Secret holding the PostgreSQL password"},
+                    "passwordKey": _STRING,
+                }
+            ),
+            "serve": _closed(
+                {
+                    "enabled": _BOOL,
+                    "replicas": {"type": "integer", "minimum": 0},
+                    "port": {"type": "integer", "minimum": 1024, "maximum": 65535},
+                    "tokenSecret": {**_STRING, "description": "a Secret holding the API's bearer token"},
+                    "tokenKey": _STRING,
+                    "resources": _RESOURCES,
+                }
+            ),
             "metricsPort": {"type": "integer", "minimum": 1024, "maximum": 65535},
             "workerDefaults": _closed(
                 {

@@ -27,6 +27,13 @@ def all_options() -> dict[str, Any]:
             "tls": {"caSecret": "kafka-ca"},
         },
         "redis": {"host": "redis", "port": 6380, "db": 2, "existingSecret": "ivmstream-redis"},
+        "postgres": {
+            "enabled": True,
+            "host": "pg",
+            "existingSecret": "ivmstream-postgres",
+            "sslmode": "require",
+        },
+        "serve": {"enabled": True, "tokenSecret": "ivmstream-serve"},
         # every service at as many workers as its input topic has partitions, with a config override
         "services": {
             d.name: {"replicas": d.partitions, "config": {"batch_size": 500}, "storage": {"size": "1Gi"}}

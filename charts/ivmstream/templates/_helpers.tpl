@@ -73,6 +73,11 @@ values that has no file fails here (values.schema.json already refuses it at ins
 redis://{{ .Values.redis.host }}:{{ .Values.redis.port }}/{{ .Values.redis.db }}
 {{- end -}}
 
+{{/* The --postgres DSN: no password in it (it comes from a file, below). */}}
+{{- define "ivmstream.postgresDsn" -}}
+postgresql://{{ .Values.postgres.user }}@{{ .Values.postgres.host }}:{{ .Values.postgres.port }}/{{ .Values.postgres.database }}?sslmode={{ .Values.postgres.sslmode }}
+{{- end -}}
+
 {{/*
 Credentials reach the program as files from the Secrets (mounted read-only), named by the environment
 variables the program reads (IVMSTREAM_REDIS_PASSWORD_FILE, IVMSTREAM_KAFKA_SASL_*_FILE, ...): never in
@@ -82,6 +87,10 @@ a manifest, a ConfigMap, an argument or an environment value.
 {{- if .Values.redis.existingSecret }}
 - name: IVMSTREAM_REDIS_PASSWORD_FILE
   value: /run/secrets/redis/{{ .Values.redis.passwordKey }}
+{{- end }}
+{{- if and .Values.postgres.enabled .Values.postgres.existingSecret }}
+- name: IVMSTREAM_POSTGRES_PASSWORD_FILE
+  value: /run/secrets/postgres/{{ .Values.postgres.passwordKey }}
 {{- end }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: IVMSTREAM_KAFKA_SECURITY_PROTOCOL
@@ -107,6 +116,13 @@ a manifest, a ConfigMap, an argument or an environment value.
     items:
       - {key: {{ .Values.redis.passwordKey }}, path: {{ .Values.redis.passwordKey }}}
 {{- end }}
+{{- if and .Values.postgres.enabled .Values.postgres.existingSecret }}
+- name: postgres-credentials
+  secret:
+    secretName: {{ .Values.postgres.existingSecret }}
+    items:
+      - {key: {{ .Values.postgres.passwordKey }}, path: {{ .Values.postgres.passwordKey }}}
+{{- end }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: kafka-credentials
   secret:
@@ -127,6 +143,9 @@ a manifest, a ConfigMap, an argument or an environment value.
 {{- define "ivmstream.credentialMounts" -}}
 {{- if .Values.redis.existingSecret }}
 - {name: redis-credentials, mountPath: /run/secrets/redis, readOnly: true}
+{{- end }}
+{{- if and .Values.postgres.enabled .Values.postgres.existingSecret }}
+- {name: postgres-credentials, mountPath: /run/secrets/postgres, readOnly: true}
 {{- end }}
 {{- if .Values.kafka.sasl.enabled }}
 - {name: kafka-credentials, mountPath: /run/secrets/kafka, readOnly: true}
