@@ -24,6 +24,9 @@ class Rejected:
     lineno: int
     code: str
     detail: str
+    relation: str | None = (
+        None  # the relation its reader wrote, when known (which file, of interleaved tables)
+    )
 
 
 @dataclass
@@ -50,7 +53,7 @@ class Replay:
         for rec in records:
             if rec.error is not None:
                 self.rejected += 1
-                yield Rejected(rec.lineno, "unreadable-line", rec.error)
+                yield Rejected(rec.lineno, "unreadable-line", rec.error, rec.relation)
                 continue
             buf.append(rec)
             if len(buf) >= chunk:
@@ -62,23 +65,23 @@ class Replay:
             yield self.applied
 
     def _apply(self, recs: list[SourceRecord]) -> Iterator[Rejected]:
-        per_key: dict[str, tuple[list[UpdateEvent], list[int]]] = {}
+        per_key: dict[str, tuple[list[UpdateEvent], list[SourceRecord]]] = {}
         keyed = self.codec.schema.key_field is not None
         for rec, item in zip(recs, self.codec.decode_many(r.value for r in recs), strict=True):
             if isinstance(item, EventError):
                 self.rejected += 1
-                yield Rejected(rec.lineno, item.code, item.detail)
+                yield Rejected(rec.lineno, item.code, item.detail, rec.relation)
                 continue
             key = item.key if keyed else KEYLESS
-            events, lines = per_key.setdefault(key, ([], []))
+            events, sources = per_key.setdefault(key, ([], []))
             events.append(item)
-            lines.append(rec.lineno)
-        self.coverage.count(events for events, _lines in per_key.values())
-        for key, (events, lines) in per_key.items():
+            sources.append(rec)
+        self.coverage.count(events for events, _sources in per_key.values())
+        for key, (events, sources) in per_key.items():
             rejections = self.engine(key).apply(events)
             for r in rejections:
                 self.rejected += 1
-                yield Rejected(lines[r.index], r.code, r.detail)
+                yield Rejected(sources[r.index].lineno, r.code, r.detail, sources[r.index].relation)
             self.applied += len(events) - len(rejections)
 
     def silent_relations(self) -> list[str]:

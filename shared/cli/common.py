@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import orjson
@@ -23,10 +24,71 @@ class CliError(RuntimeError):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage mistakes end in one line and exit 2, like every other error of the command."""
+    """Usage mistakes end in one line and exit 2, like every other error of the command. ``epilog_fn``
+    writes the epilog when help is shown (listing the services imports them; a command should not)."""
+
+    def __init__(self, *args: Any, epilog_fn: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.epilog_fn = epilog_fn
+
+    def format_help(self) -> str:
+        if self.epilog_fn is not None:
+            parts = [self.epilog or "", self.epilog_fn()]
+            self.epilog, self.epilog_fn = "\n\n".join(p for p in parts if p), None
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"ivmstream: error: {message} (see: {self.prog} --help)\n")
+
+
+BOOTSTRAP_HELP = (
+    "Kafka bootstrap servers, HOST:PORT[,HOST:PORT...] (`ivmstream broker` prints its address as its first "
+    "line)"
+)
+
+
+def service_names() -> list[str]:
+    """Every installed service's name (none is imported)."""
+    from ivmstream.service import available_services
+
+    return sorted(available_services())
+
+
+def service_help() -> str:
+    return (
+        f"the service: {', '.join(service_names())} (described below), or module:attribute of a "
+        "ServiceDefinition"
+    )
+
+
+def add_service_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("service", metavar="SERVICE", help=service_help())
+
+
+def services_epilog() -> str:
+    """Each service, what it keeps and the relations it reads ({relation: {column: type}})."""
+    from ivmstream.service import load_service
+
+    lines = ["services (SERVICE) and the relations they read:"]
+    for name in service_names():
+        try:
+            service = load_service(name)
+        except ConfigError as exc:
+            lines.append(f"  {name}: cannot be loaded: {exc}")
+            continue
+        lines.append(f"  {name}: {service.summary}")
+        for line in service.relations_help():
+            lines += textwrap.wrap(line, 100, initial_indent="    ", subsequent_indent="      ")
+    lines.append("Every config key, runtime and per service, with its default: docs/configuration.md")
+    return "\n".join(lines)
+
+
+def add_config_argument(p: argparse.ArgumentParser, default_text: str = "the service's defaults") -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"the service's config, YAML or JSON (default: {default_text}; keys: docs/configuration.md)",
+    )
 
 
 def print_json(obj: Any) -> None:
@@ -65,12 +127,15 @@ def warn_silent(silent: Sequence[str], declared: Sequence[str], service: str, la
 
 
 class Progress:
-    """A progress line on stderr: redrawn in place on a terminal, a line every few seconds otherwise."""
+    """A progress line on stderr: redrawn in place on a terminal, a line every few seconds otherwise.
+    With a ``total`` it counts input lines (headers too), so the command's own summary gives the count
+    of records; without one, records."""
 
     def __init__(self, label: str, total: int | None = None, every: float = 2.0) -> None:
         self.label, self.total, self.every = label, total, every
         self.tty = sys.stderr.isatty()
         self.started = self._last = time.monotonic()
+        self._drawn = False
 
     def update(self, n: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -81,13 +146,14 @@ class Progress:
         if self.total:
             pct = min(100.0, 100.0 * n / self.total)
             bar = "#" * int(pct / 5)
-            text = f"{self.label} [{bar:<20}] {n}/{self.total} ({pct:.0f}%) {rate:,.0f}/s"
+            text = f"{self.label} [{bar:<20}] line {n}/{self.total} ({pct:.0f}%) {rate:,.0f}/s"
         else:
-            text = f"{self.label} {n:,} {rate:,.0f}/s"
+            text = f"{self.label} {n:,} records {rate:,.0f}/s"
+        self._drawn = True
         sys.stderr.write(("\r" + text) if self.tty else text + "\n")
         sys.stderr.flush()
 
-    def done(self, n: int) -> None:
-        self.update(n, force=True)
-        if self.tty:
+    def clear(self) -> None:
+        """End the redrawn line, for the summary that follows."""
+        if self.tty and self._drawn:
             sys.stderr.write("\n")

@@ -8,6 +8,7 @@ import pytest
 from helpers import SAMPLE, ivm, ivm_produce, run_args, stream_config, write_config
 
 from ivmstream.dev.redis_server import free_port
+from ivmstream.events import FORMATS
 
 
 def one_line_error(proc) -> str:
@@ -157,7 +158,7 @@ BOOK = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data" / "fin
     [
         (
             ["--format", "parquet"],
-            "unknown input format 'parquet' (known: jsonl, csv, tbl, orderbook, tpch)",
+            f"unknown input format 'parquet' (known: {', '.join(FORMATS)})",
         ),
         (
             ["--format", "orderbook", "--read-option", "book=sells"],
@@ -186,8 +187,8 @@ BOOK = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data" / "fin
         ),
         (
             ["--format", "tbl"],
-            "format tbl: 'finance-tiny' (from the file name 'finance-tiny.csv') is not a relation of the "
-            "service (relations: bids, asks); pass --relation",
+            f"{BOOK}: its name names none of the relations of vwap (bids, asks): pass --input "
+            f"{BOOK}:RELATION",
         ),
     ],
 )

@@ -105,11 +105,17 @@ def test_refused_events_are_reported_with_line_numbers(tmp_path):
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    proc = ivm("replay", "vwap", "--config", str(cfg), "--input", str(src))
+    proc = ivm("replay", "vwap", "--config", str(cfg), "--input", str(src), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "ivmstream: error: 2 of 3 input events were rejected (listed above; --allow-rejects exits 0 anyway)"
+    )
     assert "in.jsonl:2: rejected (non-positive-volume)" in proc.stderr
     assert "in.jsonl:3: rejected (absent-tuple)" in proc.stderr
     last = json.loads(proc.stdout.strip().splitlines()[-1])
     assert last["events"] == 1 and last["rejected"] == 2 and last["result"]["vwap"] == 500
+    tolerated = ivm("replay", "vwap", "--config", str(cfg), "--input", str(src), "--allow-rejects")
+    assert json.loads(tolerated.stdout.strip().splitlines()[-1]) == last
 
 
 def test_adaptor_and_cli_agree_on_both_books(tmp_path):

@@ -105,9 +105,28 @@ def test_replay_of_a_table_under_the_default_housing_query_names_the_relations_l
 
 def test_a_table_of_a_relation_the_query_lacks_is_one_error_line(tmp_path):
     cfg = write_config(tmp_path / "house.json", relations={"House": list(HOUSING["House"])})
-    proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(TABLES / "Shop.tbl"), check=False)
+    shop = TABLES / "Shop.tbl"
+    proc = ivm("replay", "fivm", "--config", str(cfg), "--input", f"{shop}:Shop", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("ivmstream: error:") and "'Shop'" in proc.stderr
+    assert proc.stderr == (
+        f"ivmstream: error: {shop}: relation 'Shop' (--input {shop}:Shop) is not one of the relations of "
+        "fivm (House)\n"
+    )
+
+
+def test_a_table_named_for_no_relation_feeds_the_only_one_and_says_so(tmp_path):
+    cfg = write_config(tmp_path / "house.json", relations={"House": list(HOUSING["House"])})
+    shop = TABLES / "Shop.tbl"
+    proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(shop), check=False)
+    lines = proc.stderr.splitlines()
+    assert (
+        lines[0]
+        == f"ivmstream: {shop}: rows of House, the only relation of fivm (another: --input {shop}:RELATION)"
+    )
+    assert lines[1].startswith(f"{shop}:1: rejected (")  # Shop's rows are not House's
+    assert proc.returncode == 1 and lines[-1].startswith(
+        "ivmstream: error: 30 of 30 input events were rejected"
+    )
 
 
 def test_a_bad_query_is_one_error_line_naming_the_key(tmp_path):
