@@ -39,6 +39,16 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument(
+        "--runtime",
+        choices=("confluent-kafka", "faust"),
+        default="confluent-kafka",
+        help="what consumes the input: confluent-kafka (default) or faust, the worker as a Faust app's "
+        "agent with the same exactly-once (docs/faust.md)",
+    )
+    p.add_argument(
+        "--web-port", type=int, help="with --runtime faust: Faust's web server (results) on this port"
+    )
+    p.add_argument(
         "--gc",
         choices=("worker", "default"),
         default="worker",
@@ -76,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     postgres = sink_for(args.postgres, config) if args.postgres else None
     check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
-    metrics = RuntimeMetrics(service.name)
+    metrics = RuntimeMetrics(service.name, runtime=args.runtime)
     if redis_client is not None:
         from ivmstream.verdict import reconcile_key
 
@@ -88,6 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}") from None
     if args.silent_relation_after <= 0:
         raise CliError("--silent-relation-after must be a positive number of input records")
+    if args.runtime == "faust":
+        return _run_faust(args, service, config, store, group, metrics, redis_client, postgres)
     worker = Worker(
         declared,
         declared_config,
@@ -113,6 +125,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     # this process is the worker's own, so it may set the process-wide GC policy (shared/runtime/gc_policy.py)
     with worker_gc() if args.gc == "worker" else contextlib.nullcontext():
         worker.run(until=status)
+    return 0
+
+
+def _run_faust(
+    args: argparse.Namespace,
+    service: Any,
+    config: Any,
+    store: Any,
+    group: str,
+    metrics: Any,
+    redis_client: Any,
+    postgres: Any,
+) -> int:
+    if args.role != "worker":
+        raise CliError("--role coordinator runs on the default runtime only (--runtime confluent-kafka)")
+    from ivmstream.faust.runtime import run_faust
+
+    logging.getLogger("ivmstream").info(
+        "running %s on Faust: %s -> %s, group %s",
+        service.name,
+        config.input_topic,
+        config.output_topic,
+        group,
+    )
+    run_faust(
+        service,
+        config,
+        args.bootstrap,
+        store,
+        group=group,
+        metrics=metrics,
+        redis_client=redis_client,
+        postgres=postgres,
+        web_port=args.web_port,
+    )
     return 0
 
 

@@ -37,6 +37,7 @@ from ivmstream.runtime.hooks import BatchApplied, Hooks, fire
 from ivmstream.runtime.kafka import BrokerWatch
 from ivmstream.runtime.output import Output
 from ivmstream.runtime.partition import PartitionState, store_backing
+from ivmstream.runtime.postgres import PostgresSink
 from ivmstream.runtime.rebalance import Rebalance, committed_offset
 from ivmstream.runtime.refusals import Refusals
 from ivmstream.runtime.sensors import MetricsSensor
@@ -97,8 +98,10 @@ class FaustView:
         redis_client: redis.Redis | None = None,
         metrics: RuntimeMetrics | None = None,
         hooks: Hooks | None = None,
+        postgres: PostgresSink | None = None,
     ) -> None:
-        """``bootstrap``: the cluster results and dead letters are written to (default: the app's)."""
+        """``bootstrap``: the cluster results and dead letters are written to (default: the app's);
+        ``postgres``: a results sink, as ``ivmstream run --postgres`` makes one."""
         if config.sharded:
             raise ConfigError(
                 f"{config.source}: shard_by runs on the default runtime only (the Faust runtime has no "
@@ -129,6 +132,7 @@ class FaustView:
             config.dlq_topic,
             redis_client,
             dead_letter_max_bytes=config.dead_letter_max_bytes,
+            postgres=postgres,
         )
         self.coverage = RelationCoverage(self.codec.schema.relations)
         self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))

@@ -43,6 +43,7 @@ class StreamRun:
     workdir: Path
     prefix: str
     backend: str = "rocksdb"
+    extra: tuple[str, ...] = ()  # further ``ivmstream run`` flags (``--runtime faust``)
 
     @property
     def topic(self) -> str:
@@ -92,7 +93,7 @@ class StreamRun:
             *(sys.executable, "-m", "ivmstream.cli", "run", self.case.name),
             *("--bootstrap", self.broker.bootstrap, "--config", str(self.config_path), "--group", self.group),
             *("--state-dir", str(self.workdir / f"{self.prefix}.state"), "--state-backend", self.backend),
-            *("--redis", self.redis_url, *extra),
+            *("--redis", self.redis_url, *self.extra, *extra),
         ]
 
     def start_worker(self) -> subprocess.Popen[bytes]:
@@ -182,11 +183,12 @@ class StreamRun:
 
 
 def check_stream_equals_replay(
-    case: Case, broker: Broker, redis_url: str, workdir: Path, prefix: str
+    case: Case, broker: Broker, redis_url: str, workdir: Path, prefix: str, *, extra: Sequence[str] = ()
 ) -> None:
-    """Produce the workload, run ``ivmstream run`` until its group has checkpointed all of it, stop it,
-    and compare every result it published to Redis with ``ivmstream.replay`` over the same records."""
-    run = StreamRun(case, broker, redis_url, workdir, prefix)
+    """Produce the workload, run ``ivmstream run`` (with ``extra`` flags) until its group has
+    checkpointed all of it, stop it, and compare every result it published to Redis with
+    ``ivmstream.replay`` over the same records."""
+    run = StreamRun(case, broker, redis_url, workdir, prefix, extra=tuple(extra))
     run.prepare(checkpoint_interval=0.3)
     run.produce(case.records)
     worker = run.start_worker()
@@ -215,6 +217,7 @@ def check_kill9_restart(
     *,
     backend: str = "rocksdb",
     kills: int = 2,
+    extra: Sequence[str] = (),
 ) -> list[KillPoint]:
     """SIGKILL a worker ``kills`` times mid-stream, then let a last one finish; the published results
     equal ``ivmstream.replay`` over the whole workload (nothing lost, nothing applied twice).
@@ -231,7 +234,7 @@ def check_kill9_restart(
     if total < 4 * parts:
         raise AssertionError(f"{case}: {total} records are too few for {kills} kills")
     bounds = [total * i // parts for i in range(parts + 1)]
-    run = StreamRun(case, broker, redis_url, workdir, prefix, backend)
+    run = StreamRun(case, broker, redis_url, workdir, prefix, backend, tuple(extra))
     # Checkpoints a second apart leave uncheckpointed work in sight long enough to kill a worker holding
     # some; a short session timeout lets the group drop a killed worker after a few seconds.
     run.prepare(batch_size=50, checkpoint_interval=1.0, session_timeout_ms=3000)

@@ -1,0 +1,80 @@
+"""``ivmstream run SERVICE --runtime faust``: the worker as the one agent of a Faust app of its own.
+
+The app's consumer group is the worker's group; Faust's own metrics join the worker's registry
+(``ivmstream_runtime_info{runtime="faust"}`` tells the two runtimes apart), and its web server answers
+results (``ivmstream.faust.web``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import faust
+from faust.sensors.prometheus import setup_prometheus_sensors
+
+from ivmstream.config import ServiceConfig
+from ivmstream.faust.view import FaustView
+from ivmstream.faust.web import add_results_pages
+from ivmstream.metrics import RuntimeMetrics
+from ivmstream.service import ServiceDefinition
+from ivmstream.state import StateStore
+
+log = logging.getLogger("ivmstream.faust")
+
+
+def faust_app(group: str, bootstrap: str, config: ServiceConfig, web_port: int | None) -> faust.App:
+    """A Faust app for one worker: its topics are the operator's (Faust declares none), offsets are
+    committed as often as ivmstream checkpoints, and a new group reads from the start of the log."""
+    return faust.App(
+        group,
+        broker=[f"kafka://{host}" for host in bootstrap.split(",")],
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=config.session_timeout_ms / 1000,
+        broker_heartbeat_interval=max(0.1, config.session_timeout_ms / 5000),
+        broker_commit_interval=max(0.2, config.checkpoint_interval),
+        web_enabled=web_port is not None,
+        web_port=web_port or 6066,
+        web_bind="0.0.0.0",
+    )
+
+
+def run_faust(
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    bootstrap: str,
+    store: StateStore,
+    *,
+    group: str,
+    metrics: RuntimeMetrics,
+    redis_client: Any = None,
+    web_port: int | None = None,
+    postgres: Any = None,
+) -> None:
+    """Run until a signal stops the app; raises what stopped the view if it failed. The process's
+    logging stays ivmstream's: Faust's and mode's own loggers only speak at debug level, so a failure
+    ends in ivmstream's one line, not in Faust's tracebacks."""
+    if not logging.getLogger("ivmstream").isEnabledFor(logging.DEBUG):
+        for name in ("faust", "mode", "aiokafka"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    app = faust_app(group, bootstrap, config, web_port)
+    setup_prometheus_sensors(app, pattern="/faust/metrics", registry=metrics.registry, name_prefix="faust")
+    view = FaustView(
+        app,
+        service,
+        config,
+        store,
+        bootstrap=bootstrap,
+        redis_client=redis_client,
+        metrics=metrics,
+        postgres=postgres,
+    )
+    if web_port is not None:
+        add_results_pages(app, view, "/ivmstream")
+    worker = faust.Worker(app, quiet=True, redirect_stdouts=False, override_logging=False)
+    with contextlib.suppress(SystemExit):  # the Faust worker exits the process when it stops
+        worker.execute_from_commandline()
+    if view.failed is not None:
+        raise view.failed
