@@ -1,9 +1,10 @@
 """``ivmstream demo``: the whole stack on the embedded default, end to end, then cleaned up.
 
-Starts the embedded broker and a private redis-server, one worker process per service that ships a
-demo workload, produces each workload, shows live progress, prints the final results and checks
-them against an independent offline replay of the same input (and, where a service provides one,
-its Spark reconciliation).
+Starts the embedded broker, a private redis-server, a private PostgreSQL when one is installed (optional),
+the results API (``ivmstream serve``) and one worker process per service that ships a demo workload,
+produces each workload, shows live progress, prints the final results and where to read them, and
+checks them against an independent offline replay of the same input (and, where a service provides
+one, its Spark reconciliation).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import orjson
 
 from ivmstream.config import build_config, schema_of
 from ivmstream.dev.broker import BrokerProcess
+from ivmstream.dev.demo_results import ResultPlaces, optional_postgres, results_api, show
 from ivmstream.dev.redis_server import RedisServer, free_port
 from ivmstream.events import FORMATS, read_source
 from ivmstream.redis_client import connect
 from ivmstream.replay import replay_all
 from ivmstream.runtime.output import result_index, result_key
+from ivmstream.runtime.postgres import view_name
 from ivmstream.runtime.produce import produce_records
 from ivmstream.runtime.progress import group_progress
 from ivmstream.service import ServiceDefinition, available_services, load_service
@@ -57,7 +60,9 @@ def _services(names: list[str] | None) -> list[ServiceDefinition]:
     return with_demo if names or not real else real
 
 
-def _start_worker(run: DemoRun, bootstrap: str, redis_url: str, workdir: Path) -> None:
+def _start_worker(
+    run: DemoRun, bootstrap: str, redis_url: str, workdir: Path, extra: list[str] | None = None
+) -> None:
     run.log = workdir / f"{run.service.name}.log"
     with open(run.log, "wb") as out:  # the child keeps its own copy of the descriptor
         run.proc = subprocess.Popen(
@@ -81,6 +86,7 @@ def _start_worker(run: DemoRun, bootstrap: str, redis_url: str, workdir: Path) -
                 run.group,
                 "--metrics-port",
                 str(run.metrics_port),
+                *(extra or []),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -103,6 +109,8 @@ def run_demo(follow: bool = False, services: list[str] | None = None) -> int:
         broker = stack.enter_context(BrokerProcess())
         redis_srv = stack.enter_context(RedisServer())
         say(f"  broker {broker.bootstrap}   redis {redis_srv.url}")
+        places = ResultPlaces(redis_srv.url, stack.enter_context(optional_postgres(say)))
+        stack.enter_context(results_api(places))
         runs: list[DemoRun] = []
         stack.callback(_stop_workers, runs)
         for svc in chosen:
@@ -115,7 +123,7 @@ def run_demo(follow: bool = False, services: list[str] | None = None) -> int:
             run = DemoRun(
                 svc, cfg_path, f"demo.{svc.name}", config.input_topic, config.output_topic, free_port()
             )
-            _start_worker(run, broker.bootstrap, redis_srv.url, workdir)
+            _start_worker(run, broker.bootstrap, redis_srv.url, workdir, places.postgres_args)
             runs.append(run)
             say(
                 f"  {svc.name}: worker started ({config.input_topic}, {demo.partitions} partitions, "
@@ -157,6 +165,7 @@ def run_demo(follow: bool = False, services: list[str] | None = None) -> int:
             match = got == svc_expected
             ok &= match
             say(f"  {run.service.name}: stream vs offline replay: {'MATCH' if match else 'MISMATCH'}")
+        show(places, [(view_name(run.output_topic), run.output_topic) for run in runs], say)
         batch = [run for run in runs if run.service.batch is not None]
         if batch:
             say("\nSpark reconciliation (Spark SQL over the log, at the offsets each result reflects) ...")
