@@ -83,3 +83,135 @@ def register(sub: Any) -> None:
         "a *_del data set is read in the deletions format)",
     )
     r.set_defaults(func=cmd_replay)
+    register_streaming(verbs)
+
+
+def _plans_and_units(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from ivmstream.sql.load import load_script
+    from ivmstream.sql.routing import plan_script
+    from ivmstream.sql.streaming import stream_units
+
+    script = load_script(args.file)
+    plans = plan_script(script, args.view)
+    settings = (
+        {"checkpoint_interval": args.checkpoint_interval}
+        if getattr(args, "checkpoint_interval", None)
+        else {}
+    )
+    return script, plans, stream_units(plans, settings)
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    from ivmstream.sql.inputs import InputChoice, read_events
+    from ivmstream.sql.streaming import produce_events, tables_of
+
+    script, _plans, units = _plans_and_units(args)
+    choice = InputChoice(_inputs(args.input), args.dataset, Path.cwd())
+    events = read_events(script, tables_of(units), choice)
+    producer = Producer({"bootstrap.servers": args.bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    failed: list[str] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    def send(topic: str, value: bytes) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+
+    counts = produce_events(units, events, send)
+    producer.flush(60)
+    if failed:
+        from ivmstream.sql.errors import SqlError
+
+        raise SqlError(f"{len(failed)} events were not delivered: {failed[0]}")
+    for topic, n in counts.items():
+        print(json.dumps({"topic": topic, "events": n}))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import threading
+
+    from ivmstream.runtime import Worker
+    from ivmstream.runtime.clients import KafkaClients
+    from ivmstream.state import open_store
+
+    _script, _plans, units = _plans_and_units(args)
+    redis_client = None
+    if args.redis:
+        from ivmstream.redis_client import connect
+
+        redis_client = connect(args.redis)
+    workers = []
+    for u in units:
+        group = f"ivmstream.sql.{u.config.input_topic}"
+        store = open_store(args.state_backend, group, state_dir=args.state_dir, redis_url=args.redis)
+        workers.append(
+            Worker(
+                u.service,
+                u.config,
+                KafkaClients(args.bootstrap),
+                store,
+                group=group,
+                redis_client=redis_client,
+            )
+        )
+        print(
+            json.dumps(
+                {
+                    "view": u.plan.view.name,
+                    "service": u.service.name,
+                    "input": u.config.input_topic,
+                    "output": u.config.output_topic,
+                }
+            )
+        )
+    sys.stdout.flush()
+    if len(workers) == 1:
+        workers[0].install_signal_handlers()
+        workers[0].run()
+        return 0
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, kwargs={"until": lambda _w: stop.is_set()}) for w in workers]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.5)
+    except KeyboardInterrupt:
+        stop.set()
+        for t in threads:
+            t.join()
+    return 0
+
+
+def register_streaming(verbs: Any) -> None:
+    """``sql produce`` and ``sql run``: the views on the services' workers over Kafka."""
+    p = verbs.add_parser(
+        "produce", help="publish the views' input events (FROM FILE inputs through each view's intake)"
+    )
+    p.add_argument("file", help="the SQL file")
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap address")
+    p.add_argument("--view", help="only this view")
+    p.add_argument("--input", action="append", metavar="TABLE=PATH", help="read TABLE from PATH (repeatable)")
+    p.add_argument("--dataset", help="as for replay")
+    p.set_defaults(func=cmd_produce)
+
+    r = verbs.add_parser("run", help="run the views' service workers (one per unit) until stopped")
+    r.add_argument("file", help="the SQL file")
+    r.add_argument("--bootstrap", required=True, help="Kafka bootstrap address")
+    r.add_argument("--view", help="only this view")
+    r.add_argument("--state-backend", default="rocksdb", choices=("rocksdb", "redis", "memory"))
+    r.add_argument("--state-dir", default="state", help="RocksDB state directory")
+    r.add_argument("--redis", help="Redis URL: results (and redis state) go there")
+    r.add_argument("--checkpoint-interval", type=float, help="seconds between checkpoints")
+    r.set_defaults(func=cmd_run)
