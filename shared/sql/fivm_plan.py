@@ -16,7 +16,7 @@ from sqlglot import exp
 from ivmstream.sql.aggregates import AggregateSpec, aggregate_specs, evaluate_output
 from ivmstream.sql.analyze import Shape
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.expr import ColumnRef, Fn, all_of, by_column, converted, position_of
+from ivmstream.sql.expr import ColumnRef, Fn, all_of, by_column, converted
 from ivmstream.sql.plan import Feed, Unit
 
 FIVM_TYPE = {"int": "int", "float": "float", "exact": "float", "bool": "int", "str": "str", "date": "str"}
@@ -259,7 +259,3 @@ def describe_monomials(comp: FivmCompilation) -> list[str]:
     return [("COUNT(*)" if not m else "SUM(" + " * ".join(m) + ")") for m in comp.monomials] + [
         f"{v} = {inverse[v]}" for v in sorted(inverse)
     ]
-
-
-def refuse_position(comp: FivmCompilation, node: exp.Expression) -> Any:
-    return position_of(comp.shape.view.statement, node)
