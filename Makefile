@@ -100,6 +100,7 @@ bench: setup-dev
 	$(PY) bench/emit.py
 	$(PY) bench/sketches.py
 	$(PY) bench/hostile.py
+	$(PY) bench/change_data.py
 	$(PY) bench/memory.py
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
