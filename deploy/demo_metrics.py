@@ -1,10 +1,11 @@
 """Scrape every worker's /metrics while ``ivmstream demo`` runs, and draw the dashboards' main panels from
 those samples (docs/operations.md shows the figure, since a Grafana screenshot needs a Grafana server).
 
-``python -m deploy.demo_metrics [--out docs/operations]`` writes ``demo-metrics.json`` (the raw scrapes)
-and ``demo-metrics.png``. The panels compute what the dashboards' PromQL computes: per-second rates of
-the counters between scrapes, the consumer lag per partition, and batch latency quantiles interpolated
-in the histogram's buckets like ``histogram_quantile``.
+``python -m deploy.demo_metrics [--out docs/operations] [--data bench/results/demo-metrics.json]`` writes
+the raw scrapes (``--data``, beside the benchmarks' reports) and the figure ``demo-metrics.png``
+(``--out``). The panels compute what the dashboards' PromQL computes: per-second rates of the counters
+between scrapes, the consumer lag per partition, and batch latency quantiles interpolated in the
+histogram's buckets like ``histogram_quantile``.
 """
 
 from __future__ import annotations
@@ -195,14 +196,20 @@ def plot(scrapes: dict[str, list[dict[str, Any]]], path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.demo_metrics", description=__doc__)
-    parser.add_argument("--out", default="docs/operations", help="directory for demo-metrics.{json,png}")
+    parser.add_argument("--out", default="docs/operations", help="directory for demo-metrics.png")
+    parser.add_argument(
+        "--data",
+        default="bench/results/demo-metrics.json",
+        help="the raw scrapes (JSON), written or --replot read",
+    )
     parser.add_argument(
         "--replot", action="store_true", help="draw from the recorded JSON, do not run the demo"
     )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    raw = out / "demo-metrics.json"
+    raw = Path(args.data)
+    raw.parent.mkdir(parents=True, exist_ok=True)
     if args.replot:
         scrapes = trim(json.loads(raw.read_text()))
     else:
