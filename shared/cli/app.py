@@ -11,7 +11,20 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from ivmstream.cli import bootstrap, broker, demo, produce, reconcile, rekey, replay, results, run, serve, sql
+from ivmstream.cli import (
+    bootstrap,
+    broker,
+    demo,
+    dlq,
+    produce,
+    reconcile,
+    rekey,
+    replay,
+    results,
+    run,
+    serve,
+    sql,
+)
 from ivmstream.cli.common import EXIT_FAILURE, CliError, OneLineParser
 from ivmstream.config import ConfigError
 from ivmstream.events import SourceError
@@ -24,6 +37,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     run,
     rekey,
     results,
+    dlq,
     serve,
     replay,
     bootstrap,

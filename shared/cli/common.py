@@ -28,6 +28,11 @@ class OneLineParser(argparse.ArgumentParser):
     writes the epilog when help is shown (listing the services imports them; a command should not)."""
 
     def __init__(self, *args: Any, epilog_fn: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        # Epilogs are laid out by hand (lists); descriptions are paragraphs, filled here.
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        if kwargs.get("description"):
+            paragraphs = kwargs["description"].split("\n\n")
+            kwargs["description"] = "\n\n".join(textwrap.fill(p, 100) for p in paragraphs)
         super().__init__(*args, **kwargs)
         self.epilog_fn = epilog_fn
 
@@ -44,6 +49,13 @@ class OneLineParser(argparse.ArgumentParser):
 BOOTSTRAP_HELP = (
     "Kafka bootstrap servers, HOST:PORT[,HOST:PORT...] (`ivmstream broker` prints its address as its first "
     "line)"
+)
+
+
+REDIS_HELP = (
+    "a Redis URL: redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://... (TLS; certificates as the query "
+    "parameters ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs) or unix:///PATH.sock[?db=N]; a URL "
+    "without a password takes IVMSTREAM_REDIS_PASSWORD or IVMSTREAM_REDIS_PASSWORD_FILE"
 )
 
 

@@ -40,7 +40,6 @@ def register(sub: Any) -> None:
         "listed on stderr as FILE:LINE and not sent; any makes the exit status 1 unless --allow-rejects.",
         epilog=formats_epilog(),
         epilog_fn=services_epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
     p.add_argument("--topic", help="topic to publish to (default with --service: its input topic)")
@@ -154,8 +153,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     )
     if refused and not args.allow_rejects:
         raise CliError(
-            f"{refused} of {report.sent + refused} input lines were refused and not sent (listed above; "
-            "--allow-rejects exits 0 anyway)"
+            f"{refused} of {report.sent + refused} input lines were refused and not sent, listed "
+            "above (--allow-rejects exits 0 anyway)"
         )
     return 0
 

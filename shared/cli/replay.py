@@ -28,7 +28,6 @@ def register(sub: Any) -> None:
         "status 1 unless --allow-rejects.",
         epilog=formats_epilog(),
         epilog_fn=services_epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_service_argument(p)
     add_config_argument(p)
@@ -69,7 +68,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     warn_silent(run.silent_relations(), list(schema.relations), service.name, label)
     if run.rejected and not args.allow_rejects:
         raise CliError(
-            f"{run.rejected} of {run.applied + run.rejected} input events were rejected (listed above; "
-            "--allow-rejects exits 0 anyway)"
+            f"{run.rejected} of {run.applied + run.rejected} input events were rejected, listed above "
+            "(--allow-rejects exits 0 anyway)"
         )
     return 0

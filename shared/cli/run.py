@@ -9,18 +9,42 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ivmstream.cli.common import CliError, load
+from ivmstream.cli.common import (
+    BOOTSTRAP_HELP,
+    REDIS_HELP,
+    CliError,
+    add_config_argument,
+    add_service_argument,
+    load,
+    services_epilog,
+)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a service's worker")
-    p.add_argument("service")
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--config", required=True, help="service config (YAML or JSON)")
-    p.add_argument("--state-dir", default="state", help="RocksDB state directory (default ./state)")
-    p.add_argument("--state-backend", choices=("rocksdb", "redis", "memory"), help="default rocksdb")
+    p = sub.add_parser(
+        "run",
+        help="run a service's worker",
+        description="Consume the service's input topic, keep its state with exactly-once checkpoints, "
+        "publish results to its results topic (and Redis, PostgreSQL when given) and refused records to "
+        "its dead-letter topic, until SIGTERM or Ctrl-C. The input topic must exist (`ivmstream broker` "
+        "creates every service's topics).",
+        epilog_fn=services_epilog,
+    )
+    add_service_argument(p)
+    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
+    add_config_argument(p)
+    p.add_argument("--state-dir", default="state", help="directory of the RocksDB state (default ./state)")
     p.add_argument(
-        "--redis", help="Redis URL: results are published there (and state, with --state-backend redis)"
+        "--state-backend",
+        choices=("rocksdb", "redis", "memory"),
+        help="where state and offsets are checkpointed: rocksdb (default), redis (needs --redis) or "
+        "memory (lost at exit; tests)",
+    )
+    p.add_argument(
+        "--redis",
+        metavar="URL",
+        help=f"publish each key's latest result there (and keep state there with --state-backend redis): "
+        f"{REDIS_HELP}",
     )
     p.add_argument(
         "--postgres",
@@ -37,7 +61,9 @@ def register(sub: Any) -> None:
         "results; coordinator sums them into the global result (its group defaults to "
         "ivmstream.<service>.coordinator)",
     )
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics (/metrics) on this port"
+    )
     p.add_argument(
         "--runtime",
         choices=("confluent-kafka", "faust"),
@@ -85,6 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     redis_client = connect(args.redis) if args.redis else None
     postgres = sink_for(args.postgres, config) if args.postgres else None
     check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
+    _require_topics(args.bootstrap, config)
     store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
     metrics = RuntimeMetrics(service.name, runtime=args.runtime)
     if redis_client is not None:
@@ -161,6 +188,20 @@ def _run_faust(
         web_port=args.web_port,
     )
     return 0
+
+
+def _require_topics(bootstrap: str, config: Any) -> None:
+    """The input topic must exist: one line naming it and how to create it, instead of the consumer's
+    error later (a sharded worker checks its broadcast topic itself)."""
+    from ivmstream.runtime.kafka import partition_count
+
+    topic = config.input_topic
+    if partition_count(bootstrap, topic, overrides=config.kafka.get("consumer", {})) is None:
+        raise CliError(
+            f"topic {topic} does not exist at {bootstrap}: create it (`ivmstream broker` without --topic "
+            f"creates every service's topics; a running one takes 'create {topic} 1' on its stdin; on "
+            f"Kafka: kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {topic})"
+        )
 
 
 def _status_printer(worker: Any) -> Callable[[Any], bool]:

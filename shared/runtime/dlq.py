@@ -80,27 +80,31 @@ def _read(consumer: Consumer, topic: str, timeout: float) -> list[Message]:
     return out
 
 
+def dead_letter_of(msg: Message) -> DeadLetter | None:
+    """The dead letter a record of a dead-letter topic holds (None: not one the worker wrote)."""
+    h = {k: v.decode(errors="replace") for k, v in (msg.headers() or [])}
+    head, _, offset = h.get("ivmstream.source", "").rpartition(":")
+    topic, _, partition = head.rpartition(":")
+    if not (topic and partition.isdigit() and offset.isdigit()):
+        return None
+    full = h.get("ivmstream.truncated", "")
+    return DeadLetter(
+        topic,
+        int(partition),
+        int(offset),
+        h.get("ivmstream.reason", ""),
+        h.get("ivmstream.detail", ""),
+        msg.value() or b"",
+        int(full) if full.isdigit() else None,
+    )
+
+
 def read_dead_letters(
     bootstrap: str, dlq_topic: str, kafka: Mapping[str, Any] | None = None
 ) -> list[DeadLetter]:
-    out = []
-    for msg in read_to_end(bootstrap, dlq_topic, kafka=kafka):
-        h = {k: v.decode(errors="replace") for k, v in (msg.headers() or [])}
-        head, _, offset = h.get("ivmstream.source", "").rpartition(":")
-        topic, _, partition = head.rpartition(":")
-        if topic and partition.isdigit() and offset.isdigit():
-            out.append(
-                DeadLetter(
-                    topic,
-                    int(partition),
-                    int(offset),
-                    h.get("ivmstream.reason", ""),
-                    h.get("ivmstream.detail", ""),
-                    msg.value() or b"",
-                    int(full) if (full := h.get("ivmstream.truncated", "")).isdigit() else None,
-                )
-            )
-    return out
+    """Every dead letter of ``dlq_topic``, in partition order."""
+    found = (dead_letter_of(msg) for msg in read_to_end(bootstrap, dlq_topic, kafka=kafka))
+    return [d for d in found if d is not None]
 
 
 def latest_results(

@@ -3,8 +3,10 @@ only reports what happened."""
 
 from __future__ import annotations
 
+import logging
+import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 
 import orjson
@@ -105,3 +107,56 @@ class MetricsSensor:
         sizes = [self.store.size_bytes(p.topic, p.partition) for p in self.partitions.values()]
         if all(s is not None for s in sizes):
             self.metrics.state_bytes.set(sum(s for s in sizes if s is not None))
+
+
+class RefusalLog:
+    """Refused records in the worker's log: how many per reason, at most one line per ``every`` seconds
+    (the first refusal at once), so a flood of bad input costs a line, not a line per record. The dead
+    letters themselves say which records and why (``ivmstream dlq``)."""
+
+    def __init__(
+        self,
+        service: str,
+        dlq_topic: str,
+        every: float = 10.0,
+        log: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service, self.dlq_topic, self.every = service, dlq_topic, every
+        self.log = log or logging.getLogger("ivmstream.runtime")
+        self.clock = clock
+        self.pending: Counter[str] = Counter()
+        self.total = 0
+        self._last = -math.inf
+
+    def attach(self, hooks: Hooks) -> None:
+        hooks.records_refused.append(self.records_refused)
+        hooks.batch_applied.append(self.batch_applied)  # writes what waited once the interval is over
+
+    def records_refused(self, refused: RecordsRefused) -> None:
+        self.pending.update(refused.counts)
+        self.flush()
+
+    def batch_applied(self, _batch: BatchApplied) -> None:
+        if self.pending:
+            self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        """Log the counts gathered since the last line, if ``every`` seconds have passed (or ``force``)."""
+        now = self.clock()
+        if not self.pending or (not force and now - self._last < self.every):
+            return
+        n = sum(self.pending.values())
+        self.total += n
+        reasons = ", ".join(f"{code} {count}" for code, count in self.pending.most_common())
+        self.log.warning(
+            "%s: %d records refused (%s), %d since start; dead letters in %s (ivmstream dlq %s)",
+            self.service,
+            n,
+            reasons,
+            self.total,
+            self.dlq_topic,
+            self.service,
+        )
+        self.pending.clear()
+        self._last = now

@@ -41,7 +41,7 @@ from ivmstream.runtime.postgres import PostgresSink
 from ivmstream.runtime.rebalance import HistoryTruncated, Rebalance
 from ivmstream.runtime.refusals import Refusals
 from ivmstream.runtime.rekey import fresh
-from ivmstream.runtime.sensors import MetricsSensor
+from ivmstream.runtime.sensors import MetricsSensor, RefusalLog
 from ivmstream.runtime.sharded import Sharded, sharded_setup
 from ivmstream.service import ServiceDefinition
 from ivmstream.state import StateStore, envelope_for
@@ -98,6 +98,8 @@ class Worker:
         self.partitions: dict[int, PartitionState] = {}
         sensor = MetricsSensor(self.metrics, store, self.partitions)
         sensor.attach(self.hooks)
+        self.refusal_log = RefusalLog(service.name, config.dlq_topic)
+        self.refusal_log.attach(self.hooks)
         self.broker_watch = watch = BrokerWatch(
             clients.bootstrap, config.broker_timeout, self._metadata_answered
         )
@@ -260,6 +262,7 @@ class Worker:
         self.output.flush()
         self.output.leave()
         self.store.close()
+        self.refusal_log.flush(force=True)
 
     def _abandon(self) -> None:
         """After a failure nothing unsafe may be checkpointed: drop the partitions, then leave."""

@@ -149,6 +149,9 @@ def test_bad_events_go_to_dlq_with_reason_and_partition_keeps_going(broker, redi
     expected = offline_results(config, data)
     assert published_results(redis_server.url, f"{unique}.results") == {"": expected}
     assert expected["relations"]["items"]["count"] == 3
-    replayed = ivm("replay", "reference", "--config", str(config), "--input", str(data))
+    replayed = ivm("replay", "reference", "--config", str(config), "--input", str(data), check=False)
+    assert replayed.returncode == 1 and replayed.stderr.endswith(
+        "5 of 8 input events were rejected, listed above (--allow-rejects exits 0 anyway)\n"
+    )
     assert orjson.loads(replayed.stdout.splitlines()[-1])["rejected"] == 5
     assert sum("rejected (" in line for line in replayed.stderr.splitlines()) == 5

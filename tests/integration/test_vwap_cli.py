@@ -108,7 +108,7 @@ def test_refused_events_are_reported_with_line_numbers(tmp_path):
     proc = ivm("replay", "vwap", "--config", str(cfg), "--input", str(src), check=False)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1] == (
-        "ivmstream: error: 2 of 3 input events were rejected (listed above; --allow-rejects exits 0 anyway)"
+        "ivmstream: error: 2 of 3 input events were rejected, listed above (--allow-rejects exits 0 anyway)"
     )
     assert "in.jsonl:2: rejected (non-positive-volume)" in proc.stderr
     assert "in.jsonl:3: rejected (absent-tuple)" in proc.stderr
