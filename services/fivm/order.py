@@ -47,12 +47,12 @@ class VariableOrder:
         return tuple(n.var for n in self.nodes())
 
     def ancestors(self) -> dict[str, tuple[str, ...]]:
-        """Variable or relation -> its ancestor variables, root first."""
+        """Variable -> its ancestor variables, root first. Relations are left out: a relation may share
+        its name with a variable (relation ``house`` with column ``house``)."""
         out: dict[str, tuple[str, ...]] = {}
 
         def walk(n: OrderNode | str, above: tuple[str, ...]) -> None:
             if isinstance(n, str):
-                out[n] = above
                 return
             out[n.var] = above
             for c in n.children:

@@ -59,7 +59,7 @@ def plan_lifted(shape: Shape, script: Script) -> ViewPlan | None:
     relations: dict[str, dict[str, str]] = {}
     feeds = []
     for o in shape.occurrences:
-        name = o.alias.upper() if o.alias in types else o.alias
+        name = o.alias
         own = [(ref, var) for ref, var in var_of.items() if ref[0] == o.alias]
         relations[name] = {var: types[var] for _r, var in own}
         feeds.append(

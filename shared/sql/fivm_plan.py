@@ -126,9 +126,8 @@ class FivmCompilation:
         return max(len(m) for m in self.monomials)
 
     def relation_name(self, alias: str) -> str:
-        """The fivm relation of an occurrence: its alias, upper-cased where a variable has its name
-        (fivm keys views by both)."""
-        return alias.upper() if alias in self.var_type else alias
+        """The fivm relation of an occurrence: its alias."""
+        return alias
 
     def relations(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}

@@ -248,3 +248,21 @@ def test_a_new_r_edge_enters_the_triangle_through_its_indicator_projection() -> 
     assert e.result()["value"] == 6
     e.apply([Ev("R", {"A": 1, "B": 2}, -3)])
     assert views(e)["V@C"] == {} and e.result()["value"] == 0
+
+
+@pytest.mark.parametrize("order", [None, {"house": {"price": {}, "x": {}}}])
+def test_a_relation_named_like_one_of_its_variables_builds_and_joins(order: Any) -> None:
+    """Relation ``house`` with column ``house``: relations and variables are separate name spaces."""
+    config: dict[str, Any] = {
+        "relations": {"house": {"house": "int", "price": "float"}, "shop": {"house": "int", "x": "float"}},
+        "ring": "covariance",
+        "features": ["price", "x"],
+    }
+    if order is not None:
+        config["variable_order"] = order
+    e = FivmEngine(config)
+    e.apply([Ev("house", {"house": 1, "price": 2.0}, 1), Ev("shop", {"house": 1, "x": 3.0}, 1)])
+    e.apply([Ev("shop", {"house": 1, "x": 4.0}, 1), Ev("house", {"house": 2, "price": 5.0}, 1)])
+    value = e.result()["value"]
+    assert (value["count"], value["sum"]) == (2, [4.0, 7.0])
+    assert value["sumprod"][0][1] == 2.0 * 3.0 + 2.0 * 4.0
