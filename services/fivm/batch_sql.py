@@ -173,7 +173,7 @@ def shaped(agg: Aggregates, value: Any, model_spec: Mapping[str, Any] | None) ->
     if model_spec is not None:
         label = model_spec["label"]
         features = [f for f in agg.plan.query.features if f != label]
-        out["model"] = model.fit(value, label, features, model_spec["ridge"])
+        out["model"] = model.fit_spec(value, model_spec, features)
     return out
 
 

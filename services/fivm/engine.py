@@ -398,7 +398,7 @@ def shape_result(query: Query, result: Mapping[str, Any], spec: Mapping[str, Any
         out = dict(value)
         if spec is not None:
             features = [f for f in query.features if f != spec["label"]]
-            out["model"] = model.fit(value, spec["label"], features, spec["ridge"])
+            out["model"] = model.fit_spec(value, spec, features)
     elif query.ring == "listing":
         out = dict(value)
     elif query.ring == "factorized":

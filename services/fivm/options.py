@@ -24,6 +24,7 @@ from ivmstream.sdk import (
 )
 from ivmstream.services.fivm.engine import FivmEngine, query_config
 from ivmstream.services.fivm.intake import FACTORIZED_SUFFIX
+from ivmstream.services.fivm.model import DEFAULT_MAX_ITERATIONS, DEFAULT_TOLERANCE, METHODS
 from ivmstream.services.fivm.query import KEYS, REFUSED_TYPES, RING_NAMES, STRATEGY_NAMES, parse_query
 
 # The authors' Housing schema (one row per postcode in each relation), in their column order.
@@ -59,17 +60,33 @@ names: Parser[str | list[str]] = Parser("a variable name or a list of names", _n
 
 
 def _model(v: Any) -> dict[str, Any]:
-    """``{label, ridge}``: the label must be a name, ridge (default 0) a finite number >= 0."""
+    """``{label, ridge, method, tolerance, max_iterations}``: the label must be a name, ridge (default 0)
+    a finite number >= 0; method closed-form (default) or gradient-descent, whose tolerance (> 0) and
+    max_iterations (>= 1) default to the model module's."""
     spec = _model_keys(v)
     if not isinstance(spec.get("label"), str):
         raise ValueError("must give 'label', the name of the covariance feature to predict")
     ridge = spec.get("ridge", 0.0)
     if type(ridge) not in (int, float) or not math.isfinite(ridge) or ridge < 0:
         raise ValueError(f"'ridge' must be a finite number >= 0, got {ridge!r}")
-    return {"label": spec["label"], "ridge": float(ridge)}
+    out: dict[str, Any] = {"label": spec["label"], "ridge": float(ridge)}
+    method = spec.get("method", "closed-form")
+    if method not in METHODS:
+        raise ValueError(f"'method' must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "closed-form":
+        if "tolerance" in spec or "max_iterations" in spec:
+            raise ValueError("'tolerance' and 'max_iterations' belong to method gradient-descent")
+        return out
+    tolerance = spec.get("tolerance", DEFAULT_TOLERANCE)
+    if type(tolerance) not in (int, float) or not math.isfinite(tolerance) or tolerance <= 0:
+        raise ValueError(f"'tolerance' must be a finite number > 0, got {tolerance!r}")
+    iterations = spec.get("max_iterations", DEFAULT_MAX_ITERATIONS)
+    if type(iterations) is not int or iterations < 1:
+        raise ValueError(f"'max_iterations' must be an integer >= 1, got {iterations!r}")
+    return out | {"method": method, "tolerance": float(tolerance), "max_iterations": iterations}
 
 
-_model_keys = mapping(keys=("label", "ridge"))
+_model_keys = mapping(keys=("label", "ridge", "method", "tolerance", "max_iterations"))
 
 OPTIONS: dict[str, Option] = {
     "relations": relations_option(
@@ -115,8 +132,15 @@ OPTIONS: dict[str, Option] = {
     ),
     "model": Option(
         None,
-        optional(Parser("a mapping {label: name, ridge: number >= 0}", _model)),
-        "ring covariance without free variables: fit label ~ the other features (ridge λ) on each result",
+        optional(
+            Parser(
+                "a mapping {label: name, ridge: number >= 0, method: closed-form or gradient-descent, "
+                "tolerance: number > 0, max_iterations: int >= 1}",
+                _model,
+            )
+        ),
+        "ring covariance without free variables: fit label ~ the other features (ridge λ) on each result, "
+        "in closed form or by batch gradient descent",
         state=False,  # computed from the result when it is read; the stored views do not depend on it
     ),
 }

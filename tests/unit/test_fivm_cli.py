@@ -68,6 +68,17 @@ def test_replay_of_the_sample_gives_each_region_the_engines_result_with_a_model(
         assert result["count"] > 0
 
 
+def test_the_model_by_gradient_descent_equals_the_closed_form_on_the_sample():
+    spec = {"label": "price", "ridge": 1.0, "method": "gradient-descent", "tolerance": 1e-12}
+    descent = engine_results(dict(DEMO_CONFIG, model=spec), SAMPLE, "region")
+    closed = engine_results(dict(DEMO_CONFIG), SAMPLE, "region")
+    for region, result in descent.items():
+        got, want = result["model"], closed[region]["model"]
+        assert got["status"] == "ok" and got["method"] == "gradient-descent" and got["iterations"] > 0
+        for feature, value in want["coefficients"].items():
+            assert abs(got["coefficients"][feature] - value) <= 1e-6 * max(1.0, abs(value))
+
+
 def test_replay_every_n_events_prints_progress_lines(tmp_path):
     proc = ivm("replay", "fivm", "--config", str(SAMPLE_CONFIG), "--input", str(SAMPLE), "--every", "500")
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -134,6 +145,8 @@ def test_a_bad_query_is_one_error_line_naming_the_key(tmp_path):
         ({"ring": "covariance", "model": {"label": "nope"}}, "'model' label 'nope'"),
         ({"ring": "count", "model": {"label": "price"}}, "'model' needs ring covariance"),
         ({"model": {"label": "price", "ridge": -1}}, "'ridge' must be a finite number >= 0"),
+        ({"model": {"label": "price", "method": "newton"}}, "'method' must be one of"),
+        ({"model": {"label": "price", "tolerance": 1e-6}}, "belong to method gradient-descent"),
         ({"ring": "sum"}, "ring sum needs 'sum'"),
         ({"free": 3}, "config key 'free' must be a variable name or a list of names"),
         ({"ring": "count", "decimals": 4}, "'decimals' applies to rings sum and covariance"),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ivmstream.services.fivm.model import fit, predict
+from ivmstream.services.fivm.model import fit, fit_spec, gradient_descent, predict
 from ivmstream.services.fivm.rings.cofactor import CofactorRing
 
 NAMES = ["x0", "x1", "x2", "x3"]
@@ -153,3 +153,56 @@ def test_no_features_fits_the_mean():
     model = fit(cofactor_of(ring, rows, np.array([1, 2])), "x0", [], ring=ring)
     assert model["status"] == "ok" and model["coefficients"] == {}
     assert np.isclose(model["intercept"], 3.0) and np.isclose(model["sse"], 6.0)
+
+
+# --- batch gradient descent (the paper's §7.2) against numpy and the closed form -------------------------
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 2**32 - 1), st.integers(8, 30), st.floats(0.0, 10.0), st.data())
+def test_gradient_descent_reaches_the_least_squares_model(seed, n, ridge, data):
+    """Converged descent equals numpy's solution of the same (ridge) problem on the materialised data."""
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(n, 4)) * rng.choice([1e-3, 1.0, 1e3], size=4)
+    mults = rng.integers(1, 4, size=n)
+    label, features = choose(data)
+    x, y = materialise(rows, mults, label, features)
+    assume(np.linalg.cond(x / np.linalg.norm(x, axis=0)) < 1e3)
+    penalty = ridge * np.diag([0.0] + [1.0] * len(features))
+    want = np.linalg.solve(x.T @ x + penalty, x.T @ y)
+    ring = CofactorRing(NAMES)
+    stats = ring.to_json(cofactor_of(ring, rows, mults))
+    model = gradient_descent(stats, label, features, ridge, tolerance=1e-12)
+    assert model["status"] == "ok" and model["method"] == "gradient-descent"
+    assert 0 < model["iterations"] <= 10_000
+    got = np.array([model["intercept"], *(model["coefficients"][f] for f in features)])
+    assert close(got, want, np.abs(want).max())
+    closed = fit(stats, label, features, ridge)
+    assert np.isclose(model["sse"], closed["sse"], rtol=1e-6, atol=1e-6 * (y @ y))
+
+
+def test_gradient_descent_stops_at_max_iterations_and_reports_it():
+    ring = CofactorRing(NAMES)
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(40, 4))
+    rows[:, 1] = rows[:, 0] + 1e-3 * rng.normal(size=40)  # nearly collinear: slow to converge
+    stats = ring.to_json(cofactor_of(ring, rows, np.ones(40, dtype=int)))
+    model = gradient_descent(stats, "x2", ["x0", "x1", "x3"], tolerance=1e-14, max_iterations=2)
+    assert model["status"] == "not converged" and model["iterations"] == 2
+    assert gradient_descent(ring.zero(), "x0", ["x1"], ring=ring)["status"] == "empty"
+    with pytest.raises(ValueError):
+        gradient_descent(stats, "x0", ["x1"], tolerance=0.0)
+    with pytest.raises(ValueError):
+        gradient_descent(stats, "x0", ["x1"], max_iterations=0)
+
+
+def test_fit_spec_picks_the_method():
+    ring = CofactorRing(NAMES)
+    rng = np.random.default_rng(4)
+    stats = ring.to_json(cofactor_of(ring, rng.normal(size=(20, 4)), np.ones(20, dtype=int)))
+    closed = fit_spec(stats, {"label": "x0", "ridge": 0.5}, ["x1", "x2"])
+    descent = fit_spec(
+        stats, {"label": "x0", "ridge": 0.5, "method": "gradient-descent", "tolerance": 1e-12}, ["x1", "x2"]
+    )
+    assert "method" not in closed and descent["method"] == "gradient-descent"
+    assert close(list(descent["coefficients"].values()), list(closed["coefficients"].values()))
