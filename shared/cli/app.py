@@ -47,6 +47,9 @@ COMMANDS: tuple[ModuleType, ...] = (
 )
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def _known_errors() -> tuple[type[BaseException], ...]:
     from ivmstream.postgres_client import PostgresUnavailable
     from ivmstream.redis_client import RedisUnavailable
@@ -84,7 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ivmstream",
         description="Incremental views over Kafka: run, feed and inspect ivmstream services.",
     )
-    parser.add_argument("--log-level", default=os.environ.get("IVMSTREAM_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("IVMSTREAM_LOG_LEVEL", "INFO").upper(),
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help=f"{', '.join(LOG_LEVELS)} (default: $IVMSTREAM_LOG_LEVEL, else INFO)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)

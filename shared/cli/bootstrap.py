@@ -6,24 +6,58 @@ import argparse
 import sys
 from typing import Any
 
-from ivmstream.cli.common import CliError, load
+from ivmstream.cli.common import (
+    BOOTSTRAP_HELP,
+    REDIS_HELP,
+    CliError,
+    add_config_argument,
+    add_service_argument,
+    load,
+    services_epilog,
+)
 from ivmstream.cli.spark import spark_session
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bootstrap", help="build a service's state from a snapshot with Spark")
-    p.add_argument("service")
-    p.add_argument("--config", required=True)
-    p.add_argument(
-        "--snapshot", required=True, help="directory of per-relation tables, or a .jsonl of events"
+    p = sub.add_parser(
+        "bootstrap",
+        help="build a service's state from a snapshot with Spark",
+        description="Compute with Spark the state the stream would have built from a snapshot, and write "
+        "it with the input offsets it covers, so that `ivmstream run` resumes from there. Spark is "
+        "stopped, its JVM included, when the command ends.",
+        epilog_fn=services_epilog,
     )
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers, to resolve the offsets to resume from")
-    p.add_argument("--from-offsets", default="latest", help="latest (default), earliest or P:O,P:O,...")
-    p.add_argument("--partitions", type=int, default=1, help="input partitions, when no --bootstrap is given")
-    p.add_argument("--state-dir", help="RocksDB state directory (default ./state)")
-    p.add_argument("--redis", help="write Redis state instead of RocksDB")
+    add_service_argument(p)
+    add_config_argument(p)
+    p.add_argument(
+        "--snapshot",
+        required=True,
+        metavar="PATH",
+        help="directory of per-relation tables, or a .jsonl of events",
+    )
+    p.add_argument(
+        "--bootstrap",
+        metavar="ADDR",
+        help=f"{BOOTSTRAP_HELP}; resolves the offsets to resume from (default: none, --partitions)",
+    )
+    p.add_argument(
+        "--from-offsets",
+        default="latest",
+        metavar="WHERE",
+        help="where the workers resume in the input topic: latest (default), earliest or P:O,P:O,... "
+        "(partition:offset)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="input partitions, when no --bootstrap is given (default 1)",
+    )
+    p.add_argument("--state-dir", help="directory of the RocksDB state (default ./state)")
+    p.add_argument("--redis", metavar="URL", help=f"write Redis state instead of RocksDB: {REDIS_HELP}")
     p.add_argument("--group", help="consumer group the workers will use (default ivmstream.<service>)")
-    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     p.set_defaults(func=cmd_bootstrap)
 
 
@@ -47,16 +81,17 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
         check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     print(f"bootstrapping {service.name} from {args.snapshot} with Spark ...", file=sys.stderr, flush=True)
-    report = run_bootstrap(
-        spark_session(args.master),
-        service,
-        config,
-        args.snapshot,
-        store,
-        bootstrap_servers=args.bootstrap,
-        from_offsets=args.from_offsets,
-        partitions=args.partitions,
-    )
+    with spark_session(args.master) as spark:
+        report = run_bootstrap(
+            spark,
+            service,
+            config,
+            args.snapshot,
+            store,
+            bootstrap_servers=args.bootstrap,
+            from_offsets=args.from_offsets,
+            partitions=args.partitions,
+        )
     where = ", ".join(f"{config.input_topic}:{p}@{o}" for p, o in sorted(report.partitions.items()))
     print(
         f"bootstrapped {report.keys} key(s) of {service.name} into {backend} state "

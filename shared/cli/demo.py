@@ -5,11 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ivmstream.cli.common import service_help, services_epilog
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="the whole stack on the embedded default, with a sample workload")
+    p = sub.add_parser(
+        "demo",
+        help="the whole stack on the embedded default, with a sample workload",
+        epilog_fn=services_epilog,
+    )
     p.add_argument("--follow", action="store_true", help="keep running after the workload is done")
-    p.add_argument("--service", action="append", help="only these services (repeatable)")
+    p.add_argument(
+        "--service",
+        action="append",
+        metavar="SERVICE",
+        help=f"only this service (repeatable): {service_help()}",
+    )
     p.set_defaults(func=cmd_demo)
 
 

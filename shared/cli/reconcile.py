@@ -8,20 +8,46 @@ from typing import Any
 
 import orjson
 
-from ivmstream.cli.common import EXIT_FAILURE, load
+from ivmstream.cli.common import (
+    BOOTSTRAP_HELP,
+    EXIT_FAILURE,
+    REDIS_HELP,
+    add_config_argument,
+    add_service_argument,
+    load,
+    services_epilog,
+)
 from ivmstream.cli.spark import spark_session
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("reconcile", help="recompute published results with Spark SQL and compare")
-    p.add_argument("service")
-    p.add_argument("--config", required=True)
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--snapshot", help="the snapshot the service was bootstrapped from, if any")
-    p.add_argument("--from-offsets", default="earliest", help="where the log starts after the snapshot")
-    p.add_argument("--redis", help="read published results from Redis (default: from the results topic)")
-    p.add_argument("--report", help="write the JSON report here")
-    p.add_argument("--master", help="Spark master (default local[*])")
+    p = sub.add_parser(
+        "reconcile",
+        help="recompute published results with Spark SQL and compare",
+        description="Recompute the service's query with Spark, independently of its engine, at the input "
+        "offsets the published results reflect, and compare: prints the verdict; a mismatch exits 1. "
+        "Spark is stopped, its JVM included, when the command ends.",
+        epilog_fn=services_epilog,
+    )
+    add_service_argument(p)
+    add_config_argument(p)
+    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
+    p.add_argument(
+        "--snapshot", metavar="PATH", help="the snapshot the service was bootstrapped from, if any"
+    )
+    p.add_argument(
+        "--from-offsets",
+        default="earliest",
+        metavar="WHERE",
+        help="where the input log starts after the snapshot: earliest (default), latest or P:O,P:O,...",
+    )
+    p.add_argument(
+        "--redis",
+        metavar="URL",
+        help=f"read published results from Redis (default: from the results topic): {REDIS_HELP}",
+    )
+    p.add_argument("--report", metavar="FILE", help="write the JSON report here")
+    p.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     p.set_defaults(func=cmd_reconcile)
 
 
@@ -35,15 +61,16 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     client = connect(args.redis) if args.redis else None
     check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
     print(f"reconciling {service.name} with Spark ...", file=sys.stderr, flush=True)
-    report = run_reconcile(
-        spark_session(args.master),
-        service,
-        config,
-        args.bootstrap,
-        client,
-        snapshot=args.snapshot,
-        from_offsets=args.from_offsets,
-    )
+    with spark_session(args.master) as spark:
+        report = run_reconcile(
+            spark,
+            service,
+            config,
+            args.bootstrap,
+            client,
+            snapshot=args.snapshot,
+            from_offsets=args.from_offsets,
+        )
     if client is not None:
         record_verdict(client, report)
     if args.report:

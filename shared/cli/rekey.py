@@ -8,15 +8,17 @@ import logging
 import signal
 from typing import Any
 
-from ivmstream.cli.common import CliError, load
+from ivmstream.cli.common import BOOTSTRAP_HELP, CliError, add_service_argument, load, services_epilog
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "rekey", help="re-key a keyed view's input topics by its key_field (run beside its workers)"
+        "rekey",
+        help="re-key a keyed view's input topics by its key_field (run beside its workers)",
+        epilog_fn=services_epilog,
     )
-    p.add_argument("service")
-    p.add_argument("--bootstrap", required=True)
+    add_service_argument(p)
+    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
     p.add_argument("--config", required=True, help="service config with inputs and key_field")
     p.add_argument("--state-dir", default="state", help="RocksDB state directory (default ./state)")
     p.add_argument("--state-backend", choices=("rocksdb", "redis", "memory"), help="default rocksdb")

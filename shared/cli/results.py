@@ -7,16 +7,30 @@ from typing import Any
 
 import orjson
 
-from ivmstream.cli.common import CliError, load, print_json
+from ivmstream.cli.common import (
+    REDIS_HELP,
+    CliError,
+    add_config_argument,
+    add_service_argument,
+    load,
+    print_json,
+    services_epilog,
+)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("results", help="print the latest published result from Redis")
-    p.add_argument("service")
-    p.add_argument("--redis", required=True)
+    p = sub.add_parser(
+        "results",
+        help="print the latest published result from Redis",
+        description="Print as JSON the latest result `ivmstream run --redis URL` published for a key, or "
+        "{key: result} of every key.",
+        epilog_fn=services_epilog,
+    )
+    add_service_argument(p)
+    p.add_argument("--redis", required=True, metavar="URL", help=f"where the worker published: {REDIS_HELP}")
     p.add_argument("--key", help="partition key (default: every key)")
-    p.add_argument("--config", help="service config, to find a non-default output topic")
-    p.add_argument("--topic", help="output topic (default <service>.results)")
+    add_config_argument(p, "the service's defaults; it names a non-default output_topic")
+    p.add_argument("--topic", help="output topic (default: the config's output_topic, <service>.results)")
     p.set_defaults(func=cmd_results)
 
 

@@ -98,7 +98,7 @@ def _plans_and_units(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         if getattr(args, "checkpoint_interval", None)
         else {}
     )
-    return script, plans, stream_units(plans, settings)
+    return script, plans, stream_units(plans, settings, script.tables)
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -142,6 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from ivmstream.runtime import Worker
     from ivmstream.runtime.clients import KafkaClients
+    from ivmstream.sql.streaming import group_of
     from ivmstream.state import open_store
 
     _script, _plans, units = _plans_and_units(args)
@@ -152,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         redis_client = connect(args.redis)
     workers = []
     for u in units:
-        group = f"ivmstream.sql.{u.config.input_topic}"
+        group = group_of(u)
         store = open_store(args.state_backend, group, state_dir=args.state_dir, redis_url=args.redis)
         workers.append(
             Worker(
@@ -169,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 {
                     "view": u.plan.view.name,
                     "service": u.service.name,
-                    "input": u.config.input_topic,
+                    "input": [i.topic for i in u.config.inputs] or u.config.input_topic,
                     "output": u.config.output_topic,
                 }
             )
@@ -210,7 +211,12 @@ def register_streaming(verbs: Any) -> None:
     r.add_argument("file", help="the SQL file")
     r.add_argument("--bootstrap", required=True, help="Kafka bootstrap address")
     r.add_argument("--view", help="only this view")
-    r.add_argument("--state-backend", default="rocksdb", choices=("rocksdb", "redis", "memory"))
+    r.add_argument(
+        "--state-backend",
+        default="rocksdb",
+        choices=("rocksdb", "redis", "memory"),
+        help="where state and offsets are checkpointed (default rocksdb)",
+    )
     r.add_argument("--state-dir", default="state", help="RocksDB state directory")
     r.add_argument("--redis", help="Redis URL: results (and redis state) go there")
     r.add_argument("--checkpoint-interval", type=float, help="seconds between checkpoints")
