@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ivmstream.events.changes import NATIVE
+from ivmstream.events.inputs import FORMATS as TOPIC_FORMATS
 from ivmstream.sql.errors import SqlError
 from ivmstream.sql.model import FileSource, TopicSource
 from ivmstream.sql.source import Statement
@@ -43,7 +45,7 @@ _TYPE = re.compile(
 FILE_FORMATS = ("csv", "orderbook")
 CSV_OPTIONS = ("delimiter", "deletions", "schema")
 ORDERBOOK_OPTIONS = ("book", "brokers", "deterministic", "validate")
-TOPIC_OPTIONS = ("topic", "format", "key")
+TOPIC_OPTIONS = ("topic", "format", "key", "mode", "project")
 
 
 @dataclass
@@ -116,6 +118,8 @@ def create_clause(stmt: Statement) -> CreateClause | None:
                 stmt.position(first),
             )
         stmt.blank(tail_at, len(stmt.text))
+    if isinstance(source, TopicSource):
+        kind = "stream"  # a topic carries the table's changes: it is updatable
     return CreateClause(kind, source)
 
 
@@ -140,7 +144,16 @@ def _topic_source(stmt: Statement, tail: str, at: int) -> TopicSource | None:
     where = stmt.position(at + m.start())
     if "topic" not in opts:
         raise SqlError("WITH (...) must name the table's 'topic'", where)
-    return TopicSource(opts["topic"], opts.get("format", "native"), opts.get("key"), where)
+    fmt = opts.get("format", NATIVE)
+    if fmt not in TOPIC_FORMATS:
+        raise SqlError(f"WITH format {fmt!r}: unknown (known: {', '.join(TOPIC_FORMATS)})", where)
+    mode = opts.get("mode")
+    if mode is not None and (fmt == NATIVE or mode not in ("full", "upsert")):
+        raise SqlError("WITH mode: 'full' or 'upsert', for a change format", where)
+    project = opts.get("project", "false").lower()
+    if project not in ("true", "false"):
+        raise SqlError("WITH project: 'true' or 'false'", where)
+    return TopicSource(opts["topic"], fmt, opts.get("key"), where, mode, project == "true")
 
 
 def rewrite_in_list(stmt: Statement) -> None:

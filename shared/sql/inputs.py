@@ -18,7 +18,7 @@ from typing import Any
 
 from ivmstream.events.orderbook import OrderBookAdaptor
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.model import FileSource, Script, Table
+from ivmstream.sql.model import FileSource, Script, Table, TopicSource
 
 Event = tuple[str, dict[str, Any], int]  # table, row, delta
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -39,11 +39,12 @@ def source_path(table: Table, choice: InputChoice) -> tuple[Path, FileSource]:
     src = table.source
     if table.name in choice.inputs:
         path = Path(choice.inputs[table.name])
-        fs = (
-            src
-            if isinstance(src, FileSource)
-            else FileSource(str(path), "csv", {"delimiter": "|"}, table.where)
-        )
+        if isinstance(src, FileSource):
+            fs = src
+        elif isinstance(src, TopicSource) and path.suffix in (".jsonl", ".json"):
+            fs = FileSource(str(path), src.format, {}, table.where)  # records as the topic holds them
+        else:
+            fs = FileSource(str(path), "csv", {"delimiter": "|"}, table.where)
     else:
         if not isinstance(src, FileSource):
             raise SqlError(
@@ -163,6 +164,8 @@ def read_events(script: Script, tables: set[str], choice: InputChoice) -> Iterat
             path, fs = resolved[t.name]
             if fs.format == "orderbook":
                 books.setdefault(path, []).append(t)
+            elif fs.format != "csv":
+                out.append(topic_records(t, path, fs, start + i))
             else:
                 out.append(_csv(t, path, fs, start + i))
         for j, (path, ts) in enumerate(books.items()):
@@ -177,3 +180,37 @@ def read_events(script: Script, tables: set[str], choice: InputChoice) -> Iterat
     merged = heapq.merge(*readers(streams, len(static)), key=lambda item: (item[0], item[1], item[2]))
     for _o, _i, _l, event in merged:
         yield event
+
+
+def topic_records(
+    table: Table, path: Path, fs: FileSource, index: int
+) -> Iterator[tuple[Any, int, int, Event]]:
+    """A file of the records a table's topic holds (one per line: native events or change records),
+    decoded as the worker decodes the topic."""
+    from ivmstream.events import EventCodec, EventError, Schema
+    from ivmstream.events.change_formats import ChangeCodec
+    from ivmstream.events.changes import ChangeSpec, ImageTable
+    from ivmstream.sql.topics import table_relation
+
+    src = table.source
+    schema = Schema.of(table_relation(table))
+    decode: Any
+    if fs.format == "native":
+        native = EventCodec(schema)
+        decode = lambda value: native.decode_many([value])[0]  # noqa: E731
+    else:
+        assert isinstance(src, TopicSource)
+        images = fs.format == "upsert-json" or src.mode == "upsert"
+        spec = ChangeSpec(fs.format, table.name, table.primary_key or None, src.project, images)
+        codec = ChangeCodec(spec, schema, ImageTable() if images else None)
+        decode = lambda value: codec.decode(None, value)  # noqa: E731
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            out = decode(line)
+            if isinstance(out, EventError):
+                raise SqlError(f"{path}:{lineno}: table {table.name}: {out.code}: {out.detail}", fs.where)
+            for ev in out if isinstance(out, list) else [out]:
+                yield lineno, index, lineno, (table.name, dict(ev.row), ev.delta)

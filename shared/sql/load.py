@@ -11,7 +11,7 @@ from sqlglot.errors import ParseError, TokenError
 from ivmstream.sql import dialects
 from ivmstream.sql.dtree import read_dtree
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.model import SQL_TYPES, Script, Table, View
+from ivmstream.sql.model import SQL_TYPES, Script, Table, TopicSource, View
 from ivmstream.sql.source import Statement, read_statements
 
 RINGS_BY_FILE = {  # F-IVM ring headers -> the fivm ring they are
@@ -121,6 +121,12 @@ def _add_table(script: Script, stmt: Statement, create: dialects.CreateClause) -
         if col in columns:
             raise SqlError(f"column {name}.{col} is declared twice", stmt.at(**_meta(item.this)))
         columns[col] = SQL_TYPES[sql_type]
+    src = create.source
+    if isinstance(src, TopicSource) and src.key is not None:
+        named = tuple(k.strip().lower() for k in src.key.split(","))
+        if key and named != key:
+            raise SqlError(f"WITH key {src.key!r} differs from the PRIMARY KEY of {name}", src.where)
+        key = named
     for k in key:
         if k not in columns:
             raise SqlError(f"PRIMARY KEY names {k!r}, which is not a column of {name}", stmt.position(0))

@@ -57,12 +57,15 @@ class FileSource:
 
 @dataclass(frozen=True)
 class TopicSource:
-    """``WITH (topic = '...', format = '...', key = '...')``: a Kafka topic of the table's changes."""
+    """``WITH (topic = '...', format = '...', key = '...', mode = '...', project = '...')``: a Kafka
+    topic of the table's changes, read as the runtime's ``inputs`` read it (docs/change-data.md)."""
 
     topic: str
     format: str
     key: str | None
     where: Position
+    mode: str | None = None  # full | upsert (change formats)
+    project: bool = False  # drop record columns the table does not declare
 
 
 @dataclass
