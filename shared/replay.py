@@ -53,7 +53,7 @@ class Replay:
         for rec in records:
             if rec.error is not None:
                 self.rejected += 1
-                yield Rejected(rec.lineno, "unreadable-line", rec.error, rec.relation)
+                yield Rejected(rec.lineno, rec.code or "unreadable-line", rec.error, rec.relation)
                 continue
             buf.append(rec)
             if len(buf) >= chunk:
@@ -72,7 +72,7 @@ class Replay:
                 self.rejected += 1
                 yield Rejected(rec.lineno, item.code, item.detail, rec.relation)
                 continue
-            key = item.key if keyed else KEYLESS
+            key = item.key if keyed and item.key is not None else KEYLESS
             events, sources = per_key.setdefault(key, ([], []))
             events.append(item)
             sources.append(rec)

@@ -127,7 +127,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         records,
         on_progress=lambda rec, sent: progress.update(rec.lineno if len(inputs) == 1 else sent),
         on_skip=lambda rec: print(
-            f"{labelled.where(rec)}:{rec.lineno}: refused: {rec.error}", file=sys.stderr
+            f"{labelled.where(rec)}:{rec.lineno}: refused: {rec.refusal()}", file=sys.stderr
         ),
         routing=routing,
     )

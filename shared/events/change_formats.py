@@ -21,6 +21,7 @@ from ivmstream.events.changes import (
 )
 from ivmstream.events.codec import EventError, Schema, UpdateEvent, encode_event
 from ivmstream.events.debezium import DebeziumDecoder
+from ivmstream.events.debezium_fast import FastDebezium
 from ivmstream.events.formats import InputFormat, ReadOption, ReadRequest, name_list
 from ivmstream.events.source import SourceError, SourceRecord, key_of
 from ivmstream.events.upsert import UpsertDecoder
@@ -58,6 +59,12 @@ class ChangeCodec:
         self.decoder = DECODERS[spec.format](spec, declared_types(schema))
         self.events = ChangeEvents(spec, schema, images)
         self.skipped: Counter[str] = Counter()
+        # The common record straight to its events; the general path decides everything else.
+        self.fast = (
+            FastDebezium(spec, schema)
+            if spec.format == "debezium-json" and not spec.images and not spec.project
+            else None
+        )
 
     @property
     def images(self) -> ImageTable | None:
@@ -65,6 +72,10 @@ class ChangeCodec:
 
     def decode(self, key: bytes | None, value: bytes | None) -> list[UpdateEvent] | EventError:
         """The record's events (empty: skipped, and counted) or the refusal."""
+        if self.fast is not None:
+            events = self.fast.events(key, value)
+            if events is not None:
+                return events
         out = self.events.events(self.decoder.decode(key, value))
         if out.__class__ is list:
             return out  # type: ignore[return-value]
@@ -127,7 +138,7 @@ def _records(req: ReadRequest, codec: ChangeCodec) -> Iterator[SourceRecord]:
     for lineno, raw, key, value in _lines(req):
         out = codec.decode(key, value)
         if isinstance(out, EventError):
-            yield SourceRecord(lineno, raw, None, error=f"{out.code}: {out.detail}")
+            yield SourceRecord(lineno, raw, None, error=out.detail, code=out.code)
             continue
         for event in out:
             yield SourceRecord(

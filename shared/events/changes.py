@@ -107,17 +107,40 @@ class ImageTable:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self._changed: dict[tuple[str, str], dict[str, Any] | None] = {}
+        # With a journal (a list), each put records the image it replaced, so that a caller applying
+        # records through an engine can take back the images of one the engine refuses (``rollback``).
+        self.journal: list[tuple[str, str, dict[str, Any] | None]] | None = None
 
     def get(self, relation: str, identity: str) -> dict[str, Any] | None:
         return self.rows.get((relation, identity))
 
     def put(self, relation: str, identity: str, row: dict[str, Any] | None) -> None:
         where = (relation, identity)
+        if self.journal is not None:
+            self.journal.append((relation, identity, self.rows.get(where)))
         if row is None:
             self.rows.pop(where, None)
         else:
             self.rows[where] = row
         self._changed[where] = row
+
+    def savepoint(self) -> int:
+        """Where the journal is now (it must be kept: ``journal`` a list)."""
+        assert self.journal is not None
+        return len(self.journal)
+
+    def rollback(self, to: int = 0) -> None:
+        """The images as they were at savepoint ``to``."""
+        journal = self.journal
+        assert journal is not None
+        while len(journal) > to:
+            relation, identity, row = journal.pop()
+            where = (relation, identity)
+            if row is None:
+                self.rows.pop(where, None)
+            else:
+                self.rows[where] = row
+            self._changed[where] = row
 
     def of_relation(self, relation: str) -> list[tuple[str, dict[str, Any]]]:
         return [(ident, row) for (rel, ident), row in self.rows.items() if rel == relation]

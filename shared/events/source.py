@@ -19,13 +19,19 @@ class SourceRecord:
     """The exact bytes that go on the topic, the partition key, and the source line for error reports.
 
     ``error`` is set (and ``value`` holds the raw line) when the line could not be turned into an event
-    at all; ``relation`` is the relation the reader wrote into ``value``, when it knows it (reports)."""
+    at all, with ``code`` its reason code where the reader names one (a change record's refusal);
+    ``relation`` is the relation the reader wrote into ``value``, when it knows it (reports)."""
 
     lineno: int
     value: bytes
     key: bytes | None = None
     error: str | None = None
     relation: str | None = None
+    code: str | None = None
+
+    def refusal(self) -> str:
+        """The error as reported: its reason code first, where known."""
+        return f"{self.code}: {self.error}" if self.code is not None else str(self.error)
 
 
 class SourceError(ValueError):

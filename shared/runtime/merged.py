@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -50,6 +51,8 @@ IMAGES_KEY = "\x00images:"
 _OFFSETS, _SPEC = "offsets", "spec"
 
 Where = tuple[str, int]
+# A record that decoded: its message, its input's change codec (None: native) and its events.
+Decoded = tuple[Message, ChangeCodec | None, list[UpdateEvent]]
 
 
 def slot_topic(service: str) -> str:
@@ -162,13 +165,14 @@ class MergedView:
         )
 
     def apply(self, msgs: list[Message]) -> tuple[int, int]:
-        """Decode each record by its topic's format, apply the events to the one engine (an update pair
-        whole or not at all) and publish the result; (applied, published)."""
+        """Decode each record by its topic's format, apply its events to the one engine (all of them or
+        none) and publish the result; (applied, published)."""
         state = self.state
         if state is None:
             return 0, 0
-        origins: list[Message] = []
-        decoded: list[UpdateEvent | EventError] = []
+        for table in state.images.values():
+            table.journal = []  # this batch's image changes, to take back a record the engine refuses
+        records: list[Decoded] = []
         for topic, tmsgs in split_by_topic(msgs).items():
             for partition, pmsgs in by_partition(tmsgs).items():
                 where = (topic, partition)
@@ -178,52 +182,43 @@ class MergedView:
                     if not pmsgs:
                         continue
                 state.offsets[where] = pmsgs[-1].offset() + 1  # type: ignore[operator]
-                self._decode(topic, partition, pmsgs, origins, decoded)
-        if not origins:
-            return 0, 0
+                self._decode(topic, partition, pmsgs, records)
         state.next_offset = sum(state.offsets.values())
-        events = [e for e in decoded if e.__class__ is UpdateEvent]
-        self.count([events])  # type: ignore[list-item]
-        applied = self._apply_atomic(state, origins, decoded, events)  # type: ignore[arg-type]
+        if not records:
+            return 0, 0
+        events = [e for _msg, _codec, evs in records for e in evs]
+        self.count([events])
+        applied = self._apply_atomic(state, records, events)
         record = build_record(self.service, KEYLESS, state.engine(KEYLESS).result(), state.topic, 0, 0)
         record["offsets"] = {f"{t}:{p}": n for (t, p), n in sorted(state.offsets.items())}
         return applied, self.output.publish([(KEYLESS, record)])
 
-    def _decode(
-        self,
-        topic: str,
-        partition: int,
-        msgs: list[Message],
-        origins: list[Message],
-        decoded: list[UpdateEvent | EventError],
-    ) -> None:
+    def _decode(self, topic: str, partition: int, msgs: list[Message], records: list[Decoded]) -> None:
+        """Each record's events appended to ``records``; the records the decoder refuses dead-lettered."""
         codec = self.codecs.get(topic)
+        refused: list[tuple[Message, EventError]] = []
         if codec is None:
-            items = self.native.decode_many(m.value() for m in msgs)
-            origins += msgs
-            decoded += items
-            refused = [(m, i) for m, i in zip(msgs, items, strict=True) if i.__class__ is not UpdateEvent]
+            for m, item in zip(msgs, self.native.decode_many(m.value() for m in msgs), strict=True):
+                if item.__class__ is UpdateEvent:
+                    records.append((m, None, [item]))  # type: ignore[list-item]
+                else:
+                    refused.append((m, item))  # type: ignore[arg-type]
         else:
-            refused = []
             for msg in msgs:
                 out = codec.decode(msg.key(), msg.value())
                 if isinstance(out, EventError):
                     refused.append((msg, out))
                 else:
-                    origins += [msg] * len(out)
-                    decoded += out
+                    records.append((msg, codec, out))
         if refused:
             self.refusals.decoded(topic, partition, [m for m, _ in refused], [e for _, e in refused])
 
-    def _apply_atomic(
-        self,
-        state: MergedState,
-        origins: list[Message],
-        decoded: list[UpdateEvent | EventError],
-        events: list[UpdateEvent],
-    ) -> int:
-        """Apply ``events``; a record any of whose events the engine refuses is undone whole (its other
-        events applied inverted) and dead-lettered once, with the engine's reason."""
+    def _apply_atomic(self, state: MergedState, records: list[Decoded], events: list[UpdateEvent]) -> int:
+        """Apply ``events`` (the records' events, in order). Where the engine refuses any, the batch is
+        taken back (the engine's applied events inverted, the images restored) and applied again record
+        by record, each record re-decoded against the images its predecessors left: a record the engine
+        refuses changes neither the view nor the images and is dead-lettered once with the engine's
+        reason, and the outcome does not depend on where batches begin."""
         if not events:
             return 0
         engine = state.engine(KEYLESS)
@@ -231,25 +226,53 @@ class MergedView:
         rejections = engine.apply(events)
         if not rejections:
             return len(events)
-        of_event = [m for m, e in zip(origins, decoded, strict=True) if e.__class__ is UpdateEvent]
-        refused_events = {r.index for r in rejections}
-        reasons: dict[int, tuple[Message, str, str]] = {}
-        for r in rejections:
-            msg = of_event[r.index]
-            reasons.setdefault(id(msg), (msg, r.code, r.detail))
-        undo = [
-            inverse(e) for i, e in enumerate(events) if i not in refused_events and id(of_event[i]) in reasons
-        ]
-        if undo:
-            failed = engine.apply(undo)
-            if failed:
-                log.error("view %s: %d half-update(s) could not be undone", state.topic, len(failed))
+        refused = {r.index for r in rejections}
+        self._undo(state, engine, [e for i, e in enumerate(events) if i not in refused])
+        for table in state.images.values():
+            table.rollback(0)
+        return self._one_by_one(state, engine, records)
+
+    def _one_by_one(self, state: MergedState, engine: Engine, records: list[Decoded]) -> int:
+        applied = 0
+        skipped = {id(codec): Counter(codec.skipped) for codec in self.codecs.values()}
         by_where: dict[Where, list[tuple[Message, str, str]]] = {}
-        for msg, code, detail in reasons.values():
-            by_where.setdefault((msg.topic(), msg.partition()), []).append((msg, code, detail))  # type: ignore[arg-type]
-        for (topic, partition), refused in by_where.items():
-            self.refusals.records(topic, partition, refused)
-        return len(events) - len(refused_events) - len(undo)
+        for msg, codec, first in records:
+            events = first
+            images = codec.images if codec is not None else None
+            at = images.savepoint() if images is not None else 0
+            if codec is not None:
+                out = codec.decode(msg.key(), msg.value())
+                if isinstance(out, EventError):
+                    where = (msg.topic(), msg.partition())
+                    by_where.setdefault(where, []).append((msg, out.code, out.detail))  # type: ignore[arg-type]
+                    continue
+                events = out
+            if not events:
+                continue
+            rejections = engine.apply(events)
+            if not rejections:
+                applied += len(events)
+                continue
+            refused = {r.index for r in rejections}
+            self._undo(state, engine, [e for i, e in enumerate(events) if i not in refused])
+            if images is not None:
+                images.rollback(at)
+            where = (msg.topic(), msg.partition())
+            by_where.setdefault(where, []).append((msg, rejections[0].code, rejections[0].detail))  # type: ignore[arg-type]
+        for codec in self.codecs.values():  # a record's skip is counted once
+            codec.skipped = skipped[id(codec)]
+        for (topic, partition), refused_records in by_where.items():
+            self.refusals.records(topic, partition, refused_records)
+        return applied
+
+    @staticmethod
+    def _undo(state: MergedState, engine: Engine, applied: list[UpdateEvent]) -> None:
+        """Take back ``applied`` (in reverse order, so a set engine sees each undo as valid)."""
+        if not applied:
+            return
+        failed = engine.apply([inverse(e) for e in reversed(applied)])
+        if failed:
+            log.error("view %s: %d applied event(s) could not be taken back", state.topic, len(failed))
 
 
 def input_partitions(

@@ -227,8 +227,11 @@ def test_change_files_replay_like_the_records(tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
     records = list(read_source(path, "debezium-json", schema=SCHEMA))
     assert [r.lineno for r in records] == [1, 2, 3, 3, 4, 5] and records[-1].error is not None
-    run = replay_all(service, config, records)
+    rejected: list[Any] = []
+    run = replay_all(service, config, records, rejected.append)
     assert run.result()["count"] == 1 and run.rejected == 1
+    assert [(r.lineno, r.code) for r in rejected] == [(5, "unknown-op")]  # its reason, not unreadable-line
+    assert records[-1].refusal().startswith("unknown-op: op 'x'")
 
 
 def test_every_change_reason_is_registered_and_documented() -> None:
