@@ -105,8 +105,8 @@ def test_replay_of_an_authors_table_takes_the_relation_from_the_file_name(tmp_pa
         assert g["value"] == pytest.approx(want[g["key"]["nbbedrooms"]], rel=1e-12)
 
 
-def test_replay_of_a_table_under_the_default_housing_query_names_the_relations_left_empty(tmp_path):
-    cfg = write_config(tmp_path / "count.json", ring="count", free=["nbbedrooms"])
+def test_replay_of_a_table_under_the_housing_query_names_the_relations_left_empty(tmp_path):
+    cfg = write_config(tmp_path / "count.json", relations=HOUSING, ring="count", free=["nbbedrooms"])
     proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(TABLES / "Shop.tbl"))
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["events"] == len(table_rows("Shop")) and out["result"]["groups"] == []  # nothing joins yet
@@ -152,7 +152,7 @@ def test_a_bad_query_is_one_error_line_naming_the_key(tmp_path):
         ({"ring": "count", "decimals": 4}, "'decimals' applies to rings sum and covariance"),
     ]
     for config, needle in cases:
-        cfg = write_config(tmp_path / "bad.json", **config)
+        cfg = write_config(tmp_path / "bad.json", relations=HOUSING, **config)
         proc = ivm("replay", "fivm", "--config", str(cfg), "--input", str(SAMPLE), check=False)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.startswith("ivmstream: error:") and needle in proc.stderr, (config, proc.stderr)
@@ -225,7 +225,7 @@ def test_result_forms_per_ring_from_replay(tmp_path):
 def test_replay_of_several_tables_reads_them_one_after_another(tmp_path):
     """``--input`` repeated: each table's relation from its file name; the join count over all six
     equals the product of per-postcode row counts computed here from the files."""
-    cfg = write_config(tmp_path / "count.json", ring="count")
+    cfg = write_config(tmp_path / "count.json", relations=HOUSING, ring="count")
     names = ["Demographics", "Transport", "House", "Shop", "Institution", "Restaurant"]
     inputs = [arg for name in names for arg in ("--input", str(TABLES / f"{name}.tbl"))]
     proc = ivm("replay", "fivm", "--config", str(cfg), "--format", "tbl", *inputs)
