@@ -310,7 +310,7 @@ def child_worker(service: str, n: int) -> dict[str, Any]:
             w.checkpoint()
             gc.collect()
             marks["after"] = rss()
-            usage = getattr(store, "memory_usage", dict)()
+            usage: dict[str, int] = store.memory_usage()
             marks["store"] = sum(v for k, v in usage.items() if k != "block_cache_pinned")
             return True
 
@@ -382,10 +382,11 @@ def log_share(log: dict[str, Any], nolog: dict[str, Any]) -> dict[str, Any]:
 
 
 def fits(service: str, n: int, done: dict[str, Any]) -> bool:
-    """10^6 runs only where the 10^5 run took under a minute and used under 1 GB (a few minutes, then)."""
-    if n <= 100_000:
-        return True
-    smaller = done.get(str(n // 10), {})
+    """Above 10^5, n runs after a 10^5 run only where that took under a minute and 1 GB (a few minutes,
+    then); a size asked for alone runs."""
+    if n <= 100_000 or str(n // 10) not in done:
+        return True  # asked for alone: run it
+    smaller = done[str(n // 10)]
     runs = [smaller.get(k) or {} for k in ("replay", "worker")]
     return all("error" not in r and r.get("seconds", 1e9) < 60 and r.get("peak", 1e12) < 1e9 for r in runs)
 
@@ -505,6 +506,19 @@ def table(report: dict[str, Any], bounds: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of several runs (sizes too long for one sitting run on their own): each run's
+    command and machine kept, the services' runs combined."""
+    out: dict[str, Any] = {"runs": [], "sizes": [], "services": {}}
+    for rep in reports:
+        out["runs"].append({"command": rep.get("command"), "machine": rep.get("machine")})
+        out["sizes"] = sorted(set(out["sizes"]) | set(rep.get("sizes", [])))
+        for service, entry in rep["services"].items():
+            mine = out["services"].setdefault(service, {"workload": entry["workload"], "runs": {}})
+            mine["runs"].update(entry["runs"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -512,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--services", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     ap.add_argument("--out", type=Path, default=RESULTS / "memory", help="report path without suffix")
     ap.add_argument("--table", type=Path, help="print the docs table of a stored report and exit")
+    ap.add_argument("--merge", type=Path, nargs="+", help="merge these reports' runs into --out and exit")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SERVICE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -520,6 +535,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.table:
         print(table(json.loads(args.table.read_text())))
+        return 0
+    if args.merge:
+        merged = merge([json.loads(p.read_text()) for p in args.merge])
+        args.out.with_suffix(".json").write_text(json.dumps(merged, indent=2) + "\n")
+        plot(merged, args.out.with_suffix(".png"))
+        print(table(merged))
         return 0
     report = run(sorted(QUICK_SIZES if args.quick else args.sizes), args.services)
     report["command"] = command_line("bench/memory.py", argv)
