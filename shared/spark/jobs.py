@@ -124,6 +124,7 @@ class BootstrapReport:
     partitions: dict[int, int]  # partition -> offset the service resumes from
     bytes_written: int
     seconds: float
+    inputs: dict[str, int] = field(default_factory=dict)  # a view over inputs: "topic:partition" -> offset
 
 
 def refuse_sharded(config: ServiceConfig) -> None:
@@ -143,15 +144,31 @@ def run_bootstrap(
     spark: SparkSession,
     service: ServiceDefinition,
     config: ServiceConfig,
-    snapshot: str,
+    snapshot: str | None,
     store: StateStore,
     *,
     bootstrap_servers: str | None = None,
     from_offsets: str = "latest",
     partitions: int = 1,
 ) -> BootstrapReport:
-    """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition."""
+    """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition (a
+    view over ``inputs``: ``ivmstream.spark.inputs``)."""
     refuse_sharded(config)
+    if config.inputs:
+        from ivmstream.spark.inputs import bootstrap_inputs
+
+        report: BootstrapReport = bootstrap_inputs(
+            spark,
+            service,
+            config,
+            snapshot,
+            store,
+            bootstrap_servers=bootstrap_servers,
+            from_offsets=from_offsets,
+        )
+        return report
+    if snapshot is None:
+        raise BatchError("bootstrap needs a snapshot (only a view over inputs reads its topics instead)")
     started = time.monotonic()
     jobs = load_jobs(service)
     schema = schema_of(service, config)
@@ -255,8 +272,22 @@ def run_reconcile(
     snapshot: str | None = None,
     from_offsets: str = "earliest",
 ) -> ReconcileReport:
-    """Recompute every published key's result at exactly the offsets it reflects, and compare."""
+    """Recompute every published key's result at exactly the offsets it reflects, and compare (a view
+    over ``inputs``: ``ivmstream.spark.inputs``)."""
     refuse_sharded(config)
+    if config.inputs:
+        from ivmstream.spark.inputs import reconcile_inputs
+
+        report: ReconcileReport = reconcile_inputs(
+            spark,
+            service,
+            config,
+            bootstrap_servers,
+            redis_client,
+            snapshot=snapshot,
+            from_offsets=from_offsets,
+        )
+        return report
     started = time.monotonic()
     jobs = load_jobs(service)
     schema = schema_of(service, config)
