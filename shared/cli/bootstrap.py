@@ -31,9 +31,9 @@ def register(sub: Any) -> None:
     add_config_argument(p)
     p.add_argument(
         "--snapshot",
-        required=True,
         metavar="PATH",
-        help="directory of per-relation tables, or a .jsonl of events",
+        help="directory of per-relation tables (R.csv, R.debezium.jsonl, ...), or a .jsonl of events; "
+        "a view over inputs may omit it and read its topics alone",
     )
     p.add_argument(
         "--bootstrap",
@@ -67,6 +67,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)
+    if args.snapshot is None and not config.inputs:
+        raise CliError("--snapshot is required (a view over inputs alone may bootstrap from its topics)")
     if args.state_dir and args.redis:
         raise CliError("give either --state-dir (RocksDB) or --redis (Redis state), not both")
     if args.from_offsets != "latest" and not args.bootstrap:
@@ -80,7 +82,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         from ivmstream.runtime.kafka import check_reachable
 
         check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
-    print(f"bootstrapping {service.name} from {args.snapshot} with Spark ...", file=sys.stderr, flush=True)
+    source = args.snapshot or "its input topics"
+    print(f"bootstrapping {service.name} from {source} with Spark ...", file=sys.stderr, flush=True)
     with spark_session(args.master) as spark:
         report = run_bootstrap(
             spark,
@@ -93,6 +96,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             partitions=args.partitions,
         )
     where = ", ".join(f"{config.input_topic}:{p}@{o}" for p, o in sorted(report.partitions.items()))
+    if config.inputs:  # one view over every input partition
+        where = ", ".join(f"{tp}@{o}" for tp, o in report.inputs.items()) or "the inputs' beginnings"
     print(
         f"bootstrapped {report.keys} key(s) of {service.name} into {backend} state "
         f"({report.bytes_written} bytes); `ivmstream run` resumes at {where} ({report.seconds:.1f}s)"
