@@ -15,6 +15,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "rekey",
         help="re-key a keyed view's input topics by its key_field (run beside its workers)",
+        description="Read every partition of every input topic of a keyed view (config: inputs and "
+        "key_field), decode each record by its topic's format and write its events, keyed by key_field "
+        "and tagged with their origin, to the view's re-keyed topic (rekey_topic, default "
+        "<service>.rekeyed), which the view's workers (`ivmstream run`) read; exactly once across a crash "
+        "of either (docs/change-data.md). One step per view, in the foreground until a signal stops it.",
         epilog_fn=services_epilog,
     )
     add_service_argument(p)
