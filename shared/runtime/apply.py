@@ -135,10 +135,15 @@ class ApplyMode:
 
     def restored(self, state: PartitionState) -> None:
         """A partition was just restored: publish again its results Redis (or PostgreSQL) lost, or never
-        had, while no worker ran."""
+        had, while no worker ran, and those PostgreSQL holds otherwise than the checkpoint."""
         if not self.output.keeps_results or not state.key_count:
             return
-        missing = self.output.missing_results(state.all_keys())
+
+        def result_of(key: str) -> Any:
+            engine = state.engines.get(key)
+            return (engine if engine is not None else state.read_engine(key)).result()
+
+        missing = self.output.missing_results(state.all_keys(), result_of)
         if missing:
             self.republish(state, missing)
             log.warning("%s: %d missing result(s) published again", state.label, len(missing))

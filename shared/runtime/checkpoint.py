@@ -59,15 +59,16 @@ class Checkpointer:
     def due(self, now: float) -> bool:
         return now - self.last >= self.interval
 
-    def write(self, partitions: Iterable[PartitionState]) -> None:
-        """Flush outputs, then commit each changed partition's snapshots and offset atomically."""
+    def write(self, partitions: Iterable[PartitionState], *, periodic: bool = False) -> None:
+        """Flush outputs, then commit each changed partition's snapshots and offset atomically.
+        ``periodic``: the PostgreSQL sink's writes are not waited for (``Output.flush``)."""
         self.last = time.monotonic()
         owned = [p for p in partitions if p.next_offset is not None]
         todo = [p for p in owned if p.needs_checkpoint]
         started = time.perf_counter()
         size = entries = 0
         if todo:
-            self.output.flush(check=self.waiting)
+            self.output.flush(check=self.waiting, postgres=not periodic)
             for state in todo:
                 offset = state.next_offset
                 assert offset is not None

@@ -264,14 +264,15 @@ class Output:
         """Whether each key's latest result is kept outside the topic (Redis, PostgreSQL)."""
         return self.redis is not None or self.postgres is not None
 
-    def missing_results(self, keys: list[str]) -> list[str]:
-        """The keys among ``keys`` with no result in Redis or no row in PostgreSQL (none without)."""
+    def missing_results(self, keys: list[str], result_of: Callable[[str], Any]) -> list[str]:
+        """The keys among ``keys`` with no result in Redis, or whose PostgreSQL row is missing or holds
+        another result than ``result_of(key)`` (periodic checkpoints do not wait for PostgreSQL)."""
         if not keys:
             return []
         missing = self._missing_in_redis(keys)
         if self.postgres is not None:
             held = set(missing)
-            missing += [k for k in self.postgres.missing(keys) if k not in held]
+            missing += [k for k in self.postgres.stale(keys, result_of) if k not in held]
         return missing
 
     def _missing_in_redis(self, keys: list[str]) -> list[str]:
@@ -293,9 +294,13 @@ class Output:
         if self.postgres is not None:
             self.postgres.close()
 
-    def flush(self, timeout: float = 60.0, check: Callable[[], None] | None = None) -> None:
+    def flush(
+        self, timeout: float = 60.0, check: Callable[[], None] | None = None, *, postgres: bool = True
+    ) -> None:
         """Wait until every result and dead letter is acknowledged; raise if any was lost. ``check``
-        runs every second while waiting, so a worker can give up on an unreachable cluster sooner."""
+        runs every second while waiting, so a worker can give up on an unreachable cluster sooner.
+        ``postgres`` False: only raise if the PostgreSQL sink failed, without waiting for its writes
+        (a periodic checkpoint; a restored partition publishes again what the sink had not written)."""
         deadline = time.monotonic() + timeout
         while self.producer.flush(min(1.0, max(0.0, deadline - time.monotonic()))) > 0:
             if check is not None:
@@ -310,7 +315,10 @@ class Output:
             raise DeliveryFailed(f"{n} output records were not delivered, the first to {first}; {_RESUME}")
         if self.postgres is not None:
             try:
-                self.postgres.flush(max(1.0, deadline - time.monotonic()), check)
+                if postgres:
+                    self.postgres.flush(max(1.0, deadline - time.monotonic()), check)
+                else:
+                    self.postgres.check()
             except SinkFailed as exc:
                 raise DeliveryFailed(f"{exc}; {_RESUME}") from None
 

@@ -7,12 +7,14 @@ that changed, the result's numeric leaves (one row per JSON Pointer path), prune
 period: what Grafana charts over time.
 
 The worker hands each batch's records to the sink and goes on; a writer thread coalesces them per key
-and writes them in one transaction per ``flush_interval`` (or sooner once ``batch_rows`` are waiting),
-which also notifies ``CHANNEL`` listeners (``ivmstream serve``). A checkpoint waits until the sink has
-written everything handed to it (``flush``), so no checkpoint covers a result PostgreSQL does not
-hold. While PostgreSQL is unreachable each write is retried as Redis writes are (0.1 s doubling to
-2 s, for up to ``retry_seconds``); past that the sink fails and the worker stops at its next
-checkpoint, from where a restart publishes the lost results again.
+and writes them in one transaction at most once per ``flush_interval`` (sooner once ``batch_rows``
+are waiting or a ``flush`` asks), which also notifies ``CHANNEL`` listeners (``ivmstream serve``).
+A periodic checkpoint does not wait for PostgreSQL (the apply loop would stall for a write); instead a
+restored partition publishes again every key whose row is missing or differs from its checkpointed
+result (``stale``), so a crash loses no result. A revocation or a shutdown waits until everything
+handed to the sink is written (``flush``). While PostgreSQL is unreachable each write is retried as
+Redis writes are (0.1 s doubling to 2 s, for up to ``retry_seconds``); past that the sink fails and
+the worker stops at its next checkpoint, from where a restart publishes the lost results again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -54,9 +57,9 @@ CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
     path text NOT NULL,
     value double precision NOT NULL,
     offsets jsonb NOT NULL,
-    at timestamptz NOT NULL,
-    PRIMARY KEY (service, key, path, offsets)
+    at timestamptz NOT NULL
 );
+CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_key_at ON {HISTORY_TABLE} (service, key, path, at);
 CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_path_at ON {HISTORY_TABLE} (service, path, at);
 CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_at ON {HISTORY_TABLE} (service, at);
 """
@@ -81,16 +84,14 @@ WHERE {REPLACE_IF_LATER.replace(f"{RESULTS_TABLE}.", "r.")}
 RETURNING key
 """
 
-HISTORY_INSERT = f"""
-INSERT INTO {HISTORY_TABLE} (service, key, path, value, offsets, at)
-SELECT %s, k, p, v, off, to_timestamp(at)
-FROM unnest(%s::text[], %s::text[], %s::float8[], %s::jsonb[], %s::float8[]) AS u(k, p, v, off, at)
-ON CONFLICT DO NOTHING
-"""
+# History rows are added only for rows the upsert changed, so a result published again (same offsets)
+# adds none: the table needs no unique key, and COPY (the cheapest insert) can fill it.
+HISTORY_COPY = f"COPY {HISTORY_TABLE} (service, key, path, value, offsets, at) FROM STDIN"
 
-MISSING = f"""
-SELECT k FROM unnest(%s::text[]) AS k
-WHERE NOT EXISTS (SELECT 1 FROM {RESULTS_TABLE} r WHERE r.service = %s AND r.key = k)
+# Keys whose row is missing or holds another result than the one given (jsonb equality: by value).
+STALE = f"""
+SELECT k FROM unnest(%s::text[], %s::jsonb[]) AS u(k, res)
+WHERE NOT EXISTS (SELECT 1 FROM {RESULTS_TABLE} r WHERE r.service = %s AND r.key = k AND r.result = res)
 """
 
 PRUNE = f"DELETE FROM {HISTORY_TABLE} WHERE service = %s AND at < now() - make_interval(secs => %s)"
@@ -176,6 +177,7 @@ class PostgresSink:
         self._written = 0  # the generation the table holds everything of
         self._error: str | None = None
         self._closing = False
+        self._flush_target = 0  # the generation a waiting flush needs: write it now, not at the interval
         self._last_prune = 0.0
         self.rows_written = 0
         self.rows_refused = 0
@@ -194,11 +196,18 @@ class PostgresSink:
             if len(self._pending) >= self.batch_rows:
                 self._lock.notify_all()
 
+    def check(self) -> None:
+        """Raise ``SinkFailed`` if the writer gave up (a periodic checkpoint's test: it does not wait)."""
+        with self._lock:
+            if self._error is not None:
+                raise SinkFailed(self._error)
+
     def flush(self, timeout: float | None = None, check: Callable[[], None] | None = None) -> None:
         """Wait until everything submitted so far is written; raise ``SinkFailed`` if it cannot be."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._submitted
+            self._flush_target = max(self._flush_target, target)
             self._lock.notify_all()
             while self._written < target and self._error is None:
                 self._lock.wait(1.0)
@@ -217,31 +226,53 @@ class PostgresSink:
         self._thread.join(self.retry_seconds + 10)
         self._conn.close()
 
-    def missing(self, keys: list[str]) -> list[str]:
-        """The keys among ``keys`` without a row (a connection of its own: the writer's is busy)."""
+    def stale(self, keys: list[str], result_of: Callable[[str], Any], chunk: int = 1000) -> list[str]:
+        """The keys among ``keys`` whose row is missing or holds another result than ``result_of(key)``
+        (a connection of its own: the writer's is busy). A restored partition publishes these again:
+        the checkpoint it restored may cover results the sink had not written when the worker died."""
+        stale: list[str] = []
+        with self._connect_to(self.dsn) as conn:
+            for i in range(0, len(keys), chunk):
+                part = keys[i : i + chunk]
+                results = [orjson.dumps(result_of(k)).decode() for k in part]
 
-        def read() -> list[str]:
-            with self._connect_to(self.dsn) as conn:
-                rows = conn.execute(MISSING, (keys, self.view)).fetchall()
-            return [row[0] for row in rows]
+                def read(part: list[str] = part, results: list[str] = results) -> list[str]:
+                    nonlocal conn
+                    if conn.closed or conn.broken:
+                        conn = self._connect_to(self.dsn)
+                    return [row[0] for row in conn.execute(STALE, (part, results, self.view)).fetchall()]
 
-        return with_retries(
-            read, what="read PostgreSQL", retry_on=_UNREACHABLE, give_up_after=self.retry_seconds
-        )[0]
+                stale += with_retries(
+                    read, what="read PostgreSQL", retry_on=_UNREACHABLE, give_up_after=self.retry_seconds
+                )[0]
+        return stale
 
     # --- the writer thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """Write at most once per ``flush_interval`` (each key's latest record), sooner when asked or
+        when ``batch_rows`` keys wait: fewer, larger writes cost PostgreSQL and the worker less."""
+        last = 0.0
         while True:
             with self._lock:
-                if not self._pending and not self._closing:
-                    self._lock.wait(self.flush_interval)
-                if not self._pending:
+                while not (
+                    self._closing
+                    or self._flush_target > self._written
+                    or len(self._pending) >= self.batch_rows
+                ):
+                    left = last + self.flush_interval - time.monotonic()
+                    if left <= 0 and self._pending:
+                        break
+                    self._lock.wait(left if left > 0 else self.flush_interval)
+                if not self._pending:  # nothing taken and not written: everything submitted is written
+                    self._written = self._submitted
+                    self._lock.notify_all()
                     if self._closing:
                         return
                     continue
                 batch, self._pending = self._pending, {}
                 generation = self._submitted
+            last = time.monotonic()
             try:
                 self._write_batch(batch)
             except Exception as exc:  # the worker stops at its next flush; a restart publishes again
@@ -253,8 +284,6 @@ class PostgresSink:
             with self._lock:
                 self._written = max(self._written, generation)
                 self._lock.notify_all()
-            if not self._closing:
-                time.sleep(min(self.flush_interval, 0.05))  # let a batch gather
 
     def _write(self, batch: dict[str, dict[str, Any]]) -> None:
         keys = list(batch)
@@ -305,23 +334,20 @@ class PostgresSink:
         return changed
 
     def _history(self, batch: dict[str, dict[str, Any]], changed: list[str]) -> None:
-        keys: list[str] = []
-        paths: list[str] = []
-        values: list[float] = []
-        offsets: list[str] = []
-        ats: list[float] = []
-        for key in changed:
-            record = batch[key]
-            covered = orjson.dumps(record["offsets"]).decode()
-            at = float(record.get("published_at") or time.time())
-            for path, value in numeric_leaves(record["result"], self.history_fields):
-                keys.append(key)
-                paths.append(path)
-                values.append(value)
-                offsets.append(covered)
-                ats.append(at)
-        if keys:
-            self._conn.execute(HISTORY_INSERT, (self.view, keys, paths, values, offsets, ats))
+        """The changed rows' numbers, COPYed in (text format: one line per number)."""
+        with self._conn.cursor() as cur, cur.copy(HISTORY_COPY) as copy:
+            view = _copy_text(self.view)
+            for key in changed:
+                record = batch[key]
+                prefix = f"{view}\t{_copy_text(key)}\t"
+                covered = _copy_text(orjson.dumps(record["offsets"]).decode())
+                at = _timestamp(float(record.get("published_at") or time.time()))
+                suffix = f"\t{covered}\t{at}\n"
+                lines = [
+                    f"{prefix}{_copy_text(path)}\t{value!r}{suffix}"
+                    for path, value in numeric_leaves(record["result"], self.history_fields)
+                ]
+                copy.write("".join(lines))
 
     def _notify(self, changed: list[str]) -> None:
         """One notification per chunk of changed keys, delivered when the transaction commits."""
@@ -351,6 +377,19 @@ class PostgresSink:
             return
         self._conn.execute(PRUNE, (self.view, retention))
         self._last_prune = now
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str) -> str:
+    """``value`` as one field of COPY's text format."""
+    return value.translate(_COPY_ESCAPES)
+
+
+def _timestamp(epoch: float) -> str:
+    """An epoch second as a timestamptz literal PostgreSQL reads without a time zone lookup."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
 def _line(exc: BaseException) -> str:

@@ -240,7 +240,7 @@ class Worker:
                     self.producer.poll(0)
                 health.last_beat = now = time.monotonic()  # liveness (shared/health.py)
                 if self.checkpointer.due(now):
-                    self.checkpoint()
+                    self.checkpoint(periodic=True)
                 if until is not None and until(self):
                     break
             health.stopping()
@@ -324,11 +324,12 @@ class Worker:
 
     # --- checkpoints -------------------------------------------------------------------------------
 
-    def checkpoint(self) -> None:
-        """Publish again what Redis lost, then checkpoint every owned partition."""
+    def checkpoint(self, *, periodic: bool = False) -> None:
+        """Publish again what Redis lost, then checkpoint every owned partition (``periodic``: without
+        waiting for the PostgreSQL sink's writes, ``Checkpointer.write``)."""
         if self.mode.republish_lost(self.partitions.values()):
             self.metrics.redis_results_lost.inc()
-        self.checkpointer.write(self.partitions.values())
+        self.checkpointer.write(self.partitions.values(), periodic=periodic)
 
     # --- introspection (tests, demo) ---------------------------------------------------------------
 

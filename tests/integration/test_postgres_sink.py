@@ -1,7 +1,7 @@
 """The PostgreSQL sink against a real server: rows never regress, numeric results reach the history
 (pruned past the retention), listeners are notified, a value PostgreSQL cannot hold skips its row only,
-an unreachable server stops the worker at its checkpoint; and a real Worker's rows equal the replay,
-also across a crash and a restart."""
+an unreachable server stops the worker; and a real Worker's rows equal the replay, also across a crash
+and a restart, and when its checkpoints covered results the sink had not written."""
 
 from __future__ import annotations
 
@@ -177,7 +177,14 @@ class Crash(Exception):
     pass
 
 
-def _worker(cluster: InMemoryCluster, store: MemoryStore, dsn: str, view: str, hooks: Hooks | None = None):
+def _worker(
+    cluster: InMemoryCluster,
+    store: MemoryStore,
+    dsn: str,
+    view: str,
+    hooks: Hooks | None = None,
+    flush_interval: float = 0.01,
+):
     config = dataclasses.replace(
         CASE.config,
         input_topic="in",
@@ -186,7 +193,7 @@ def _worker(cluster: InMemoryCluster, store: MemoryStore, dsn: str, view: str, h
         batch_size=max(1, len(CASE.records) // 10),
         checkpoint_interval=0.0,
     )
-    sink = PostgresSink(dsn, view_name(config.output_topic), flush_interval=0.01)
+    sink = PostgresSink(dsn, view_name(config.output_topic), flush_interval=flush_interval)
     return Worker(CASE.service, config, cluster, store, group="g", postgres=sink, hooks=hooks)
 
 
@@ -215,8 +222,36 @@ def test_a_workers_rows_equal_the_replay_across_a_crash_and_a_restart(postgres_s
         assert all(offsets[part] <= ends[int(part.rsplit(":", 1)[1])] for part in offsets), key
 
 
-def test_a_worker_stops_at_its_checkpoint_when_postgresql_stays_away(unique):
+def test_results_the_sink_had_not_written_are_published_again_after_a_crash(postgres_server, unique):
+    """Periodic checkpoints do not wait for PostgreSQL: a sink that never got to write (its interval
+    longer than the run) leaves checkpoints covering results PostgreSQL lacks, and the restarted worker
+    publishes exactly those again."""
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", CASE.workload.partitions)
+    for record in CASE.records:
+        cluster.produce("in", record.value, record.key)
+    store = MemoryStore()
+    seen: list[BatchApplied] = []
+
+    def crash_late(batch: BatchApplied) -> None:
+        seen.append(batch)
+        if len(seen) == 8:
+            raise Crash
+
+    slow = _worker(cluster, store, postgres_server.dsn, unique, Hooks(batch_applied=[crash_late]), 3600.0)
+    with pytest.raises(Crash):
+        run_to_end(slow)
+    assert any(store.load("in", p).offset for p in range(CASE.workload.partitions))  # checkpointed
+    assert _rows(postgres_server.dsn, unique) == {}  # and nothing written
+    run_to_end(_worker(cluster, store, postgres_server.dsn, unique))
+    run = replay_all(CASE.service, CASE.config, CASE.records)
+    want = run.result() if CASE.keyed else {KEYLESS: run.result()}
+    assert {key: result for key, (result, _) in _rows(postgres_server.dsn, unique).items()} == want
+
+
+def test_a_worker_stops_when_postgresql_stays_away_and_a_restart_fills_it(unique):
     server = PostgresServer().start()
+    port = server.port
     cluster = InMemoryCluster()
     cluster.create_topic("in", CASE.workload.partitions)
     for record in CASE.records:
@@ -229,6 +264,10 @@ def test_a_worker_stops_at_its_checkpoint_when_postgresql_stays_away(unique):
         server.stop()
         with pytest.raises(DeliveryFailed, match="PostgreSQL"):
             run_to_end(worker)
-        assert all(store.load("in", p).offset is None for p in range(CASE.workload.partitions))
+        server = PostgresServer(port=port).start()  # back, and empty
+        run_to_end(_worker(cluster, store, server.dsn, unique))
+        run = replay_all(CASE.service, CASE.config, CASE.records)
+        want = run.result() if CASE.keyed else {KEYLESS: run.result()}
+        assert {key: result for key, (result, _) in _rows(server.dsn, unique).items()} == want
     finally:
         server.stop()
