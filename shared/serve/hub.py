@@ -71,11 +71,7 @@ class Hub:
             return
         named = {s.key for s in wanted if s.key is not None}
         every = any(s.key is None for s in wanted)
-        records: dict[str, Record] = {}
-        for key in (k for k in keys if every or k in named):
-            record = await self.source.get(view, key)
-            if record is not None:
-                records[key] = record
+        records = await self.source.get_many(view, [k for k in keys if every or k in named])
         for sub in wanted:
             for key, record in records.items():
                 if sub.key is None or sub.key == key:

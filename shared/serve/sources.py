@@ -30,6 +30,10 @@ class ResultSource(Protocol):
 
     async def get(self, view: str, key: str) -> Record | None: ...
 
+    async def get_many(self, view: str, keys: list[str]) -> dict[str, Record]:
+        """The records of those of ``keys`` that have one, in one round trip (a change names many)."""
+        ...
+
     def changes(self, ready: Callable[[], None]) -> AsyncIterator[tuple[str, list[str]]]:
         """(view, keys whose result changed), as the workers write them; ``ready`` is called once
         the source listens."""
@@ -75,9 +79,16 @@ class RedisSource:
         value = await self.client.get(result_key(topic, key))
         if value is None:
             return None
-        record: Record = orjson.loads(value)
-        record["service"] = view  # the view's name, as PostgreSQL's rows and the URL have it
-        return record
+        return _named(orjson.loads(value), view)
+
+    async def get_many(self, view: str, keys: list[str]) -> dict[str, Record]:
+        topic = await self._topic(view)
+        if topic is None or not keys:
+            return {}
+        values = await self.client.mget([result_key(topic, key) for key in keys])
+        return {
+            key: _named(orjson.loads(v), view) for key, v in zip(keys, values, strict=True) if v is not None
+        }
 
     async def changes(self, ready: Callable[[], None]) -> AsyncIterator[tuple[str, list[str]]]:
         pubsub = self.client.pubsub()
@@ -140,13 +151,17 @@ class PostgresSource:
         if not rows:
             return None
         result, offsets, updated_at = rows[0]
-        return {
-            "service": view,
-            "key": key,
-            "result": result,
-            "offsets": offsets,
-            "published_at": updated_at.timestamp(),
-        }
+        return _row_record(view, key, result, offsets, updated_at)
+
+    async def get_many(self, view: str, keys: list[str]) -> dict[str, Record]:
+        if not keys:
+            return {}
+        rows = await self._query(
+            f"SELECT key, result, offsets, updated_at FROM {RESULTS_TABLE} "
+            "WHERE service = %s AND key = ANY(%s)",
+            (view, keys),
+        )
+        return {key: _row_record(view, key, *rest) for key, *rest in rows}
 
     async def history(
         self, view: str, key: str, path: str | None, since: float | None, limit: int
@@ -178,6 +193,21 @@ class PostgresSource:
     async def close(self) -> None:
         if self._conn is not None:
             await self._conn.close()
+
+
+def _named(record: Record, view: str) -> Record:
+    record["service"] = view  # the view's name, as PostgreSQL's rows and the URL have it
+    return record
+
+
+def _row_record(view: str, key: str, result: Any, offsets: Any, updated_at: dt.datetime) -> Record:
+    return {
+        "service": view,
+        "key": key,
+        "result": result,
+        "offsets": offsets,
+        "published_at": updated_at.timestamp(),
+    }
 
 
 def _timestamp(since: float | None) -> dt.datetime | None:
