@@ -140,6 +140,16 @@ def values_schema(services: list[Deployable]) -> dict[str, Any]:
                     "sslmode": {"enum": ["disable", "prefer", "require", "verify-ca", "verify-full"]},
                     "existingSecret": {**_STRING, "description": "a Secret holding the PostgreSQL password"},
                     "passwordKey": _STRING,
+                    "grafana": _closed(
+                        {
+                            "user": {"type": "string", "minLength": 1},
+                            "existingSecret": {
+                                **_STRING,
+                                "description": "a Secret holding the password of Grafana's read-only role",
+                            },
+                            "passwordKey": _STRING,
+                        }
+                    ),
                 }
             ),
             "serve": _closed(

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from deploy.grafana_role import GRAFANA_SECRET, GRAFANA_USER, init_script
 from deploy.services import CONFIG_DIR, METRICS_PORT, STATE_ROOT, Deployable
 from deploy.views import POSTGRES_TYPE, POSTGRES_UID
 
@@ -119,13 +120,17 @@ def _serve() -> dict[str, Any]:
 def _postgres() -> dict[str, Any]:
     return {
         "image": POSTGRES_IMAGE,
-        "secrets": [POSTGRES_SECRET],
+        "secrets": [POSTGRES_SECRET, GRAFANA_SECRET],
         "environment": {
             "POSTGRES_USER": "ivmstream",
             "POSTGRES_DB": "ivmstream",
             "POSTGRES_PASSWORD_FILE": f"/run/secrets/{POSTGRES_SECRET}",
         },
-        "volumes": ["postgres-data:/var/lib/postgresql/data"],
+        "volumes": [
+            "postgres-data:/var/lib/postgresql/data",
+            # run once, on an empty volume: Grafana's read-only role (deploy/grafana_role.py)
+            "./postgres/initdb:/docker-entrypoint-initdb.d:ro",
+        ],
         "healthcheck": {
             "test": ["CMD-SHELL", "pg_isready -U ivmstream -d ivmstream"],
             "interval": "5s",
@@ -137,8 +142,8 @@ def _postgres() -> dict[str, Any]:
 
 
 def results_datasource() -> dict[str, Any]:
-    """Grafana's PostgreSQL datasource of the views dashboards (deploy/views.py), password from the
-    secret file Grafana mounts."""
+    """Grafana's PostgreSQL datasource of the views dashboards (deploy/views.py): its read-only role,
+    password from the secret file Grafana mounts."""
     return {
         "apiVersion": 1,
         "datasources": [
@@ -148,9 +153,9 @@ def results_datasource() -> dict[str, Any]:
                 "type": POSTGRES_TYPE,
                 "access": "proxy",
                 "url": "postgres:5432",
-                "user": "ivmstream",
+                "user": GRAFANA_USER,
                 "jsonData": {"database": "ivmstream", "sslmode": "disable", "postgresVersion": 1600},
-                "secureJsonData": {"password": f"$__file{{/run/secrets/{POSTGRES_SECRET}}}"},
+                "secureJsonData": {"password": f"$__file{{/run/secrets/{GRAFANA_SECRET}}}"},
                 "editable": False,
             }
         ],
@@ -288,7 +293,7 @@ def compose(services: list[Deployable]) -> dict[str, Any]:
             "../charts/ivmstream/dashboards:/var/lib/grafana/dashboards/ivmstream:ro",
             "grafana-data:/var/lib/grafana",
         ],
-        "secrets": [POSTGRES_SECRET],
+        "secrets": [GRAFANA_SECRET],
         "ports": ["127.0.0.1:3000:3000"],
         "depends_on": ["prometheus", "postgres"],
         "restart": "unless-stopped",
@@ -302,7 +307,9 @@ def compose(services: list[Deployable]) -> dict[str, Any]:
         "services": svc,
         "configs": {f"{d.name}-config": {"file": f"./config/{d.name}.yaml"} for d in services},
         # a file you create (docker/secrets/ is git-ignored); bind-mounted, so it works with read_only
-        "secrets": {name: {"file": f"./secrets/{name}"} for name in (REDIS_SECRET, POSTGRES_SECRET)},
+        "secrets": {
+            name: {"file": f"./secrets/{name}"} for name in (REDIS_SECRET, POSTGRES_SECRET, GRAFANA_SECRET)
+        },
         "volumes": volumes,
     }
 
@@ -341,6 +348,7 @@ def compose_files(services: list[Deployable]) -> dict[str, str]:
         "docker/compose.yaml": dump(compose(services)),
         "docker/prometheus/prometheus.yml": dump(prometheus_config(services)),
         "docker/grafana/provisioning/datasources/results.yaml": dump(results_datasource()),
+        "docker/postgres/initdb/grafana-role.sh": init_script(),
     }
     for d in services:
         files[f"docker/config/{d.name}.yaml"] = dump(

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from deploy_tools import REPO, parse_cli, read_by_the_code, run_tool, tool
 
+from deploy.grafana_role import GRAFANA_SECRET, GRAFANA_USER, init_script
 from deploy.services import IMAGE_SITE_PACKAGES, METRICS_PORT, STATE_ROOT, deployable_services, repo_path
 from ivmstream.config import load_config
 from ivmstream.service import available_services, load_service
@@ -157,9 +158,14 @@ def test_results_reach_postgresql_and_serve_answers_them(compose):
     )
     datasource = yaml.safe_load((DOCKER / "grafana/provisioning/datasources/results.yaml").read_text())
     [source] = datasource["datasources"]
-    assert (
-        source["url"] == "postgres:5432" and "postgres_password" in compose["services"]["grafana"]["secrets"]
-    )
+    grafana = compose["services"]["grafana"]
+    assert source["url"] == "postgres:5432" and source["user"] == GRAFANA_USER
+    assert grafana["secrets"] == [GRAFANA_SECRET]  # Grafana never holds the workers' password
+    assert GRAFANA_SECRET in source["secureJsonData"]["password"]
+    postgres = compose["services"]["postgres"]
+    assert GRAFANA_SECRET in postgres["secrets"] and GRAFANA_SECRET in compose["secrets"]
+    [initdb] = [v for v in postgres["volumes"] if v.endswith(":/docker-entrypoint-initdb.d:ro")]
+    assert (DOCKER / initdb.split(":")[0] / "grafana-role.sh").read_text() == init_script()
 
 
 def test_the_schema_check_rejects_a_misspelt_key(compose, tmp_path):
