@@ -169,6 +169,32 @@ def test_fivm_one_loads_static_relations_then_streams_the_updatable_one(
     assert set(engine.result()["stats"]["views"]) == set(engine.maint.target_views())
 
 
+@settings(max_examples=40)
+@given(data=st.data())
+def test_fivm_one_on_the_triangle_stores_only_the_join_of_s_and_t(data: st.DataObject, con: Any) -> None:
+    """The paper's F-IVM-ONE for the triangle (order A → B → C, only R updatable): S and T load, then
+    only the root and V@C[A,B] = Σ_C S(B,C)·T(C,A) are stored and every R update equals DuckDB."""
+    config = data.draw(aggregate({"relations": TRIANGLE}))
+    config.update(strategy="fivm-one", updatable=["R"], free=[], variable_order={"A": {"B": {"C": {}}}})
+    if config["ring"] == "sum":
+        config["sum"] = [v for v in config["sum"] if v in "ABC"] or ["A"]
+    engine = FivmEngine(config)
+    db = Database()
+    cols = relation_columns(config)
+    domain = data.draw(st.integers(1, 4))
+    for batch in data.draw(event_batches(config, relations=["S", "T"], max_batches=3, domain=domain)):
+        assert engine.apply(batch) == []
+        db.apply(batch, cols)
+    sealed = False
+    for batch in data.draw(event_batches(config, relations=["R"], domain=domain)):
+        assert engine.apply(batch) == []
+        db.apply(batch, cols)
+        sealed = sealed or bool(batch)  # the first update to R ends the loading
+        assert without_stats(engine.result()) == brute_force(config, db, con)
+        if sealed:
+            assert set(engine.maint.views) == {"V@A", "V@C"}
+
+
 @settings(max_examples=60)
 @given(data=st.data())
 def test_covariance_ring_roots_equal_duckdb_moments(data: st.DataObject, con: Any) -> None:
@@ -181,6 +207,8 @@ def test_covariance_ring_roots_equal_duckdb_moments(data: st.DataObject, con: An
     features = data.draw(st.lists(st.sampled_from(numeric), min_size=1, max_size=4, unique=True))
     config.update(ring="covariance", features=features, debug=data.draw(st.booleans()))
     config["execution"] = data.draw(st.sampled_from(["auto", "per-tuple"]))  # columns or per tuple (§2.14)
+    if data.draw(st.booleans()):  # the baselines' dense m-by-m payloads (docs/fivm/baselines.md §2.3)
+        config["ring_options"] = {"payload": "dense"}
     engine = FivmEngine(config)
     db = Database()
     cols = relation_columns(config)
