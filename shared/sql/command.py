@@ -84,6 +84,9 @@ def register(sub: Any) -> None:
     )
     r.set_defaults(func=cmd_replay)
     register_streaming(verbs)
+    from ivmstream.sql.batch_command import register_batch
+
+    register_batch(verbs)
 
 
 def _plans_and_units(args: argparse.Namespace) -> tuple[Any, Any, Any]:
