@@ -24,7 +24,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from ivmstream.events import Schema
 from ivmstream.events.changes import CHANGE_FORMATS, ChangeSpec
-from ivmstream.spark.decode import DECODED_SCHEMA, KEY
+from ivmstream.spark.decode import DECODED_SCHEMA, KEY, arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -89,7 +89,7 @@ def _decoder(schema: Schema, specs: dict[str, ChangeSpec | None]) -> Any:
 
         native = EventCodec(schema)
         codecs: dict[str, ChangeCodec] = {}
-        arrow = _arrow_schema()
+        arrow = arrow_schema(CHANGES_SCHEMA)
         names = CHANGES_SCHEMA.fieldNames()
 
         def row(**values: Any) -> None:
@@ -129,23 +129,6 @@ def _decoder(schema: Schema, specs: dict[str, ChangeSpec | None]) -> Any:
             yield pa.RecordBatch.from_pydict(cols, schema=arrow)
 
     return decode
-
-
-def _arrow_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("relation", pa.string()),
-            (KEY, pa.string()),
-            ("delta", pa.int64()),
-            ("row", pa.string()),
-            ("error", pa.string()),
-            (IMAGE, pa.string()),
-        ]
-    )
 
 
 def events_of(decoded: DataFrame) -> DataFrame:

@@ -64,6 +64,7 @@ def _decoder(schema: Schema):
         from ivmstream.events import EventCodec, EventError
 
         codec = EventCodec(schema)
+        arrow = arrow_schema(DECODED_SCHEMA)
         for batch in batches:
             values = batch.column("value").to_pylist()
             cols: dict[str, list[Any]] = {f.name: [] for f in DECODED_SCHEMA.fields}
@@ -80,25 +81,17 @@ def _decoder(schema: Schema):
                     cols["delta"].append(item.delta)
                     cols["row"].append(orjson.dumps(item.row, default=str).decode())
                     cols["error"].append(None)
-            yield pa.RecordBatch.from_pydict(cols, schema=_arrow_schema())
+            yield pa.RecordBatch.from_pydict(cols, schema=arrow)
 
     return decode
 
 
-def _arrow_schema() -> pa.Schema:
-    import pyarrow as pa
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema ``mapInArrow`` needs the batches it yields for ``schema`` in, derived by Spark's
+    own conversion so that the two cannot disagree."""
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-    return pa.schema(
-        [
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("relation", pa.string()),
-            (KEY, pa.string()),
-            ("delta", pa.int64()),
-            ("row", pa.string()),
-            ("error", pa.string()),
-        ]
-    )
+    return to_arrow_schema(schema)
 
 
 def decode_log(records: DataFrame, schema: Schema) -> DataFrame:

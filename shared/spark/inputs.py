@@ -31,11 +31,10 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivmstream.compare import diff
 from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import Schema
 from ivmstream.runtime.apply import KEYLESS
-from ivmstream.runtime.dlq import latest_results, read_dead_letters
+from ivmstream.runtime.dlq import read_dead_letters
 from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY, slot_topic
 from ivmstream.service import ServiceDefinition
 from ivmstream.spark.changes import Specs, change_file, decode_changes, events_of, file_spec, images_of
@@ -138,6 +137,15 @@ def _read_inputs(
     return out
 
 
+def _input_offsets(
+    bootstrap_servers: str, config: ServiceConfig, where: str, kafka: Mapping[str, str]
+) -> dict[str, dict[int, int]]:
+    """``where`` (earliest, latest or P:O,...) resolved in every input topic: topic -> partition -> offset."""
+    from ivmstream.spark.jobs import topic_offsets
+
+    return {s.topic: topic_offsets(bootstrap_servers, s.topic, where, kafka) for s in config.inputs}
+
+
 def _image_owner(source: str, relation: str, config: ServiceConfig) -> str:
     """The input whose images a kept image joins: its own topic, or for a change file the upsert-mode
     input of its relation."""
@@ -174,7 +182,6 @@ def bootstrap_inputs(
         _place,
         kafka_settings,
         load_jobs,
-        topic_offsets,
     )
 
     refuse_rekeyed(config)
@@ -201,12 +208,8 @@ def bootstrap_inputs(
     offsets: dict[tuple[str, int], int] = {}
     if bootstrap_servers:
         kafka = kafka_settings(config)
-        starts = {
-            s.topic: topic_offsets(bootstrap_servers, s.topic, "earliest", kafka) for s in config.inputs
-        }
-        ends = {
-            s.topic: topic_offsets(bootstrap_servers, s.topic, from_offsets, kafka) for s in config.inputs
-        }
+        starts = _input_offsets(bootstrap_servers, config, "earliest", kafka)
+        ends = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
         offsets = {(t, p): o for t, per in ends.items() for p, o in per.items()}
         records = _read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
         if records is not None:
@@ -255,8 +258,8 @@ def reconcile_inputs(
         ReconcileReport,
         kafka_settings,
         load_jobs,
-        published_results,
-        topic_offsets,
+        read_published,
+        result_differences,
     )
 
     refuse_rekeyed(config)
@@ -264,11 +267,7 @@ def reconcile_inputs(
     jobs = load_jobs(service)
     schema = schema_of(service, config)
     kafka = kafka_settings(config)
-    published = (
-        published_results(redis_client, config.output_topic)
-        if redis_client is not None
-        else latest_results(bootstrap_servers, config.output_topic, kafka=kafka)
-    )
+    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
     report = ReconcileReport(
         service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
     )
@@ -277,7 +276,7 @@ def reconcile_inputs(
         return report
     reflects: dict[str, int] = record["offsets"]
     topics = {s.topic for s in config.inputs}
-    starts = {s.topic: topic_offsets(bootstrap_servers, s.topic, from_offsets, kafka) for s in config.inputs}
+    starts = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
     ends: dict[str, dict[int, int]] = {t: dict(starts[t]) for t in topics}
     for where, end in reflects.items():
         topic, _, partition = where.rpartition(":")
@@ -310,12 +309,7 @@ def reconcile_inputs(
             raise BatchError(f"no input for relation {name!r}: the snapshot lacks it and no topic was read")
     expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
     report.keys = 1
-    if KEYLESS in expected:
-        differences = diff(expected[KEYLESS], jobs.comparable(record["result"]))
-    elif jobs.empty is not None:
-        differences = diff(jobs.empty(config.options), jobs.comparable(record["result"]))
-    else:
-        differences = ["no rows in the recomputation"]
+    differences = result_differences(jobs, expected, KEYLESS, record["result"], config.options)
     if differences:
         report.mismatches[KEYLESS] = differences
     report.verdict = "mismatch" if report.mismatches else "match"

@@ -251,6 +251,27 @@ def published_results(redis_client: Any, output_topic: str) -> dict[str, dict[st
     return {k: orjson.loads(v) for k, v in zip(keys, raw, strict=True) if v is not None}
 
 
+def read_published(
+    redis_client: Any, bootstrap_servers: str, output_topic: str, kafka: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Each key's latest published record: from Redis when given, else from the results topic."""
+    if redis_client is not None:
+        return published_results(redis_client, output_topic)
+    return latest_results(bootstrap_servers, output_topic, kafka=kafka)
+
+
+def result_differences(
+    jobs: BatchJobs, expected: Mapping[str, Any], key: str, result: Any, options: Mapping[str, Any]
+) -> list[str]:
+    """How a key's published result differs from the recomputation; a key the recomputation has no rows
+    for compares with the service's empty result, and is a mismatch where the service declares none."""
+    if key in expected:
+        return diff(expected[key], jobs.comparable(result))
+    if jobs.empty is not None:
+        return diff(jobs.empty(options), jobs.comparable(result))
+    return ["no rows in the recomputation for this key"]
+
+
 def _engine_refused(
     spark: SparkSession, bootstrap: str, dlq_topic: str, input_topic: str, kafka: Mapping[str, str]
 ) -> DataFrame | None:
@@ -293,11 +314,7 @@ def run_reconcile(
     schema = schema_of(service, config)
     topic = config.input_topic
     kafka = kafka_settings(config)
-    published = (
-        published_results(redis_client, config.output_topic)
-        if redis_client is not None
-        else latest_results(bootstrap_servers, config.output_topic, kafka=kafka)
-    )
+    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
     report = ReconcileReport(
         service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
     )
@@ -344,12 +361,7 @@ def run_reconcile(
     decoded.unpersist()
     report.keys = len(published)
     for key, rec in published.items():
-        if key in expected:
-            differences = diff(expected[key], jobs.comparable(rec["result"]))
-        elif jobs.empty is not None:
-            differences = diff(jobs.empty(config.options), jobs.comparable(rec["result"]))
-        else:
-            differences = ["no rows in the recomputation for this key"]
+        differences = result_differences(jobs, expected, key, rec["result"], config.options)
         if differences:
             report.mismatches[key] = differences
     report.verdict = "mismatch" if report.mismatches else "match"
