@@ -167,7 +167,8 @@ def _run_faust(
 ) -> int:
     if args.role != "worker":
         raise CliError("--role coordinator runs on the default runtime only (--runtime confluent-kafka)")
-    from ivmstream.faust.runtime import run_faust
+    from ivmstream.faust.runtime import FaustStopped, run_faust
+    from ivmstream.runtime.gc_policy import worker_gc
 
     logging.getLogger("ivmstream").info(
         "running %s on Faust: %s -> %s, group %s",
@@ -176,17 +177,21 @@ def _run_faust(
         config.output_topic,
         group,
     )
-    run_faust(
-        service,
-        config,
-        args.bootstrap,
-        store,
-        group=group,
-        metrics=metrics,
-        redis_client=redis_client,
-        postgres=postgres,
-        web_port=args.web_port,
-    )
+    try:
+        with worker_gc() if args.gc == "worker" else contextlib.nullcontext():
+            run_faust(
+                service,
+                config,
+                args.bootstrap,
+                store,
+                group=group,
+                metrics=metrics,
+                redis_client=redis_client,
+                postgres=postgres,
+                web_port=args.web_port,
+            )
+    except FaustStopped as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 
