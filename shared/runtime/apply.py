@@ -55,6 +55,23 @@ class RelationCounter(Protocol):
     def __call__(self, groups: Iterable[list[UpdateEvent]]) -> None: ...
 
 
+class RecordOf:
+    """The input record a decoded event came from, to dead-letter it. Decoding makes each event, so an
+    event's identity finds its position; the index is built at the first lookup, since most batches
+    refuse nothing."""
+
+    __slots__ = ("_decoded", "_index", "_msgs")
+
+    def __init__(self, msgs: Sequence[Message], decoded: Decoded) -> None:
+        self._msgs, self._decoded = msgs, decoded
+        self._index: dict[int, int] | None = None
+
+    def __call__(self, event: UpdateEvent) -> Message:
+        if self._index is None:
+            self._index = {id(item): i for i, item in enumerate(self._decoded)}
+        return self._msgs[self._index[id(event)]]
+
+
 def by_partition(msgs: list[Message]) -> dict[int, list[Message]]:
     """A consumed batch's records per partition, in log order; client errors other than a partition's end
     are logged if retriable, raised if not."""
@@ -182,14 +199,12 @@ def apply_groups(
     itself, and the map from event to record is built only for a batch with rejections."""
     applied = 0
     refused: list[tuple[Message, str, str]] = []
-    index: dict[int, int] | None = None  # id(event) -> position, built if an engine rejects
+    record_of = RecordOf(msgs, decoded)
     state.prefetch(groups)
     for key, events in groups.items():
         rejections = state.engine(key).apply(events)
         if rejections:
-            if index is None:
-                index = {id(item): i for i, item in enumerate(decoded)}  # decoding made each event
-            refused += [(msgs[index[id(events[r.index])]], r.code, r.detail) for r in rejections]
+            refused += [(record_of(events[r.index]), r.code, r.detail) for r in rejections]
         applied += len(events) - len(rejections)
         state.dirty.add(key)
     if refused:

@@ -14,7 +14,15 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from ivmstream.config import ConfigError, ServiceConfig
 from ivmstream.engine import JSON, Engine
 from ivmstream.events import UpdateEvent
-from ivmstream.runtime.apply import KEYLESS, ApplyMode, Codec, Decoded, RelationCounter, apply_groups
+from ivmstream.runtime.apply import (
+    KEYLESS,
+    ApplyMode,
+    Codec,
+    Decoded,
+    RecordOf,
+    RelationCounter,
+    apply_groups,
+)
 from ivmstream.runtime.broadcast import BroadcastFeed, first_unapplied
 from ivmstream.runtime.clients import ClientFactory, Consumer
 from ivmstream.runtime.output import Output, build_record
@@ -68,7 +76,7 @@ class Sharded(ApplyMode):
         routing, partition = self.routing, state.partition
         kept: dict[str, list[UpdateEvent]] = {}
         refused = []
-        index: dict[int, int] | None = None
+        record_of = RecordOf(msgs, decoded)
         for key, events in groups.items():
             ok = []
             for ev in events:
@@ -76,9 +84,7 @@ class Sharded(ApplyMode):
                 if detail is None:
                     ok.append(ev)
                     continue
-                if index is None:
-                    index = {id(item): i for i, item in enumerate(decoded)}
-                refused.append((msgs[index[id(ev)]], "misrouted", detail))
+                refused.append((record_of(ev), "misrouted", detail))
             if ok:
                 kept[key] = ok
         self.refusals.records(state.topic, partition, refused)
