@@ -45,15 +45,29 @@ def ivm(*args: str, check: bool = True, timeout: float = 120.0) -> subprocess.Co
     return proc
 
 
-def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+def start_command(
+    command: str, *args: str, log: Path | None = None, append: bool = False
+) -> subprocess.Popen[bytes]:
+    """``ivmstream COMMAND ARGS`` in the background, its output in ``log`` (``append``: after a previous
+    run's, as a restart after a kill keeps the killed run's lines)."""
+    out = open(log, "ab" if append else "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
-        [sys.executable, "-m", "ivmstream.cli", "run", *args],
+        [sys.executable, "-m", "ivmstream.cli", command, *args],
         stdout=out,
         stderr=subprocess.STDOUT,
         env=cli_env(),
         cwd=REPO,
     )
+
+
+def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
+    return start_command("run", *args, log=log)
+
+
+def kill9(proc: subprocess.Popen[bytes], log: Path | None = None) -> None:
+    """``kill -9`` the process, which must die of it (``log``: what it wrote, shown if not)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(10) == -signal.SIGKILL, log.read_text() if log else proc.returncode
 
 
 def stop_worker(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
@@ -137,8 +151,7 @@ def kill9_mid_stream_then_catch_up(
             worker = start_worker(*args, log=log)
             time.sleep(alive_for)
             seen.append(before_kill())
-            os.kill(worker.pid, signal.SIGKILL)
-            assert worker.wait(10) == -signal.SIGKILL, log.read_text()
+            kill9(worker, log)
         feeder.join()
         with running_worker(args, log):
             wait_caught_up(broker.bootstrap, group, topic, timeout=120)
@@ -418,6 +431,27 @@ def rocksdb_snapshots(
         return out
     finally:
         store.close()
+
+
+def bench_markdown(script: str, *args: str) -> str:
+    """What ``bench/SCRIPT --markdown ARGS`` prints (it must succeed): the tables the docs hold."""
+    return subprocess.run(
+        [sys.executable, f"bench/{script}", "--markdown", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=cli_env(),
+    ).stdout
+
+
+def generated_block(doc: Path, script: str) -> str:
+    """The part of ``doc`` between its markers for ``bench/SCRIPT --markdown``'s tables (each once)."""
+    begin = f"<!-- tables: bench/{script} --markdown (begin) -->"
+    end = f"<!-- tables: bench/{script} --markdown (end) -->"
+    text = doc.read_text()
+    assert text.count(begin) == 1 and text.count(end) == 1, f"{doc}: the generated block's markers"
+    return text.split(begin, 1)[1].split(end, 1)[0]
 
 
 def run_bench(script: str, out: Path, *args: str, timeout: float) -> dict[str, Any]:

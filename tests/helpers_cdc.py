@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,20 @@ class Workload:
 
 
 TENANTS = ("t1", "t2", "t3", "t4", "t5")
+
+
+def produce_paced(bootstrap: str, w: Workload) -> None:
+    """The workload's records produced over about 3 s (a flush and a pause every 100), so that a kill
+    lands while records still arrive."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, r in enumerate(w.records):
+        producer.produce(r.topic, r.value, r.key, partition=r.partition)
+        if i % 100 == 99:
+            producer.flush(30)
+            time.sleep(0.08)
+    producer.flush(30)
 
 
 def _schema(relation: str, key_field: str | None = None) -> dict[str, Any]:

@@ -5,11 +5,8 @@ and its docs table are whole."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from helpers import REPO, run_bench
+from helpers import REPO, bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -26,23 +23,11 @@ def test_change_data_bench_smoke(tmp_path):
         assert run["records"] == 400 and run["rejected"] == 0, case
     assert set(data["ratios"]) >= {"c_plain_vs_native", "u_plain_vs_c_plain", "u_wrapped_vs_c_wrapped"}
     assert all(v > 0 for v in data["ratios"].values())
-    table = subprocess.run(
-        [sys.executable, "bench/change_data.py", "--markdown", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    table = bench_markdown("change_data.py", str(out))
     assert all(f"`{case}`" in table for case in CASES)
 
 
 def test_the_docs_table_is_the_stored_reports():
     stored = REPO / "bench" / "results" / "change_data.json"
-    table = subprocess.run(
-        [sys.executable, "bench/change_data.py", "--markdown", str(stored)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    table = bench_markdown("change_data.py", str(stored)).strip()
     assert table in (REPO / "docs" / "change-data.md").read_text()

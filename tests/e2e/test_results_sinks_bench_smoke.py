@@ -6,11 +6,8 @@ whole."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from helpers import REPO, run_bench
+from helpers import REPO, bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -31,23 +28,11 @@ def test_results_sinks_bench_smoke(tmp_path):
     for source in ("redis", "postgres"):
         summary = data["latency"]["sources"][source]
         assert summary["events"] > 0 and 0 <= summary["p50_s"] <= summary["p99_s"] <= summary["max_s"]
-    table = subprocess.run(
-        [sys.executable, "bench/results_sinks.py", "--markdown", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    table = bench_markdown("results_sinks.py", str(out))
     assert "Redis + PostgreSQL / Redis" in table and "| postgres |" in table
 
 
 def test_the_docs_tables_are_the_stored_reports():
     stored = REPO / "bench" / "results" / "results_sinks.json"
-    table = subprocess.run(
-        [sys.executable, "bench/results_sinks.py", "--markdown", str(stored)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    table = bench_markdown("results_sinks.py", str(stored)).strip()
     assert table in (REPO / "docs" / "results.md").read_text()

@@ -8,11 +8,8 @@ tables print from the JSON.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from helpers import REPO, cli_env, run_bench
+from helpers import bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -33,12 +30,5 @@ def test_sketches_bench_smoke(tmp_path):
     assert {(r["ratio"], r["delta"]) for r in data["mixed"]} == {
         (q, d) for q in ("1U1Q", "1U5Q", "5U1Q") for d in (20, 200)
     }
-    printed = subprocess.run(
-        [sys.executable, "bench/sketches.py", "--markdown", "--out", str(tmp_path / "sk.json")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        check=True,
-    ).stdout
+    printed = bench_markdown("sketches.py", "--out", str(tmp_path / "sk.json"))
     assert "### TPC-H" in printed and "Break-even" in printed

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from helpers import run_bench
+from helpers import bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -77,11 +73,5 @@ def test_triangles_bench_smoke(tmp_path):
             assert e2e["updates_per_s"] > 0 and e2e["applied"] == e2e["events"]
             assert len(set(e2e["counts"].values())) == 1 and e2e["triangles"] > 0
     assert data["checks"]["all_counts_ok"]
-    markdown = subprocess.run(
-        [sys.executable, "bench/triangles.py", "--markdown", "--from", str(tmp_path / "tri.json")],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    ).stdout
+    markdown = bench_markdown("triangles.py", "--from", str(tmp_path / "tri.json"))
     assert "W-all" in markdown and "G-churn" in markdown

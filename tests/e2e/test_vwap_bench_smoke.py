@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from helpers import REPO, run_bench
+from helpers import bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
@@ -35,11 +32,5 @@ def test_vwap_bench_smoke(tmp_path):
     for label in ("uniform", "skewed"):
         assert data["q17"][label] and data["q17"][label][0]["events"] > 0
     # the doc's tables are printed from a stored file alone
-    md = subprocess.run(
-        [sys.executable, "bench/vwap.py", "--markdown", str(tmp_path / "vw.json")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    ).stdout
+    md = bench_markdown("vwap.py", str(tmp_path / "vw.json"))
     assert "| events | D | batch |" in md and "Goal figures" in md

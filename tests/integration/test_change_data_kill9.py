@@ -5,8 +5,6 @@ and each bad change record is in the dead-letter topic with its reason."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -14,13 +12,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from confluent_kafka import Producer
-from helpers import headers, read_topic, run_args, start_worker, stop_worker, write_config
+from helpers import headers, kill9, read_topic, run_args, start_worker, stop_worker, write_config
 
 from ivmstream.config import build_config
 from ivmstream.replay import replay_all
 from ivmstream.service import load_service
-from tests.helpers_cdc import RELATIONS, workload
+from tests.helpers_cdc import RELATIONS, produce_paced, workload
 
 
 def _latest(bootstrap: str, topic: str) -> dict | None:
@@ -38,17 +35,7 @@ def test_kill9_keyless_view_over_debezium_topics_equals_the_final_tables(broker,
     for topic in topics:
         broker.create_topic(topic, 4)
     w = workload(seed=11, changes=3000, topics=topics)
-
-    def feed() -> None:  # over about 3 s, so that the kill lands while records still arrive
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
-        for i, r in enumerate(w.records):
-            producer.produce(r.topic, r.value, r.key, partition=r.partition)
-            if i % 100 == 99:
-                producer.flush(30)
-                time.sleep(0.08)
-        producer.flush(30)
-
-    feeder = threading.Thread(target=feed)
+    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w))
     total = len(w.records)
     out, dlq = f"{unique}.out", f"{unique}.dlq"
     config = write_config(
@@ -68,8 +55,7 @@ def test_kill9_keyless_view_over_debezium_topics_equals_the_final_tables(broker,
     while _reflected(_latest(broker.bootstrap, out)) < total // 3:
         assert time.monotonic() < deadline and worker.poll() is None, log.read_text()
         time.sleep(0.2)
-    os.kill(worker.pid, signal.SIGKILL)
-    assert worker.wait(10) == -signal.SIGKILL
+    kill9(worker, log)
     killed_at = _reflected(_latest(broker.bootstrap, out))
     assert killed_at < total, "the kill landed after the end"
     feeder.join()

@@ -5,10 +5,7 @@ of the change records, and each bad record is in the dead-letter topic with its 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -18,22 +15,23 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Producer
-from helpers import REPO, cli_env, headers, read_topic, run_args, start_worker, stop_worker, write_config
+from helpers import (
+    headers,
+    kill9,
+    read_topic,
+    run_args,
+    start_command,
+    start_worker,
+    stop_worker,
+    write_config,
+)
 
 from ivmstream.service import load_service
-from tests.helpers_cdc import RELATIONS, offline_keyed, workload
+from tests.helpers_cdc import RELATIONS, offline_keyed, produce_paced, workload
 
 
 def _start_step(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    out = open(log, "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(
-        [sys.executable, "-m", "ivmstream.cli", "rekey", *args],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=cli_env(),
-        cwd=REPO,
-    )
+    return start_command("rekey", *args, log=log, append=True)
 
 
 def _published(bootstrap: str, topic: str) -> dict[str, Any]:
@@ -58,11 +56,6 @@ def _wait(
         time.sleep(0.2)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(10) == -signal.SIGKILL
-
-
 @pytest.mark.slow
 def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
     broker, unique, tmp_path: Path
@@ -73,16 +66,6 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
         broker.create_topic(topic, 4)
     broker.create_topic(rekeyed, 3)
     w = workload(seed=13, changes=3000, topics=topics, key_field="tenant")
-
-    def feed() -> None:  # over about 3 s, so that the kills land while records still arrive
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
-        for i, r in enumerate(w.records):
-            producer.produce(r.topic, r.value, r.key, partition=r.partition)
-            if i % 100 == 99:
-                producer.flush(30)
-                time.sleep(0.08)
-        producer.flush(30)
-
     config = write_config(
         tmp_path / "view.yaml",
         relations=RELATIONS,
@@ -102,7 +85,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
     )
     logs = [tmp_path / "step.log", tmp_path / "worker.log"]
     total = len(w.records)
-    feeder = threading.Thread(target=feed)
+    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w))
     feeder.start()
     step = _start_step(*step_args, log=logs[0])
     worker = start_worker(*worker_args, log=logs[1])
@@ -114,7 +97,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
             logs,
             60,
         )
-        _kill(step)
+        kill9(step, logs[0])
         assert feeder.is_alive(), "the step's kill landed after the end of the input"
         step = _start_step(*step_args, log=logs[0])
         _wait(
@@ -124,7 +107,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
             logs,
             60,
         )
-        _kill(worker)
+        kill9(worker, logs[1])
         worker = start_worker(*worker_args, log=logs[1])
         feeder.join()
         expected = offline_keyed(w, load_service("reference"), "tenant", topics)
