@@ -189,6 +189,7 @@ def _run_faust(
                 redis_client=redis_client,
                 postgres=postgres,
                 web_port=args.web_port,
+                silent_relation_after=args.silent_relation_after,
             )
     except FaustStopped as exc:
         raise CliError(str(exc)) from None

@@ -64,6 +64,7 @@ def faust_worker(
     web_port: int | None = None,
     postgres: Any = None,
     hooks: Hooks | None = None,
+    silent_relation_after: int | None = 100_000,
 ) -> FaustView:
     """The app and its view as ``ivmstream run --runtime faust`` runs them (``execute`` runs them);
     ``hooks``: the view's, for a benchmark or a test to attach to before it starts."""
@@ -79,6 +80,7 @@ def faust_worker(
         metrics=metrics,
         postgres=postgres,
         hooks=hooks,
+        silent_relation_after=silent_relation_after,
     )
     if web_port is not None:
         add_results_pages(app, view, "/ivmstream")
@@ -118,6 +120,7 @@ def run_faust(
     redis_client: Any = None,
     web_port: int | None = None,
     postgres: Any = None,
+    silent_relation_after: int | None = 100_000,
 ) -> None:
     """Run until a signal stops the app; raises what stopped the view if it failed."""
     execute(
@@ -131,5 +134,6 @@ def run_faust(
             redis_client=redis_client,
             web_port=web_port,
             postgres=postgres,
+            silent_relation_after=silent_relation_after,
         )
     )

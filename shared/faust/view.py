@@ -40,7 +40,7 @@ from ivmstream.runtime.partition import PartitionState, store_backing
 from ivmstream.runtime.postgres import PostgresSink
 from ivmstream.runtime.rebalance import Rebalance, committed_offset
 from ivmstream.runtime.refusals import Refusals
-from ivmstream.runtime.sensors import MetricsSensor
+from ivmstream.runtime.sensors import MetricsSensor, RefusalLog
 from ivmstream.service import ServiceDefinition
 from ivmstream.state import StateStore, envelope_for
 from ivmstream.state.base import MemoryBounded, StateLost
@@ -99,9 +99,12 @@ class FaustView:
         metrics: RuntimeMetrics | None = None,
         hooks: Hooks | None = None,
         postgres: PostgresSink | None = None,
+        silent_relation_after: int | None = 100_000,
     ) -> None:
         """``bootstrap``: the cluster results and dead letters are written to (default: the app's);
-        ``postgres``: a results sink, as ``ivmstream run --postgres`` makes one."""
+        ``postgres``: a results sink, as ``ivmstream run --postgres`` makes one;
+        ``silent_relation_after``: input records after which a declared relation that received no
+        event is logged (once; and at shutdown either way), as the default runtime's worker does."""
         if config.sharded:
             raise ConfigError(
                 f"{config.source}: shard_by runs on the default runtime only (the Faust runtime has no "
@@ -118,6 +121,8 @@ class FaustView:
         self.hooks = hooks or Hooks()
         self.partitions: dict[int, PartitionState] = {}
         MetricsSensor(self.metrics, store, self.partitions).attach(self.hooks)
+        self.refusal_log = RefusalLog(service.name, config.dlq_topic)  # counts per reason, a line per 10 s
+        self.refusal_log.attach(self.hooks)
         self.watch = watch = BrokerWatch(clients.bootstrap, config.broker_timeout, self._metadata_answered)
         # group metadata only (committed offsets, watermarks): it never subscribes, so it is no member
         self.metadata = clients.consumer(
@@ -134,7 +139,7 @@ class FaustView:
             dead_letter_max_bytes=config.dead_letter_max_bytes,
             postgres=postgres,
         )
-        self.coverage = RelationCoverage(self.codec.schema.relations)
+        self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
         self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))
         mode_class = PerEvent if config.emit == "every-event" else PerBatch
         self.mode: ApplyMode = mode_class(
@@ -305,7 +310,8 @@ class FaustView:
             applied += done_applied
             published += done_published
             self.acks.hold(partition, held)
-        self.coverage.observe(len(messages))
+        for relation in self.coverage.observe(len(messages)):
+            self._warn_silent(relation, f"in the first {self.coverage.records} input records")
         if self.hooks.batch_applied:
             batch = BatchApplied(len(messages), applied, published, time.perf_counter() - started)
             fire(self.hooks.batch_applied, batch)
@@ -337,6 +343,18 @@ class FaustView:
         self.output.flush()
         self.output.leave()
         self.store.close()
+        self.refusal_log.flush(force=True)
+        for relation in self.coverage.final():
+            self._warn_silent(relation, f"before shutdown ({self.coverage.records} input records)")
+
+    def _warn_silent(self, relation: str, when: str) -> None:
+        log.warning(
+            "%s: relation %s received no event %s (the service declares %s)",
+            self.service.name,
+            relation,
+            when,
+            ", ".join(self.coverage.relations),
+        )
 
     # --- introspection (tests, the web view) -------------------------------------------------------
 

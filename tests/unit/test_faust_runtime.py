@@ -103,3 +103,29 @@ def test_the_collector_exports_a_fresh_apps_monitor() -> None:
     export_faust_metrics(app, registry, page=None)
     text = generate_latest(registry).decode()
     assert "faust_messages_received_total 0.0" in text and "faust_rebalances_total 0.0" in text
+
+
+def test_refusals_and_silent_relations_are_logged_as_on_the_default_runtime(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from types import SimpleNamespace
+
+    from ivmstream.runtime.hooks import RecordsRefused, fire
+
+    view = faust_worker(
+        load_service("reference"),
+        config(),
+        BOOTSTRAP,
+        MemoryStore(),
+        group="g",
+        metrics=RuntimeMetrics("reference", runtime="faust"),
+        silent_relation_after=2,
+    )
+    with caplog.at_level("WARNING"):
+        fire(view.hooks.records_refused, RecordsRefused("in", 0, {"malformed-json": 3}))
+        # records of a partition this worker does not own: counted as input, applied nowhere
+        view.process([SimpleNamespace(partition=9, offset=i, key=b"", value=b"{}") for i in range(2)])
+    text = caplog.text
+    assert "malformed-json 3" in text
+    assert "relation items received no event in the first 2 input records" in text
+    view.metadata.close()
