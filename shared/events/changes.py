@@ -118,6 +118,10 @@ class ImageTable:
         where = (relation, identity)
         if self.journal is not None:
             self.journal.append((relation, identity, self.rows.get(where)))
+        self._set(where, row)
+
+    def _set(self, where: tuple[str, str], row: dict[str, Any] | None) -> None:
+        """Keep ``row`` (None: forget the image) and mark it changed, for the next checkpoint."""
         if row is None:
             self.rows.pop(where, None)
         else:
@@ -135,12 +139,7 @@ class ImageTable:
         assert journal is not None
         while len(journal) > to:
             relation, identity, row = journal.pop()
-            where = (relation, identity)
-            if row is None:
-                self.rows.pop(where, None)
-            else:
-                self.rows[where] = row
-            self._changed[where] = row
+            self._set((relation, identity), row)
 
     def of_relation(self, relation: str) -> list[tuple[str, dict[str, Any]]]:
         return [(ident, row) for (rel, ident), row in self.rows.items() if rel == relation]
