@@ -21,10 +21,20 @@ def register(sub: Any) -> None:
         metavar="SERVICE",
         help=f"only this service (repeatable): {service_help()}",
     )
+    p.add_argument(
+        "--sql",
+        metavar="FILE",
+        help="run the views of one SQL file instead (docs/examples/sql/demo.sql: the demo's workloads)",
+    )
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ivmstream.dev.demo import run_demo
+
+    if args.sql:
+        from ivmstream.sql.demo import run_sql_demo
+
+        return run_sql_demo(args.sql)
 
     return run_demo(follow=args.follow, services=args.service or None)

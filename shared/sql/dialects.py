@@ -4,7 +4,8 @@ Each consumes its clause from a ``Statement`` (blanked, so later positions still
 and returns what it read:
 
 - DBToaster: ``CREATE STREAM|TABLE t (...) FROM FILE 'f' LINE DELIMITED CSV (delimiter := '|',
-  deletions := 'true')`` or ``... orderbook (book := 'bids', brokers := '10', deterministic := 'yes')``;
+  deletions := 'true')`` or ``... orderbook (book := 'bids', brokers := '10', deterministic := 'yes')``,
+  and the platform's native events ``... json (relation := 'r')``;
   ``IN LIST (...)`` (rewritten to ``IN (...)``);
 - Kafka DDL: ``CREATE TABLE t (..., PRIMARY KEY (...)) WITH (topic = '...', format = '...', key = '...')``
   and the sampling clause ``USING SAMPLE reservoir(k ROWS)``;
@@ -42,9 +43,10 @@ _DTREE = re.compile(r"IMPORT\s+DTREE\s+FROM\s+FILE\s+'([^']*)'\s*$", re.IGNORECA
 _TYPE = re.compile(
     r"CREATE\s+(?:DISTRIBUTED\s+)?TYPE\s+([A-Za-z_][A-Za-z0-9_]*)\s+FROM\s+FILE\s+'([^']*)'", re.IGNORECASE
 )
-FILE_FORMATS = ("csv", "orderbook")
+FILE_FORMATS = ("csv", "orderbook", "json")
 CSV_OPTIONS = ("delimiter", "deletions", "schema")
 ORDERBOOK_OPTIONS = ("book", "brokers", "deterministic", "validate")
+JSON_OPTIONS = ("relation",)
 TOPIC_OPTIONS = ("topic", "format", "key", "mode", "project")
 
 
@@ -130,8 +132,8 @@ def _file_source(stmt: Statement, tail: str, at: int) -> FileSource | None:
     fmt = m.group(2).lower()
     where = stmt.position(at + m.start(1))
     if fmt not in FILE_FORMATS:
-        raise SqlError(f"LINE DELIMITED {m.group(2)}: unknown format (known: CSV, orderbook)", where)
-    allowed = CSV_OPTIONS if fmt == "csv" else ORDERBOOK_OPTIONS
+        raise SqlError(f"LINE DELIMITED {m.group(2)}: unknown format (known: CSV, orderbook, json)", where)
+    allowed = {"csv": CSV_OPTIONS, "orderbook": ORDERBOOK_OPTIONS, "json": JSON_OPTIONS}[fmt]
     opts = _assignments(stmt, m.group(4) or "", at + (m.start(4) if m.group(4) else 0), allowed, fmt)
     return FileSource(m.group(1), fmt, opts, where)
 

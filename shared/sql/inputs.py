@@ -116,6 +116,35 @@ def _csv(table: Table, path: Path, fs: FileSource, index: int) -> Iterator[tuple
             yield order, index, lineno, (table.name, row, delta)
 
 
+def _json(table: Table, path: Path, fs: FileSource, index: int) -> Iterator[tuple[Any, int, int, Event]]:
+    """Native events (``{"relation", "row", "delta"}``) of the relation ``relation`` (default the
+    table's name, either case); columns the table does not declare are ignored."""
+    import orjson
+
+    from ivmstream.events.codec import COLUMN_TYPES
+    from ivmstream.sql.topics import PLATFORM_TYPE
+
+    relation = fs.options.get("relation", table.name).lower()
+    checks = [(c, COLUMN_TYPES[PLATFORM_TYPE[k]]) for c, k in table.columns.items()]
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                ev = orjson.loads(line)
+                if str(ev["relation"]).lower() != relation:
+                    continue
+                row = ev["row"]
+                values = {c: check(row[c]) for c, check in checks}
+                delta = ev.get("delta", 1)
+                if type(delta) is not int or delta == 0:
+                    raise ValueError(f"delta {delta!r} is not a non-zero integer")
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise SqlError(f"{path}:{lineno}: table {table.name}: {what}", fs.where) from None
+            yield lineno, index, lineno, (table.name, values, delta)
+
+
 def _orderbook(
     tables: list[Table], path: Path, fs: FileSource, index: int
 ) -> Iterator[tuple[Any, int, int, Event]]:
@@ -164,6 +193,8 @@ def read_events(script: Script, tables: set[str], choice: InputChoice) -> Iterat
             path, fs = resolved[t.name]
             if fs.format == "orderbook":
                 books.setdefault(path, []).append(t)
+            elif fs.format == "json":
+                out.append(_json(t, path, fs, start + i))
             elif fs.format != "csv":
                 out.append(topic_records(t, path, fs, start + i))
             else:

@@ -56,7 +56,7 @@ def plan_triangles(shape: Shape, script: Script) -> ViewPlan | None:
     if shape.nested or shape.group_by or shape.view.sample or len(shape.items) != 1:
         return None
     node = shape.items[0][1]
-    if not isinstance(node, exp.Count) or shape.local or shape.residual:
+    if not isinstance(node, exp.Count) or shape.residual:
         return None
     cycle = _cycle(shape)
     if cycle is None:
@@ -72,7 +72,12 @@ def plan_triangles(shape: Shape, script: Script) -> ViewPlan | None:
         table = shape.aliases[alias].name
         cast = _CAST[id_type]
         feeds.append(
-            Feed(table, rel, [(ca, converted(by_column(x), cast)), (cb, converted(by_column(y), cast))])
+            Feed(
+                table,
+                rel,
+                [(ca, converted(by_column(x), cast)), (cb, converted(by_column(y), cast))],
+                _local_keep(shape, alias),
+            )
         )
     opts = {"mode": "relations", "strategy": "ivm-eps", "id_type": id_type}
     one_table = len({shape.aliases[a].name for a, _x, _y in cycle}) == 1
@@ -83,6 +88,7 @@ def plan_triangles(shape: Shape, script: Script) -> ViewPlan | None:
         "heavy_light": "a value of a relation's join column is heavy when its degree is at least N^ε (N the "
         "database size), light otherwise; the partition is rebalanced as N doubles or halves",
         "views": "V_RS, V_ST, V_TR over heavy/light parts (IVM^ε)",
+        "selections": {a: [c.sql() for c in cs] for a, cs in shape.local.items()},
     }
     why = (
         f"COUNT(*) over a 3-cycle of equi-joins "

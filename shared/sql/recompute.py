@@ -39,6 +39,60 @@ def spark_sql(view: View) -> str:
     return view.select.copy().transform(fix).sql(dialect="spark")
 
 
+def weight_column(table: str) -> str:
+    return f"__m_{table}"
+
+
+def _occurrences(select: exp.Select) -> list[tuple[str, str]]:
+    """(alias, table) of the FROM list and joins."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    sources = [from_.this] if from_ is not None else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    return [((s.alias or s.name).lower(), s.name.lower()) for s in sources if isinstance(s, exp.Table)]
+
+
+def weighted(select: exp.Select, features: Sequence[str] | None = None) -> exp.Select:
+    """The SELECT over tables carrying their rows' multiplicities (``__m_<table>``, possibly negative:
+    DBToaster's relations are multisets with integer multiplicities): every aggregate weighted by the
+    product of its occurrences' multiplicities, a group present while its multiplicity is non-zero."""
+    occ = _occurrences(select)
+    w: exp.Expression = exp.column(weight_column(occ[0][1]), table=occ[0][0])
+    for alias, table in occ[1:]:
+        w = exp.Mul(this=w, expression=exp.column(weight_column(table), table=alias))
+    zero = exp.Literal.number(0)
+
+    def total(e: exp.Expression | None) -> exp.Expression:
+        arg = w.copy() if e is None else exp.Mul(this=exp.Paren(this=e.copy()), expression=w.copy())
+        return exp.Coalesce(this=exp.Sum(this=arg), expressions=[zero.copy()])
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Count):
+            return total(None)
+        if isinstance(node, exp.Sum):
+            return total(node.this)
+        if isinstance(node, exp.Avg):
+            return exp.Div(
+                this=total(node.this), expression=exp.Nullif(this=total(None), expression=zero.copy())
+            )
+        return node
+
+    out = select.copy()
+    if features is not None:
+        groups = [g.copy() for g in (out.args["group"].expressions if out.args.get("group") else [])]
+        aggs: list[exp.Expression] = [exp.Count(this=exp.Star())]
+        aggs += [exp.Sum(this=exp.column(f)) for f in features]
+        aggs += [
+            exp.Sum(this=exp.Mul(this=exp.column(a), expression=exp.column(b)))
+            for i, a in enumerate(features)
+            for b in features[i:]
+        ]
+        out.set("expressions", [*groups, *aggs])
+    out = out.transform(fix)  # type: ignore[assignment]
+    if out.args.get("group"):
+        out.set("having", exp.Having(this=exp.NEQ(this=total(None), expression=zero.copy())))
+    return out
+
+
 def _value(v: Any, kind: str) -> Any:
     if v is None:
         return None
@@ -49,25 +103,73 @@ def _value(v: Any, kind: str) -> Any:
     return v
 
 
-def evaluate(spark: Any, view: View, tables: Mapping[str, Table], bags: Mapping[str, Bag]) -> list[list[Any]]:
-    """The view's rows by Spark SQL over the tables' net bags (a row of multiplicity m, m times; a
-    non-positive multiplicity is no row), in a session of its own (temporary views by table name)."""
+def cofactor_rows(rows: Iterable[Sequence[Any]], groups: int, features: Sequence[str]) -> list[list[Any]]:
+    """The cofactor query's rows as the covariance ring's values (count, sum, sumprod)."""
+    n = len(features)
+    out = []
+    for row in rows:
+        count, sums, tri = row[groups], list(row[groups + 1 : groups + 1 + n]), row[groups + 1 + n :]
+        prod = [[0.0] * n for _ in range(n)]
+        k = 0
+        for i in range(n):
+            for j in range(i, n):
+                prod[i][j] = prod[j][i] = tri[k]
+                k += 1
+        value = {"count": count, "variables": list(features), "sum": sums, "sumprod": prod}
+        out.append([*row[:groups], value])
+    return out
+
+
+def evaluate(
+    spark: Any,
+    view: View,
+    tables: Mapping[str, Table],
+    bags: Mapping[str, Bag],
+    features: Sequence[str] | None = None,
+) -> list[list[Any]]:
+    """The view's rows by Spark SQL over the tables' net bags, in a session of its own (temporary views
+    by table name). A view without subqueries reads each row once with its multiplicity (negative
+    ones too, ``weighted``); one with subqueries reads a row of multiplicity m > 0 m times.
+    ``features``: the view lifts them into the cofactor ring (F-IVM's dialect)."""
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")  # a zero denominator is NULL, as in docs/sql.md
+    flat = not any(s is not view.select for s in view.select.find_all(exp.Select))
     for name, bag in bags.items():
         table = tables[name]
-        schema = ", ".join(f"`{c}` {SPARK_TYPES[k]}" for c, k in table.columns.items())
+        columns = [f"`{c}` {SPARK_TYPES[k]}" for c, k in table.columns.items()]
         kinds = list(table.columns.values())
-        rows = [
-            tuple(_value(v, k) for v, k in zip(row, kinds, strict=True))
-            for row, m in bag.items()
-            for _ in range(max(m, 0))
-        ]
-        session.createDataFrame(rows, schema).createOrReplaceTempView(name)
-    return [list(r) for r in session.sql(spark_sql(view)).collect()]
+        if flat:
+            columns.append(f"`{weight_column(name)}` BIGINT")
+            rows = [
+                (*(_value(v, k) for v, k in zip(row, kinds, strict=True)), m) for row, m in bag.items() if m
+            ]
+        else:
+            rows = [
+                tuple(_value(v, k) for v, k in zip(row, kinds, strict=True))
+                for row, m in bag.items()
+                for _ in range(max(m, 0))
+            ]
+        session.createDataFrame(rows, ", ".join(columns)).createOrReplaceTempView(name)
+    if not flat:
+        return [list(r) for r in session.sql(spark_sql(view)).collect()]
+    sql = weighted(view.select, features).sql(dialect="spark")
+    found = [list(r) for r in session.sql(sql).collect()]
+    if features is None:
+        return found
+    groups = len(view.select.args["group"].expressions) if view.select.args.get("group") else 0
+    return cofactor_rows(found, groups, features)
 
 
 def _norm(v: Any) -> Any:
+    if isinstance(v, dict) and "variables" in v and "sumprod" in v:  # a cofactor value: by variable name
+        names = v["variables"]
+        return {
+            "count": v["count"],
+            "sum": {a: v["sum"][i] for i, a in enumerate(names)},
+            "sumprod": {
+                f"{a}*{b}": v["sumprod"][i][j] for i, a in enumerate(names) for j, b in enumerate(names)
+            },
+        }
     if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, Decimal):
@@ -82,6 +184,10 @@ def _close(x: Any, y: Any, rel: float) -> bool:
         return x in (None, 0) and y in (None, 0)  # an empty SUM: NULL in SQL, 0 in DBToaster
     if isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool):
         return math.isclose(float(x), float(y), rel_tol=rel, abs_tol=1e-6)
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k], rel) for k in x)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_close(a, b, rel) for a, b in zip(x, y, strict=True))
     return bool(x == y)
 
 
