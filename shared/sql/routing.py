@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlglot import exp
+
 from ivmstream.config import build_config
 from ivmstream.options import ConfigError
 from ivmstream.service import load_service
@@ -26,6 +28,17 @@ from ivmstream.sql.plan import ViewPlan
 def plan_view(view: View, script: Script) -> ViewPlan:
     """The view's plan; SqlError naming what ruled every class out."""
     shape = analyze(view, script)
+    derived = [o for o in shape.occurrences if script.tables.get(o.table.name) is not o.table]
+    if derived:
+        node = next(
+            (s for s in view.select.find_all(exp.Subquery) if s.alias.lower() == derived[0].alias),
+            view.select,
+        )
+        raise SqlError(
+            f"unsupported: a derived table in FROM ({derived[0].alias}); supported: FROM lists and joins "
+            "of declared tables (derived tables only inside the RPAI families' nested aggregates)",
+            position_of(view.statement, node),
+        )
     for recognise in classes.RECOGNISERS:
         plan = recognise(shape, script)
         if plan is not None:
