@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ivmstream.sdk import EngineError
-from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.order import VariableOrder, build_order
 from ivmstream.services.fivm.query import RING_FACTORY, Query
 from ivmstream.services.fivm.rings import Ring, make_ring
+from ivmstream.services.fivm.rings.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.views import Key, View
 from ivmstream.services.fivm.viewtree import ViewTree, build_view_tree
 

@@ -30,10 +30,10 @@ from ivmstream.services.fivm.baselines.common import (
     scalar_aggregates,
     transient_view,
 )
-from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.baselines.first_order import components
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.rings import Ring, make_ring
+from ivmstream.services.fivm.rings.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.views import Key, View, sync_indexes
 
 Powers = tuple[tuple[str, int], ...]  # a monomial over variable names, in query variable order

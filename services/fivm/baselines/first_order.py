@@ -30,9 +30,9 @@ from ivmstream.services.fivm.baselines.common import (
     scalar_aggregates,
     transient_view,
 )
-from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.rings import Ring
+from ivmstream.services.fivm.rings.dense_cofactor import DenseCofactorRing
 from ivmstream.services.fivm.views import Key, View, sync_indexes
 
 

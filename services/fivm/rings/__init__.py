@@ -12,6 +12,7 @@ from typing import Any
 from ivmstream.services.fivm.rings.base import Ring, RingFactory
 from ivmstream.services.fivm.rings.cofactor import make_cofactor_ring
 from ivmstream.services.fivm.rings.degree import make_degree_ring
+from ivmstream.services.fivm.rings.dense_cofactor import make_dense_cofactor_ring
 from ivmstream.services.fivm.rings.factorized import make_factorized_ring
 from ivmstream.services.fivm.rings.listing import make_listing_ring
 from ivmstream.services.fivm.rings.matrix import make_matrix_ring
@@ -29,7 +30,11 @@ RINGS: dict[str, RingFactory] = {
 
 
 def make_ring(name: str, lifted: Sequence[str], **options: Any) -> Ring[Any]:
-    """The ring ``name`` over ``lifted`` (view-tree preorder); ValueError for unknown names or options."""
+    """The ring ``name`` over ``lifted`` (view-tree preorder); ValueError for unknown names or options.
+    The cofactor ring's option ``payload: dense`` gives full-width payloads (``dense_cofactor``), as the
+    baselines keep them, so the fivm strategy can be compared with them on equal payloads."""
+    if name == "cofactor" and options.get("payload") == "dense":
+        return make_dense_cofactor_ring(lifted, **{k: v for k, v in options.items() if k != "payload"})
     factory = RINGS.get(name)
     if factory is None:
         raise ValueError(f"unknown ring {name!r} (available: {', '.join(sorted(RINGS))})")

@@ -354,26 +354,16 @@ def _decode_ints(data: bytes, at: int, n: int) -> list[int]:
     ]
 
 
-def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> Any:
+def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
     """Registry factory: ``"cofactor": make_cofactor_ring``; option ``decimals`` (an int, or None for
-    floats) makes it exact (§8). Option ``payload``: ``block`` (the default) or ``dense``, full-width
-    payloads with the m-by-m matrix as the baselines keep them, so a benchmark can compare a strategy
-    with a baseline on the same payload representation (always per tuple)."""
+    floats) makes it exact (§8); option ``payload`` is ``block`` here (``make_ring`` builds ``dense``)."""
     unknown = set(options) - {"decimals", "payload"}
     if unknown:
         raise ValueError(
             f"the cofactor ring takes the options decimals and payload only, got {sorted(unknown)}"
         )
-    payload = options.get("payload", "block")
-    if payload == "dense":
-        if options.get("decimals") is not None:
-            raise ValueError("dense cofactor payloads are floats; decimals needs payload block")
-        # Imported here: the dense ring builds on this module.
-        from ivmstream.services.fivm.baselines.dense_cofactor import DenseCofactorRing
-
-        return DenseCofactorRing(lifted)
-    if payload != "block":
-        raise ValueError(f"the cofactor ring's payload is block or dense, got {payload!r}")
+    if options.get("payload", "block") != "block":
+        raise ValueError(f"the cofactor ring's payload is block or dense, got {options['payload']!r}")
     return CofactorRing(lifted, options.get("decimals"))
 
 

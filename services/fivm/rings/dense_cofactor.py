@@ -1,6 +1,7 @@
 """The cofactor ring with full-width payloads, for strategies that multiply in any order.
 
-docs/fivm/baselines.md §2.3. The block payloads of ``ivmstream.services.fivm.rings.cofactor`` need
+docs/fivm/baselines.md §2.3 (the baselines' payloads, and the fivm strategy's with the cofactor ring's
+option ``payload: dense``). The block payloads of ``ivmstream.services.fivm.rings.cofactor`` need
 every partial product to cover a contiguous range of the view tree's preorder; first-order IVM, the
 DBToaster-style hierarchy and the flat join multiply lifts in the order their joins bind variables.
 Here every payload spans all m lifted variables: ``(c, s, Q)`` with ``s`` of length m and ``Q`` the full
@@ -158,3 +159,13 @@ class DenseCofactorRing:
                 i, j = mono
                 quad[i, j] = quad[j, i] = float(value)
         return Dense(int(aggregates.get((), 0)), sums, quad)
+
+
+def make_dense_cofactor_ring(lifted: Sequence[str], **options: Any) -> DenseCofactorRing:
+    """``make_ring("cofactor", lifted, payload="dense")``: floats only, so ``decimals`` is refused."""
+    if options.get("decimals") is not None:
+        raise ValueError("dense cofactor payloads are floats; decimals needs payload block")
+    unknown = set(options) - {"decimals"}
+    if unknown:
+        raise ValueError(f"the dense cofactor ring takes no options, got {sorted(unknown)}")
+    return DenseCofactorRing(lifted)
