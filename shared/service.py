@@ -73,6 +73,8 @@ class ServiceDefinition:
     platform_only: bool = False  # reference services used by the platform's own tests and demo
     formats: Mapping[str, InputFormat] = field(default_factory=dict)  # its own input formats, by name
     sharding: str | None = None  # "module:attribute" of its Sharding, if one query can span workers
+    # The reason codes its engine refuses events with, and what each means (docs/reasons.md lists them).
+    reasons: Mapping[str, str] = field(default_factory=dict)
     # Option settings whose relations --help and the docs show, for a service whose config does not
     # declare its relations (each setting a partial config: {"mode": "graph"}).
     fixed_relations: Sequence[Mapping[str, Any]] = ()

@@ -22,6 +22,9 @@ SERVICE = ServiceDefinition(
     name=NAME,
     summary="bag counts, column sums and a bag fingerprint per key, over relations declared in the config",
     options=OPTIONS,
+    reasons={
+        "absent-tuple": "a delete of more copies of a tuple than the bag holds",
+    },
     relations=relations,
     engine=make_engine,
     demo=DemoWorkload(input=DATA / "sample.jsonl", config={"key_field": "store"}, partitions=3),

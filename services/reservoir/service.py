@@ -35,6 +35,13 @@ SERVICE = ServiceDefinition(
     name="reservoir",
     summary="a uniform reservoir sample of the results of an acyclic (or decomposed cyclic) join, RSJoin",
     options=OPTIONS,
+    reasons={
+        "set-semantics": "a delta other than +1 or -1 (relations are sets)",
+        "duplicate-tuple": "an insert of a tuple the relation already holds",
+        "key-violation": "an insert that breaks a declared key of its relation",
+        "append-only": "a delete while append_only is on",
+        "absent-tuple": "a delete of a tuple the relation does not hold",
+    },
     relations=relations,
     engine=ReservoirEngine,
     validate=validate,

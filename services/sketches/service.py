@@ -46,6 +46,10 @@ SERVICE = ServiceDefinition(
     name="sketches",
     summary="provenance sketches of SQL queries maintained incrementally (IMP) and used to skip data",
     options=OPTIONS,
+    reasons={
+        "absent-tuple": "a delete of more copies of a row than the table holds",
+        "negative-input": "a negative aggregated value while monotone_aggregates is on",
+    },
     relations=relations,
     engine=SketchEngine,
     validate=validate,

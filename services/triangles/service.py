@@ -14,6 +14,13 @@ SERVICE = ServiceDefinition(
     name="triangles",
     summary="exact triangle counts under inserts and deletes, IVM^eps heavy/light partitioning",
     options=OPTIONS,
+    reasons={
+        "bad-multiplicity": "an edge event's delta is not +1 or -1",
+        "self-loop": "an edge from a node to itself",
+        "duplicate-edge": "an insert of an edge that is already present",
+        "absent-edge": "a delete of an edge that is not present",
+        "id-out-of-range": "a node id outside int64",
+    },
     relations=relations,
     engine=make_engine,
     validate=validate,

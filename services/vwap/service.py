@@ -15,6 +15,11 @@ SERVICE = ServiceDefinition(
     name="vwap",
     summary="VWAP-style correlated nested aggregates, O(log D) per update with RPAI trees",
     options=OPTIONS,
+    reasons={
+        "absent-tuple": "a delete of more copies of an order than the book holds",
+        "non-positive-volume": "an order with a volume of 0 or less",
+        "broker-out-of-range": "a broker_id outside [0, brokers)",
+    },
     relations=relations,
     engine=make_engine,
     validate=validate,

@@ -1,7 +1,9 @@
-"""The configuration reference, docs/configuration.md, written from the option declarations: every
-runtime key and every key of each service, with its default, what it accepts and what it means. A test
-compares the page with ``render()``; ``python -m ivmstream.cli.reference > docs/configuration.md``
-rewrites it."""
+"""The references generated from the code: docs/configuration.md from the option declarations (every
+runtime key and every key of each service, with its default, what it accepts and what it means), and
+docs/reasons.md from the reason registries (every code a dead letter or a rejected line can carry).
+Tests compare the pages with ``render()`` and ``render_reasons()``; ``python -m ivmstream.cli.reference
+> docs/configuration.md`` and ``python -m ivmstream.cli.reference --reasons > docs/reasons.md`` rewrite
+them."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import orjson
 
 from ivmstream.config import RUNTIME_OPTIONS
+from ivmstream.events.reasons import CHANGE_REASONS, REASONS, RUNTIME_REASONS
 from ivmstream.options import Option, expects_of
 from ivmstream.service import ServiceDefinition, available_services, load_service
 
@@ -84,5 +87,40 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+REASONS_HEADER = """# Reason codes
+
+Every refused record goes to its service's dead-letter topic (`<service>.dlq`) with a reason code in
+its `ivmstream.reason` header, is counted under that code in `ivmstream_events_rejected_total`, and is
+listed by `ivmstream dlq`; `replay` and `produce` print the same code for a line they reject. The codes
+are stable: an alert or a dashboard may name them. `docs/security.md` says how each hostile kind is
+detected; `docs/change-data.md` what a change record must hold.
+
+This page is generated from the reason registries (`python -m ivmstream.cli.reference --reasons >
+docs/reasons.md`); `tests/unit/test_reason_codes_documented.py` fails when it is out of date or when
+the code emits a reason no registry names.
+"""
+
+
+def reasons_table(reasons: Mapping[str, str]) -> list[str]:
+    rows = ["| code | meaning |", "|---|---|"]
+    rows += [f"| `{code}` | {_cell(meaning)} |" for code, meaning in sorted(reasons.items())]
+    return [*rows, ""]
+
+
+def render_reasons() -> str:
+    """The reason-code page: the decoder's, the change formats', the runtime's, then each service's."""
+    lines = [REASONS_HEADER, "## Every service: decoding the native event", ""]
+    lines += reasons_table(REASONS)
+    lines += ["## Every service: change records (`inputs` in a change format)", ""]
+    lines += reasons_table(CHANGE_REASONS)
+    lines += ["## Every service: where an event arrives", ""]
+    lines += reasons_table(RUNTIME_REASONS)
+    for name in sorted(available_services()):
+        service = load_service(name)
+        lines += [f"## {name}: its engine", ""]
+        lines += reasons_table(service.reasons) if service.reasons else ["It refuses no decoded event.", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.stdout.write(render_reasons() if sys.argv[1:] == ["--reasons"] else render())

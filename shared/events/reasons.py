@@ -48,6 +48,14 @@ CHANGE_REASONS: dict[str, str] = {
     "truncate-without-images": "a truncate on an input that keeps no row images (not upsert mode)",
 }
 
+# Codes the runtime and replay give records that decode but cannot be taken where they arrived.
+RUNTIME_REASONS: dict[str, str] = {
+    "keyless-partition": "an event of a view without a partition key arrived on a second input partition",
+    "misrouted": "a sharded worker got an event whose shard column hashes to another shard",
+    "not-a-partial": "a record on the coordinator's topic is not a shard's published partial result",
+    "unreadable-line": "replay or produce could not read a line of an input file into an event",
+}
+
 # The default record size limit: Kafka's default maximum message size. IVMSTREAM_MAX_RECORD_BYTES
 # overrides it for every codec of the process (a worker's, ``replay``'s).
 MAX_RECORD_BYTES = 1 << 20
