@@ -12,7 +12,10 @@ from ivmstream.cli.common import (
     CliError,
     add_config_argument,
     add_service_argument,
+    check_broker,
+    group_or_default,
     load,
+    open_worker_store,
     services_epilog,
 )
 from ivmstream.cli.spark import spark_session
@@ -63,7 +66,6 @@ def register(sub: Any) -> None:
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from ivmstream.spark.jobs import refuse_sharded, run_bootstrap
-    from ivmstream.state import open_store
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)
@@ -73,15 +75,13 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         raise CliError("give either --state-dir (RocksDB) or --redis (Redis state), not both")
     if args.from_offsets != "latest" and not args.bootstrap:
         raise CliError("--from-offsets needs --bootstrap to resolve the topic's offsets")
-    group = args.group or f"ivmstream.{service.name}"
+    group = group_or_default(args.group, service.name)
     backend = "redis" if args.redis else "rocksdb"
-    store = open_store(
-        backend, f"{service.name}.{group}", state_dir=args.state_dir or "state", redis_url=args.redis
+    store = open_worker_store(
+        backend, service.name, group, state_dir=args.state_dir or "state", redis_url=args.redis
     )
     if args.bootstrap:
-        from ivmstream.runtime.kafka import check_reachable
-
-        check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
+        check_broker(args.bootstrap, config)
     source = args.snapshot or "its input topics"
     print(f"bootstrapping {service.name} from {source} with Spark ...", file=sys.stderr, flush=True)
     with spark_session(args.master) as spark:

@@ -118,6 +118,28 @@ def load(service_name: str, config_path: str | None) -> tuple[Any, Any]:
     return service, load_config(service, config_path)
 
 
+def group_or_default(group: str | None, service_name: str, suffix: str = "") -> str:
+    """The consumer group given, else the service's (``suffix``: a step's own, as ``.rekey``)."""
+    return group or f"ivmstream.{service_name}{suffix}"
+
+
+def open_worker_store(
+    backend: str, service_name: str, group: str, *, state_dir: str | None, redis_url: str | None
+) -> Any:
+    """The state a service's workers in ``group`` keep: one namespace per service and group, so that
+    ``run`` resumes from what ``bootstrap`` wrote for the same group."""
+    from ivmstream.state import open_store
+
+    return open_store(backend, f"{service_name}.{group}", state_dir=state_dir, redis_url=redis_url)
+
+
+def check_broker(bootstrap: str, config: Any) -> None:
+    """The broker answers, reached with the config's consumer settings (security) as the workers are."""
+    from ivmstream.runtime.kafka import check_reachable
+
+    check_reachable(bootstrap, overrides=config.kafka.get("consumer", {}))
+
+
 def formats_of(service: Any) -> FormatRegistry:
     """The built-in formats plus the service's own."""
     if not service.formats:

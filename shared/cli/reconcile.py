@@ -14,6 +14,7 @@ from ivmstream.cli.common import (
     REDIS_HELP,
     add_config_argument,
     add_service_argument,
+    check_broker,
     load,
     services_epilog,
 )
@@ -53,13 +54,12 @@ def register(sub: Any) -> None:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from ivmstream.redis_client import connect
-    from ivmstream.runtime.kafka import check_reachable
     from ivmstream.spark.jobs import record_verdict, refuse_sharded, run_reconcile
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)
     client = connect(args.redis) if args.redis else None
-    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
+    check_broker(args.bootstrap, config)
     print(f"reconciling {service.name} with Spark ...", file=sys.stderr, flush=True)
     with spark_session(args.master) as spark:
         report = run_reconcile(

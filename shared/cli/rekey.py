@@ -8,7 +8,16 @@ import logging
 import signal
 from typing import Any
 
-from ivmstream.cli.common import BOOTSTRAP_HELP, CliError, add_service_argument, load, services_epilog
+from ivmstream.cli.common import (
+    BOOTSTRAP_HELP,
+    CliError,
+    add_service_argument,
+    check_broker,
+    group_or_default,
+    load,
+    open_worker_store,
+    services_epilog,
+)
 
 
 def register(sub: Any) -> None:
@@ -34,22 +43,17 @@ def register(sub: Any) -> None:
 
 def cmd_rekey(args: argparse.Namespace) -> int:
     from ivmstream.runtime.clients import KafkaClients
-    from ivmstream.runtime.kafka import check_reachable
     from ivmstream.runtime.rekey import RekeyStep
-    from ivmstream.state import open_store
 
     service, config = load(args.service, args.config)
     if not config.rekeyed:
         raise CliError(
             f"{config.source}: rekey needs inputs and key_field (a keyless view reads its inputs itself)"
         )
-    group = args.group or f"ivmstream.{service.name}.rekey"
-    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
-    store = open_store(
-        args.state_backend or "rocksdb",
-        f"{service.name}.{group}",
-        state_dir=args.state_dir,
-        redis_url=args.redis,
+    group = group_or_default(args.group, service.name, ".rekey")
+    check_broker(args.bootstrap, config)
+    store = open_worker_store(
+        args.state_backend or "rocksdb", service.name, group, state_dir=args.state_dir, redis_url=args.redis
     )
     step = RekeyStep(service, config, KafkaClients(args.bootstrap), store, group=group)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -15,7 +15,10 @@ from ivmstream.cli.common import (
     CliError,
     add_config_argument,
     add_service_argument,
+    check_broker,
+    group_or_default,
     load,
+    open_worker_store,
     services_epilog,
 )
 
@@ -97,22 +100,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ivmstream.runtime import Worker
     from ivmstream.runtime.clients import KafkaClients
     from ivmstream.runtime.gc_policy import worker_gc
-    from ivmstream.runtime.kafka import check_reachable
     from ivmstream.runtime.postgres import sink_for
-    from ivmstream.state import open_store
 
     declared, declared_config = service, config = load(args.service, args.config)
     if args.role == "coordinator":  # the worker runs it; its name names the group, store and metrics
         from ivmstream.runtime.coordinator import coordinator_of
 
         service, config, _codec = coordinator_of(declared, declared_config)
-    group = args.group or f"ivmstream.{service.name}"
+    group = group_or_default(args.group, service.name)
     backend = args.state_backend or ("rocksdb")
     redis_client = connect(args.redis) if args.redis else None
     postgres = sink_for(args.postgres, config) if args.postgres else None
-    check_reachable(args.bootstrap, overrides=config.kafka.get("consumer", {}))
+    check_broker(args.bootstrap, config)
     _require_topics(args.bootstrap, config)
-    store = open_store(backend, f"{service.name}.{group}", state_dir=args.state_dir, redis_url=args.redis)
+    store = open_worker_store(backend, service.name, group, state_dir=args.state_dir, redis_url=args.redis)
     metrics = RuntimeMetrics(service.name, runtime=args.runtime)
     if redis_client is not None:
         from ivmstream.verdict import reconcile_key
