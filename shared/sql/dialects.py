@@ -35,7 +35,7 @@ _ASSIGN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(:=|=)\s*'([^']*)'\s*(,|$)"
 _IN_LIST = re.compile(r"\bIN\s+LIST\s*\(", re.IGNORECASE)
 _SAMPLE = re.compile(r"\bUSING\s+SAMPLE\s+reservoir\s*\(\s*(\d+)\s+ROWS\s*\)\s*$", re.IGNORECASE)
 _PROVENANCE = re.compile(
-    r"PROVENANCE\s+WITH\s+COARSE\s+GRAINED\s+RANGESB\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*"
+    r"\s*PROVENANCE\s+WITH\s+COARSE\s+GRAINED\s+RANGESB\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*"
     r"([A-Za-z_][A-Za-z0-9_]*)\s+([^()]*)\)\s*\)\s+OF\s*\(",
     re.IGNORECASE,
 )

@@ -68,6 +68,9 @@ def plan_lifted(shape: Shape, script: Script) -> ViewPlan | None:
             )
         )
     opts: dict[str, Any] = {"relations": relations, "ring": ring}
+    updatable = [o.alias for o in shape.occurrences if not o.table.static]
+    if len(updatable) < len(shape.occurrences):
+        opts["updatable"] = updatable  # static tables (CREATE TABLE) are loaded first, never updated
     if ring == "covariance":
         opts["features"] = features
         opts["free"] = free or None
@@ -96,6 +99,7 @@ def plan_lifted(shape: Shape, script: Script) -> ViewPlan | None:
         "lifts": shape.view.lifts,
         "features" if ring == "covariance" else "free": features if ring == "covariance" else opts["free"],
         "relations": relations,
+        "static": [o.alias for o in shape.occurrences if o.table.static],
         "variable_order_source": "imported (IMPORT DTREE)"
         if script.variable_order is not None
         else "derived",

@@ -13,6 +13,7 @@ from ivmstream.sql.dtree import read_dtree
 from ivmstream.sql.errors import SqlError
 from ivmstream.sql.model import SQL_TYPES, Script, Table, TopicSource, View
 from ivmstream.sql.source import Statement, read_statements
+from ivmstream.sql.updateps import compile_dml, updateps_clause
 
 RINGS_BY_FILE = {  # F-IVM ring headers -> the fivm ring they are
     "ring_cofactor": "covariance",
@@ -55,7 +56,13 @@ def load_script(path: str | Path, *, base: Path | None = None) -> Script:
         if create is not None:
             _add_table(script, stmt, create)
             continue
+        dml = updateps_clause(stmt)
         provenance = dialects.provenance_clause(stmt)
+        if dml is not None and provenance is None:
+            raise SqlError(
+                "UPDATEPS (...) must be followed by PROVENANCE WITH COARSE GRAINED RANGESB(...) OF (query)",
+                stmt.position(0),
+            )
         sample = dialects.sample_clause(stmt)
         dialects.rewrite_in_list(stmt)
         lifts = _lifts(stmt)
@@ -76,6 +83,8 @@ def load_script(path: str | Path, *, base: Path | None = None) -> Script:
         if name is not None:
             dialect = "kafka" if dialect == "dbtoaster" else dialect
         view = View(name or f"{stem}_{unnamed}", select, stmt, dialect, sample, provenance, lifts)
+        if dml is not None:
+            view.updates = compile_dml(dml, stmt, script)
         if any(v.name == view.name for v in script.views):
             raise SqlError(f"view {view.name!r} is defined twice", stmt.position(0))
         script.views.append(view)

@@ -96,6 +96,7 @@ class View:
     provenance: dict[str, Any] | None = None  # IMP: {table: str, column: str, boundaries: [...]}
     lifts: dict[str, Any] = field(default_factory=dict)  # F-IVM ring lifts by column
     ring: str | None = None  # F-IVM: the ring a CREATE TYPE / lift names
+    updates: list[Any] = field(default_factory=list)  # IMP UPDATEPS: the DML applied after the data
 
     @property
     def where(self) -> Position:

@@ -151,6 +151,24 @@ def _python(node: exp.Expression, shape: Shape, var_of: dict[ColumnRef, str]) ->
     return f"({_python(node.this, shape, var_of)} {op} {_python(node.expression, shape, var_of)})"
 
 
+def _self_join_aliases(shape: Shape, own: dict[str, list[tuple[ColumnRef, str]]]) -> dict[str, str]:
+    """{alias: table} for the occurrences of a table read more than once whose occurrences read the same
+    columns under the same selections: the reservoir stores such a table once and reads it through its
+    aliases (one event per base row instead of one per occurrence)."""
+    by_table: dict[str, list[str]] = {}
+    for o in shape.occurrences:
+        by_table.setdefault(o.table.name, []).append(o.alias)
+    out: dict[str, str] = {}
+    for table, aliases in by_table.items():
+        if len(aliases) < 2 or table in {o.alias for o in shape.occurrences}:
+            continue
+        columns = {tuple(ref[1] for ref, _v in own[a]) for a in aliases}
+        selections = {tuple(c.sql().replace(f"{a}.", "") for c in shape.local.get(a, [])) for a in aliases}
+        if len(columns) == 1 and len(selections) == 1:
+            out.update(dict.fromkeys(aliases, table))
+    return out
+
+
 def plan_reservoir(shape: Shape, script: Script) -> ViewPlan | None:
     """``SELECT cols FROM join WHERE ... USING SAMPLE reservoir(k ROWS)``: RSJoin."""
     if shape.view.sample is None:
@@ -166,19 +184,29 @@ def plan_reservoir(shape: Shape, script: Script) -> ViewPlan | None:
     residual_cols = [shape.resolve(c)[0] for r in shape.residual for c in r.find_all(exp.Column)]
     var_of, types = variables(shape, outputs + residual_cols)
     relations: dict[str, dict[str, str]] = {}
-    feeds = []
+    feeds: list[Feed] = []
+    own: dict[str, list[tuple[ColumnRef, str]]] = {}
+    for ref, var in var_of.items():
+        own.setdefault(ref[0], []).append((ref, var))
     for o in shape.occurrences:
-        cols = {var: types[var] for ref, var in var_of.items() if ref[0] == o.alias}
-        getters = [
-            (var, converted(by_column(ref), _CAST[types[var]]))
-            for ref, var in var_of.items()
-            if ref[0] == o.alias
-        ]
-        if not cols:
+        if not own.get(o.alias):
             raise SqlError(f"relation {o.alias} contributes no column to the sampled join", shape.view.where)
-        relations[o.alias] = cols
-        feeds.append(Feed(o.table.name, o.alias, getters, _local_keep(shape, o.alias)))
+        own[o.alias].sort(key=lambda rv: list(o.table.columns).index(rv[0][1]))
+        relations[o.alias] = {var: types[var] for _ref, var in own[o.alias]}
     opts: dict[str, Any] = {"relations": relations, "k": shape.view.sample}
+    aliased = _self_join_aliases(shape, own)
+    if aliased:
+        opts["aliases"] = {alias: table for alias, table in aliased.items()}
+        opts["base_columns"] = {t: [ref[1] for ref, _v in own[a]] for a, t in aliased.items()}
+    for o in shape.occurrences:
+        if o.alias in aliased:
+            if any(f.relation == o.table.name for f in feeds):
+                continue  # one feed per base table: the service fans it out to the aliases
+            cols = [(ref[1], converted(by_column(ref), _CAST[types[var]])) for ref, var in own[o.alias]]
+            feeds.append(Feed(o.table.name, o.table.name, cols, _local_keep(shape, o.alias)))
+            continue
+        getters = [(var, converted(by_column(ref), _CAST[types[var]])) for ref, var in own[o.alias]]
+        feeds.append(Feed(o.table.name, o.alias, getters, _local_keep(shape, o.alias)))
     if shape.residual:
         opts["predicate"] = " and ".join(_python(r, shape, var_of) for r in shape.residual)
     names = [var_of[r] for r in outputs]
@@ -194,6 +222,7 @@ def plan_reservoir(shape: Shape, script: Script) -> ViewPlan | None:
         "k": shape.view.sample,
         "predicate": opts.get("predicate"),
         "selections": {a: [c.sql() for c in cs] for a, cs in shape.local.items()},
+        "aliases": opts.get("aliases", {}),
     }
     why = (
         "a uniform sample of a join's result rows (USING SAMPLE reservoir): RSJoin keeps a reservoir over "

@@ -21,6 +21,7 @@ from ivmstream.service import load_service
 from ivmstream.sql.inputs import Event, InputChoice, read_events
 from ivmstream.sql.model import Script
 from ivmstream.sql.plan import Feed, ViewPlan
+from ivmstream.sql.updateps import with_updates
 
 CHUNK = 2000
 
@@ -120,7 +121,7 @@ def replay_script(
 ) -> list[dict[str, Any]]:
     """Run the plans over the files of the tables they read; the final results per view."""
     run = ScriptReplay(plans)
-    events = read_events(script, run.tables, choice)
+    events = with_updates(script, [p.view for p in plans], read_events(script, run.tables, choice))
     callback = (lambda n: on_every(run.results(), n)) if on_every is not None else None
     run.feed(events, every, callback)
     return run.results()

@@ -84,10 +84,12 @@ def _blank_comments(text: str) -> str:
 
 
 def _split(text: str) -> list[tuple[int, str]]:
-    """(offset, text) of each statement, split at semicolons outside quotes."""
+    """(offset, text) of each statement, split at semicolons outside quotes and parentheses (IMP's
+    ``UPDATEPS (s1; s2) ...`` is one statement)."""
     parts: list[tuple[int, str]] = []
     start, i, n = 0, 0, len(text)
     quote = ""
+    depth = 0
     while i < n:
         ch = text[i]
         if quote:
@@ -95,7 +97,11 @@ def _split(text: str) -> list[tuple[int, str]]:
                 quote = ""
         elif ch in "'\"":
             quote = ch
-        elif ch == ";":
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        elif ch == ";" and depth == 0:
             parts.append((start, text[start:i]))
             start = i + 1
         i += 1

@@ -47,7 +47,10 @@ def dbtoaster_cwd(tmp: Path, data: Path = DATA) -> Iterator[Path]:
         os.chdir(old)
 
 
-def duckdb_rows(script: Script, view: View, choice: InputChoice) -> list[list[Any]]:
+def duckdb_rows(
+    script: Script, view: View, choice: InputChoice, before: Sequence[str] = ()
+) -> list[list[Any]]:
+    """The view's rows by DuckDB over the tables' files (``before``: statements run first, e.g. DML)."""
     con = duckdb.connect()
     names = {t.name for t in script.tables.values()}
     for name in names:
@@ -74,6 +77,8 @@ def duckdb_rows(script: Script, view: View, choice: InputChoice) -> list[list[An
             )
         else:
             con.execute(f"CREATE TABLE {name} AS SELECT {colnames} FROM {src}")
+    for statement in before:
+        con.execute(statement)
     sql = coalesced(view.select)
     return [list(r) for r in con.execute(sql).fetchall()]
 
