@@ -187,6 +187,14 @@ def stream_config(path: Path, unique: str, **options: Any) -> Path:
     return write_config(path, **{**topics, **options})
 
 
+def triangles_graph_config(tmp_path: Path, unique: str, **options: Any) -> Path:
+    """``tmp_path / "tri.json"``: the triangles view the streaming tests run over the sample graphs
+    (graph mode, IVM^eps, keyed by graph) on the test's own topics; ``options`` add settings."""
+    return stream_config(
+        tmp_path / "tri.json", unique, mode="graph", strategy="ivm-eps", key_field="graph", **options
+    )
+
+
 def replay_result(
     config: Path, input_path: Path, service: str = "reference", extra: Sequence[str] = ()
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from helpers import (
     published_results,
     run_args,
     stream_config,
+    triangles_graph_config,
     trickle,
 )
 
@@ -23,12 +24,6 @@ from ivmstream.service import load_service
 from ivmstream.state import StateError, check_envelope, envelope_for, open_store
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "triangles" / "data" / "sample.jsonl"
-
-
-def tri_config(tmp_path: Path, unique: str, **extra: object) -> Path:
-    return stream_config(
-        tmp_path / "tri.json", unique, mode="graph", strategy="ivm-eps", key_field="graph", **extra
-    )
 
 
 def answer(results: dict) -> dict:
@@ -40,7 +35,7 @@ def test_kill9_with_incremental_checkpoints_equals_uninterrupted(
     backend, broker, redis_server, unique, tmp_path
 ):
     broker.create_topic(f"{unique}.updates", 2)
-    cfg = tri_config(tmp_path, unique, checkpoint_interval=0.2, batch_size=50)
+    cfg = triangles_graph_config(tmp_path, unique, checkpoint_interval=0.2, batch_size=50)
     args = run_args(
         "triangles",
         broker.bootstrap,
@@ -71,7 +66,7 @@ def test_kill9_with_incremental_checkpoints_equals_uninterrupted(
 def test_worker_refuses_state_of_another_configuration_in_one_line(broker, redis_server, unique, tmp_path):
     broker.create_topic(f"{unique}.updates", 1)
     trickle(broker.bootstrap, f"{unique}.updates", SAMPLE, "graph", 0.0)
-    first = tri_config(tmp_path, unique)
+    first = triangles_graph_config(tmp_path, unique)
     args = run_args("triangles", broker.bootstrap, first, group=f"{unique}-g", state_dir=tmp_path / "s")
     catch_up_with_workers(args, broker, unique, tmp_path)
 

@@ -21,7 +21,7 @@ from helpers import (
     run_args,
     running_worker,
     start_worker,
-    stream_config,
+    triangles_graph_config,
 )
 
 from ivmstream.dev.redis_server import RedisServer
@@ -40,12 +40,9 @@ def answer(results: dict) -> dict:
 
 
 def config(tmp_path: Path, unique: str) -> Path:
-    return stream_config(
-        tmp_path / "tri.json",
+    return triangles_graph_config(
+        tmp_path,
         unique,
-        mode="graph",
-        strategy="ivm-eps",
-        key_field="graph",
         checkpoint_interval=0.2,
         batch_size=50,
         session_timeout_ms=2000,  # a worker that stopped on an error frees its partitions sooner

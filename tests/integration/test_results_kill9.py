@@ -12,7 +12,14 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from helpers import REPO, cli_env, kill9_mid_stream_then_catch_up, offline_results, run_args, stream_config
+from helpers import (
+    REPO,
+    cli_env,
+    kill9_mid_stream_then_catch_up,
+    offline_results,
+    run_args,
+    triangles_graph_config,
+)
 
 from ivmstream.dev.redis_server import free_port
 
@@ -28,12 +35,9 @@ def test_kill9_leaves_postgresql_equal_to_the_replay_and_serve_answers_it(
     broker, redis_server, postgres_server, unique, tmp_path: Path
 ):
     broker.create_topic(f"{unique}.updates", 2)
-    cfg = stream_config(
-        tmp_path / "tri.json",
+    cfg = triangles_graph_config(
+        tmp_path,
         unique,
-        mode="graph",
-        strategy="ivm-eps",
-        key_field="graph",
         checkpoint_interval=0.2,
         batch_size=50,
         postgres_flush_interval=0.1,
