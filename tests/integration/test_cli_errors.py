@@ -107,7 +107,7 @@ def test_unknown_gc_policy(tmp_path):
     ("argv", "needle"),
     [
         (["bogus"], "invalid choice: 'bogus'"),
-        (["run"], "the following arguments are required: service, --bootstrap, --config"),
+        (["run"], "the following arguments are required: SERVICE, --bootstrap"),
         (["produce", "--topic", "t", "--input", "x"], "--bootstrap"),
         (["run", "reference", "--bootstrap", "b", "--config", "c", "--state-backend", "disk"], "disk"),
     ],

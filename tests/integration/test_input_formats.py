@@ -234,8 +234,8 @@ def test_replay_accepts_the_formats_a_service_declares(tmp_path, monkeypatch, ca
     assert "format pairs: read option 'scale' must be a positive integer (got '0')" in err
     assert main([*replay, "--format", "words"]) == 1
     assert (
-        "(known: jsonl, csv, tbl, orderbook, tpch, debezium-json, maxwell-json, canal-json, upsert-json, pairs)"
-        in capfd.readouterr().err
+        "(known: jsonl, csv, tbl, orderbook, tpch, debezium-json, maxwell-json, canal-json, upsert-json, "
+        "pairs)" in capfd.readouterr().err
     )
     # the built-in registry is unchanged: other services do not see it
     reference = ["replay", "reference", "--config", str(cfg), "--input", str(words)]
