@@ -9,6 +9,7 @@ from the monomials' values per group.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -34,6 +35,13 @@ class NotFactorizable(Exception):
 
 def _one() -> exp.Expression:
     return exp.Literal.number(1)
+
+
+def _all(conds: list[exp.Expression]) -> exp.Expression:
+    out = conds[0].copy()
+    for c in conds[1:]:
+        out = exp.And(this=out, expression=c.copy())
+    return out
 
 
 def _indicator(cond: exp.Expression) -> exp.Expression:
@@ -121,8 +129,46 @@ class AggregateSpec:
     terms: list[Term]
 
 
-def aggregate_specs(shape: Shape) -> list[AggregateSpec]:
-    """Every aggregate call of the view's outputs, decomposed; SqlError where one cannot be."""
+MAX_DISJUNCTS = 4
+
+
+def disjunction_terms(shape: Shape) -> list[Term] | None:
+    """The view's cross-relation predicates as one indicator, a sum of products of per-relation
+    indicators, when each is an OR of conjunctions of single-relation conditions (inclusion-exclusion:
+    [D1 or ... or Dn] = sum over non-empty S of (-1)^(|S|+1) prod over aliases of [the conjunction of
+    S's conditions on it]); None when some predicate is not of that form."""
+    from ivmstream.sql.analyze import conjuncts, disjuncts
+
+    total: list[Term] = [(1, {})]
+    for node in shape.residual:
+        parts = disjuncts(node)
+        if len(parts) < 2 or len(parts) > MAX_DISJUNCTS:
+            return None
+        per_alias: list[dict[str, list[exp.Expression]]] = []
+        for part in parts:
+            split: dict[str, list[exp.Expression]] = {}
+            for c in conjuncts(part):
+                used = shape.aliases_in(c)
+                if len(used) != 1:
+                    return None
+                split.setdefault(next(iter(used)), []).append(c)
+            per_alias.append(split)
+        terms: list[Term] = []
+        for size in range(1, len(parts) + 1):
+            for subset in itertools.combinations(per_alias, size):
+                conds: dict[str, list[exp.Expression]] = {}
+                for split in subset:
+                    for alias, cs in split.items():
+                        conds.setdefault(alias, []).extend(cs)
+                factors = {a: _indicator(_all(cs)) for a, cs in conds.items()}
+                terms.append(((-1) ** (size + 1), factors))
+        total = _times(total, terms)
+    return total
+
+
+def aggregate_specs(shape: Shape, indicator: list[Term] | None = None) -> list[AggregateSpec]:
+    """Every aggregate call of the view's outputs, decomposed (times ``indicator``, the view's
+    cross-relation predicate, where it has one); SqlError where one cannot be."""
     out: list[AggregateSpec] = []
     for _name, node in shape.items:
         for agg in node.find_all(*AGGREGATES):
@@ -130,7 +176,7 @@ def aggregate_specs(shape: Shape) -> list[AggregateSpec]:
             if isinstance(agg, exp.Count):
                 if isinstance(arg, exp.Distinct):
                     raise SqlError("unsupported: COUNT(DISTINCT ...)", position_of(shape.view.statement, agg))
-                out.append(AggregateSpec(agg, "count", [(1, {})]))
+                out.append(AggregateSpec(agg, "count", indicator or [(1, {})]))
                 continue
             kind = shape.compiler(by_column).type_of(arg)
             if kind not in NUMERIC:
@@ -142,6 +188,8 @@ def aggregate_specs(shape: Shape) -> list[AggregateSpec]:
                 terms = decompose(shape, arg)
             except NotFactorizable as exc:
                 raise NotFactorizable(exc.node) from None
+            if indicator is not None:
+                terms = _times(terms, indicator)
             out.append(AggregateSpec(agg, "avg" if isinstance(agg, exp.Avg) else "sum", terms))
     return out
 

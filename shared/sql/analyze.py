@@ -92,6 +92,38 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
+def disjuncts(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        return disjuncts(node.this) + disjuncts(node.expression)
+    return [node]
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    """The same condition, an equality in either operand order."""
+    if isinstance(a, exp.EQ) and isinstance(b, exp.EQ):
+        return {a.this.sql(), a.expression.sql()} == {b.this.sql(), b.expression.sql()}
+    return a == b
+
+
+def factor_disjunction(cond: exp.Expression) -> list[exp.Expression]:
+    """``(C AND A) OR (C AND B)`` as ``C`` and ``A OR B``: the conjuncts every disjunct shares (TPC-H
+    Q19's join condition) become conditions of their own; a disjunct left empty makes the OR true."""
+    parts = disjuncts(cond)
+    if len(parts) < 2 or cond.find(exp.Select) is not None:
+        return [cond]
+    terms = [conjuncts(p) for p in parts]
+    common = [c for c in terms[0] if all(any(_same(c, d) for d in t) for t in terms[1:])]
+    if not common:
+        return [cond]
+    rest = [[c for c in t if not any(_same(c, d) for d in common)] for t in terms]
+    if any(not r for r in rest):
+        return [c.copy() for c in common]
+    ors = [exp.and_(*[c.copy() for c in r]) for r in rest]
+    return [c.copy() for c in common] + [exp.Paren(this=exp.or_(*ors))]
+
+
 def _refuse(view: View, node: exp.Expression, what: str) -> SqlError:
     return SqlError(f"unsupported: {what} ({SUPPORTED})", position_of(view.statement, node))
 
@@ -201,7 +233,10 @@ def analyze(view: View, script: Script) -> Shape:
     scope, extra = scope_of(view, script, select)
     shape = Shape(view, [Occurrence(a, t) for a, t in scope.items()])
     compiler = shape.compiler(lambda ref: lambda r: None)
+    conditions: list[exp.Expression] = []
     for cond in conjuncts(select.args.get("where")) + extra:
+        conditions.extend(factor_disjunction(cond))
+    for cond in conditions:
         if cond.find(exp.Select) is not None:
             shape.nested.append(cond)
             continue

@@ -58,7 +58,7 @@ def bootstrap_views(
     from_offsets: str = "latest",
 ) -> list[dict[str, Any]]:
     """Every unit's state built by its service's Spark job from the tables' files; one report each."""
-    from ivmstream.spark.jobs import run_bootstrap
+    from ivmstream.spark.runs import run_bootstrap
 
     for u in units:
         if u.tables:

@@ -34,7 +34,9 @@ def _cast(kind: str) -> Any:
 class FivmCompilation:
     """The fivm units of one view and the evaluation of its rows from their results."""
 
-    def __init__(self, shape: Shape, variable_order: Any = None, ring: str | None = None) -> None:
+    def __init__(
+        self, shape: Shape, variable_order: Any = None, ring: str | None = None, indicator: Any = None
+    ) -> None:
         self.shape = shape
         self.var_of: dict[ColumnRef, str] = {}
         self.var_type: dict[str, str] = {}
@@ -45,7 +47,7 @@ class FivmCompilation:
             var = self._variable(ref)
             if var not in self.free:
                 self.free.append(var)
-        self.specs = aggregate_specs(shape)
+        self.specs = aggregate_specs(shape, indicator)
         self.factor_var: dict[tuple[str, str], str] = {}
         self.spec_monomials: list[list[tuple[Any, Monomial]]] = [
             [(coef, self._monomial(factors)) for coef, factors in spec.terms] for spec in self.specs
@@ -246,7 +248,7 @@ def prune_order(order: dict[str, Any], keep: set[str]) -> dict[str, Any]:
 
 def _finish(spec: AggregateSpec, total: float, count: Any) -> Any:
     if spec.kind == "count":
-        return int(count)
+        return int(count) if spec.terms == [(1, {})] else round(total)  # a count under a disjunction
     if spec.kind == "avg":
         return None if not count else total / float(count)
     return total

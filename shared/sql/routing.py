@@ -16,7 +16,7 @@ from ivmstream.config import build_config
 from ivmstream.options import ConfigError
 from ivmstream.service import load_service
 from ivmstream.sql import classes
-from ivmstream.sql.aggregates import NotFactorizable
+from ivmstream.sql.aggregates import NotFactorizable, disjunction_terms
 from ivmstream.sql.analyze import AGGREGATES, Shape, analyze
 from ivmstream.sql.errors import SqlError
 from ivmstream.sql.expr import position_of
@@ -56,10 +56,18 @@ def plan_view(view: View, script: Script) -> ViewPlan:
 def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
     """SUM/COUNT/AVG over equi-joins with selections: fivm."""
     view = shape.view
-    if shape.residual:
+    indicator = disjunction_terms(shape) if shape.residual else None
+    if shape.residual and indicator is None:
         raise SqlError(
             "unsupported: a predicate across relations that is not an equality "
-            f"({shape.residual[0].sql()!r}); fivm takes equi-joins with selections on single relations",
+            f"({shape.residual[0].sql()!r}); fivm takes equi-joins with selections on single relations "
+            "and disjunctions of them",
+            position_of(view.statement, shape.residual[0]),
+        )
+    if indicator is not None and (shape.group_by or any(n.find(exp.Avg) for _n, n in shape.items)):
+        raise SqlError(
+            "unsupported: a disjunction across relations with GROUP BY or AVG "
+            "(SUM and COUNT without GROUP BY take one)",
             position_of(view.statement, shape.residual[0]),
         )
     if not any(node.find(*AGGREGATES) for _n, node in shape.items):
@@ -69,7 +77,7 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
             view.where,
         )
     try:
-        comp = FivmCompilation(shape, script.variable_order, view.ring)
+        comp = FivmCompilation(shape, script.variable_order, view.ring, indicator)
     except NotFactorizable as exc:
         raise SqlError(
             f"unsupported: the aggregate argument {exc.node.sql()!r} mixes relations in a way no sum of "
@@ -91,6 +99,11 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
         "selections": {a: [c.sql() for c in cs] for a, cs in shape.local.items()},
         "static": [o.alias for o in shape.occurrences if o.table.static],
     }
+    if indicator is not None:
+        plan["disjunction"] = (
+            f"{[r.sql() for r in shape.residual]} as {len(indicator)} inclusion-exclusion terms, each a "
+            "product of per-relation indicators"
+        )
     joins = len(shape.occurrences)
     over = f"an equi-join of {joins} relations" if joins > 1 else "one relation"
     why = (

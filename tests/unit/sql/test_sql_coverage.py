@@ -33,7 +33,6 @@ REFUSED = {
     "query16": "nested aggregate matches none of the RPAI plans",
     "query17a": "nested aggregate matches none of the RPAI plans",
     "query18a": "nested aggregate matches none of the RPAI plans",
-    "query19": "a predicate across relations that is not an equality",
     "query20": "nested aggregate matches none of the RPAI plans",
     "query21": "EXISTS",
     "query22": "EXISTS",
