@@ -410,7 +410,7 @@ def spark_bootstrap(
 ) -> Any:
     """Spark's bootstrap (``run_bootstrap``) of ``snapshot`` into ``group``'s RocksDB state under
     ``state_dir``, which ``rocksdb_snapshots`` reads back and a worker of that group resumes from."""
-    from ivmstream.spark.jobs import run_bootstrap
+    from ivmstream.spark.runs import run_bootstrap
     from ivmstream.state import open_store
 
     store = open_store("rocksdb", group, state_dir=state_dir)

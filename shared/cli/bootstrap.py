@@ -65,7 +65,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from ivmstream.spark.jobs import refuse_sharded, run_bootstrap
+    from ivmstream.spark.jobs import refuse_sharded
+    from ivmstream.spark.runs import run_bootstrap
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)

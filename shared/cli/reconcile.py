@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from ivmstream.redis_client import connect
-    from ivmstream.spark.jobs import record_verdict, refuse_sharded, run_reconcile
+    from ivmstream.spark.jobs import record_verdict, refuse_sharded
+    from ivmstream.spark.runs import run_reconcile
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)

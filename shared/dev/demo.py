@@ -194,7 +194,8 @@ def _feed(bootstrap: str, topic: str, records: list, seconds: float = 4.0, steps
 
 
 def _reconcile(runs: list[DemoRun], bootstrap: str, client: Any) -> bool:
-    from ivmstream.spark.jobs import record_verdict, run_reconcile
+    from ivmstream.spark.jobs import record_verdict
+    from ivmstream.spark.runs import run_reconcile
     from ivmstream.spark.session import get_session, stop_session
 
     spark = get_session("local[2]", app_name="ivmstream-demo")

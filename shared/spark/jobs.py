@@ -140,7 +140,7 @@ def refuse_sharded(config: ServiceConfig) -> None:
         )
 
 
-def run_bootstrap(
+def bootstrap_topic(
     spark: SparkSession,
     service: ServiceDefinition,
     config: ServiceConfig,
@@ -151,22 +151,9 @@ def run_bootstrap(
     from_offsets: str = "latest",
     partitions: int = 1,
 ) -> BootstrapReport:
-    """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition (a
-    view over ``inputs``: ``ivmstream.spark.inputs``)."""
-    refuse_sharded(config)
-    if config.inputs:
-        from ivmstream.spark.inputs import bootstrap_inputs
-
-        report: BootstrapReport = bootstrap_inputs(
-            spark,
-            service,
-            config,
-            snapshot,
-            store,
-            bootstrap_servers=bootstrap_servers,
-            from_offsets=from_offsets,
-        )
-        return report
+    """Write the snapshot's engine states and the resume offsets, as one checkpoint per partition, for a
+    view over one input topic (``ivmstream.spark.runs.run_bootstrap`` chooses between this and a view
+    over ``inputs``)."""
     if snapshot is None:
         raise BatchError("bootstrap needs a snapshot (only a view over inputs reads its topics instead)")
     started = time.monotonic()
@@ -283,7 +270,7 @@ def _engine_refused(
     return spark.createDataFrame(sorted(refused), "partition int, offset long")
 
 
-def run_reconcile(
+def reconcile_topic(
     spark: SparkSession,
     service: ServiceDefinition,
     config: ServiceConfig,
@@ -293,22 +280,9 @@ def run_reconcile(
     snapshot: str | None = None,
     from_offsets: str = "earliest",
 ) -> ReconcileReport:
-    """Recompute every published key's result at exactly the offsets it reflects, and compare (a view
-    over ``inputs``: ``ivmstream.spark.inputs``)."""
-    refuse_sharded(config)
-    if config.inputs:
-        from ivmstream.spark.inputs import reconcile_inputs
-
-        report: ReconcileReport = reconcile_inputs(
-            spark,
-            service,
-            config,
-            bootstrap_servers,
-            redis_client,
-            snapshot=snapshot,
-            from_offsets=from_offsets,
-        )
-        return report
+    """Recompute every published key's result at exactly the offsets it reflects, and compare, for a view
+    over one input topic (``ivmstream.spark.runs.run_reconcile`` chooses between this and a view over
+    ``inputs``)."""
     started = time.monotonic()
     jobs = load_jobs(service)
     schema = schema_of(service, config)

@@ -23,7 +23,8 @@ from ivmstream.runtime.kafka import producer_settings
 from ivmstream.service import load_service
 from ivmstream.spark.changes import change_file, file_spec
 from ivmstream.spark.inputs import read_snapshot_changes
-from ivmstream.spark.jobs import BatchError, run_bootstrap, run_reconcile
+from ivmstream.spark.jobs import BatchError
+from ivmstream.spark.runs import run_bootstrap, run_reconcile
 from ivmstream.state import MemoryStore
 from tests.helpers_cdc import RELATIONS, Record, workload
 

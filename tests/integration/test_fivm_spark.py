@@ -321,7 +321,7 @@ def test_bootstrap_then_stream_equals_streaming_everything_and_reconcile_matches
     from ivmstream.redis_client import connect
     from ivmstream.runtime.output import result_key
     from ivmstream.runtime.produce import produce_records
-    from ivmstream.spark.jobs import run_reconcile
+    from ivmstream.spark.runs import run_reconcile
     from ivmstream.state import open_store
 
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
@@ -369,7 +369,8 @@ def test_cli_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, u
 
     from ivmstream.redis_client import connect
     from ivmstream.runtime.produce import produce_records
-    from ivmstream.spark.jobs import record_verdict, run_reconcile
+    from ivmstream.spark.jobs import record_verdict
+    from ivmstream.spark.runs import run_reconcile
     from ivmstream.state import open_store
     from ivmstream.verdict import reconcile_key
 

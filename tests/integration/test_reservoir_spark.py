@@ -132,7 +132,7 @@ def test_bootstrap_then_stream_then_reconcile(spark, broker, redis_server, uniqu
     from ivmstream.redis_client import connect
     from ivmstream.runtime.output import result_key
     from ivmstream.runtime.produce import produce_records
-    from ivmstream.spark.jobs import run_reconcile
+    from ivmstream.spark.runs import run_reconcile
     from ivmstream.state import open_store
 
     lines = SAMPLE.read_bytes().splitlines(keepends=True)

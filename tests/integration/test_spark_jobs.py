@@ -28,7 +28,8 @@ from ivmstream.replay import replay_all
 from ivmstream.runtime.output import result_key
 from ivmstream.runtime.produce import produce_records
 from ivmstream.service import load_service
-from ivmstream.spark.jobs import BatchError, run_reconcile
+from ivmstream.spark.jobs import BatchError
+from ivmstream.spark.runs import run_reconcile
 from ivmstream.state import open_store
 
 SPLIT = 2000  # the snapshot holds the sample's first 2000 events, the topic the rest

@@ -334,7 +334,7 @@ def test_reconcile_gives_every_kafka_reader_the_security_settings(
     broker.create_topic(config.input_topic, 1)
     service = load_service("reference")
     # no Spark session: each reader fails before reconcile would use one
-    reconcile = partial(jobs.run_reconcile, None, service, config, broker.bootstrap, None)
+    reconcile = partial(jobs.reconcile_topic, None, service, config, broker.bootstrap, None)
     with pytest.raises(BrokerUnavailable, match=r"ssl\.ca\.location"):  # the results topic, read back
         reconcile()
     published = {"k": {"key": "k", "result": {}, "offsets": {f"{config.input_topic}:0": 0}}}
