@@ -49,6 +49,7 @@ class FivmCompilation:
                 self.free.append(var)
         self.specs = aggregate_specs(shape, indicator)
         self.factor_var: dict[tuple[str, str], str] = {}
+        self.factor_scale: dict[str, int | None] = {}
         self.spec_monomials: list[list[tuple[Any, Monomial]]] = [
             [(coef, self._monomial(factors)) for coef, factors in spec.terms] for spec in self.specs
         ]
@@ -57,6 +58,7 @@ class FivmCompilation:
         )
         self.variable_order = variable_order
         self.lifted_ring = ring
+        self.decimals = self._exact()
 
     # --- variables -------------------------------------------------------------------------------
 
@@ -118,8 +120,18 @@ class FivmCompilation:
                 fn = self.shape.compiler(by_column).compile(node)
                 self.var_type[var] = "float"
                 self.columns[alias][var] = ("float", converted(fn, float))
+                self.factor_scale[var] = scale_of(self.shape, node)
             out.append(var)
         return tuple(sorted(out))
+
+    def _exact(self) -> int | None:
+        """Every factor an exact number of known decimals (DECIMAL(p, s), integers, decimal literals):
+        fivm computes in that many places, exactly (``decimals``: its exact rings read each value as
+        the decimal its shortest text spells, docs/fivm/rings.md §8); None: floats."""
+        scales = [s for s in self.factor_scale.values() if s is not None]
+        if not scales or len(scales) < len(self.factor_scale) or max(scales) > MAX_DECIMALS:
+            return None
+        return max(scales)
 
     # --- units -----------------------------------------------------------------------------------
 
@@ -156,6 +168,8 @@ class FivmCompilation:
 
     def units(self) -> list[Unit]:
         base: dict[str, Any] = {"relations": self.relations(), "free": self.free or None}
+        if self.decimals is not None:
+            base["decimals"] = self.decimals
         updatable = [self.relation_name(o.alias) for o in self.shape.occurrences if not o.table.static]
         if len(updatable) < len(self.shape.occurrences):
             base["updatable"] = updatable
@@ -231,6 +245,38 @@ class FivmCompilation:
                     columns[id(node)] = key[self.free.index(var)]
             rows.append([evaluate_output(node, aggs, columns) for _name, node in self.shape.items])
         return rows
+
+
+MAX_DECIMALS = 30
+
+
+def scale_of(shape: Shape, node: exp.Expression) -> int | None:
+    """The decimals an exact expression's values have at most (products add, sums take the larger);
+    None when it may be inexact (a float column, a division)."""
+    if isinstance(node, exp.Paren | exp.Neg):
+        return scale_of(shape, node.this)
+    if isinstance(node, exp.Column):
+        ref = shape.resolve(node)[0]
+        kind = shape.column_type(ref)
+        if kind in ("int", "bool"):
+            return 0
+        return shape.aliases[ref[0]].scales.get(ref[1]) if kind == "exact" else None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return None
+        text = str(node.this)
+        return len(text.split(".", 1)[1]) if "." in text else 0
+    if isinstance(node, exp.Mul):
+        a, b = scale_of(shape, node.this), scale_of(shape, node.expression)
+        return None if a is None or b is None else a + b
+    if isinstance(node, exp.Add | exp.Sub):
+        a, b = scale_of(shape, node.this), scale_of(shape, node.expression)
+        return None if a is None or b is None else max(a, b)
+    if isinstance(node, exp.Case):
+        branches = [i.args["true"] for i in node.args.get("ifs") or []] + [node.args.get("default")]
+        scales = [scale_of(shape, b) if b is not None else 0 for b in branches]
+        return None if any(s is None for s in scales) else max(s for s in scales if s is not None)
+    return None
 
 
 def prune_order(order: dict[str, Any], keep: set[str]) -> dict[str, Any]:

@@ -110,6 +110,7 @@ def _add_table(script: Script, stmt: Statement, create: dialects.CreateClause) -
     if name in script.tables:
         raise SqlError(f"table {name!r} is declared twice", stmt.position(0))
     columns: dict[str, str] = {}
+    scales: dict[str, int] = {}
     key: tuple[str, ...] = ()
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
@@ -130,6 +131,9 @@ def _add_table(script: Script, stmt: Statement, create: dialects.CreateClause) -
         if col in columns:
             raise SqlError(f"column {name}.{col} is declared twice", stmt.at(**_meta(item.this)))
         columns[col] = SQL_TYPES[sql_type]
+        params = kind.expressions if isinstance(kind, exp.DataType) else []
+        if SQL_TYPES[sql_type] == "exact" and len(params) == 2:
+            scales[col] = int(params[1].name)
     src = create.source
     if isinstance(src, TopicSource) and src.key is not None:
         named = tuple(k.strip().lower() for k in src.key.split(","))
@@ -139,7 +143,7 @@ def _add_table(script: Script, stmt: Statement, create: dialects.CreateClause) -
     for k in key:
         if k not in columns:
             raise SqlError(f"PRIMARY KEY names {k!r}, which is not a column of {name}", stmt.position(0))
-    script.tables[name] = Table(name, columns, create.kind, create.source, stmt.position(0), key)
+    script.tables[name] = Table(name, columns, create.kind, create.source, stmt.position(0), key, scales)
 
 
 def _meta(node: exp.Expression) -> dict[str, int]:

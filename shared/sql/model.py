@@ -78,6 +78,7 @@ class Table:
     source: FileSource | TopicSource | None
     where: Position
     primary_key: tuple[str, ...] = ()
+    scales: dict[str, int] = field(default_factory=dict)  # DECIMAL(p, s) columns -> s
 
     @property
     def static(self) -> bool:

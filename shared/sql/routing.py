@@ -94,6 +94,7 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
         "relations": units[0].options["relations"],
         "free": comp.free,
         "ring": units[0].options["ring"],
+        "decimals": units[0].options.get("decimals"),
         "engines": [u.label for u in units],
         "aggregates": describe_monomials(comp),
         "selections": {a: [c.sql() for c in cs] for a, cs in shape.local.items()},
