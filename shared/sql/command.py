@@ -183,7 +183,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         workers[0].install_signal_handlers()
         workers[0].run()
         return 0
+    import signal
+
     stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # each worker then checkpoints and closes
     threads = [threading.Thread(target=w.run, kwargs={"until": lambda _w: stop.is_set()}) for w in workers]
     for t in threads:
         t.start()
