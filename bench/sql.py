@@ -10,7 +10,10 @@ the same query as a user configures its service by hand over the same input rows
 * ``fivm``: the Housing regression's cofactors (F-IVM's lifts); by hand, the fivm demo's covariance
   config (every column of every relation declared, the region as a column);
 * ``reservoir``: 25 walks of three edges that do not step back; by hand, the reservoir demo's
-  three-path config over the edge relation's aliases.
+  three-path config over the edge relation's aliases;
+* ``topics``: revenue per city over orders and customers as Debezium topics, the compiled view reading
+  them directly (its intake inside the worker); by hand, fivm over the same topics as ``inputs``
+  (``bench/sql_topics.py``).
 
 One run starts its own embedded broker. Each side's input is produced (``sql produce`` for the
 compiled view) to a fresh topic of one partition before its clock starts; a real ``Worker`` (memory
@@ -37,6 +40,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +57,7 @@ from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 from bench.lib.worker_runs import run_until_caught_up  # noqa: E402
+from bench.sql_topics import topics_case  # noqa: E402
 from ivmstream.config import build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
 from ivmstream.events import read_source  # noqa: E402
@@ -69,7 +74,14 @@ from ivmstream.state import MemoryStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 DEMO_SQL = REPO / "docs" / "examples" / "sql" / "demo.sql"
-CASES = {"triangles": "social_triangles", "vwap": "vwap", "fivm": "housing_regression", "reservoir": "walks"}
+CASES = {
+    "triangles": "social_triangles",
+    "vwap": "vwap",
+    "fivm": "housing_regression",
+    "reservoir": "walks",
+    "topics": "revenue",
+}
+TOPIC_ORDERS = 20_000  # the topics case: Debezium creates of orders (and 200 customers)
 GOAL = 1.1
 SCALE = 4  # each input read this many times over, so that a run lasts long enough to time
 
@@ -167,43 +179,47 @@ def _run(broker: BrokerProcess, service: Any, raw: dict[str, Any], values: list[
     return seconds
 
 
+def _case(broker: BrokerProcess, case: str, view: str, repeats: int) -> dict[str, Any]:
+    """Paired runs of one demo view, compiled and by hand, each side on topics of its own."""
+    unit, sql_values, sql_rows = compiled(view)
+    name, hand_config, hand_values, hand_rows = HAND[case]()
+    # bags: copies are rows too; each next to its original, so static tables stay loaded first
+    sql_values = [v for v in sql_values for _ in range(SCALE)]
+    hand_values = [v for v in hand_values for _ in range(SCALE)]
+    service = load_service(name)
+    runs: dict[str, list[float]] = {"sql": [], "hand": []}
+    for r in range(repeats):
+        for side in ("sql", "hand") if r % 2 == 0 else ("hand", "sql"):
+            if side == "sql":
+                runs["sql"].append(_run(broker, unit.service, dict(unit.unit.options), sql_values))
+            else:
+                runs["hand"].append(_run(broker, service, hand_config, hand_values))
+        progress(f"{case} repeat {r + 1}/{repeats}: sql {runs['sql'][-1]:.3f}s, hand {runs['hand'][-1]:.3f}s")
+    return {
+        "view": view,
+        "service": name,
+        "input_rows": hand_rows * SCALE,
+        "rows_read_by_sql": sql_rows * SCALE,
+        "records": {"sql": len(sql_values), "hand": len(hand_values)},
+        "seconds": runs,
+    }
+
+
 def bench(broker: BrokerProcess, repeats: int, only: list[str] | None = None) -> dict[str, Any]:
     cases: dict[str, Any] = {}
     for case, view in CASES.items():
         if only and case not in only:
             continue
-        unit, sql_values, sql_rows = compiled(view)
-        name, hand_config, hand_values, hand_rows = HAND[case]()
-        # bags: copies are rows too; each next to its original, so static tables stay loaded first
-        sql_values = [v for v in sql_values for _ in range(SCALE)]
-        hand_values = [v for v in hand_values for _ in range(SCALE)]
-        service = load_service(name)
-        runs: dict[str, list[float]] = {"sql": [], "hand": []}
-        for r in range(repeats):
-            order = ("sql", "hand") if r % 2 == 0 else ("hand", "sql")
-            for side in order:
-                if side == "sql":
-                    runs["sql"].append(_run(broker, unit.service, dict(unit.unit.options), sql_values))
-                else:
-                    runs["hand"].append(_run(broker, service, hand_config, hand_values))
-            progress(
-                f"{case} repeat {r + 1}/{repeats}: sql {runs['sql'][-1]:.3f}s, hand {runs['hand'][-1]:.3f}s"
-            )
-        ratio = statistics.median(s / h for s, h in zip(runs["sql"], runs["hand"], strict=True))
-        cases[case] = {
-            "view": view,
-            "service": name,
-            "input_rows": hand_rows * SCALE,
-            "rows_read_by_sql": sql_rows * SCALE,
-            "records": {"sql": len(sql_values), "hand": len(hand_values)},
-            "seconds": runs,
-            "rows_per_s": {
-                "sql": hand_rows * SCALE / statistics.median(runs["sql"]),
-                "hand": hand_rows * SCALE / statistics.median(runs["hand"]),
-            },
-            "ratio": ratio,
-            "ratio_best": min(runs["sql"]) / min(runs["hand"]),
-        }
+        if case == "topics":
+            with tempfile.TemporaryDirectory() as tmp:
+                entry = topics_case(broker, repeats, TOPIC_ORDERS, Path(tmp))
+        else:
+            entry = _case(broker, case, view, repeats)
+        runs, rows = entry["seconds"], entry["input_rows"]
+        entry["ratio"] = statistics.median(s / h for s, h in zip(runs["sql"], runs["hand"], strict=True))
+        entry["ratio_best"] = min(runs["sql"]) / min(runs["hand"])
+        entry["rows_per_s"] = {side: rows / statistics.median(runs[side]) for side in ("sql", "hand")}
+        cases[case] = entry
     return {"repeats": repeats, "goal": GOAL, "cases": cases, "load_average": load_average()}
 
 

@@ -43,8 +43,10 @@ def constant(value: Any) -> Fn:
 
 
 def converted(get: Fn, convert: Callable[[Any], Any]) -> Fn:
-    """``get`` followed by ``convert``."""
-    return lambda r: convert(get(r))
+    """``get`` followed by ``convert`` (its parts kept, for callers that call them without the frame)."""
+    fn = lambda r: convert(get(r))  # noqa: E731
+    fn.parts = (get, convert)  # type: ignore[attr-defined]
+    return fn
 
 
 def by_column(ref: ColumnRef) -> Fn:

@@ -34,6 +34,7 @@ PLATFORM_TYPE = {
     "bool": "bool",
 }
 Checked = tuple[str, Callable[[Mapping[str, Any]], Any], Callable[[Any], Any]]
+_CASTS: dict[str, Callable[[Any], Any]] = {"float": float, "int": int, "str": str}
 
 
 def table_relation(table: Table) -> Relation:
@@ -89,10 +90,18 @@ class FeedEngine:
 
     def __init__(self, inner: Engine, feeds: Sequence[Feed], relations: Sequence[Relation]) -> None:
         self.inner = inner
-        types = {r.name: r.columns for r in relations}
+        types = {r.name: dict(r.columns) for r in relations}
         self.routes: dict[str, list[tuple[Feed, list[Checked]]]] = {}
         for feed in feeds:
-            checks = [(c, f, COLUMN_TYPES[dict(types[feed.relation])[c]]) for c, f in feed.columns]
+            checks: list[Checked] = []
+            for c, f in feed.columns:
+                kind = types[feed.relation][c]
+                parts = getattr(f, "parts", None)
+                cast = _CASTS.get(kind)
+                if parts is not None and cast is not None and parts[1] is cast:
+                    checks.append((c, parts[0], cast))  # the cast makes the type: no check, no frame
+                else:
+                    checks.append((c, f, COLUMN_TYPES[kind]))
             self.routes.setdefault(feed.table, []).append((feed, checks))
 
     def __getattr__(self, name: str) -> Any:
@@ -100,6 +109,29 @@ class FeedEngine:
         return getattr(self.inner, name)
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        try:
+            fed, origin = self._feed(events)
+        except (TypeError, ValueError, ArithmeticError):
+            return self._apply_each(events)
+        rejections = self.inner.apply(fed) if fed else []
+        return self._undo(fed, origin, rejections, {}) if rejections else []
+
+    def _feed(self, events: Sequence[UpdateEvent]) -> tuple[list[UpdateEvent], list[int]]:
+        routes = self.routes.get
+        fed: list[UpdateEvent] = []
+        origin: list[int] = []
+        add, mark = fed.append, origin.append
+        for i, ev in enumerate(events):
+            for feed, checks in routes(ev.relation, ()):
+                row = ev.row
+                if feed.keep is not None and not feed.keep(row):
+                    continue
+                add(UpdateEvent(feed.relation, {c: conv(get(row)) for c, get, conv in checks}, ev.delta))
+                mark(i)
+        return fed, origin
+
+    def _apply_each(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
+        """A batch some event of which the feeds cannot make: each event on its own."""
         fed: list[UpdateEvent] = []
         origin: list[int] = []
         refused: dict[int, Rejection] = {}
@@ -119,13 +151,22 @@ class FeedEngine:
             keep = [j for j, o in enumerate(origin) if o not in refused]
             fed, origin = [fed[j] for j in keep], [origin[j] for j in keep]
         rejections = self.inner.apply(fed) if fed else []
-        if rejections:
-            bad = {r.index for r in rejections}
-            for r in rejections:
-                refused.setdefault(origin[r.index], Rejection(origin[r.index], r.code, r.detail))
-            undo = [inverse(e) for j, e in enumerate(fed) if j not in bad and origin[j] in refused]
-            if undo:
-                self.inner.apply(undo[::-1])
+        return self._undo(fed, origin, rejections, refused)
+
+    def _undo(
+        self,
+        fed: list[UpdateEvent],
+        origin: list[int],
+        rejections: list[Rejection],
+        refused: dict[int, Rejection],
+    ) -> list[Rejection]:
+        """Each base event any of whose service events was refused: undone whole, refused once."""
+        bad = {r.index for r in rejections}
+        for r in rejections:
+            refused.setdefault(origin[r.index], Rejection(origin[r.index], r.code, r.detail))
+        undo = [inverse(e) for j, e in enumerate(fed) if j not in bad and origin[j] in refused]
+        if undo:
+            self.inner.apply(undo[::-1])
         return [refused[i] for i in sorted(refused)]
 
     def result(self) -> JSON:

@@ -8,7 +8,7 @@ from helpers import REPO, bench_markdown, run_bench
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
-CASES = ["triangles", "vwap", "fivm", "reservoir"]
+CASES = ["triangles", "vwap", "fivm", "reservoir", "topics"]
 
 
 def test_sql_bench_smoke(tmp_path):

@@ -226,3 +226,23 @@ def test_a_view_over_topics_and_files_is_refused_before_anything_runs(tmp_path: 
     script = load_script(path)
     with pytest.raises(SqlError, match=r"topic-backed tables .* and tables without a topic"):
         stream_units(plan_script(script), None, script.tables)
+
+
+def test_a_base_event_the_service_refuses_in_part_is_undone_whole(tmp_path: Path) -> None:
+    """Row 2 feeds a new tuple to one occurrence and a duplicate to the other (the reservoir keeps sets):
+    the whole base event is refused once, and the accepted half undone."""
+    from ivmstream.events import UpdateEvent
+
+    path = tmp_path / "pairs.sql"
+    path.write_text(
+        "CREATE TABLE t (k INT, x INT, y INT) WITH (topic = 't', format = 'native');\n"
+        "CREATE VIEW pairs AS SELECT a.k, a.x, b.y FROM t a, t b WHERE a.k = b.k USING SAMPLE reservoir(50 ROWS);\n"
+    )
+    script = load_script(path)
+    (unit,) = stream_units(plan_script(script), None, script.tables)
+    engine = unit.service.engine(unit.config.options)
+    rows = [{"k": 1, "x": 1, "y": 1}, {"k": 1, "x": 2, "y": 1}, {"k": 1, "x": 3, "y": 2}]
+    rejections = engine.apply([UpdateEvent("t", r, 1) for r in rows])
+    assert [(r.index, r.code) for r in rejections] == [(1, "duplicate-tuple")]
+    sample = {(s["k"], s["x"], s["y"]) for s in engine.result()["sample"]}
+    assert sample == {(1, 1, 1), (1, 1, 2), (1, 3, 1), (1, 3, 2)}  # no x = 2: row 2 left no trace
