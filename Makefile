@@ -86,7 +86,7 @@ test-fast: setup-dev
 # The long forms of the chaos and Redis outage tests (`make test` runs their short forms): every
 # service's workers SIGKILLed over more rounds, a longer rebalance storm, Redis down for longer.
 chaos: setup-dev
-	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/reliability/test_chaos.py tests/integration/test_redis_outages.py
+	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/integration/reliability/test_chaos.py tests/integration/test_redis_outages.py
 
 bench: setup-dev
 	$(PY) bench/runtime.py
@@ -108,7 +108,7 @@ bench: setup-dev
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
 # FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.
-# `make test` runs the same harness for a bounded, seeded 3000 inputs (tests/hostile/test_fuzz.py).
+# `make test` runs the same harness for a bounded, seeded 3000 inputs (tests/unit/hostile/test_fuzz.py).
 FUZZ_SECONDS ?= 600
 fuzz: setup-dev
 	@mkdir -p $(VENV)/fuzz-work

@@ -1,7 +1,7 @@
 """Hostile records for a relation, each with the reason the decoders must refuse it for.
 
 Built from good events (same relation, key and shape), so a flood of them looks like the real stream to
-everything but validation: the test of the dead-letter path (tests/hostile/test_flood.py) and the
+everything but validation: the test of the dead-letter path (tests/integration/hostile/test_flood.py) and the
 throughput benchmark (bench/hostile.py) mix them with the good events.
 """
 

@@ -12,7 +12,7 @@ The first byte of an input picks a target; the rest is the input's text:
   and must turn a bad line into an error record, never raise out of the middle of a file.
 
 Any other exception (or a failed check, an AssertionError) is a crash: atheris keeps the input, and
-once fixed it joins fuzz/corpus/, which tests/hostile/test_fuzz.py replays.
+once fixed it joins fuzz/corpus/, which tests/unit/hostile/test_fuzz.py replays.
 """
 
 from __future__ import annotations

@@ -1170,7 +1170,7 @@ static PyObject *error_args(PyObject *prefix, PyObject *detail) {
 
 /* An error_type instance as EventError.__init__ makes it (shared/events/codec.py): its one argument
  * "<code>: <detail>", and the attributes code and detail; made without running that __init__ (a Python
- * frame per refused record), which tests/hostile/test_cheap_refusal.py checks this matches. Steals
+ * frame per refused record), which tests/unit/hostile/test_cheap_refusal.py checks this matches. Steals
  * `detail`. */
 static PyObject *event_error(Decoder *self, const char *code, PyObject *detail) {
     if (detail == NULL) return NULL;

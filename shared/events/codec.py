@@ -43,7 +43,7 @@ class EventError(ValueError):
     """An update that cannot be applied, with a stable reason code and a precise explanation.
 
     The compiled decoder makes its instances without calling ``__init__`` (the same ``args``, ``code``
-    and ``detail``, checked by tests/hostile/test_cheap_refusal.py): keep the two in step. ``code`` and
+    and ``detail``, checked by tests/unit/hostile/test_cheap_refusal.py): keep the two in step. ``code`` and
     ``detail`` are slots, so that a flood of refused records allocates no attribute dict per record."""
 
     __slots__ = ("code", "detail")

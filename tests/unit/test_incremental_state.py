@@ -19,7 +19,7 @@ from ivmstream.services.triangles.engine import create_engine
 from ivmstream.services.vwap.catalog import QUERIES as VWAP_QUERIES
 from ivmstream.services.vwap.engine import create_engine as create_vwap_engine
 from ivmstream.state import MemoryStore, StateChanges
-from tests.unit.test_vwap_engine import book_events
+from tests.unit.vwap.test_vwap_engine import book_events
 
 KEY = "k"
 

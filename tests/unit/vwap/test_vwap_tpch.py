@@ -28,7 +28,7 @@ from ivmstream.services.vwap.catalog import tpch_relation
 from ivmstream.services.vwap.exact import exact_context
 from ivmstream.services.vwap.plans.tpch import TPCH_DEFAULTS, make_tpch_plan, tpch_params
 
-TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/tpch-tiny"  # bundled copy
+TINY = Path(__file__).resolve().parents[3] / "services/vwap/data/tpch-tiny"  # bundled copy
 STRATS = ("recompute", "dbtoaster", "rpai")
 ALL_TABLES = tuple(TPCH_TABLES)
 

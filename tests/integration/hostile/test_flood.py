@@ -24,7 +24,7 @@ from ivmstream.runtime.progress import wait_caught_up
 from ivmstream.service import load_service
 from ivmstream.state import MemoryStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from fuzz.hostile_records import KINDS, interleave
 
 LIMIT = 4096  # the worker's record size limit (IVMSTREAM_MAX_RECORD_BYTES), so oversized records are small

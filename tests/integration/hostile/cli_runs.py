@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.hostile import markdown
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_flood_table_equals_what_markdown_prints_from_the_stored_report() -> None:

@@ -23,7 +23,7 @@ from ivmstream.services.vwap.exact import exact_context, to_json
 from ivmstream.services.vwap.plans import finance_dbtoaster, finance_recompute
 from ivmstream.services.vwap.plans.finance_recompute import DEFAULTS, QUERIES
 
-TINY = Path(__file__).resolve().parents[2] / "services/vwap/data/finance-tiny.csv"  # bundled copy
+TINY = Path(__file__).resolve().parents[3] / "services/vwap/data/finance-tiny.csv"  # bundled copy
 
 # Every (query, params) shape: SQ1 has two reconstructions.
 CONFIGS: list[tuple[str, dict[str, Any]]] = [(q, {}) for q in QUERIES if q != "sq1"] + [
