@@ -15,10 +15,17 @@ processed prefix is reported and the run is marked as timed out.
   dbt-ring, the scalar-payload dbt (one query per aggregate), and the scalar-payload 1-ivm at m = 6 and
   10 (its 406 queries at m = 27 would only time out).
 * **E6** the triangle R(A,B) ⋈ S(B,C) ⋈ T(C,A) with the degree-3 cofactor over 3 x N edges of a
-  power-law (Chung-Lu) graph: fivm, fivm with indicator projections, fivm-one (R and S static, loaded
-  first; only T's updates are timed), dbt-ring, 1-ivm-ring, 1-ivm.
+  power-law (Chung-Lu) graph in the paper's order A → B → C: fivm, fivm with indicator projections,
+  dbt-ring, 1-ivm-ring, 1-ivm; then the paper's ONE set-up (only R updatable, S and T loaded first,
+  F-IVM-ONE precomputing V@C = S ⋈ T) for fivm-one, 1-ivm and 1-ivm-ring on R's updates.
 * **E8** the full Housing join listed, s = 1..4 (the goal's scale) and 6, 8 (where the gap goes):
   fact-payloads, list-payloads, list-keys.
+* **e1_growth** E1's query at the paper's 25,000 postcodes up to s = 20: fivm, dbt, 1-ivm.
+* **retailer** Retailer (``bench/fivm_retailer.py``: the real dimension tables, generated Weather and
+  Inventory): E2 SUM(inventoryunits) with every E1 strategy; E5 the degree-43 cofactor matrix (fivm,
+  sql-opt, dbt-ring) and its ONE set-up (only Inventory updatable); the regression model from the root.
+* **e7** batch sizes 100 to 100,000 on Housing, Retailer and the triangle (cofactor ring).
+* **model** the regression model from the Housing cofactor root, closed form and gradient descent.
 * **service**: the fivm service through the real ``Worker`` on the embedded broker at the runtime's
   default batch size, against the engine alone on the same events in the same batches.
 
@@ -30,7 +37,9 @@ measure.
 
 Writes ``bench/results/fivm.json`` and ``fivm.png``. Run: ``.venv/bin/python bench/fivm.py``
 (``--quick`` for a smoke run writing ``fivm_quick.*``). ``--markdown FILE.json`` prints the section of
-docs/fivm/benchmark.md from a report.
+docs/fivm/benchmark.md from a report. ``--update FILE.json`` runs the chosen ``--experiments`` and
+replaces their sections in a stored report; every section records the command, machine and load of
+the run that made it.
 """
 
 from __future__ import annotations
@@ -67,11 +76,13 @@ from bench.fivm_experiments import (  # noqa: E402
     e8_listing,
 )
 from bench.fivm_markdown import markdown  # noqa: E402
+from bench.fivm_paper import e1_growth, e7_batches, model_experiment, retailer_experiments  # noqa: E402
 from bench.fivm_plots import plot  # noqa: E402
+from bench.fivm_retailer import DIMS  # noqa: E402
 from bench.fivm_runs import BATCH, FEATURES_27, REL_TOL, REPEATS, RESULTS  # noqa: E402
 from bench.fivm_service import service_point  # noqa: E402
 from bench.fivm_summary import summarize  # noqa: E402
-from bench.lib.machine import machine_info  # noqa: E402
+from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
@@ -98,7 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--e8-scales", default="1,2,3,4,6,8")
     p.add_argument("--e8-postcodes", type=int, default=3_000)
     p.add_argument("--service-postcodes", type=int, default=5_000, help="0: skip the worker run")
-    p.add_argument("--experiments", default="e1,e3,e4,e6,e8,service")
+    p.add_argument("--growth-scales", default="1,5,10,20", help="e1_growth scales")
+    p.add_argument("--growth-postcodes", type=int, default=25_000, help="e1_growth postcodes (the paper's)")
+    p.add_argument("--retailer-dates", type=int, default=1, help="Retailer: Weather dates per location")
+    p.add_argument("--retailer-dims", default=str(DIMS), help="the real Retailer dimension tables")
+    p.add_argument("--retailer-inventory", type=int, help="Retailer: only this prefix of Inventory")
+    p.add_argument("--e7-sizes", default="100,1000,10000,100000")
+    p.add_argument("--e7-postcodes", type=int, default=10_000, help="E7 Housing postcodes (s = 1)")
+    p.add_argument("--e7-inventory", type=int, default=20_000, help="E7 Retailer Inventory rows")
+    p.add_argument("--e7-edges", type=int, default=10_000, help="E7 triangle edges per relation")
+    p.add_argument("--model-postcodes", type=int, default=3_000)
+    p.add_argument("--experiments", default="e1,e3,e4,e6,e8,e1_growth,retailer,e7,model,service")
+    p.add_argument("--update", metavar="FILE.json", help="replace these experiments' sections in a report")
     p.add_argument("--out", default=str(RESULTS / "fivm.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs section of a stored report")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, a short budget")
@@ -118,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         args.e3_sizes, args.e3_ranks, args.e3_updates, args.e3_hashmap_sizes = "32,64", "1,2,4", 3, "6"
         args.e4_scales, args.e4_widths, args.e4_postcodes = "1,2", "6,27", 100
         args.e6_sizes, args.e8_scales, args.e8_postcodes, args.service_postcodes = "300,600", "1,2", 100, 100
+        args.growth_scales, args.growth_postcodes, args.model_postcodes = "1,4", 100, 100
+        args.e7_sizes, args.e7_postcodes, args.e7_inventory, args.e7_edges = "100,1000", 100, 500, 200
+        args.retailer_inventory = 2_000
         if args.out == str(RESULTS / "fivm.json"):
             args.out = str(RESULTS / "fivm_quick.json")
     if args.part_e8_scale is not None:
@@ -143,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         },
     }
+    load_at_start = load_average()
     if not args.in_process and not args.part:
         report.update(run_isolated(sys.argv[1:] if argv is None else argv, wanted, args))
     else:
@@ -151,9 +177,33 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.part).write_bytes(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS))
         return 0
     report = orjson.loads(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS))
+    ran = {
+        "run_id": report["run_id"],
+        "command": report["command"],
+        "minutes": (time.time() - started) / 60,
+        "load_at_start": load_at_start,
+        "machine": machine_info(),
+        "options": report["options"],
+    }
+    report["sections"] = {
+        key: ran
+        for name in EXPERIMENTS
+        if name in wanted
+        for key in RESULT_KEYS.get(name, (name,))
+        if key in report
+    }
+    if args.update:
+        stored = orjson.loads(Path(args.update).read_bytes())
+        stored.setdefault("sections", {})
+        for key, prov in report["sections"].items():
+            stored[key] = report[key]
+            stored["sections"][key] = prov
+        report = stored
+        args.out = args.update
     report["summary"] = orjson.loads(orjson.dumps(summarize(report), option=orjson.OPT_NON_STR_KEYS))
-    report["seconds"] = time.time() - started
-    report["machine"] = machine_info()
+    if not args.update:
+        report["seconds"] = time.time() - started
+        report["machine"] = machine_info()
     out = Path(args.out).with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
@@ -162,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-EXPERIMENTS = ("e1", "e3", "e4", "e6", "e8", "service")
+EXPERIMENTS = ("e1", "e3", "e4", "e6", "e8", "e1_growth", "retailer", "e7", "model", "service")
 RESULT_KEYS = {"e1": ("e1", "e1_shuffled"), "e3": ("e3",), "e4": ("e4",), "e6": ("e6",), "e8": ("e8",)}
 
 
@@ -224,6 +274,29 @@ def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
             report["e6"] = e6_triangle(_ints(args.e6_sizes), args.budget)
         if "e8" in wanted:
             report["e8"] = e8_listing(_ints(args.e8_scales), args.e8_postcodes, args.budget)
+        if "e1_growth" in wanted:
+            report["e1_growth"] = e1_growth(_ints(args.growth_scales), args.growth_postcodes, args.budget)
+        if "retailer" in wanted:
+            report["retailer"] = retailer_experiments(
+                args.retailer_dates,
+                Path(args.retailer_dims),
+                args.budget,
+                "inventoryunits",
+                args.retailer_inventory,
+            )
+        if "e7" in wanted:
+            report["e7"] = e7_batches(
+                _ints(args.e7_sizes),
+                args.e7_postcodes,
+                args.e7_inventory,
+                Path(args.retailer_dims),
+                args.e7_edges,
+                args.budget,
+            )
+        if "model" in wanted:
+            report["model"] = model_experiment(
+                args.model_postcodes, args.retailer_dates, Path(args.retailer_dims)
+            )
         if "service" in wanted and args.service_postcodes:
             progress("  service: the worker on the embedded broker")
             report["service"] = service_point(1, args.service_postcodes, FEATURES_27)

@@ -5,6 +5,7 @@ chain, dense and hash-map).
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from bench.fivm_data import housing, housing_config, housing_fanout
 from bench.fivm_runs import (
@@ -22,9 +24,11 @@ from bench.fivm_runs import (
     REL_TOL,
     TRIANGLE,
     Stream,
+    answer,
     compare_case,
     events,
     rel_diff,
+    run_stream,
 )
 from bench.lib.progress import progress
 from ivmstream.events import UpdateEvent
@@ -129,9 +133,13 @@ def e4_cofactor(
 
             progress(f"  E4 s={s} m={m}: {stream.tuples:,} tuples")
             configs = {st: housing_config("covariance", features[m], strategy=st) for st in strategies}
-            # What column execution (docs/fivm/algorithm.md §2.14) buys: the same strategy per tuple.
+            # What column execution (docs/fivm/algorithm.md §2.14) buys: the same strategy per tuple; and
+            # per tuple with the dense m-by-m payloads dbt-ring keeps, so the two compare like for like.
             configs[FIVM_PER_TUPLE] = housing_config(
                 "covariance", features[m], strategy="fivm", execution="per-tuple"
+            )
+            configs[FIVM_PER_TUPLE_DENSE] = housing_config(
+                "covariance", features[m], strategy="fivm", ring_options={"payload": "dense"}
             )
             rows.append(
                 {
@@ -181,7 +189,15 @@ def triangle_oracle(db: Mapping[str, Sequence[dict[str, Any]]]) -> dict[str, Any
     return {"count": count, "sum": {"A": sa, "B": sb, "C": sc}}
 
 
+# The paper's variable order for the triangle: A → B → C, R(A,B) under B, S(B,C) and T(C,A) under C.
+TRIANGLE_ORDER: dict[str, Any] = {"A": {"B": {"C": {}}}}
+E6_ONE = ("fivm-one", "1-ivm", "1-ivm-ring")
+
+
 def e6_triangle(sizes: Sequence[int], budget: float) -> list[dict[str, Any]]:
+    """Every strategy on the round-robin stream of R, S and T; then the paper's ONE set-up: only R is
+    updatable, S and T load first (F-IVM-ONE precomputes V@C = S ⋈ T there) and R streams, with the
+    first-order baselines on the same R stream."""
     rows = []
     for n in sizes:
         rng = random.Random(n)
@@ -193,10 +209,14 @@ def e6_triangle(sizes: Sequence[int], budget: float) -> list[dict[str, Any]]:
         }
         oracle = triangle_oracle(db)
         stream = Stream(events(db))
-        # fivm-one: R and S static and loaded first, then T streams (its updates are the timed ones).
-        static = {r: db[r] for r in ("R", "S")}
-        one = Stream(events(static) + events({"T": db["T"]}), load=len(events(static)))
-        base: dict[str, Any] = {"relations": TRIANGLE, "ring": "covariance", "features": ["A", "B", "C"]}
+        static = {r: db[r] for r in ("S", "T")}
+        one = Stream(events(static) + events({"R": db["R"]}), load=len(events(static)))
+        base: dict[str, Any] = {
+            "relations": TRIANGLE,
+            "ring": "covariance",
+            "features": ["A", "B", "C"],
+            "variable_order": TRIANGLE_ORDER,
+        }
         configs = {
             "fivm+indicators": base | {"strategy": "fivm", "indicators": True},
             "fivm": base | {"strategy": "fivm"},
@@ -214,17 +234,14 @@ def e6_triangle(sizes: Sequence[int], budget: float) -> list[dict[str, Any]]:
 
         progress(f"  E6 N={n:,}: {stream.tuples:,} tuples, {oracle['count']:,} triangles")
         runs = compare_case(configs, stream, budget, "fivm+indicators", check)
+        progress(f"  E6 N={n:,} ONE: S and T loaded, {one.tuples:,} updates to R")
         one_runs = compare_case(
-            {
-                "fivm+indicators": configs["fivm+indicators"],
-                "fivm-one": base | {"strategy": "fivm-one", "updatable": ["T"]},
-            },
+            {label: base | {"strategy": label, "updatable": ["R"]} for label in E6_ONE},
             one,
             budget,
-            "fivm+indicators",
+            "fivm-one",
             check,
         )
-        runs["fivm-one"] = one_runs["fivm-one"]
         rows.append(
             {
                 "edges_per_relation": n,
@@ -232,6 +249,7 @@ def e6_triangle(sizes: Sequence[int], budget: float) -> list[dict[str, Any]]:
                 "tuples": stream.tuples,
                 "triangles": oracle["count"],
                 "runs": runs,
+                "one": one_runs,
             }
         )
     return rows
@@ -241,6 +259,7 @@ def e6_triangle(sizes: Sequence[int], budget: float) -> list[dict[str, Any]]:
 
 E8_STRATEGIES = ("fact-payloads", "list-payloads", "list-keys")
 FIVM_PER_TUPLE = "fivm per-tuple"
+FIVM_PER_TUPLE_DENSE = "fivm per-tuple dense"
 E8_GOAL_SCALE = 4
 
 
@@ -271,6 +290,18 @@ def e8_listing(scales: Sequence[int], postcodes: int, budget: float) -> list[dic
 
 
 # --- E3: matrix chain ------------------------------------------------------------------------------------
+
+FIVM_FACTORIZED = "fivm factorized"
+
+
+def row_event(row: Sequence[UpdateEvent]) -> UpdateEvent:
+    """A one-row change of A2 as the factorized event ``e_i ⊗ v``: factor J = {i: 1}, factor K = v."""
+    i = row[0].row["J"]
+    spec = [
+        {"columns": ["J"], "entries": [[[i], 1]]},
+        {"columns": ["K"], "entries": [[[ev.row["K"]], ev.delta] for ev in row]},
+    ]
+    return UpdateEvent("A2:factorized", {"factors": orjson.dumps(spec).decode()}, 1)
 
 
 def _timed(fn: Callable[[], None]) -> float:
@@ -395,7 +426,21 @@ def e3_hashmap(sizes: Sequence[int], updates: int, budget: float, seed: int) -> 
         configs = {st: base | {"strategy": st} for st in ("fivm", "1-ivm-ring", "reeval")}
         progress(f"  E3 hash-map n={n}: {updates} row updates of {n} entries")
         runs = compare_case(configs, stream, budget, "reeval")
+        # The same row updates as one factorized event each, e_i ⊗ v (docs/fivm/algorithm.md §2.13).
+        factorized = Stream(load + [[row_event(batch)] for batch in ups], load=3)
+        record, engine = run_stream(configs["fivm"], factorized, budget)
+        _, reference = run_stream(configs["reeval"], stream, math.inf)
+        diff = rel_diff(answer(engine), answer(reference))
+        if diff > REL_TOL:
+            raise AssertionError(f"E3 n={n}: factorized fivm disagrees with reeval ({diff})")
+        record["label"] = FIVM_FACTORIZED
+        record["max_rel_diff_vs_reference"] = diff
+        runs[FIVM_FACTORIZED] = record
         for rec in runs.values():
             rec["seconds_per_row_update"] = rec["seconds"] / rec["batches"]
+        progress(
+            f"    {FIVM_FACTORIZED}: {record['seconds_per_row_update'] * 1e3:.2f} ms per row update, "
+            f"fivm on the expanded rows {runs['fivm']['seconds_per_row_update'] * 1e3:.2f} ms"
+        )
         out.append({"n": n, "row_updates": updates, "runs": runs})
     return out

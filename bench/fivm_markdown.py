@@ -5,8 +5,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.fivm_experiments import E1_STRATEGIES, E8_STRATEGIES, FIVM_PER_TUPLE
+import orjson
+
+from bench.fivm_experiments import (
+    E1_STRATEGIES,
+    E6_ONE,
+    E8_STRATEGIES,
+    FIVM_FACTORIZED,
+    FIVM_PER_TUPLE,
+    FIVM_PER_TUPLE_DENSE,
+)
+from bench.fivm_markdown_paper import provenance, ratio, sections, verdict
 from bench.fivm_runs import BATCH
+from bench.fivm_summary import summarize
+
+E1_WHY = "the paper's figure is at s = 20, where the fan-out is 18; the gap grows with it"
+E3_WHY = "the paper's gap grows with n, 16x at n = 256 to 236x at n = 16,384"
+
+
+def _octave(n: int, got: float | None) -> str:
+    """The paper's Octave gap is given at n = 256 (16x) and n = 16,384 (236x) only; between, its curve."""
+    if n == 256 or got is None:
+        return verdict(got, 16.0, E3_WHY)
+    if 16.0 <= got <= 236.0:
+        return f"yes ({_x(got)}, between the paper's 16x at n = 256 and 236x at n = 16,384)"
+    return verdict(got, 16.0 if got < 16 else 236.0, E3_WHY)
+
+
+HASH_WHY = "the paper's 28x is at n = 256; the gap grows with n"
+E4_WHY = "dbt-ring's trigger computes more ring products, see below"
+E6_WHY = "1-IVM's per-update cost grows with N; the paper's N is 1M edges per relation"
+E8_WHY = "the listing grows with the cube of the fan-out; the paper's figure is at s = 20"
 
 
 def _fmt_rate(rec: Mapping[str, Any] | None) -> str:
@@ -37,7 +66,9 @@ def _met(flag: bool) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
-    s = report["summary"]
+    # The ratios and goals are derived from the stored runs here, so a section replaced by --update and
+    # the summary can never disagree.
+    s = orjson.loads(orjson.dumps(summarize(report), option=orjson.OPT_NON_STR_KEYS))
     o = report["options"]
     noisy = (
         "; the machine was shared, so absolute rates are noisy and the ratios, measured back to back, "
@@ -53,7 +84,8 @@ def markdown(report: dict[str, Any]) -> str:
         "strategy and case after which the throughput over the processed prefix is reported as *timed out*; "
         f"runs shorter than {o['repeats']['below_seconds']:g} s are repeated, best of up to "
         f"{o['repeats']['runs']:g}). "
-        "Results: `bench/results/fivm.json`, `bench/results/fivm.png`. Recorded run "
+        "Results: `bench/results/fivm.json`, `bench/results/fivm.png`. Each section names the run it comes "
+        "from; the full run is "
         f"`{report['run_id']}` ({m['cpu_count']} CPUs, {m['cpu_model']}, Python {m['python']}, "
         f"{report['seconds'] / 60:.1f} min, load average {m['loadavg_1_5_15'][0]} at the end{noisy}). "
         + (
@@ -77,8 +109,11 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             "### E1: SUM(postcode²) over the Housing join",
             "",
-            "| s | tuples | " + " | ".join(E1_STRATEGIES) + " | fivm / 1-ivm | fivm / dbt | fivm / f-re |",
-            "|---|---|" + "---|" * (len(E1_STRATEGIES) + 3),
+            provenance(report, "e1"),
+            "",
+            "| s | tuples | " + " | ".join(E1_STRATEGIES) + " | fivm / 1-ivm | fivm / dbt | fivm / f-re "
+            "| fivm / 1-ivm against the paper's 9.5x at s = 20 |",
+            "|---|---|" + "---|" * (len(E1_STRATEGIES) + 4),
         ]
         for r in report["e1"]:
             sc = r["scale"]
@@ -86,7 +121,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {sc} | {r['tuples']:,} | "
                 + " | ".join(_fmt_rate(r["runs"].get(st)) for st in E1_STRATEGIES)
                 + f" | {_x(s['e1_fivm_over_1ivm'][str(sc)])} | {_x(s['e1_fivm_over_dbt'][str(sc)])} "
-                f"| {_x(s['e1_fivm_over_fre'][str(sc)])} |"
+                f"| {_x(s['e1_fivm_over_fre'][str(sc)])} "
+                f"| {verdict(s['e1_fivm_over_1ivm'][str(sc)], 9.51, E1_WHY)} |"
             )
     if report.get("e1_shuffled"):
         lines += [
@@ -127,14 +163,19 @@ def markdown(report: dict[str, Any]) -> str:
             "`A += A1·δA2·A3` with δA2 as a full matrix, F-IVM `A += (A1·u)(vᵀ·A3)`. Final results equal a "
             "fresh product within 1e-9.",
             "",
-            "| n | reeval | 1-ivm | fivm | fivm / 1-ivm | fivm / reeval |",
-            "|---|---|---|---|---|---|",
+            provenance(report, "e3"),
+            "",
+            "| n | reeval | 1-ivm | fivm | fivm / 1-ivm | fivm / reeval "
+            "| fivm / 1-ivm against the paper's Octave |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in e3["rows"]:
+            got = s["e3_row_fivm_over_1ivm"][str(r["n"])]
             lines.append(
                 f"| {r['n']:,} | {_ms(r['reeval'])} | {_ms(r['1-ivm'])} | {_ms(r['fivm'], 3)} "
-                f"| {_x(s['e3_row_fivm_over_1ivm'][str(r['n'])])} "
-                f"| {_x(s['e3_row_fivm_over_reeval'][str(r['n'])])} |"
+                f"| {_x(got)} "
+                f"| {_x(s['e3_row_fivm_over_reeval'][str(r['n'])])} "
+                f"| {_octave(r['n'], got)} |"
             )
         if e3.get("ranks"):
             lines += [
@@ -164,19 +205,39 @@ def markdown(report: dict[str, Any]) -> str:
         if e3.get("hashmap"):
             lines += [
                 "",
-                "Hash-map variant through the engine (`ring: matrix`, integer entries as multiplicities, A1 "
-                "and A3 static, a row update is n events; the event format has no rank-1 form, so F-IVM "
-                "cannot use the factorization here):",
+                "Hash-map variant through the engine (`ring: matrix`, integer entries as multiplicities, "
+                "A1 and A3 static), time per one-row update of A2: as n tuple events (every strategy), and "
+                "as one factorized event `A2:factorized` with the factors e_i ⊗ v "
+                "(docs/fivm/algorithm.md §2.13), which F-IVM propagates without expanding "
+                f"(`{FIVM_FACTORIZED}`; the same final result):",
                 "",
-                "| n | fivm | 1-ivm-ring | reeval |",
-                "|---|---|---|---|",
+                f"| n | fivm | 1-ivm-ring | reeval | {FIVM_FACTORIZED} | {FIVM_FACTORIZED} / 1-ivm-ring "
+                "| against the paper's hash maps |",
+                "|---|---|---|---|---|---|---|",
             ]
             for r in e3["hashmap"]:
+                runs = r["runs"]
                 cells = [
-                    f"{r['runs'][k]['seconds_per_row_update'] * 1e3:,.1f} ms"
-                    for k in ("fivm", "1-ivm-ring", "reeval")
+                    f"{runs[k]['seconds_per_row_update'] * 1e3:,.1f} ms" if k in runs else "-"
+                    for k in ("fivm", "1-ivm-ring", "reeval", FIVM_FACTORIZED)
                 ]
-                lines.append(f"| {r['n']} | " + " | ".join(cells) + " |")
+                fac = runs.get(FIVM_FACTORIZED)
+                gain = (
+                    runs["1-ivm-ring"]["seconds_per_row_update"] / fac["seconds_per_row_update"]
+                    if fac
+                    else None
+                )
+                lines.append(
+                    f"| {r['n']} | "
+                    + " | ".join(cells)
+                    + f" | {_x(gain)} | {verdict(gain, 28.0, HASH_WHY)} |"
+                )
+            lines += [
+                "",
+                "`reeval` is fastest here because the engine's `reeval` strategy multiplies dense numpy "
+                "matrices while `fivm` and `1-ivm-ring` join hash maps entry by entry in Python; the paper's "
+                "hash-map runtime is C++ for all three.",
+            ]
         g = s["goal_e3"]
         lines += [
             "",
@@ -184,25 +245,38 @@ def markdown(report: dict[str, Any]) -> str:
             f"{g['rank_fit_r2']:.3f}).",
         ]
     if report.get("e4"):
-        labels = ["fivm", FIVM_PER_TUPLE, "sql-opt", "dbt-ring", "dbt", "1-ivm"]
+        labels = ["fivm", FIVM_PER_TUPLE, FIVM_PER_TUPLE_DENSE, "sql-opt", "dbt-ring", "dbt", "1-ivm"]
         lines += [
             "",
             "### E4: covariance (cofactor ring) over the Housing join",
             "",
             "Throughput (tuples/s), then views and stored entries / bytes per strategy. `dbt` and `1-ivm` "
-            "run one query per aggregate (1 + m + m(m+1)/2 of them). `fivm` runs relation deltas in "
-            "columns (docs/fivm/algorithm.md §2.14), the service's default; `fivm per-tuple` is the same "
-            "strategy with `execution: per-tuple`; every baseline runs per tuple.",
+            "run one query per aggregate (1 + m + m(m+1)/2 of them). Execution and payloads: `fivm` runs "
+            "relation deltas in columns (docs/fivm/algorithm.md §2.14), the service's default, with block "
+            "payloads (each view stores its own variables' block, docs/fivm/rings.md §2); `fivm per-tuple` "
+            "is the same strategy per tuple with block payloads; `fivm per-tuple dense` per tuple with the "
+            "dense payloads (count, m sums, the full m-by-m matrix) that `dbt-ring` keeps. Every baseline "
+            "runs per tuple: no baseline has a column execution, so the like-for-like comparison is per "
+            "tuple on both sides, and `fivm per-tuple dense / dbt-ring` is the one with the same payloads "
+            "too. On Housing the paper's F-IVM and DBT-RING use the same 7-view strategy, so that ratio "
+            "should be near 1x.",
             "",
-            "| s | m | " + " | ".join(labels) + " | fivm / dbt | fivm / dbt-ring | fivm / sql-opt |",
-            "|---|---|" + "---|" * (len(labels) + 3),
+            provenance(report, "e4"),
+            "",
+            "| s | m | "
+            + " | ".join(labels)
+            + " | fivm / dbt | fivm / dbt-ring (columns, block / per tuple, dense) "
+            "| per tuple, both dense: fivm / dbt-ring | fivm / sql-opt |",
+            "|---|---|" + "---|" * (len(labels) + 4),
         ]
         for r in report["e4"]:
             k = f"s={r['scale']},m={r['m']}"
+            fair = ratio(r["runs"], FIVM_PER_TUPLE_DENSE, "dbt-ring")
             lines.append(
                 f"| {r['scale']} | {r['m']} | "
                 + " | ".join(_fmt_rate(r["runs"].get(st)) for st in labels)
                 + f" | {_x(s['e4_fivm_over_dbt'].get(k))} | {_x(s['e4_fivm_over_dbtring'].get(k))} "
+                f"| {_x(fair)}: {verdict(fair, 1.0, E4_WHY)} "
                 f"| {_x(s['e4_fivm_over_sqlopt'].get(k))} |"
             )
         lines += ["", "| s | m | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
@@ -217,6 +291,14 @@ def markdown(report: dict[str, Any]) -> str:
                     f"{rec['stored_bytes'] / 1e6:,.1f} MB"
                 )
             lines.append(f"| {r['scale']} | {r['m']} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "Why `fivm per-tuple dense` still beats `dbt-ring` with the same payloads, per tuple, on the "
+            "same 7 views: dbt-ring's trigger computes 3.7x the ring products of fivm's (123,000 against "
+            "33,000 for the 18,000 tuples at s = 1, m = 6, counted by wrapping the dense ring's product). "
+            "The `fivm / dbt-ring` column adds to that the payload representation (block against dense, "
+            "5x to 18x fewer stored bytes) and column execution; it is not the algorithm's gap alone.",
+        ]
         g = s["goal_e4"]
         lines += ["", f"Goal: {g['text']}: {_met(g['met'])} (smallest ratio {_x(g['value'])})."]
         per_tuple = [v for k, v in s.get("e4_per_tuple_over_dbt", {}).items() if k.endswith("m=10") and v]
@@ -246,8 +328,8 @@ def markdown(report: dict[str, Any]) -> str:
             "### E6: triangle with the degree-3 cofactor",
             "",
             "R(A,B) ⋈ S(B,C) ⋈ T(C,A), each relation N distinct edges of a Chung-Lu power-law graph on N/3 "
-            "vertices. fivm-one: R and S static, loaded first (not timed); its rate is over T's updates "
-            "only. Tuples/s, then stored entries.",
+            "vertices, in the paper's variable order A → B → C. First every relation streams round-robin "
+            "(tuples/s, then stored entries and bytes). " + provenance(report, "e6"),
             "",
             "| N | triangles | " + " | ".join(labels) + " |",
             "|---|---|" + "---|" * len(labels),
@@ -260,10 +342,51 @@ def markdown(report: dict[str, Any]) -> str:
             )
         for r in report["e6"]:
             lines.append(
-                f"| {r['edges_per_relation']:,} (entries) | | "
-                + " | ".join(f"{r['runs'][k]['stored_entries']:,}" for k in labels)
+                f"| {r['edges_per_relation']:,} (stored) | | "
+                + " | ".join(
+                    f"{r['runs'][k]['stored_entries']:,} / {r['runs'][k]['stored_bytes'] / 1e6:,.1f} MB"
+                    for k in labels
+                )
                 + " |"
             )
+        if all("one" in r for r in report["e6"]):
+            lines += [
+                "",
+                "The paper's ONE set-up: only R is updatable; S and T load first (not timed), where "
+                "F-IVM-ONE precomputes V@C[A,B] = Σ_C S(B,C)·T(C,A) and then stores only it and the root, "
+                "so an update to R is one lookup; the first-order baselines store R, S and T and evaluate "
+                "each delta against S and T. Rates over R's N updates (per update), stored bytes, and "
+                "F-IVM-ONE against 1-IVM (the paper: about 100x the throughput at 23x the memory):",
+                "",
+                "| N | "
+                + " | ".join(E6_ONE)
+                + " | fivm-one / 1-ivm per update | against the paper | fivm-one / 1-ivm-ring "
+                "| fivm-one / round-robin 1-ivm | memory: fivm-one / 1-ivm (paper 23x), / fivm |",
+                "|---|" + "---|" * (len(E6_ONE) + 5),
+            ]
+            for r in report["e6"]:
+                one = r["one"]
+                per = ratio(one, "fivm-one", "1-ivm")
+                mem = one["fivm-one"]["stored_bytes"]
+                over_1ivm = mem / one["1-ivm"]["stored_bytes"]
+                over_fivm = mem / r["runs"]["fivm"]["stored_bytes"]
+                lines.append(
+                    f"| {r['edges_per_relation']:,} | "
+                    + " | ".join(
+                        f"{_fmt_rate(one[k])} ({one[k]['stored_bytes'] / 1e6:,.1f} MB)" for k in E6_ONE
+                    )
+                    + f" | {_x(per)} | {verdict(per, 100.0, E6_WHY)} "
+                    f"| {_x(ratio(one, 'fivm-one', '1-ivm-ring'))} "
+                    f"| {_x(ratio({'a': one['fivm-one'], 'b': r['runs']['1-ivm']}, 'a', 'b'))} "
+                    f"| {over_1ivm:.1f}x, {over_fivm:.2f}x |"
+                )
+            g = s.get("goal_e6")
+            if g:
+                lines += [
+                    "",
+                    f"Goal: {g['text']}: {_met(g['met'])} ({_x(g['value'])} per update at "
+                    f"{g['memory_over_1ivm']:.1f}x 1-IVM's memory and {g['memory_over_fivm']:.2f}x F-IVM's).",
+                ]
     if report.get("e8"):
         lines += [
             "",
@@ -274,15 +397,19 @@ def markdown(report: dict[str, Any]) -> str:
             + " | stored MB ("
             + " / ".join(E8_STRATEGIES)
             + ") |",
-            "|---|---|" + "---|" * (len(E8_STRATEGIES) + 1),
+            "|---|---|" + "---|" * (len(E8_STRATEGIES) + 1) + "---|",
         ]
+        lines[-2] = lines[-2] + " fact-payloads / list-payloads against the paper's 481x at s = 20 |"
+        lines.insert(-2, provenance(report, "e8"))
+        lines.insert(-2, "")
         for r in report["e8"]:
+            got = ratio(r["runs"], "fact-payloads", "list-payloads")
             lines.append(
                 f"| {r['scale']} | {r['join_rows']:,} | "
                 + " | ".join(_fmt_rate(r["runs"][k]) for k in E8_STRATEGIES)
                 + " | "
                 + " / ".join(f"{r['runs'][k]['stored_bytes'] / 1e6:,.1f}" for k in E8_STRATEGIES)
-                + " |"
+                + f" | {verdict(got, 481.0, E8_WHY)} |"
             )
         g = s["goal_e8"]
         speed = ", ".join(f"{_x(v)} over {k}" for k, v in g["speed"].items())
@@ -303,6 +430,7 @@ def markdown(report: dict[str, Any]) -> str:
             + ". The listing holds fan-out³ rows per postcode and an update adds fan-out² of them; the"
             " factorized views grow linearly and an update costs O(1) views."
         )
+    lines += sections(report, s)
     svc = report.get("service")
     if svc:
         best = min(svc["worker_runs"], key=lambda r: r["seconds"])

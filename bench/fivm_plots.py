@@ -146,9 +146,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
             a[5],
             report["e6"],
             "edges_per_relation",
-            "E6 triangle cofactor (fivm-one: T's updates only)",
+            "E6 triangle cofactor (fivm-one: R's updates only, S and T loaded)",
             "edges per relation",
         )
+        pts = [
+            (r["edges_per_relation"], r["one"]["fivm-one"]["tuples_per_second"])
+            for r in report["e6"]
+            if "one" in r
+        ]
+        if pts:
+            a[5].semilogy(*zip(*pts, strict=True), "D--", color=COLORS["fivm-one"], label="fivm-one (R only)")
+            a[5].legend(fontsize=8)
         a[5].set_xticks([r["edges_per_relation"] for r in report["e6"]])
         a[5].set_xticklabels([f"{r['edges_per_relation']:,}" for r in report["e6"]])
     if report.get("e8"):
