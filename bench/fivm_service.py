@@ -4,11 +4,12 @@ against the engine alone on the same events in the same batches.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,32 +100,17 @@ def _worker_run(
     from ivmstream.metrics import RuntimeMetrics
     from ivmstream.runtime import Worker
 
-    metrics = RuntimeMetrics(service.name)
-    worker = Worker(service, config, bootstrap, store, group=group, metrics=metrics)
     # Where the worker's time goes: the engine's own calls, timed inside the worker (the checkpoint's
-    # total comes from the runtime's metric; encoding the changed state is fivm's share of it).
+    # total comes from the runtime's metric; encoding the changed state is fivm's share of it). The
+    # worker builds its engines through the declaration, so a declaration whose factory wraps them times
+    # them without touching the Worker or the engine class.
     spent = {"apply": 0.0, "encode": 0.0, "result": 0.0}
-    originals = {name: getattr(FivmEngine, method) for name, method in _ENGINE_CALLS.items()}
-
-    def timed(name: str) -> Callable[..., Any]:
-        inner = originals[name]
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                spent[name] += time.perf_counter() - t0
-
-        return call
-
-    for name, method in _ENGINE_CALLS.items():
-        setattr(FivmEngine, method, timed(name))
-    try:
-        seconds, results = run_until_caught_up(worker, {0: end}, timeout=900)
-    finally:
-        for name, method in _ENGINE_CALLS.items():
-            setattr(FivmEngine, method, originals[name])
+    timed_service = dataclasses.replace(
+        service, engine=lambda options: _TimedEngine(service.engine(options), spent)
+    )
+    metrics = RuntimeMetrics(service.name)
+    worker = Worker(timed_service, config, bootstrap, store, group=group, metrics=metrics)
+    seconds, results = run_until_caught_up(worker, {0: end}, timeout=900)
     checkpoints = {"count": 0.0, "sum": 0.0}
     for family in metrics.registry.collect():
         for sample in family.samples:
@@ -147,3 +133,29 @@ def _worker_run(
 
 
 _ENGINE_CALLS = {"apply": "apply", "encode": "changed_entries", "result": "result"}
+_TIMED = {method: name for name, method in _ENGINE_CALLS.items()}
+
+
+class _TimedEngine:
+    """An engine whose calls named in ``_ENGINE_CALLS`` add their seconds to ``spent``; every other
+    attribute is the engine's own, so the worker sees the same protocols (incremental, store-backed)."""
+
+    def __init__(self, inner: Any, spent: dict[str, float]) -> None:
+        self._inner = inner
+        self._spent = spent
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._inner, attr)
+        name = _TIMED.get(attr)
+        if name is None or not callable(value):
+            return value
+        spent = self._spent
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return value(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        return call
