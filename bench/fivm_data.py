@@ -1,4 +1,5 @@
-"""Workloads for the F-IVM benchmarks: Housing-like and Retailer-like databases, matrices, streams.
+"""Workloads for the F-IVM benchmarks: the Housing-like database and the streams (Retailer, over its real
+dimension tables: ``bench/fivm_retailer.py``).
 
 docs/fivm/algorithm.md describes the queries; this module only makes data, deterministically from a
 seed, so every strategy of one run sees the same stream.
@@ -10,9 +11,6 @@ seed, so every strategy of one run sees the same stream.
   generator is not published; this rule reproduces its two reported facts: 150,000 tuples at s = 1 over
   25,000 postcodes and about 1.4M at s = 20.) Values are uniform in [0, 1), like the authors' normalised
   scale-1 files; ``postcode`` is the postcode's index.
-* **Retailer** (a snowflake: Inventory ⋈ Location on locn ⋈ Census on zip, ⋈ Item on ksn, ⋈ Weather on
-  (locn, dateid)): L locations with one zip each, D dates, K items, Weather one row per (locn, dateid),
-  Inventory triples with a Zipf-skewed ksn. Small ints and doubles.
 * **Streams**: the seed's insert-only round-robin interleaving (relations in increasing size, each
   contributes one batch per round until it runs out), optionally followed by deletes of a fraction of
   the inserted tuples in the same interleaving.
@@ -30,15 +28,6 @@ Row = dict[str, Any]
 
 HOUSING: dict[str, list[str]] = {name: list(cols) for name, cols in HOUSING_SCHEMA.items()}
 HOUSING_GROWING = ("Shop", "Institution", "Restaurant")
-
-RETAILER: dict[str, list[str]] = {
-    "Inventory": ["locn", "dateid", "ksn", "inventoryunits"],
-    "Location": ["locn", "zip", "rgn_cd", "clim_zn_nbr", "tot_area_sq_ft", "sell_area_sq_ft", "avghhi"],
-    "Census": ["zip", "population", "white", "asian", "pacific", "blackafrican", "medianage"],
-    "Item": ["ksn", "subcategory", "category", "categoryCluster", "prize"],
-    "Weather": ["locn", "dateid", "rain", "snow", "maxtemp", "mintemp", "meanwind", "thunder"],
-}
-RETAILER_INT = {"locn", "dateid", "ksn", "zip", "inventoryunits", "rain", "snow", "thunder"}
 
 
 def housing_fanout(scale: int) -> int:
@@ -68,57 +57,6 @@ def housing_config(ring: str, features: Sequence[str] | None = None, **extra: An
         config["features"] = list(features)
     config.update(extra)
     return config
-
-
-def retailer(
-    locations: int = 100,
-    dates: int = 100,
-    items: int = 1_000,
-    inventory: int = 100_000,
-    zipf: float = 1.1,
-    seed: int = 0,
-) -> dict[str, list[Row]]:
-    """A Retailer-like snowflake with the real schema's join structure and cardinality ratios."""
-    rng = random.Random(seed)
-    out: dict[str, list[Row]] = {name: [] for name in RETAILER}
-    zips = list(range(locations))
-    rng.shuffle(zips)
-    for locn in range(locations):
-        out["Location"].append(
-            {"locn": locn, "zip": zips[locn]}
-            | {c: round(rng.random() * 100, 3) for c in RETAILER["Location"][2:]}
-        )
-    for z in range(locations):
-        out["Census"].append({"zip": z} | {c: round(rng.random() * 100, 3) for c in RETAILER["Census"][1:]})
-    for ksn in range(items):
-        out["Item"].append({"ksn": ksn} | {c: round(rng.random() * 10, 3) for c in RETAILER["Item"][1:]})
-    for locn in range(locations):
-        for d in range(dates):
-            row: Row = {"locn": locn, "dateid": d}
-            for c in RETAILER["Weather"][2:]:
-                row[c] = rng.randrange(2) if c in RETAILER_INT else round(rng.random() * 30, 2)
-            out["Weather"].append(row)
-    weights = [1.0 / (k + 1) ** zipf for k in range(items)]
-    seen: set[tuple[int, int, int]] = set()
-    ksns = rng.choices(range(items), weights=weights, k=inventory * 2)
-    i = 0
-    while len(out["Inventory"]) < inventory and i < len(ksns):
-        key = (rng.randrange(locations), rng.randrange(dates), ksns[i])
-        i += 1
-        if key in seen:
-            continue
-        seen.add(key)
-        out["Inventory"].append(
-            {"locn": key[0], "dateid": key[1], "ksn": key[2], "inventoryunits": rng.randrange(1, 50)}
-        )
-    return out
-
-
-def retailer_config(ring: str, **extra: Any) -> dict[str, Any]:
-    relations = {
-        name: [c if c not in RETAILER_INT else {c: "int"} for c in cols] for name, cols in RETAILER.items()
-    }
-    return {"relations": relations, "ring": ring} | extra
 
 
 def round_robin(
