@@ -185,7 +185,7 @@ def test_bad_events_go_to_the_dlq_with_reasons_and_the_partition_keeps_going(
     published = published_results(redis_server.url, f"{unique}.results", service="fivm")
     assert published == offline_results(cfg, data, service="fivm")
     assert published == engine_results(events_by_key(good, "region"), dict(DEMO_CONFIG))
-    replayed = ivm("replay", "fivm", "--config", str(cfg), "--input", str(data))
+    replayed = ivm("replay", "fivm", "--config", str(cfg), "--input", str(data), "--allow-rejects")
     assert orjson.loads(replayed.stdout.splitlines()[-1])["rejected"] == len(bad)
     assert "rejected (static-relation)" in replayed.stderr
 
@@ -195,7 +195,7 @@ def test_the_authors_tables_produced_one_after_another(broker, redis_server, uni
     service) to the topic in turn; the worker's result equals the engine over the same rows."""
     topic = f"{unique}.updates"
     broker.create_topic(topic, 1)
-    query = {"ring": "count", "free": ["nbbedrooms"], "updatable": ["House"]}
+    query = {"relations": HOUSING, "ring": "count", "free": ["nbbedrooms"], "updatable": ["House"]}
     cfg = stream_config(tmp_path / "tables.json", unique, checkpoint_interval=0.3, **query)
     produce = ["produce", "--bootstrap", broker.bootstrap, "--service", "fivm", "--config", str(cfg)]
     for name in STATIC_FIRST:
