@@ -236,7 +236,8 @@ def test_a_base_event_the_service_refuses_in_part_is_undone_whole(tmp_path: Path
     path = tmp_path / "pairs.sql"
     path.write_text(
         "CREATE TABLE t (k INT, x INT, y INT) WITH (topic = 't', format = 'native');\n"
-        "CREATE VIEW pairs AS SELECT a.k, a.x, b.y FROM t a, t b WHERE a.k = b.k USING SAMPLE reservoir(50 ROWS);\n"
+        "CREATE VIEW pairs AS SELECT a.k, a.x, b.y FROM t a, t b WHERE a.k = b.k "
+        "USING SAMPLE reservoir(50 ROWS);\n"
     )
     script = load_script(path)
     (unit,) = stream_units(plan_script(script), None, script.tables)
