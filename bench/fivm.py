@@ -78,7 +78,7 @@ from bench.fivm_experiments import (  # noqa: E402
 from bench.fivm_markdown import markdown  # noqa: E402
 from bench.fivm_paper import e1_growth, e7_batches, model_experiment, retailer_experiments  # noqa: E402
 from bench.fivm_plots import plot  # noqa: E402
-from bench.fivm_retailer import DIMS  # noqa: E402
+from bench.fivm_retailer import DIMS_ENV  # noqa: E402
 from bench.fivm_runs import BATCH, FEATURES_27, REL_TOL, REPEATS, RESULTS  # noqa: E402
 from bench.fivm_service import service_point  # noqa: E402
 from bench.fivm_summary import summarize  # noqa: E402
@@ -90,6 +90,11 @@ from ivmstream.runtime.gc_policy import worker_gc  # noqa: E402
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
+
+
+def _dims(args: argparse.Namespace) -> Path | None:
+    """The Retailer dimension tables' directory, if one is named."""
+    return Path(args.retailer_dims) if args.retailer_dims else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--growth-scales", default="1,5,10,20", help="e1_growth scales")
     p.add_argument("--growth-postcodes", type=int, default=25_000, help="e1_growth postcodes (the paper's)")
     p.add_argument("--retailer-dates", type=int, default=1, help="Retailer: Weather dates per location")
-    p.add_argument("--retailer-dims", default=str(DIMS), help="the real Retailer dimension tables")
+    p.add_argument(
+        "--retailer-dims",
+        default=os.environ.get(DIMS_ENV, ""),
+        help=f"the F-IVM authors' Retailer dimension tables (default: ${DIMS_ENV}); without them the "
+        "Retailer experiments and E7's Retailer rows are left out, saying so",
+    )
     p.add_argument("--retailer-inventory", type=int, help="Retailer: only this prefix of Inventory")
     p.add_argument("--e7-sizes", default="100,1000,10000,100000")
     p.add_argument("--e7-postcodes", type=int, default=10_000, help="E7 Housing postcodes (s = 1)")
@@ -148,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.part_e8_scale is not None:
         args.e8_scales = str(args.part_e8_scale)
     wanted = set(args.experiments.split(","))
+    dims = _dims(args)
+    if (dims is None or not dims.is_dir()) and wanted & {"retailer", "e7"}:
+        progress(f"no Retailer dimension tables (--retailer-dims or ${DIMS_ENV}): retailer and e7 left out")
+        wanted -= {"retailer", "e7"}
     REPEATS["runs"] = args.repeats
     started = time.time()
     report: dict[str, Any] = {
@@ -254,6 +268,7 @@ def run_isolated(argv: Sequence[str], wanted: set[str], args: argparse.Namespace
 
 def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
     """The wanted experiments, in this process."""
+    dims = _dims(args)
     report: dict[str, Any] = {}
     with worker_gc():  # the GC policy a worker process runs under, for the engine runs too
         if "e1" in wanted:
@@ -279,7 +294,7 @@ def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
         if "retailer" in wanted:
             report["retailer"] = retailer_experiments(
                 args.retailer_dates,
-                Path(args.retailer_dims),
+                dims,
                 args.budget,
                 "inventoryunits",
                 args.retailer_inventory,
@@ -289,14 +304,12 @@ def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
                 _ints(args.e7_sizes),
                 args.e7_postcodes,
                 args.e7_inventory,
-                Path(args.retailer_dims),
+                dims,
                 args.e7_edges,
                 args.budget,
             )
         if "model" in wanted:
-            report["model"] = model_experiment(
-                args.model_postcodes, args.retailer_dates, Path(args.retailer_dims)
-            )
+            report["model"] = model_experiment(args.model_postcodes, args.retailer_dates, dims)
         if "service" in wanted and args.service_postcodes:
             progress("  service: the worker on the embedded broker")
             report["service"] = service_point(1, args.service_postcodes, FEATURES_27)

@@ -172,7 +172,7 @@ def model_fits(
     return out
 
 
-def model_experiment(postcodes: int, dates: int, dims: Path) -> dict[str, Any]:
+def model_experiment(postcodes: int, dates: int, dims: Path | None) -> dict[str, Any]:
     """Both methods on two maintained roots: Housing at s = 1 (price on the other 26 variables) and
     Retailer (inventoryunits on every variable but those that are exact linear combinations of others:
     dateid is constant at one date, and in the real Census table males + females = population and
@@ -181,7 +181,7 @@ def model_experiment(postcodes: int, dates: int, dims: Path) -> dict[str, Any]:
     _, engine = run_stream(housing_config("covariance", FEATURES_27), stream, float("inf"))
     out = {"housing": model_fits(answer(engine)["value"], "price", [v for v in FEATURES_27 if v != "price"])}
     del engine
-    if dims.is_dir():
+    if dims is not None and dims.is_dir():
         db = retailer(dates, dims, seed=dates)
         _, engine = run_stream(
             retailer_config("covariance", features=list(VARIABLES)), Stream(events(db)), float("inf")

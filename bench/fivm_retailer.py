@@ -2,9 +2,10 @@
 
 The F-IVM paper's Retailer is a snowflake, Inventory ⋈ Location on locn ⋈ Census on zip, ⋈ Item on ksn,
 ⋈ Weather on (locn, dateid), 43 variables. Location (1,317 rows), Census (1,302) and Item (5,618) are
-public and read here unchanged from ``--retailer-dims`` (default ``../shared/data/fivm/retailer-dims``
-beside the checkout). Weather (1,159,457 rows) and Inventory (84,055,817 rows) are not public; they are
-generated, seeded, over the real dimensions with the published cardinalities:
+public (the F-IVM authors publish them, not this repository) and read here unchanged from
+``--retailer-dims`` or the directory ``IVMSTREAM_RETAILER_DIMS`` names. Weather (1,159,457 rows)
+and Inventory (84,055,817 rows) are not public; they are generated, seeded, over the real
+dimensions with the published cardinalities:
 
 * Weather holds one row per (location, date): 1,159,457 / 1,317 = 880 dates per location in the
   original; here ``dates`` of them (the scale), for every real location.
@@ -27,15 +28,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-from bench.lib.report import REPO
-
 Row = dict[str, Any]
 
-DIMS = REPO.parent / "shared" / "data" / "fivm" / "retailer-dims"
+# Where the authors' dimension tables are (they are not in the repository): --retailer-dims, or this.
+DIMS_ENV = "IVMSTREAM_RETAILER_DIMS"
 PUBLISHED = {"Inventory": 84_055_817, "Weather": 1_159_457, "Location": 1_317, "Census": 1_302, "Item": 5_618}
 PER_WEATHER = PUBLISHED["Inventory"] / PUBLISHED["Weather"]  # 72.5 Inventory rows per (locn, dateid)
 
-# The authors' column order (docs: ../shared/data/fivm/README.md); int columns by name, the rest floats.
+# The authors' column order (as their files give it); int columns by name, the rest floats.
 COLUMNS: dict[str, tuple[str, ...]] = {
     "Inventory": ("locn", "dateid", "ksn", "inventoryunits"),
     "Location": (
@@ -97,7 +97,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> list[Row]:
 
 
 def retailer(
-    dates: int, dims: Path = DIMS, per_weather: float = PER_WEATHER, zipf: float = 1.1, seed: int = 0
+    dates: int, dims: Path, per_weather: float = PER_WEATHER, zipf: float = 1.1, seed: int = 0
 ) -> dict[str, list[Row]]:
     """Retailer over the real dimensions with ``dates`` dates of Weather and Inventory (see above)."""
     if not dims.is_dir():

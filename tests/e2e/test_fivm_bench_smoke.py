@@ -40,7 +40,8 @@ def check_runs(runs: dict, tuples: int) -> None:
 
 def test_fivm_bench_smoke(tmp_path):
     experiments = "e1,e3,e4,e6,e8,e1_growth,model,service" + (",retailer,e7" if DIMS.is_dir() else "")
-    data = run_bench("fivm.py", tmp_path / "fv", "--experiments", experiments, timeout=900)
+    dims = ["--retailer-dims", str(DIMS)] if DIMS.is_dir() else []
+    data = run_bench("fivm.py", tmp_path / "fv", "--experiments", experiments, *dims, timeout=900)
     assert (tmp_path / "fv.png").stat().st_size > 0
     opts = data["options"]
 
