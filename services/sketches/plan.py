@@ -16,14 +16,13 @@ Deltas are Z-sets: ``{(row, P): signed multiplicity}``, zero entries removed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 from ivmstream.services.sketches import state as S
 from ivmstream.services.sketches.bloom import BloomFilter
 from ivmstream.services.sketches.partition import RangeSpec
 from ivmstream.services.sketches.topm import PrefixBuffer
-from ivmstream.services.sketches.values import Descending, add, as_fraction, order_key, row_key
+from ivmstream.services.sketches.values import Descending, add, average, order_key, row_key
 
 Row = tuple[Any, ...]
 StateEntry = tuple[str, list[Any], Any]  # (map, key parts after the node id, JSON value or None: deleted)
@@ -343,12 +342,13 @@ class Join(Node):
 
 
 AGG_KINDS = ("sum", "count", "count_star", "avg", "min", "max")
+UNSET = object()
 
 
 class GroupState:
     """One group of an aggregation (§2.4.6/§2.4.7): counts, exact sums, MIN/MAX buffers, fragment counts."""
 
-    __slots__ = ("F", "P", "buffers", "cnt", "nns", "sums")
+    __slots__ = ("F", "P", "buffers", "cnt", "image", "nns", "sums")
 
     def __init__(self, n_aggs: int) -> None:
         self.cnt = 0
@@ -357,6 +357,9 @@ class GroupState:
         self.buffers: list[PrefixBuffer | None] = [None] * n_aggs  # MIN/MAX: the m best values (§2.6.3)
         self.F: dict[int, int] = {}  # fragment -> number of member tuples whose sketch contains it
         self.P = 0
+        # The output image as of the last flush (a batch's before image is the previous one's after
+        # image); UNSET when not known, e.g. after a checkpoint load.
+        self.image: Any = UNSET
 
 
 class Aggregate(Node):
@@ -399,7 +402,7 @@ class Aggregate(Node):
             elif kind == "sum":
                 out.append(st.sums[i] if nn else None)
             elif kind == "avg":
-                out.append(Fraction(as_fraction(st.sums[i])) / nn if nn else None)
+                out.append(average(st.sums[i], nn) if nn else None)
             else:
                 buf = st.buffers[i]
                 out.append(buf.first() if buf is not None else None)
@@ -450,8 +453,8 @@ class Aggregate(Node):
         for (row, p), n in delta.items():
             g = tuple(f(row) for f in gk)
             st = groups.get(g)
-            if g not in before:
-                before[g] = self._image(g, st)  # the pre-batch image, taken at first touch (§2.4.6)
+            if g not in before:  # the pre-batch image, taken at first touch (§2.4.6)
+                before[g] = st.image if st is not None and st.image is not UNSET else self._image(g, st)
                 touched[g] = set()
             if st is None:
                 st = groups[g] = GroupState(n_aggs)
@@ -531,7 +534,7 @@ class Aggregate(Node):
                     st.F.pop(r, None)
             if st.cnt < 0:
                 raise AssertionError(f"group {g!r} has a negative count")
-            new = self._image(g, st)
+            new = st.image = self._image(g, st)
             if st.cnt == 0 and not self.scalar:
                 del self.groups[g]
             if new == old:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
+from math import gcd
 from typing import Any
 
 
@@ -23,6 +24,34 @@ def exact(value: Any) -> Any:
 
 def as_fraction(value: Any) -> Any:
     return Fraction(value) if isinstance(value, Decimal) else value
+
+
+class Ratio(Fraction):
+    """A Fraction that remembers its hash: an average in a group's image is hashed at every operator a
+    batch's output passes (tuples do not cache their hashes), and Fraction's hash costs a modular
+    inverse each time. Equal to, and hashed like, the Fraction of the same value."""
+
+    __slots__ = ("_hash",)
+    _hash: int | None
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            h = self._hash
+        except AttributeError:  # made by Fraction's own constructor (a copy, an unpickled value)
+            h = None
+        if h is None:
+            h = self._hash = Fraction.__hash__(self)
+        return h
+
+
+def average(total: Any, count: int) -> Fraction:
+    """``total / count`` exactly (count > 0): integer sums skip Fraction's generic constructor."""
+    if type(total) is int:
+        g = gcd(total, count)
+        out: Any = object.__new__(Ratio)
+        out._numerator, out._denominator, out._hash = total // g, count // g, None
+        return out  # type: ignore[no-any-return]
+    return Fraction(as_fraction(total)) / count
 
 
 def _mixed(op: Any, a: Any, b: Any) -> Any:
