@@ -4,7 +4,8 @@ A cyclic join is run as an acyclic join over the bags of a declared decompositio
 join of its aliases; inserting an alias tuple yields the bag tuples it creates (its join with the
 other aliases of the bag, by hash lookups in a fixed order, each alias joined after one it shares a
 column with), each of which the engine then inserts
-into the index as a tuple of that node. A bag of one alias passes its tuples through unchanged.
+into the index as a tuple of that node; a delete takes out the bag tuples it was part of, found by the
+same lookups. A bag of one alias passes its tuples through unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ class BagLayer:
 
     def insert(self, alias: str, t: Tup) -> list[Tup]:
         """The new tuples of ``alias``'s node made by the new alias tuple ``t`` (then records t)."""
+        made = self._joined(alias, t)
+        self.record(alias, t)
+        return made
+
+    def remove(self, alias: str, t: Tup) -> list[Tup]:
+        """The tuples of ``alias``'s node that the deleted alias tuple ``t`` was part of (then forgets t)."""
+        gone = self._joined(alias, t)
+        cols = self.relations[alias]
+        for key, index in self.indexes.get(alias, {}).items():
+            v = tuple(t[cols.index(c)] for c in key)
+            held = index[v]
+            held.remove(t)
+            if not held:
+                del index[v]
+        return gone
+
+    def _joined(self, alias: str, t: Tup) -> list[Tup]:
+        """The bag tuples t makes with the other aliases of its bag as they are."""
         plan = self.plans.get(alias)
         if plan is None:
             return [t]
@@ -59,7 +78,6 @@ class BagLayer:
             bindings = grown
             if not bindings:
                 break
-        self.record(alias, t)
         attrs = self.attrs[self.node_of[alias]]
         return [tuple(bind[c] for c in attrs) for bind in bindings]
 

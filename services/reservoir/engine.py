@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -35,7 +36,7 @@ REL, NODE, DIR, META = "rel", "node", "dir", "meta"  # the maps of the increment
 _META_KEY = b"state"
 SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
 REDRAWING = ("redraw", "rebuild")
-_COUNTERS = ("events", "inserts", "deletes", "rebuilds")
+_COUNTERS = ("events", "inserts", "deletes", "refills")
 # An entry changed since the last checkpoint, by its native parts (map, owner, tuple): encoded only when a
 # checkpoint takes it, so a pending change costs a dict slot and the tuple it shares with the state.
 LogKey = tuple[str, str | int, Tup]
@@ -57,6 +58,7 @@ class ReservoirEngine:
         self.neighbours = q.neighbours()
         self.node_of = {a: i for i, n in enumerate(q.nodes) for a in n.members}
         self.alias_pos = {a: tuple(q.columns.index(c) for c in cols) for a, cols in q.relations.items()}
+        self.alias_of_row = {a: _projector(pos) for a, pos in self.alias_pos.items()}
         self.rng = random.Random(self.seed)
         self.rels: dict[str, dict[Tup, int]] = {a: {} for a in q.relations}  # tuple -> arrival number
         self.rel_seq = 0
@@ -71,7 +73,6 @@ class ReservoirEngine:
         self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
         self.all_results = 0  # symhj/rebuild: |Q| without θ
         self.drawn: list[Tup] = []  # redraw/rebuild: the current draw
-        self.pending_deletes = 0
         self._fresh_structures()
         self.sampler: Reservoir | ReplacementReservoir = (
             ReplacementReservoir(self.k, self.rng, self._sampler_theta())
@@ -136,7 +137,6 @@ class ReservoirEngine:
                         Rejection(i, "key-violation", f"insert of {t!r} into {ev.relation}: {clash}")
                     )
                     continue
-                self._flush_deletes()
                 self.counters["events"] += 1
                 for alias in aliases:
                     self._insert_alias(alias, t)
@@ -152,15 +152,7 @@ class ReservoirEngine:
                         Rejection(i, "absent-tuple", f"delete of {t!r} absent from {ev.relation}")
                     )
                 else:
-                    self.counters["events"] += 1
-                    self.counters["deletes"] += 1
-                    for alias in aliases:
-                        del self.rels[alias][t]
-                        if self._logging:
-                            self._log[(REL, alias, t)] = None
-                        if alias in self.key_pos:
-                            del self.holders[alias][self._key_of(alias, t)]
-                    self.pending_deletes += 1
+                    self._delete(aliases, t)
             else:
                 rejected.append(
                     Rejection(
@@ -212,7 +204,7 @@ class ReservoirEngine:
         if not index.insert(e, b):
             return
         if self._logging:
-            self._log[(NODE, e, b)] = len(index.nodes[e].tuples) - 1
+            self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
         if self.strategy in SAMPLING:
             size, radices = index.delta_size(e, b)
             if size:
@@ -274,44 +266,54 @@ class ReservoirEngine:
             [self.index.tuples(e) for e in range(len(q.nodes))],
         )
 
-    def _alive(self, row: Tup) -> bool:
-        return all(tuple(row[i] for i in pos) in self.rels[a] for a, pos in self.alias_pos.items())
-
-    def _settled(self) -> ReservoirEngine:
-        """This engine, or, while deletes are pending, a copy with them applied: a run of deletes is
-        applied at the next insert whatever the batching, so results must not apply it early (§5)."""
-        if not self.pending_deletes:
-            return self
-        copy = ReservoirEngine(self.options)
-        copy.restore(self.snapshot())
-        copy._flush_deletes()
-        return copy
-
-    def _flush_deletes(self) -> None:
-        """Apply the deletes since the last insert at once (§5): rebuild the index from the remaining
-        tuples, keep the sampled results that survive, refill uniformly from the exact join."""
-        if not self.pending_deletes:
-            return
-        self.pending_deletes = 0
-        self.counters["rebuilds"] += 1
-        old, log = self.index, self._log
-        if self._logging:
-            for e, node in enumerate(old.nodes):
-                for t in node.tuples:
-                    log[(NODE, e, t)] = None
-            for d in old.ds:
-                for v in old.keys(d):
-                    log[(DIR, d.idx, v)] = None
-        self._fresh_structures()
-        self._reload_nodes()
-        if self._logging:
-            for e, node in enumerate(self.index.nodes):
-                for seq, t in enumerate(node.tuples):
-                    log[(NODE, e, t)] = seq
+    def _delete(self, aliases: Sequence[str], t: Tup) -> None:
+        """Delete t from every alias of its base (§5): out of the relations, the bags and the index (no
+        rebuild), then the sampled results holding it are replaced, so the sample is again a uniform
+        k-subset of the current join."""
+        self.counters["events"] += 1
+        self.counters["deletes"] += 1
+        index, logging = self.index, self._logging
+        lost = lost_qualifying = 0  # symhj: the results t was part of, enumerated as on an insert
+        for alias in aliases:
+            del self.rels[alias][t]
+            if logging:
+                self._log[(REL, alias, t)] = None
+            if alias in self.key_pos:
+                del self.holders[alias][self._key_of(alias, t)]
+            e = self.node_of[alias]
+            for b in self.bags.remove(alias, t):
+                if self.strategy == "symhj":
+                    rows = index.delta_rows(e, b)
+                    lost += len(rows)
+                    lost_qualifying += sum(1 for r in rows if self.theta is None or self.theta(r))
+                index.remove(e, b)
+                if logging:
+                    self._log[(NODE, e, b)] = None
         if self.strategy in REDRAWING:
             self._redraw()
             return
-        self._resample([r for r in self.sampler.rows() if self._alive(r)])
+        sampler = self.sampler
+        held = sampler.sample if isinstance(sampler, Reservoir) else sampler.slots
+        slots = self._holding(held, aliases, t)
+        self.counters["refills"] += len(slots)
+        if self.strategy == "symhj":  # no counts to draw through: the exact join, from scratch
+            self.all_results -= lost
+            self.known_size = (self.known_size or 0) - lost_qualifying
+            if slots:
+                gone = set(slots)
+                self._resample([r for i, r in enumerate(held) if i not in gone])
+            return
+        if slots:
+            sampler.evict(slots, index.full_size(), index.full_get)
+        self.known_size = index.full_size() if index.exact and self.theta is None else None
+
+    def _holding(self, rows: list[Tup], aliases: Sequence[str], t: Tup) -> list[int]:
+        """The positions of the rows that hold t in one of these aliases (a C-speed scan first, since
+        a sampled result rarely does)."""
+        project = [self.alias_of_row[a] for a in aliases]
+        if not any(t in map(p, rows) for p in project):
+            return []
+        return [i for i, r in enumerate(rows) if any(p(r) == t for p in project)]
 
     def _resample(self, kept: list[Tup]) -> None:
         """Set the sampler to a uniform sample of the current join that keeps ``kept`` (a uniform
@@ -358,32 +360,28 @@ class ReservoirEngine:
 
     def rows(self) -> list[Tup]:
         """The current sample (in slot order)."""
-        e = self._settled()
-        return list(e.drawn) if e.strategy in REDRAWING else e.sampler.rows()
+        return list(self.drawn) if self.strategy in REDRAWING else self.sampler.rows()
 
     def join_size(self) -> int | None:
         """|Q_θ| where this strategy knows it exactly, else None."""
-        e = self._settled()
-        rows = e.rows()
-        if not e.with_replacement and len(rows) < e.k:
+        rows = self.rows()
+        if not self.with_replacement and len(rows) < self.k:
             return len(rows)
-        return e.known_size
+        return self.known_size
 
     def join_size_bound(self) -> int:
         """|J| >= |Q|: the index's super-root length (exact for sjoin; |Q| for symhj and rebuild)."""
-        e = self._settled()
-        return e.index.full_size() if e.index.counting else e.all_results
+        return self.index.full_size() if self.index.counting else self.all_results
 
     def result(self) -> dict[str, Any]:
-        e = self._settled()
         cols = self.query.columns
-        rows = sorted(e.rows(), key=_canonical)
+        rows = sorted(self.rows(), key=_canonical)
         return {
             "k": self.k,
             "sample": [dict(zip(cols, r, strict=True)) for r in rows],
-            "join_size": e.join_size(),
-            "join_size_bound": e.join_size_bound(),
-            "stats": {**e.stats(), "decomposition": self.decomposition()},
+            "join_size": self.join_size(),
+            "join_size_bound": self.join_size_bound(),
+            "stats": {**self.stats(), "decomposition": self.decomposition()},
         }
 
     def decomposition(self) -> dict[str, Any]:
@@ -392,8 +390,8 @@ class ReservoirEngine:
         return {"derived": q.derived, "bags": [list(n.members) for n in q.nodes]}
 
     def stats(self) -> dict[str, float]:
-        """Work counters and gauges of this engine as it is (a pending run of deletes not applied yet).
-        Counts stay integers (results carry them); only the sampler's weight ``w`` is a float."""
+        """Work counters and gauges of this engine. Counts stay integers (results carry them); only
+        the sampler's weight ``w`` is a float."""
         c = self.sampler.counters
         out: dict[str, float] = {k: int(v) for k, v in self.counters.items()}
         out.update({k: int(v) for k, v in c.as_dict().items()})
@@ -421,15 +419,15 @@ class ReservoirEngine:
             "known_size": None if self.known_size is None else str(self.known_size),
             "all_results": str(self.all_results),
             "work": [index.places, index.propagations, index.retrieves],
-            "pending_deletes": self.pending_deletes,
             "rel_seq": self.rel_seq,
+            "node_seq": [node.next_seq for node in index.nodes],
         }
 
     def snapshot(self) -> bytes:
         index = self.index
         state = {
             "rels": {a: [[list(t), seq] for t, seq in rel.items()] for a, rel in self.rels.items()},
-            "nodes": [[list(t) for t in node.tuples] for node in index.nodes],
+            "nodes": [[[list(t), seq] for t, seq in node.tuples.items()] for node in index.nodes],
             "ds": index.dump_directed(),
             **self._meta(),
         }
@@ -448,9 +446,10 @@ class ReservoirEngine:
         for alias, rel in self.rels.items():
             for t in rel:
                 self.bags.record(alias, t)
-        for node, rows in zip(index.nodes, st["nodes"], strict=True):
-            for t in rows:
-                node.add(tuple(t))
+        for node, rows, next_seq in zip(index.nodes, st["nodes"], st["node_seq"], strict=True):
+            for t, seq in rows:
+                node.add(tuple(t), seq)
+            node.next_seq = next_seq
         index.load_directed(st["ds"])
         version, mt, gauss = st["rng"]
         self.rng.setstate((version, tuple(mt), gauss))
@@ -460,7 +459,6 @@ class ReservoirEngine:
         self.known_size = None if st["known_size"] is None else int(st["known_size"])
         self.all_results = int(st["all_results"])
         index.places, index.propagations, index.retrieves = st["work"]
-        self.pending_deletes = st["pending_deletes"]
         self.rel_seq = st["rel_seq"]
         self._log.clear()
         index.dirty.clear()
@@ -498,7 +496,7 @@ class ReservoirEngine:
                 yield REL, _key(alias, t), str(seq).encode()
         index = self.index
         for e, node in enumerate(index.nodes):
-            for seq, t in enumerate(node.tuples):
+            for t, seq in node.tuples.items():
                 yield NODE, _key(e, t), str(seq).encode()
         for d in index.ds:
             for v in index.keys(d):
@@ -527,7 +525,7 @@ class ReservoirEngine:
             raise ValueError("reservoir state entries without their meta entry")
         state = {
             "rels": {a: [[t, seq] for seq, t in sorted(rows)] for a, rows in rels.items()},
-            "nodes": [[t for _, t in sorted(rows)] for rows in nodes],
+            "nodes": [[[t, seq] for seq, t in sorted(rows)] for rows in nodes],
             "ds": [[[v, dumped] for _, v, dumped in rows] for rows in ds],
             **meta,
         }
@@ -540,3 +538,11 @@ def _key(owner: str | int, t: Tup) -> bytes:
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:
     return tuple((type(v).__name__, v) for v in row)
+
+
+def _projector(pos: tuple[int, ...]) -> Callable[[Tup], Tup]:
+    """The alias tuple within a result row (a tuple even for one column)."""
+    if len(pos) == 1:
+        i = pos[0]
+        return lambda row: (row[i],)
+    return itemgetter(*pos)

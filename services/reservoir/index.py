@@ -37,9 +37,14 @@ def positions(of: Sequence[str], within: Sequence[str]) -> tuple[int, ...]:
 
 
 class NodeStore:
-    """The tuples of one node, their items (groups) and hash indexes by each neighbour's key."""
+    """The tuples of one node (with their arrival numbers), their items (groups) and hash indexes by
+    each neighbour's key.
 
-    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "tuples")
+    Every order here is the one re-adding the current tuples by arrival number would give (a restore
+    does exactly that): a group's members in arrival order, and each key's items in the arrival order
+    of their first member, which a delete of a group's first member restores (``remove``)."""
+
+    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "next_seq", "tuples")
 
     def __init__(self, attrs: tuple[str, ...], neighbours: dict[int, tuple[str, ...]], grouped: bool) -> None:
         self.attrs = attrs
@@ -47,7 +52,8 @@ class NodeStore:
         self.item_attrs = tuple(joined) if grouped else attrs
         self.item_pos = positions(self.item_attrs, attrs)
         self.items: dict[Tup, list[Tup]] = {}
-        self.tuples: dict[Tup, None] = {}
+        self.tuples: dict[Tup, int] = {}  # tuple -> arrival number (increasing, never reused)
+        self.next_seq = 0
         self.key_pos = {n: positions(shared, self.item_attrs) for n, shared in neighbours.items()}
         self.by_key: dict[int, dict[Tup, dict[Tup, None]]] = {n: {} for n in neighbours}
 
@@ -55,9 +61,13 @@ class NodeStore:
         pos = self.item_pos
         return t if len(pos) == len(t) and pos == tuple(range(len(t))) else tuple(t[i] for i in pos)
 
-    def add(self, t: Tup) -> tuple[Tup, bool]:
-        """Record ``t``; returns its item and whether the item is new."""
-        self.tuples[t] = None
+    def add(self, t: Tup, seq: int | None = None) -> tuple[Tup, bool]:
+        """Record ``t`` (with arrival number ``seq``, default the next one); returns its item and
+        whether the item is new."""
+        if seq is None:
+            seq = self.next_seq
+        self.tuples[t] = seq
+        self.next_seq = max(self.next_seq, seq + 1)
         item = self.item_of(t)
         members = self.items.get(item)
         if members is not None:
@@ -66,6 +76,28 @@ class NodeStore:
         self.items[item] = [t]
         for n, pos in self.key_pos.items():
             self.by_key[n].setdefault(tuple(item[i] for i in pos), {})[item] = None
+        return item, True
+
+    def remove(self, t: Tup) -> tuple[Tup, bool]:
+        """Forget ``t`` (present); returns its item and whether the item is gone."""
+        del self.tuples[t]
+        item = self.item_of(t)
+        members = self.items[item]
+        first = members[0] == t
+        members.remove(t)
+        for n, pos in self.key_pos.items():
+            v = tuple(item[i] for i in pos)
+            at = self.by_key[n][v]
+            if not members:
+                del at[item]
+                if not at:
+                    del self.by_key[n][v]
+            elif first:  # the item now ranks by its next member's arrival
+                seq = self.tuples
+                self.by_key[n][v] = dict.fromkeys(sorted(at, key=lambda it: seq[self.items[it][0]]))
+        if members:
+            return item, False
+        del self.items[item]
         return item, True
 
 
@@ -237,6 +269,27 @@ class JoinIndex:
                     self._place(d, item, old_f * base, f * base)
         return True
 
+    def remove(self, e: int, t: Tup) -> bool:
+        """Take tuple ``t`` out of node ``e``; False if it was not there. The mirror of ``insert``: the
+        item leaves its structures (or, grouped, moves to its smaller rounded size), and a count whose
+        rounding changes propagates exactly as on an insert, downwards (§5)."""
+        node = self.nodes[e]
+        if t not in node.tuples:
+            return False
+        item = node.item_of(t)
+        if self.counting:
+            size = len(node.items[item])
+            old_f = self._feq(size) if self.grouped else 1  # the item's weight factor, before and after
+            f = self._feq(size - 1) if self.grouped and size > 1 else 0
+            if f != old_f:
+                for di in self.out[e]:
+                    d = self.ds[di]
+                    base = self._children_product(d, item)
+                    if base:
+                        self._place(d, item, old_f * base, f * base)
+        node.remove(t)
+        return True
+
     def _place(self, d: Directed, item: Tup, w_old: int, w_new: int) -> None:
         self.places += 1
         v = tuple(item[i] for i in d.key_pos)
@@ -248,11 +301,16 @@ class JoinIndex:
                 d.where[item] = len(d.rows.setdefault(v, []))
                 d.rows[v].append(item)
                 _fen_append(d.fen.setdefault(v, []), w_new)
-            else:
+            elif w_new:
                 _fen_add(d.fen[v], idx, w_new - w_old)
+            else:
+                self._row_remove(d, v, idx, item, w_old)
             old = d.cnt.get(v, 0)
             new = old + w_new - w_old
-            d.cnt[v] = d.rcnt[v] = new
+            if new:
+                d.cnt[v] = d.rcnt[v] = new
+            else:
+                del d.cnt[v], d.rcnt[v]
             if new != old:
                 self._propagate(d, v, old, new)
             return
@@ -262,11 +320,30 @@ class JoinIndex:
             self._bucket_add(d, v, w_new.bit_length() - 1, item)
         old_r = d.rcnt.get(v, 0)  # read before cnt changes
         c = d.cnt.get(v, 0) + w_new - w_old
-        d.cnt[v] = c
-        new_r = nextpow2(c) if c else 0
+        if c:
+            d.cnt[v] = c
+            new_r = nextpow2(c)
+        else:  # the key is gone from this structure (deletes only)
+            del d.cnt[v], d.rcnt[v], d.buckets[v], d.exps[v]
+            new_r = 0
         if new_r != old_r:
-            d.rcnt[v] = new_r
+            if new_r:
+                d.rcnt[v] = new_r
             self._propagate(d, v, old_r, new_r)
+
+    def _row_remove(self, d: Directed, v: Tup, idx: int, item: Tup, w: int) -> None:
+        """Exact mode: drop ``item`` (weight ``w``) from key v's Fenwick tree by moving the last item
+        into its place; popping a Fenwick tree's last node leaves the others intact."""
+        rows, tree = d.rows[v], d.fen[v]
+        del d.where[item]
+        last = rows.pop()
+        if idx < len(rows):
+            _fen_add(tree, idx, _fen_point(tree, len(rows)) - w)
+            rows[idx] = last
+            d.where[last] = idx
+        tree.pop()
+        if not rows:
+            del d.rows[v], d.fen[v]
 
     def _bucket_add(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
         per = d.buckets.setdefault(v, {})

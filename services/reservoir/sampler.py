@@ -112,6 +112,46 @@ class Reservoir(_Sampler):
             q = geo(rng, w)
         self.w, self.q = w, q - (n - pos)
 
+    def evict(self, slots: list[int], n: int, get: Get) -> None:
+        """The results in these slots left the population; ``n``, ``get``: the whole current population
+        as one batch with dummies (the index's J). Refills the slots so the state is again that of
+        Algorithm L having seen the current real items (docs/reservoir/algorithm.md §5.2).
+
+        View every item as carrying a private U(0,1) key, S the k smallest among the reals and w the
+        k-th. Given (S, w), the keys of the unsampled items are i.i.d. U(w, 1), and the deleted items
+        were chosen by the data, not the keys. So the new bottom-k is the survivors plus the next
+        smallest keys among the unsampled entries of J: taking those entries in uniformly random order
+        is taking them by key, and the first ``len(slots)`` real ones are the refill. If D entries were
+        taken out of the L unsampled ones, the last key is the D-th smallest of L i.i.d. U(w, 1):
+        w' = w + (1 - w)·Beta(D, L - D + 1), independent of which entries they were. The skip is
+        redrawn (memorylessness). If the reals run out the sample is all of them and fills again."""
+        s, k, gone = self.sample, self.k, set(slots)
+        if self.w is None:  # not full: the sample is every real item; nothing to draw
+            self.sample = [r for i, r in enumerate(s) if i not in gone]
+            return
+        rng = self.rng
+        kept = {r for i, r in enumerate(s) if i not in gone}
+        found: list[Row] = []
+        taken = 0
+        for z in random_order(rng, n):
+            row = get(z)
+            if row is not None and row in kept:
+                continue  # a sampled survivor: its key is below w
+            taken += 1
+            if self._real(row):
+                found.append(row)  # type: ignore[arg-type]
+                if len(found) == len(slots):
+                    break
+        if len(found) < len(slots):  # fewer than k reals left: all of them, back to the fill
+            self.sample = [r for i, r in enumerate(s) if i not in gone] + found
+            self.w, self.q = None, 0
+            return
+        for i, row in zip(slots, found, strict=True):
+            s[i] = row
+        unsampled = n - (k - len(slots))
+        self.w = self.w + (1.0 - self.w) * rng.betavariate(taken, unsampled - taken + 1)
+        self.q = geo(rng, self.w)
+
     def reset(self, sample: list[Row], population: int) -> None:
         """The state of a reservoir that has seen ``population`` real items and holds ``sample`` (a
         uniform subset of them): w ~ Beta(k, M-k+1), and a fresh skip (§3.3, §5)."""
@@ -185,6 +225,31 @@ class ReplacementReservoir(_Sampler):
                 c.stops_dummy += 1
             heapq.heappush(heap, (at + 1 + geo(rng, self.ws[j]), j))
         self.seen = end
+
+    def evict(self, slots: list[int], n: int, get: Get) -> None:
+        """The results in these slots left the population (``n``, ``get``: all of it, as J): each such
+        slot refills as a one-result reservoir (``Reservoir.evict`` with k = 1: its next key is the
+        minimum over the L = n entries taken in random order up to the first real one, D of them,
+        w' = w + (1 - w)·Beta(D, n - D + 1)); if no real item is left, every slot empties."""
+        rng = self.rng
+        redrawn: dict[int, int] = {}
+        for j in slots:
+            taken = 0
+            for z in random_order(rng, n):
+                taken += 1
+                row = get(z)
+                if self._real(row):
+                    self.slots[j] = row  # type: ignore[assignment]
+                    break
+            else:  # the population has no real item: every slot held a deleted one
+                self.slots, self.ws, self.heap = [], [], []
+                return
+            w = self.ws[j]
+            self.ws[j] = w + (1.0 - w) * rng.betavariate(taken, n - taken + 1)
+            redrawn[j] = self.seen + geo(rng, self.ws[j])
+        kept = [(at, j) for at, j in self.heap if j not in redrawn]
+        self.heap = kept + [(at, j) for j, at in redrawn.items()]
+        heapq.heapify(self.heap)
 
     def reset(self, keep: list[Row | None], population: int, draw: Callable[[], Row]) -> None:
         """After deletes: slots whose result survived keep it, the others draw afresh; each slot then

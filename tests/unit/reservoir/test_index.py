@@ -143,3 +143,39 @@ def test_rounded_counts_only_double_and_change_rarely():
         changes += now != last
         last = now
     assert changes == 7  # 1, 2, 4, ..., 64
+
+
+@pytest.mark.parametrize(("exact", "grouped"), MODES)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_removes_keep_the_index_equal_to_its_definition(shape: str, exact: bool, grouped: bool, data: Any):
+    """Inserts and removes in any order (§5): after each, the counts, buckets and Fenwick trees are
+    those of the current tuples, no key of count 0 is kept, J reads exactly the current join, and
+    every insert's batch still decodes to its new results."""
+    index, q = build(shape, exact, grouped)
+    domain = data.draw(st.integers(2, 3))
+    present: list[tuple[int, tuple[Any, ...]]] = []
+    for _ in range(data.draw(st.integers(1, 40))):
+        before = brute(index, q)
+        if present and data.draw(st.booleans()):
+            e, t = present.pop(data.draw(st.integers(0, len(present) - 1)))
+            assert index.remove(e, t)
+            assert not index.remove(e, t)
+        else:
+            e = data.draw(st.integers(0, len(q.nodes) - 1))
+            t = tuple(data.draw(st.integers(0, domain - 1)) for _ in q.nodes[e].attrs)
+            if not index.insert(e, t):
+                continue
+            present.append((e, t))
+            size, radices = index.delta_size(e, t)
+            reals = [r for r in (index.delta_get(e, t, radices, z) for z in range(size)) if r is not None]
+            assert sorted(reals) == sorted(brute(index, q) - before)
+        check_index(index)
+        for d in index.ds:
+            assert all(d.cnt.values()) and set(d.cnt) == set(d.rcnt)
+            assert set(d.cnt) == set(d.rows if exact else d.buckets)
+        full = [index.full_get(z) for z in range(index.full_size())]
+        assert sorted(r for r in full if r is not None) == sorted(brute(index, q))
+        if exact:
+            assert None not in full  # the Fenwick trees hold exactly the current weights
