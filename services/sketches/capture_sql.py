@@ -22,9 +22,14 @@ FRAG = "__frag"
 
 def dates_as_text(tree: exp.Expression) -> exp.Expression:
     """``DATE 'yyyy-mm-dd'`` as the text literal: the engine compares dates as ISO text (§1.2), and the
-    tables hold them as text."""
+    tables hold them as text; ``EXTRACT(YEAR FROM d)`` accordingly as the number of the text's first
+    four characters."""
 
     def plain(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Extract) and node.this.name.upper() == "YEAR":
+            head = exp.Substring(this=node.expression.copy(), start=exp.Literal.number(1))
+            head.set("length", exp.Literal.number(4))
+            return exp.Cast(this=head, to=exp.DataType.build("INT"))
         if (
             isinstance(node, exp.Cast)
             and isinstance(node.this, exp.Literal)

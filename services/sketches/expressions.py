@@ -35,6 +35,15 @@ def literal(e: exp.Literal) -> Any:
     return int(text)
 
 
+def year(value: Any) -> Any:
+    """EXTRACT(YEAR FROM d) of a date held as ISO text (as TPC-H stores dates) or a date object."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return int(value[:4])
+    return value.year
+
+
 def _compare(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
     def cmp(a: Any, b: Any) -> Any:
         if a is None or b is None:
@@ -136,6 +145,9 @@ def compile_expr(e: exp.Expression, resolve: Resolver) -> Expr:
             return out
 
         return member
+    if isinstance(e, exp.Extract) and e.this.name.upper() == "YEAR":
+        a = compile_expr(e.expression, resolve)
+        return lambda row: year(a(row))
     if isinstance(e, exp.Like) and isinstance(e.expression, exp.Literal):
         a = compile_expr(e.this, resolve)
         pattern = e.expression.this
