@@ -63,7 +63,9 @@ def _number(v: Any, where: str) -> Any:
 
 
 def parse_partition(v: Any, tables: Mapping[str, Table], read: set[str]) -> list[RangeSpec]:
-    """``{table: {column, boundaries: [...]}}`` or ``{table: {column, ranges: n, domain: [lo, hi]}}``."""
+    """``{table: {column, boundaries: [...]}}``, ``{table: {column, ranges: n, domain: [lo, hi]}}``
+    (equal width) or ``{table: {column, ranges: n, sample: [...] | histogram: [[value, count], ...]}}``
+    (equi-depth)."""
     if not isinstance(v, Mapping):
         raise ValueError("partition must map table names to {column, boundaries | ranges + domain}")
     specs: list[RangeSpec] = []
@@ -77,7 +79,7 @@ def parse_partition(v: Any, tables: Mapping[str, Table], read: set[str]) -> list
             raise ValueError(f"partition names table {name!r}, which the query does not read")
         if not isinstance(spec, Mapping) or not isinstance(spec.get("column"), str):
             raise ValueError(f"partition of {name!r} must give 'column'")
-        unknown = set(spec) - {"column", "boundaries", "ranges", "domain"}
+        unknown = set(spec) - {"column", "boundaries", "ranges", "domain", "sample", "histogram"}
         if unknown:
             raise ValueError(f"partition of {name!r}: unknown keys {sorted(unknown)}")
         pos = table.position(spec["column"])
@@ -91,6 +93,11 @@ def parse_partition(v: Any, tables: Mapping[str, Table], read: set[str]) -> list
                 raise ValueError(f"partition of {name!r}: boundaries mix numbers and strings")
             if any(a >= b for a, b in pairwise(bounds)):
                 raise ValueError(f"partition of {name!r}: boundaries must be strictly increasing")
+        elif "ranges" in spec and ("sample" in spec or "histogram" in spec):
+            if "domain" in spec or ("sample" in spec and "histogram" in spec):
+                raise ValueError(f"partition of {name!r}: give one of domain, sample or histogram")
+            weighted = _weighted(spec, str(name))
+            bounds = equi_depth(spec["ranges"], weighted, str(name))
         elif "ranges" in spec:
             bounds = equi_width(spec["ranges"], spec.get("domain"), str(name))
         else:
@@ -118,4 +125,50 @@ def equi_width(ranges: Any, domain: Any, name: str) -> list[Any]:
         out.append(int(b) if b.denominator == 1 else float(b))
     if any(a >= b for a, b in pairwise(out)):
         raise ValueError(f"partition of {name!r}: {ranges} ranges do not fit in the domain {domain}")
+    return out
+
+
+def _weighted(spec: Mapping[str, Any], name: str) -> list[tuple[Any, int]]:
+    """The sample as (value, count) pairs: each sample value counts once, a histogram bucket its count."""
+    where = f"partition of {name!r}"
+    if "sample" in spec:
+        values = spec["sample"]
+        if not isinstance(values, list | tuple) or not values:
+            raise ValueError(f"{where}: sample must be a non-empty list of values")
+        pairs = [(_number(v, where), 1) for v in values]
+    else:
+        buckets = spec["histogram"]
+        if not isinstance(buckets, list | tuple) or not buckets:
+            raise ValueError(f"{where}: histogram must be a non-empty list of [value, count]")
+        pairs = []
+        for b in buckets:
+            if not isinstance(b, list | tuple) or len(b) != 2 or not isinstance(b[1], int) or b[1] < 0:
+                raise ValueError(f"{where}: histogram entries must be [value, count >= 0], got {b!r}")
+            pairs.append((_number(b[0], where), b[1]))
+    if len({type(v) is str for v, _ in pairs}) > 1:
+        raise ValueError(f"{where}: sample mixes numbers and strings")
+    if not sum(c for _, c in pairs):
+        raise ValueError(f"{where}: the histogram counts nothing")
+    return pairs
+
+
+def equi_depth(ranges: Any, weighted: list[tuple[Any, int]], name: str) -> list[Any]:
+    """Cut points putting about the same share of the sample in each of n ranges (the artifact builds its
+    partitions this way, from the table's quantiles). A value is never split: a value heavier than a
+    range takes its cut points with it, so heavy hitters leave fewer, fuller fragments."""
+    if isinstance(ranges, bool) or not isinstance(ranges, int) or ranges < 1:
+        raise ValueError(f"partition of {name!r}: ranges must be an int >= 1")
+    counts: dict[Any, int] = {}
+    for v, c in weighted:
+        counts[v] = counts.get(v, 0) + c
+    values = sorted(v for v, c in counts.items() if c)
+    total = sum(counts.values())
+    out: list[Any] = []
+    seen, i = 0, 1
+    for v in values:  # v starts a range when the share before it reaches the next i/n quantile
+        if i < ranges and seen * ranges >= i * total and seen:
+            out.append(v)
+            while i < ranges and seen * ranges >= i * total:
+                i += 1
+        seen += counts[v]
     return out
