@@ -11,11 +11,12 @@ T_BOOL: int
 T_EXACT: int
 T_DECLINE: int
 T_DECIMAL: int
+T_CONNECT_DECIMAL: int
 
 class Decoder:
     def __init__(
         self,
-        relations: Sequence[tuple[str, tuple[tuple[str, int], ...]]],
+        relations: Sequence[tuple[str, tuple[tuple[Any, ...], ...]]],  # (column, type[, scale])
         key_field: str | None,
         event_type: Callable[..., Any],
         error_type: type,
@@ -33,3 +34,5 @@ class Decoder:
         input order, and the number of errors."""
     def decode_many(self, values: Sequence[bytes | None]) -> list[Any]:
         """Every value decoded (declined ones by the fallback), not grouped."""
+    def decode_debezium(self, value: bytes, start: int, stop: int, relation: str | None) -> list[Any] | None:
+        """The common Debezium envelope in value[start:stop] as its events; None declines."""

@@ -8,20 +8,32 @@ is matched by a prefix comparison instead of a search. Anything else (a refusal,
 an unusual column) is not decided here: ``events`` answers None and the general decoder
 (``ivmstream.events.debezium`` then ``ivmstream.events.changes``) decides and names the reason, so the
 two paths agree on every record by construction.
+
+Where the compiled decoder is built (``ivmstream.events._fastjson``, unless IVMSTREAM_PURE_PYTHON=1),
+the common record is first decoded in C, straight from its bytes (a wrapped record's payload in place:
+the schema text is never parsed again, and a Connect decimal goes from base64 to ``Decimal`` there):
+the same checks, but it declines anything it cannot decide cheaply, which then takes the Python
+converters below. Tests check the three tiers against each other record by record.
 """
 
 from __future__ import annotations
 
 import binascii
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
 from ivmstream.events.changes import UNAVAILABLE, ChangeSpec
-from ivmstream.events.codec import COLUMN_TYPES, EventError, Schema, UpdateEvent
+from ivmstream.events.codec import COLUMN_TYPES, PURE_PYTHON_ENV, EventError, Schema, UpdateEvent
 from ivmstream.events.connect import DECIMAL, struct_columns, struct_converters
+
+try:  # the compiled decoder (setup.py); without it the Python converters below decode every record
+    from ivmstream.events import _fastjson
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _fastjson = None  # type: ignore[assignment]
 
 _WRAPPED = b'{"schema":'
 _PAYLOAD = b',"payload":'
@@ -150,11 +162,96 @@ def wrapped_row_event(relation: str, schema: Schema, envelope: Any, side: str) -
     return row_event(relation, schema, converters, finals)
 
 
+def compiled_available() -> bool:
+    """Whether change records are decoded in C first (built, and IVMSTREAM_PURE_PYTHON is not 1)."""
+    return _fastjson is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1"
+
+
+def _type_codes() -> dict[str, int]:
+    assert _fastjson is not None
+    f = _fastjson
+    return {
+        "int": f.T_INT,
+        "float": f.T_FLOAT,
+        "number": f.T_NUMBER,
+        "str": f.T_STR,
+        "bool": f.T_BOOL,
+        "exact": f.T_EXACT,
+        "decimal": f.T_DECIMAL,
+    }
+
+
+def _declined(_value: Any) -> Any:  # pragma: no cover - decode_debezium never calls the fallback
+    raise AssertionError("the change decoder has no fallback")
+
+
+def compiled_decoder(
+    schema: Schema, columns: Mapping[str, tuple[tuple[Any, ...], ...] | None] | None = None
+) -> Any:
+    """The C decoder of change records of ``schema``'s relations (``columns``: as ``compiled_columns``
+    gives them for a wrapped record's schema; default: as a plain record holds them). None where no
+    relation can be decoded in C."""
+    assert _fastjson is not None
+    codes = _type_codes()
+    relations = []
+    for name, rel in schema.relations.items():
+        spec = tuple((col, codes[typ]) for col, typ in rel.columns) if columns is None else columns.get(name)
+        relations.append((name, spec if spec is not None else (("", _fastjson.T_DECLINE),)))
+    if columns is not None and not any(columns.values()):
+        return None
+    return _fastjson.Decoder(
+        relations, schema.key_field, UpdateEvent, EventError, _declined, decimal_type=Decimal
+    )
+
+
+def compiled_columns(schema: Schema, envelope: Any) -> dict[str, tuple[tuple[Any, ...], ...] | None]:
+    """Per relation, its columns as the compiled decoder reads them from a wrapped record with this
+    envelope schema (a Connect decimal as ``(column, T_CONNECT_DECIMAL, scale)``); None where the
+    schema's structs need what only the Python converters do (another logical type, a key field or a
+    non-decimal column converted, a struct lacking a column, before and after described apart)."""
+    assert _fastjson is not None
+    codes = _type_codes()
+    out: dict[str, tuple[tuple[Any, ...], ...] | None] = {}
+    for name, rel in schema.relations.items():
+        wanted = dict(rel.columns)
+        if schema.key_field is not None:
+            wanted.setdefault(schema.key_field, "")
+        sides: list[tuple[tuple[Any, ...], ...] | None] = []
+        for side in ("before", "after"):
+            columns = struct_columns(envelope, side)
+            if columns is None or not columns.issuperset(wanted):
+                sides.append(None)
+                continue
+            try:
+                converted = set(struct_converters(envelope, side, wanted)) & set(wanted)
+            except EventError:
+                sides.append(None)
+                continue
+            struct = next(f for f in envelope["fields"] if isinstance(f, dict) and f.get("field") == side)
+            spec: list[tuple[Any, ...]] = []
+            for col, typ in rel.columns:
+                if col not in converted:
+                    spec.append((col, codes[typ]))
+                    continue
+                field = next(f for f in struct["fields"] if f.get("field") == col)
+                scale = (field.get("parameters") or {}).get("scale")
+                digits = type(scale) is str and scale.isascii() and scale.isdigit()
+                if field.get("name") != DECIMAL or typ != "decimal" or not digits:
+                    spec = []
+                    break
+                spec.append((col, _fastjson.T_CONNECT_DECIMAL, int(str(scale))))
+            ok = bool(spec) and (schema.key_field is None or schema.key_field not in converted)
+            sides.append(tuple(spec) if ok else None)
+        out[name] = sides[0] if sides[0] is not None and sides[0] == sides[1] else None
+    return out
+
+
 class FastDebezium:
     """One input's common Debezium records -> events (None: the general decoder's record). For inputs
-    that keep no images and do not project: those need the general path's bookkeeping."""
+    that keep no images and do not project: those need the general path's bookkeeping. ``compiled``:
+    decode in C first (default: where it is built and IVMSTREAM_PURE_PYTHON is not 1)."""
 
-    def __init__(self, spec: ChangeSpec, schema: Schema) -> None:
+    def __init__(self, spec: ChangeSpec, schema: Schema, compiled: bool | None = None) -> None:
         self.relation = spec.relation
         self.schema = schema
         self._plain: dict[str, RowEvent | None] = {}
@@ -162,6 +259,9 @@ class FastDebezium:
         self._schemas: dict[bytes, Any] = {}
         self._text = b""  # the last record's schema text
         self._start = 0  # where its payload starts
+        self.compiled = compiled_available() if compiled is None else compiled
+        self._c_plain = compiled_decoder(schema) if self.compiled else None
+        self._c_wrapped: dict[bytes, Any] = {}  # per schema text: its compiled decoder, or None
 
     def events(self, key: bytes | None, value: bytes | None) -> list[UpdateEvent] | None:
         if value is None:
@@ -169,6 +269,10 @@ class FastDebezium:
         try:
             if value[:10] == _WRAPPED:
                 return self._wrapped_events(value)
+            if self._c_plain is not None:
+                out = self._c_plain.decode_debezium(value, 0, len(value), self.relation)
+                if out is not None:
+                    return out  # type: ignore[no-any-return]
             return self._events(orjson.loads(value), None)
         except (_Miss, KeyError, TypeError, ValueError, ArithmeticError, binascii.Error):
             return None
@@ -184,11 +288,26 @@ class FastDebezium:
                 if len(self._schemas) > 64:
                     self._schemas.clear()
                     self._wrapped.clear()
-                self._schemas[text] = orjson.loads(text)
+                    self._c_wrapped.clear()
+                self._schemas[text] = envelope = orjson.loads(text)
+                if self.compiled:
+                    self._c_wrapped[text] = self._compiled_wrapped(envelope)
             self._text, self._start = text, at + 11
         if value[-1:] != b"}":
             return None
+        decoder = self._c_wrapped.get(text)
+        if decoder is not None:
+            out = decoder.decode_debezium(value, self._start, len(value) - 1, self.relation)
+            if out is not None:
+                return out  # type: ignore[no-any-return]
         return self._events(orjson.loads(memoryview(value)[self._start : -1]), text)
+
+    def _compiled_wrapped(self, envelope: Any) -> Any:
+        """The C decoder for records wrapped with this schema (None: their relations need Python)."""
+        try:
+            return compiled_decoder(self.schema, compiled_columns(self.schema, envelope))
+        except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
+            return None
 
     def _events(self, obj: Any, text: bytes | None) -> list[UpdateEvent] | None:
         op = obj["op"]
