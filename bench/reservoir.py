@@ -1,17 +1,20 @@
-"""Benchmark of the reservoir service: RSJoin against SJoin and the plain reservoir (docs/reservoir/
-algorithm.md §7), at Python scale, with machine-independent counters beside every time.
+"""Benchmark of the reservoir service: RSJoin against SJoin, its other baselines and the plain reservoir
+(docs/reservoir/algorithm.md §7), the paper's §6 experiments at Python scale, with machine-independent
+counters beside every time.
 
-* **E1** time vs N: line-3 and line-4 over a Chung-Lu graph with Epinions-like degrees (one edge
-  relation read by every alias), RSJoin on every prefix size, SJoin on the prefixes it finishes within
-  the budget; counters: ``place`` calls, propagation-loop iterations, retrieves, stops.
-* **E2** per-update latency on line-4 with sampling off (the index alone), RSJoin vs SJoin, over the
-  largest prefix SJoin finished in E1's budget.
-* **E3** k sweep on a line-3 prefix.
-* **E4** RSWP vs RS: θ evaluations (and time) of the predicate reservoir against evaluating θ on every
-  item, over densities 0..1 (an edit-distance predicate on short strings).
-* **E6** memory: tracemalloc peak of RSJoin and SJoin vs prefix.
-* **service**: one line-3 point through the real ``Worker`` on the embedded broker at its batch size,
-  against the engine alone on the same batches (the published sample must be the engine's).
+* **E1** time vs N (the paper's Figure 7): line-3 and line-4 over prefixes of an Epinions-like graph
+  fed as the paper's shuffled alias copies (``--graph``, ``--stream`` choose Chung-Lu and the service's
+  fan-out instead), RSJoin on every prefix, SJoin on the prefixes it finishes within the budget;
+  counters: ``place`` calls, propagation-loop iterations, retrieves, stops.
+* **E2** per-tuple update time on line-4 with sampling off (the index alone, Figure 6), RSJoin vs
+  SJoin, over the largest prefix SJoin finished in E1's budget.
+* **E3** k sweep on a line-3 prefix, k up to 10^6 (Figure 8).
+* **E4** RSWP vs RS (Figures 12 and 13): θ evaluations and time of the predicate reservoir against
+  evaluating θ on every item, over densities 0..1 and along the stream at density 0.1; θ is the
+  paper's: edit distance <= 16 from a 1,024-character query string (rapidfuzz's bounded Levenshtein).
+* **E6** memory (Figure 11): tracemalloc of RSJoin and SJoin on line-3, RSJoin-opt and SJoin-opt on Q10.
+* **queries**, **optimisations**, **scale**, **graphs**, **workers**: bench/reservoir_paper.py (Figures
+  5, 9 and 10, the graphs' shapes, a query of each family through the real Worker).
 
 Writes ``bench/results/reservoir.json`` and ``reservoir.png``. Run: ``.venv/bin/python bench/reservoir.py``
 (``--quick``: a smoke run writing ``reservoir_quick.*``). ``--markdown FILE.json`` prints the tables of
@@ -24,13 +27,10 @@ import argparse
 import gc
 import math
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,9 +41,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
+from rapidfuzz.distance import Levenshtein  # noqa: E402
 
-from bench.lib.machine import machine_info  # noqa: E402
+from bench import reservoir_paper as paper  # noqa: E402
+from bench.lib.machine import load_average, machine_info  # noqa: E402
+from bench.lib.report import command_line  # noqa: E402
 from bench.reservoir_data import chung_lu  # noqa: E402
+from bench.reservoir_graphs import EPINIONS_EDGES, EPINIONS_NODES, epinions_like, line, stream_for  # noqa: E402
+from bench.reservoir_relational import q10  # noqa: E402
 from bench.reservoir_report import markdown, plot, summarize  # noqa: E402
 from ivmstream.events import UpdateEvent  # noqa: E402
 from ivmstream.options import parse_options  # noqa: E402
@@ -54,26 +59,12 @@ from ivmstream.services.reservoir.query import parse_query  # noqa: E402
 from ivmstream.services.reservoir.sampler import Reservoir, rs_without_pushdown  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
-GAMMA = 1.9
-AVG_DEGREE = 6.7  # Epinions: 508,837 edges over 75,879 nodes
 COUNTERS = ("places", "propagations", "retrieves", "stops_real", "stops_dummy", "theta_evals")
-
-
-def line_raw(length: int, k: int, strategy: str) -> dict[str, Any]:
-    """line-k over one edge relation E(src, dst), read by the aliases G1..Gk."""
-    names = "abcdefgh"
-    rels = {f"G{i + 1}": [names[i], names[i + 1]] for i in range(length)}
-    return {
-        "relations": rels,
-        "aliases": dict.fromkeys(rels, "E"),
-        "base_columns": {"E": ["src", "dst"]},
-        "k": k,
-        "strategy": strategy,
-    }
+GRAPH = {"name": "epinions-like", "stream": "copies"}  # set by main from --graph and --stream
 
 
 def line_config(length: int, k: int, strategy: str) -> dict[str, Any]:
-    return parse_options(OPTIONS, line_raw(length, k, strategy), owner="bench")
+    return parse_options(OPTIONS, line(length, k, strategy, GRAPH["stream"]), owner="bench")
 
 
 def walks(edges: Sequence[tuple[int, int]], length: int) -> int:
@@ -91,11 +82,14 @@ def walks(edges: Sequence[tuple[int, int]], length: int) -> int:
 
 
 def graph(edges: int, seed: int = 1) -> list[tuple[int, int]]:
-    return chung_lu(max(10, int(edges / AVG_DEGREE)), edges, gamma=GAMMA, seed=seed)
+    """The benchmark's graph with ``edges`` edges at Epinions' 6.7 edges per node."""
+    if GRAPH["name"] == "chung-lu":
+        return chung_lu(max(10, round(edges * EPINIONS_NODES / EPINIONS_EDGES)), edges, seed=seed)
+    return epinions_like(edges, seed=seed)
 
 
-def events_of(edges: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
-    return [UpdateEvent("E", {"src": s, "dst": d}, 1) for s, d in edges]
+def events_of(length: int, edges: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
+    return stream_for(line(length, 1, "rsjoin", GRAPH["stream"]), edges)
 
 
 def timed_run(
@@ -135,7 +129,7 @@ def e1(sizes: Sequence[int], lengths: Sequence[int], k: int, budget: float) -> d
         sjoin_alive = True
         for n in sizes:
             prefix = edges[:n]
-            evs = events_of(prefix)
+            evs = events_of(length, prefix)
             row: dict[str, Any] = {"edges": n, "join_size": walks(prefix, length)}
             row["rsjoin"] = timed_run(line_config(length, k, "rsjoin"), evs, budget=float("inf"))
             if sjoin_alive:
@@ -152,19 +146,25 @@ def e1(sizes: Sequence[int], lengths: Sequence[int], k: int, budget: float) -> d
 
 
 def e2(edges_n: int, length: int, budget: float) -> dict[str, Any]:
-    """Per-base-edge index update time (every alias), sampling off, rounded vs exact counts; a run past
-    ``budget`` seconds stops there (and says so: its mean then covers the cheaper early edges only)."""
+    """Per-tuple index update time (one alias relation's tuple; with fan-out, one base edge into every
+    alias), sampling off, rounded vs exact counts; a run past ``budget`` seconds stops there (and says
+    so: its mean then covers the cheaper early tuples only)."""
     edges = graph(edges_n)
     q = parse_query(line_config(length, 1, "rsjoin"))
-    out: dict[str, Any] = {"edges": edges_n, "query": f"line-{length}"}
+    alias_node = {a: i for i, n in enumerate(q.nodes) for a in n.members}
+    tuples: list[tuple[list[int], tuple[Any, ...]]] = []
+    for ev in events_of(length, edges):
+        nodes = [alias_node[a] for a in q.fanout[ev.relation]]
+        tuples.append((nodes, tuple(ev.row.values())))
+    out: dict[str, Any] = {"edges": edges_n, "query": f"line-{length}", "unit": GRAPH["stream"]}
     for name, exact in (("rsjoin", False), ("sjoin", True)):
         index = JoinIndex([n.attrs for n in q.nodes], q.neighbours(), q.columns, exact=exact)
         lat: list[float] = []
         gc.collect()
-        for s, d in edges:
+        for nodes, t in tuples:
             t0 = time.perf_counter_ns()
-            for e in range(length):
-                index.insert(e, (s, d))
+            for e in nodes:
+                index.insert(e, t)
             lat.append((time.perf_counter_ns() - t0) / 1000)
             if sum(lat) > budget * 1e6:
                 break
@@ -172,7 +172,7 @@ def e2(edges_n: int, length: int, budget: float) -> dict[str, Any]:
         lat.sort()
         out[name] = {
             "processed": processed,
-            "timed_out": processed < len(edges),
+            "timed_out": processed < len(tuples),
             "mean_us": statistics.fmean(lat),
             "p50_us": lat[len(lat) // 2],
             "p90_us": lat[int(len(lat) * 0.9)],
@@ -193,54 +193,71 @@ def _log_histogram(values: Sequence[float]) -> dict[str, int]:
 
 
 def e3(edges_n: int, ks: Sequence[int]) -> dict[str, Any]:
-    evs = events_of(graph(edges_n))
+    evs = events_of(3, graph(edges_n))
     rows = [{"k": k, **timed_run(line_config(3, k, "rsjoin"), evs, budget=float("inf"))} for k in ks]
     return {"edges": edges_n, "rows": rows}
 
 
-def _edit_distance(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
+def _strings(rng: random.Random, target: str, n: int, density: float, threshold: int) -> list[tuple[str]]:
+    """``n`` strings at 0..4·threshold substitutions from ``target`` (distinct positions, a different
+    letter each), a ``density`` share of them within ``threshold``: the paper's stream (distances 0-64
+    for a threshold of 16)."""
+    out = []
+    letters = "acgt"
+    for _ in range(n):
+        d = rng.randint(0, threshold) if rng.random() < density else rng.randint(threshold + 1, 4 * threshold)
+        s = list(target)
+        for i in rng.sample(range(len(target)), d):
+            s[i] = letters[(letters.index(s[i]) + rng.randint(1, 3)) % 4]
+        out.append(("".join(s),))
+    return out
 
 
-def e4(items_n: int, k: int, densities: Sequence[float], batch: int = 1000) -> dict[str, Any]:
-    """RSWP (θ during the fill and at stops) vs RS (θ on every item), θ: edit distance <= 3."""
+def e4(
+    items_n: int, k: int, densities: Sequence[float], length: int, threshold: int, batch: int = 1000
+) -> dict[str, Any]:
+    """RSWP (θ during the fill and at stops) vs RS (θ on every item); θ: edit distance <= threshold."""
     rng = random.Random(4)
-    target = "".join(rng.choice("acgt") for _ in range(12))
+    target = "".join(rng.choice("acgt") for _ in range(length))
+
+    def theta(row: tuple[str, ...]) -> bool:
+        return Levenshtein.distance(row[0], target, score_cutoff=threshold) <= threshold
+
     rows = []
+    progress: list[dict[str, Any]] = []
     for phi in densities:
-        items = []
-        for _ in range(items_n):
-            if rng.random() < phi:
-                s = list(target)
-                s[rng.randrange(12)] = rng.choice("acgt")
-                items.append((("".join(s)),))
-            else:
-                items.append(("".join(rng.choice("xyz") for _ in range(12)),))
-
-        def theta(row: tuple[str, ...]) -> bool:
-            return _edit_distance(row[0], target) <= 3
-
+        items = _strings(rng, target, items_n, phi, threshold)
         res = Reservoir(k, random.Random(1), theta)
         t0 = time.perf_counter()
+        marks = {items_n * j // 10 for j in range(1, 11)}
         for i in range(0, items_n, batch):
             part = items[i : i + batch]
             res.update(len(part), part.__getitem__)
+            if phi == 0.1 and i + len(part) in marks:
+                progress.append(
+                    {
+                        "items": i + len(part),
+                        "rswp_evals": res.counters.theta_evals,
+                        "rswp_seconds": time.perf_counter() - t0,
+                    }
+                )
         rswp_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        _, rs_evals = rs_without_pushdown(k, random.Random(1), items, lambda x: theta(x))
+        _, rs_evals = rs_without_pushdown(k, random.Random(1), items, theta)
         rs_s = time.perf_counter() - t0
+        if phi == 0.1:
+            for p in progress:
+                t1 = time.perf_counter()
+                rs_without_pushdown(k, random.Random(1), items[: p["items"]], theta)
+                p.update(rs_evals=p["items"], rs_seconds=time.perf_counter() - t1)
+        real = sum(1 for x in items if theta(x))
         expected = (
-            items_n if phi == 0 else min(items_n, (k / phi) * (1 + math.log(max(phi * items_n / k, 1))))
+            items_n if real == 0 else min(items_n, (k * items_n / real) * (1 + math.log(max(real / k, 1))))
         )
         rows.append(
             {
                 "density": phi,
+                "real_density": real / items_n,
                 "rswp_evals": res.counters.theta_evals,
                 "rs_evals": rs_evals,
                 "ratio": rs_evals / max(1, res.counters.theta_evals),
@@ -250,101 +267,82 @@ def e4(items_n: int, k: int, densities: Sequence[float], batch: int = 1000) -> d
             }
         )
         print(f"E4 density {phi}: RS {rs_evals} / RSWP {res.counters.theta_evals} evaluations", flush=True)
-    return {"items": items_n, "k": k, "rows": rows}
+        del items
+    return {
+        "items": items_n,
+        "k": k,
+        "length": length,
+        "threshold": threshold,
+        "rows": rows,
+        "progress_at_density_0.1": progress,
+    }
 
 
-def e6(sizes: Sequence[int], k: int) -> dict[str, Any]:
+def _held(
+    raw: dict[str, Any], preload: Sequence[UpdateEvent], events: Sequence[UpdateEvent]
+) -> dict[str, Any]:
+    """tracemalloc's bytes held by an engine after the events (never checkpointed: no change log)."""
+    gc.collect()
+    tracemalloc.start()
+    engine = ReservoirEngine(parse_options(OPTIONS, raw, owner="bench"))
+    engine.apply(list(preload))
+    engine.apply(list(events))
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del engine
+    n = len(preload) + len(events)
+    return {"peak_bytes": peak, "held_bytes": current, "bytes_per_edge": current / n, "tuples": n}
+
+
+def e6(sizes: Sequence[int], k: int, q10_scales: Sequence[float]) -> dict[str, Any]:
+    """Held memory against the input: line-3 (RSJoin, SJoin) and Q10 (RSJoin-opt, SJoin-opt)."""
     edges = graph(max(sizes))
     rows = []
     for n in sizes:
         row: dict[str, Any] = {"edges": n}
         for strategy in ("rsjoin", "sjoin"):
-            gc.collect()
-            tracemalloc.start()
-            engine = ReservoirEngine(line_config(3, k, strategy))
-            engine.apply(events_of(edges[:n]))
-            _, peak = tracemalloc.get_traced_memory()
-            current, _ = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
-            row[strategy] = {"peak_bytes": peak, "held_bytes": current, "bytes_per_edge": current / n}
-            del engine
+            raw = line(3, k, strategy, GRAPH["stream"])
+            row[strategy] = _held(raw, [], stream_for(raw, edges[:n]))
         rows.append(row)
-    return {"k": k, "rows": rows}
-
-
-def service_point(edges_n: int, k: int) -> dict[str, Any]:
-    """Line-3 through the real Worker (batch size and checkpoints at their defaults) vs the engine."""
-    from bench.fivm_service import _worker_run
-    from bench.lib.broker import produce_checked
-    from ivmstream.config import build_config
-    from ivmstream.dev.broker import BrokerProcess
-    from ivmstream.events import encode_event
-    from ivmstream.service import load_service
-    from ivmstream.state import open_store
-
-    evs = events_of(graph(edges_n))
-    service = load_service("reservoir")
-    tmp = Path(tempfile.mkdtemp(prefix="ivmstream-reservoir-bench-"))
-    query = line_raw(3, k, "rsjoin")
-    try:
-        with BrokerProcess() as broker:
-            topic = f"reservoir-{uuid.uuid4().hex[:8]}"
-            broker.create_topic(topic, 1)
-            config = build_config(
-                service,
-                {**query, "input_topic": topic, "output_topic": f"{topic}.out", "dlq_topic": f"{topic}.dlq"},
-            )
-            end = produce_checked(broker.bootstrap, topic, [encode_event(ev) for ev in evs])
-            run = _worker_run(
-                service,
-                config,
-                broker.bootstrap,
-                open_store("rocksdb", f"res.{topic}", state_dir=tmp),
-                f"{topic}-g",
-                end,
-            )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    engine = ReservoirEngine(config.options)
-    batch = config.batch_size
-    t0 = time.perf_counter()
-    for i in range(0, len(evs), batch):
-        engine.apply(evs[i : i + batch])
-    engine_s = time.perf_counter() - t0
-    published = run.pop("result")
-    if published["sample"] != engine.result()["sample"]:
-        raise AssertionError("the worker's sample differs from the engine's on the same events")
-    return {
-        "query": "line-3, rsjoin",
-        "events": len(evs),
-        "k": k,
-        "batch_size": batch,
-        "checkpoint_interval_s": config.checkpoint_interval,
-        "worker_seconds": run["seconds"],
-        "worker_events_per_second": len(evs) / run["seconds"],
-        "engine_seconds": engine_s,
-        "engine_events_per_second": len(evs) / engine_s,
-        "worker_share_of_engine": engine_s / run["seconds"],
-        "checkpoints": run["checkpoints"],
-        "same_sample_as_engine": True,
-    }
+    q10_rows = []
+    for scale in q10_scales:
+        row = {"scale": scale}
+        for strategy in ("rsjoin-opt", "sjoin-opt"):
+            raw, preload, evs = q10(scale, k, strategy)
+            row[strategy] = _held(raw, preload, evs)
+        q10_rows.append(row)
+    return {"k": k, "rows": rows, "q10_rows": q10_rows}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--budget", type=float, default=40.0, help="seconds of apply() per SJoin prefix")
+    p.add_argument("--budget", type=float, default=25.0, help="seconds of apply() per SJoin prefix (E1, E2)")
     p.add_argument("--k", type=int, default=1000)
-    p.add_argument("--e1-line3", default="2000,5000,10000,20000,50000,100000,200000")
-    p.add_argument("--e1-line4", default="1000,2000,5000,10000,20000,50000,100000")
+    p.add_argument("--graph", choices=("epinions-like", "chung-lu"), default="epinions-like")
+    p.add_argument("--stream", choices=("copies", "fanout"), default="copies")
+    p.add_argument("--e1-line3", default="2000,5000,10000,20000,50000,100000")
+    p.add_argument("--e1-line4", default="1000,2000,5000,10000,20000,50000")
     p.add_argument(
         "--e2-edges", type=int, default=2000, help="without E1: else its largest line-4 SJoin prefix"
     )
     p.add_argument("--e3-edges", type=int, default=20000)
-    p.add_argument("--e3-ks", default="10,100,1000,10000,100000,300000")
+    p.add_argument("--e3-ks", default="10,100,1000,10000,100000,1000000")
     p.add_argument("--e4-items", type=int, default=100000)
+    p.add_argument("--e4-length", type=int, default=1024)
+    p.add_argument("--e4-threshold", type=int, default=16)
     p.add_argument("--e6-sizes", default="2000,4000,8000")
-    p.add_argument("--service-edges", type=int, default=20000, help="0: skip the worker run")
-    p.add_argument("--experiments", default="e1,e2,e3,e4,e6,service")
+    p.add_argument("--e6-q10-scales", default="0.5,1,2")
+    p.add_argument("--run-budget", type=float, default=10.0, help="seconds per run of the paper's queries")
+    p.add_argument(
+        "--graph-edges",
+        default="line-3=10000,line-4=5000,line-5=3000,star-4=2000,star-5=2000,star-6=2000,dumbbell=1500",
+    )
+    p.add_argument("--scale", type=float, default=1.0, help="the relational workloads' scale")
+    p.add_argument("--scales", default="0.5,1,2,4", help="QZ's scales (Figure 10)")
+    p.add_argument("--graphs-edges", type=int, default=10000)
+    p.add_argument("--worker-edges", type=int, default=10000, help="0: no worker runs")
+    p.add_argument("--worker-update-edges", type=int, default=1000)
+    p.add_argument("--experiments", default="e1,e2,e3,e4,e6,queries,optimisations,scale,graphs,workers")
     p.add_argument("--out", default=str(RESULTS / "reservoir.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs tables of a stored report")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, a short budget")
@@ -353,16 +351,28 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(orjson.loads(Path(a.markdown).read_bytes())))
         return 0
     if a.quick:
-        a.budget, a.k = 2.0, 20
-        a.e1_line3, a.e1_line4, a.e2_edges, a.e3_edges, a.e3_ks = "300,600", "300", 300, 300, "1,10,100"
-        a.e4_items, a.e6_sizes, a.service_edges = 2000, "300", 300
+        a.budget, a.k, a.run_budget = 2.0, 20, 2.0
+        a.e1_line3, a.e1_line4, a.e2_edges, a.e3_edges, a.e3_ks = "200,400", "200", 200, 200, "1,10,100"
+        a.e4_items, a.e4_length, a.e6_sizes, a.e6_q10_scales = 1000, 64, "200", "0.05"
+        a.graph_edges = "line-3=150,line-4=100,line-5=60,star-4=60,star-5=40,star-6=30,dumbbell=60"
+        a.scale, a.scales, a.graphs_edges, a.worker_edges, a.worker_update_edges = (
+            0.05,
+            "0.05,0.1",
+            200,
+            150,
+            60,
+        )
         if a.out == str(RESULTS / "reservoir.json"):
             a.out = str(RESULTS / "reservoir_quick.json")
+    GRAPH.update(name=a.graph, stream=a.stream)
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
     todo = set(a.experiments.split(","))
     report: dict[str, Any] = {
+        "command": command_line("bench/reservoir.py", argv),
         "options": {k: v for k, v in vars(a).items() if k != "out"},  # where it was written: the machine's
-        "graph": {"gamma": GAMMA, "avg_degree": AVG_DEGREE},
+        "graph": dict(GRAPH),
+        "load_at_start": load_average(),
     }
     started = time.perf_counter()
     if "e1" in todo:
@@ -375,11 +385,22 @@ def main(argv: list[str] | None = None) -> int:
     if "e3" in todo:
         report["e3"] = e3(a.e3_edges, ints(a.e3_ks))
     if "e4" in todo:
-        report["e4"] = e4(a.e4_items, 1000 if not a.quick else 20, [i / 10 for i in range(11)])
+        report["e4"] = e4(
+            a.e4_items, 1000 if not a.quick else 20, [i / 10 for i in range(11)], a.e4_length, a.e4_threshold
+        )
     if "e6" in todo:
-        report["e6"] = e6(ints(a.e6_sizes), a.k)
-    if "service" in todo and a.service_edges:
-        report["service"] = service_point(a.service_edges, a.k)
+        report["e6"] = e6(ints(a.e6_sizes), a.k, floats(a.e6_q10_scales))
+    graph_edges = {name: int(n) for name, n in (x.split("=") for x in a.graph_edges.split(","))}
+    if "queries" in todo:
+        report["queries"] = paper.queries(graph_edges, a.scale, a.k, a.k, a.run_budget)
+    if "optimisations" in todo:
+        report["optimisations"] = paper.optimisations(a.scale, a.k, a.run_budget * 3)
+    if "scale" in todo:
+        report["scale"] = paper.scale_sweep(floats(a.scales), a.k, a.run_budget * 3)
+    if "graphs" in todo:
+        report["graphs"] = paper.graphs(a.graphs_edges, a.k, a.run_budget, full_size=not a.quick)
+    if "workers" in todo and a.worker_edges:
+        report["workers"] = paper.worker_points(a.worker_edges, a.scale, a.k, a.worker_update_edges)
     report["seconds"] = time.perf_counter() - started
     report["summary"] = summarize(report)
     report["machine"] = machine_info()

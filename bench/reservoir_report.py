@@ -10,6 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.plots import plt
+from bench.reservoir_paper_report import (
+    graphs_tables,
+    optimisations_table,
+    paper_rows,
+    queries_tables,
+    scale_table,
+    workers_table,
+)
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
@@ -146,13 +154,16 @@ def _e1_row(name: str, r: dict[str, Any]) -> list[str]:
     ]
 
 
+_UNIT = {"copies": "a tuple is one alias relation's edge", "fanout": "a tuple is one edge into every alias"}
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The tables of docs/reservoir/benchmark.md, printed from a stored report."""
     lines: list[str] = []
     m = report["machine"]
     lines.append(
         f"Machine: {m['cpu_model']} ({m['cpu_affinity']} cores usable), Python {m['python']}, "
-        f"load {m['loadavg_1_5_15']}."
+        f"load {report.get('load_at_start', '?')} at the start, {m['loadavg_1_5_15']} at the end."
     )
     lines.append(f"The whole run took {report['seconds']:.0f} s of wall time.")
     lines.append("")
@@ -190,8 +201,9 @@ def markdown(report: dict[str, Any]) -> str:
                 ]
             )
         lines += table(
-            f"### E2: per-edge update time, {e2_['query']}, {e2_['edges']:,} edges, sampling off",
-            ["index", "edges timed", "mean µs", "p50", "p90", "p99", "max", "propagations"],
+            f"### E2: per-tuple update time, {e2_['query']}, {e2_['edges']:,} edges "
+            f"({_UNIT[e2_.get('unit', 'fanout')]}), sampling off",
+            ["index", "tuples timed", "mean µs", "p50", "p90", "p99", "max", "propagations"],
             e2_rows,
             left=True,
         )
@@ -210,9 +222,11 @@ def markdown(report: dict[str, Any]) -> str:
     e4_ = report.get("e4")
     if e4_:
         lines += table(
-            f"### E4: RSWP vs RS, {e4_['items']:,} items, k = {e4_['k']:,}",
+            f"### E4: RSWP vs RS, {e4_['items']:,} strings of {e4_.get('length', 12):,} characters, θ: edit "
+            f"distance <= {e4_.get('threshold', 3)}, k = {e4_['k']:,}",
             [
                 "density",
+                "real share",
                 "RS θ evaluations",
                 "RSWP θ evaluations",
                 "ratio",
@@ -223,6 +237,7 @@ def markdown(report: dict[str, Any]) -> str:
             [
                 [
                     f"{r['density']:.1f}",
+                    f"{r.get('real_density', r['density']):.3f}",
                     f"{r['rs_evals']:,}",
                     f"{r['rswp_evals']:,}",
                     f"{r['ratio']:.1f}x",
@@ -233,26 +248,58 @@ def markdown(report: dict[str, Any]) -> str:
                 for r in e4_["rows"]
             ],
         )
+        prog = e4_.get("progress_at_density_0.1")
+        if prog:
+            lines += table(
+                "### E4 along the stream at density 0.1 (Figure 12)",
+                ["items", "RS θ evaluations", "RSWP θ evaluations", "RS s", "RSWP s"],
+                [
+                    [
+                        f"{p['items']:,}",
+                        f"{p['rs_evals']:,}",
+                        f"{p['rswp_evals']:,}",
+                        f"{p['rs_seconds']:.2f}",
+                        f"{p['rswp_seconds']:.2f}",
+                    ]
+                    for p in prog
+                ],
+            )
     e6_ = report.get("e6")
     if e6_:
         lines += table(
-            "### E6: memory (tracemalloc, line-3)",
+            "### E6: memory (tracemalloc, line-3, never checkpointed: no change log)",
             ["edges", "RSJoin MB held", "RSJoin bytes/edge", "SJoin MB held", "SJoin bytes/edge"],
             [
                 [f"{r['edges']:,}"] + [f for m in ("rsjoin", "sjoin") for f in _memory(r[m])]
                 for r in e6_["rows"]
             ],
         )
-    svc = report.get("service")
-    if svc:
+    if e6_ and e6_.get("q10_rows"):
         lines += table(
-            f"### Through the worker: {svc['query']}, {svc['events']:,} edges, "
-            f"batch size {svc['batch_size']:,}, checkpoints every {svc['checkpoint_interval_s']:g} s",
-            ["path", "seconds", "edges/s"],
+            "### E6: memory (tracemalloc, Q10)",
+            ["scale", "rows", "RSJoin-opt MB held", "bytes/row", "SJoin-opt MB held", "bytes/row"],
             [
-                ["engine alone", f"{svc['engine_seconds']:.2f}", f"{svc['engine_events_per_second']:,.0f}"],
-                ["real Worker", f"{svc['worker_seconds']:.2f}", f"{svc['worker_events_per_second']:,.0f}"],
+                [f"{r['scale']:g}", f"{r['rsjoin-opt']['tuples']:,}"]
+                + [f for m in ("rsjoin-opt", "sjoin-opt") for f in _memory(r[m])]
+                for r in e6_["q10_rows"]
             ],
+        )
+    if "queries" in report:
+        lines += queries_tables(report["queries"], table)
+    if "optimisations" in report:
+        lines += optimisations_table(report["optimisations"], table)
+    if "scale" in report:
+        lines += scale_table(report["scale"], table)
+    if "graphs" in report:
+        lines += graphs_tables(report["graphs"], table)
+    if "workers" in report:
+        lines += workers_table(report["workers"], table)
+    rows = paper_rows(report)
+    if rows:
+        lines += table(
+            "### The paper's §6, experiment by experiment",
+            ["experiment", "the paper", "this run", "direction"],
+            rows,
             left=True,
         )
     s = report["summary"]
