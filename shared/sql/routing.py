@@ -2,7 +2,8 @@
 
 The classes are tried most specific first (docs/sql.md "Classes"): an IMP provenance statement ->
 sketches; a sample of a join -> reservoir; correlated nested aggregates -> vwap's RPAI plans; a
-3-cycle count -> triangles; SUM/COUNT/AVG over equi-joins -> fivm. A view no class covers is
+3-cycle count -> triangles; SUM/COUNT/AVG over equi-joins -> fivm; with a predicate (or an aggregate)
+across relations that no view tree factorizes -> firstorder (first-order IVM). A view no class covers is
 refused with the construct that ruled each out, before anything runs.
 """
 
@@ -20,6 +21,7 @@ from ivmstream.sql.aggregates import NotFactorizable, disjunction_terms
 from ivmstream.sql.analyze import AGGREGATES, Shape, analyze
 from ivmstream.sql.errors import SqlError
 from ivmstream.sql.expr import position_of
+from ivmstream.sql.firstorder_plan import plan_firstorder
 from ivmstream.sql.fivm_plan import FivmCompilation, describe_monomials
 from ivmstream.sql.model import Script, View
 from ivmstream.sql.plan import ViewPlan
@@ -58,18 +60,12 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
     view = shape.view
     indicator = disjunction_terms(shape) if shape.residual else None
     if shape.residual and indicator is None:
-        raise SqlError(
-            "unsupported: a predicate across relations that is not an equality "
-            f"({shape.residual[0].sql()!r}); fivm takes equi-joins with selections on single relations "
-            "and disjunctions of them",
-            position_of(view.statement, shape.residual[0]),
+        return _first_order(
+            shape,
+            f"{shape.residual[0].sql()!r} is not an equality nor a disjunction of single-relation conditions",
         )
     if indicator is not None and (shape.group_by or any(n.find(exp.Avg) for _n, n in shape.items)):
-        raise SqlError(
-            "unsupported: a disjunction across relations with GROUP BY or AVG "
-            "(SUM and COUNT without GROUP BY take one)",
-            position_of(view.statement, shape.residual[0]),
-        )
+        return _first_order(shape, "fivm takes a disjunction across relations without GROUP BY or AVG only")
     if not any(node.find(*AGGREGATES) for _n, node in shape.items):
         raise SqlError(
             "unsupported: a view without aggregates "
@@ -79,6 +75,10 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
     try:
         comp = FivmCompilation(shape, script.variable_order, view.ring, indicator)
     except NotFactorizable as exc:
+        if view.ring is None and not view.lifts:
+            return _first_order(
+                shape, f"the aggregate argument {exc.node.sql()!r} is no sum of per-relation products"
+            )
         raise SqlError(
             f"unsupported: the aggregate argument {exc.node.sql()!r} mixes relations in a way no sum of "
             "products of per-relation factors expresses",
@@ -132,6 +132,13 @@ def plan_fivm(shape: Shape, script: Script) -> ViewPlan:
         comp.rows,
     )
     return plan_obj
+
+
+def _first_order(shape: Shape, ruled_out: str) -> ViewPlan:
+    """A residual predicate (or aggregate) across relations no view tree factorizes: first-order IVM."""
+    plan = plan_firstorder(shape, ruled_out)
+    check_units(plan)
+    return plan
 
 
 def _hierarchical(shape: Shape, comp: FivmCompilation) -> bool:

@@ -36,8 +36,6 @@ REFUSED = {
     "query20": "nested aggregate matches none of the RPAI plans",
     "query21": "EXISTS",
     "query22": "EXISTS",
-    "axfinder": "a predicate across relations that is not an equality",
-    "brokerspread": "a predicate across relations that is not an equality",
 }
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "sql.md"
 
