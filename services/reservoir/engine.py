@@ -18,6 +18,7 @@ replay or a restore reproduces the reservoir bit for bit.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -73,6 +74,9 @@ class ReservoirEngine:
         self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
         self.all_results = 0  # symhj/rebuild: |Q| without θ
         self.drawn: list[Tup] = []  # redraw/rebuild: the current draw
+        # per alias, how many sampled rows hold each of its tuples, and the rows they count (_holding)
+        self._held: dict[str, Counter[Tup]] = {}
+        self._mirror: list[Tup] = []
         self._fresh_structures()
         self.sampler: Reservoir | ReplacementReservoir = (
             ReplacementReservoir(self.k, self.rng, self._sampler_theta())
@@ -308,12 +312,36 @@ class ReservoirEngine:
         self.known_size = index.full_size() if index.exact and self.theta is None else None
 
     def _holding(self, rows: list[Tup], aliases: Sequence[str], t: Tup) -> list[int]:
-        """The positions of the rows that hold t in one of these aliases (a C-speed scan first, since
-        a sampled result rarely does)."""
-        project = [self.alias_of_row[a] for a in aliases]
-        if not any(t in map(p, rows) for p in project):
-            return []
-        return [i for i, r in enumerate(rows) if any(p(r) == t for p in project)]
+        """The positions of the sampled rows that hold t in one of these aliases. A sampled result
+        rarely does, so per alias a count of its tuples in the sample answers first, kept in step with
+        the sampler's journal of written slots (rebuilt when it replaced the sample wholesale)."""
+        sampler = self.sampler
+        if isinstance(sampler, Reservoir):
+            held, mirror = self._held, self._mirror
+            if sampler.journal is None:
+                held.clear()
+                for a, project in self.alias_of_row.items():
+                    held[a] = Counter(map(project, rows))
+                mirror[:] = rows
+                sampler.journal = []
+            else:
+                for j in sampler.journal:
+                    row = rows[j]
+                    for a, project in self.alias_of_row.items():
+                        if j < len(mirror):
+                            held[a][project(mirror[j])] -= 1
+                        held[a][project(row)] += 1
+                    if j < len(mirror):
+                        mirror[j] = row
+                    else:
+                        mirror.append(row)
+                sampler.journal.clear()
+            if not any(held[a][t] for a in aliases):
+                return []
+        slots: set[int] = set()
+        for a in aliases:
+            slots.update(i for i, x in enumerate(map(self.alias_of_row[a], rows)) if x == t)
+        return sorted(slots)
 
     def _resample(self, kept: list[Tup]) -> None:
         """Set the sampler to a uniform sample of the current join that keeps ``kept`` (a uniform

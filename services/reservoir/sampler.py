@@ -80,6 +80,9 @@ class Reservoir(_Sampler):
         self.sample: list[Row] = []
         self.w: float | None = None
         self.q = 0
+        # the slots written since a reader last looked (None: not kept, or the sample was replaced
+        # wholesale); derived, never part of the state
+        self.journal: list[int] | None = None
 
     def update(self, n: int, get: Get) -> None:
         """Feed one batch of n items (BatchUpdate); an empty batch changes nothing."""
@@ -92,6 +95,8 @@ class Reservoir(_Sampler):
             pos += 1
             if self._real(row):
                 s.append(row)  # type: ignore[arg-type]
+                if self.journal is not None:
+                    self.journal.append(len(s) - 1)
         if len(s) < k:
             return
         rng = self.rng
@@ -105,7 +110,10 @@ class Reservoir(_Sampler):
             pos += 1
             if self._real(row):
                 c.stops_real += 1
-                s[rng.randrange(k)] = row  # type: ignore[assignment]
+                j = rng.randrange(k)
+                s[j] = row  # type: ignore[assignment]
+                if self.journal is not None:
+                    self.journal.append(j)
                 w = shrink(rng, w, k)
             else:
                 c.stops_dummy += 1  # keep w; only a fresh skip
@@ -128,15 +136,15 @@ class Reservoir(_Sampler):
         s, k, gone = self.sample, self.k, set(slots)
         if self.w is None:  # not full: the sample is every real item; nothing to draw
             self.sample = [r for i, r in enumerate(s) if i not in gone]
+            self.journal = None
             return
         rng = self.rng
-        kept = {r for i, r in enumerate(s) if i not in gone}
         found: list[Row] = []
         taken = 0
         for z in random_order(rng, n):
             row = get(z)
-            if row is not None and row in kept:
-                continue  # a sampled survivor: its key is below w
+            if row is not None and row in s:
+                continue  # a sampled survivor (a deleted result is in no entry): its key is below w
             taken += 1
             if self._real(row):
                 found.append(row)  # type: ignore[arg-type]
@@ -144,10 +152,13 @@ class Reservoir(_Sampler):
                     break
         if len(found) < len(slots):  # fewer than k reals left: all of them, back to the fill
             self.sample = [r for i, r in enumerate(s) if i not in gone] + found
+            self.journal = None
             self.w, self.q = None, 0
             return
         for i, row in zip(slots, found, strict=True):
             s[i] = row
+        if self.journal is not None:
+            self.journal += slots
         unsampled = n - (k - len(slots))
         self.w = self.w + (1.0 - self.w) * rng.betavariate(taken, unsampled - taken + 1)
         self.q = geo(rng, self.w)
@@ -156,6 +167,7 @@ class Reservoir(_Sampler):
         """The state of a reservoir that has seen ``population`` real items and holds ``sample`` (a
         uniform subset of them): w ~ Beta(k, M-k+1), and a fresh skip (§3.3, §5)."""
         self.sample = sample
+        self.journal = None
         if population <= self.k:
             self.w, self.q = None, 0
             return
@@ -175,6 +187,7 @@ class Reservoir(_Sampler):
 
     def load(self, st: dict[str, Any]) -> None:
         self.sample = [tuple(r) for r in st["sample"]]
+        self.journal = None
         self.w = st["w"]
         self.q = int(st["q"])
         self.counters.load(st["counters"])

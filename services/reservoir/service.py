@@ -46,6 +46,6 @@ SERVICE = ServiceDefinition(
     engine=ReservoirEngine,
     validate=validate,
     demo=DemoWorkload(input=DATA / "graph.jsonl", config=LINE3_CONFIG, partitions=2),
-    state_version=2,  # 2: checkpointed as entries (docs/reservoir/algorithm.md §9)
+    state_version=3,  # 3: node tuples with arrival numbers, deletes in place (docs/reservoir/algorithm.md §9)
     batch="ivmstream.services.reservoir.batch:JOBS",  # Spark jobs: docs/reservoir/algorithm.md §8
 )
