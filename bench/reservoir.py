@@ -316,32 +316,32 @@ def e6(sizes: Sequence[int], k: int, q10_scales: Sequence[float]) -> dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--budget", type=float, default=25.0, help="seconds of apply() per SJoin prefix (E1, E2)")
+    p.add_argument("--budget", type=float, default=20.0, help="seconds of apply() per SJoin prefix (E1, E2)")
     p.add_argument("--k", type=int, default=1000)
     p.add_argument("--graph", choices=("epinions-like", "chung-lu"), default="epinions-like")
     p.add_argument("--stream", choices=("copies", "fanout"), default="copies")
-    p.add_argument("--e1-line3", default="2000,5000,10000,20000,50000,100000")
-    p.add_argument("--e1-line4", default="1000,2000,5000,10000,20000,50000")
+    p.add_argument("--e1-line3", default="2000,5000,10000,20000,50000")
+    p.add_argument("--e1-line4", default="1000,2000,5000,10000,20000")
     p.add_argument(
         "--e2-edges", type=int, default=2000, help="without E1: else its largest line-4 SJoin prefix"
     )
-    p.add_argument("--e3-edges", type=int, default=20000)
+    p.add_argument("--e3-edges", type=int, default=10000)
     p.add_argument("--e3-ks", default="10,100,1000,10000,100000,1000000")
     p.add_argument("--e4-items", type=int, default=100000)
     p.add_argument("--e4-length", type=int, default=1024)
     p.add_argument("--e4-threshold", type=int, default=16)
     p.add_argument("--e6-sizes", default="2000,4000,8000")
     p.add_argument("--e6-q10-scales", default="0.5,1,2")
-    p.add_argument("--run-budget", type=float, default=10.0, help="seconds per run of the paper's queries")
+    p.add_argument("--run-budget", type=float, default=8.0, help="seconds per run of the paper's queries")
     p.add_argument(
         "--graph-edges",
-        default="line-3=10000,line-4=5000,line-5=3000,star-4=2000,star-5=2000,star-6=2000,dumbbell=1500",
+        default="line-3=8000,line-4=4000,line-5=2500,star-4=1500,star-5=1500,star-6=1500,dumbbell=1200",
     )
     p.add_argument("--scale", type=float, default=1.0, help="the relational workloads' scale")
-    p.add_argument("--scales", default="0.5,1,2,4", help="QZ's scales (Figure 10)")
-    p.add_argument("--graphs-edges", type=int, default=10000)
-    p.add_argument("--worker-edges", type=int, default=10000, help="0: no worker runs")
-    p.add_argument("--worker-update-edges", type=int, default=1000)
+    p.add_argument("--scales", default="0.5,1,2,3", help="QZ's scales (Figure 10)")
+    p.add_argument("--graphs-edges", type=int, default=8000)
+    p.add_argument("--worker-edges", type=int, default=4000, help="0: no worker runs")
+    p.add_argument("--worker-update-edges", type=int, default=2000)
     p.add_argument("--experiments", default="e1,e2,e3,e4,e6,queries,optimisations,scale,graphs,workers")
     p.add_argument("--out", default=str(RESULTS / "reservoir.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs tables of a stored report")

@@ -15,6 +15,7 @@ from bench.reservoir_paper_report import (
     optimisations_table,
     paper_rows,
     queries_tables,
+    scale_rows,
     scale_table,
     workers_table,
 )
@@ -166,7 +167,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"load {report.get('load_at_start', '?')} at the start, {m['loadavg_1_5_15']} at the end."
     )
     lines.append(f"The whole run took {report['seconds']:.0f} s of wall time.")
+    if "command" in report:
+        lines.append(f"Command: `{report['command']}`.")
     lines.append("")
+    if "queries" in report:
+        lines += table(
+            "### Scale: the paper's and this run's",
+            ["experiment", "the paper", "this run"],
+            scale_rows(report),
+            left=True,
+        )
     e1_ = report.get("e1")
     if e1_:
         lines += table(
