@@ -92,8 +92,8 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     "rekey_topic": Option(
         None,
         optional(topic_name),
-        "with inputs and key_field: the topic the re-keying step writes keyed by key_field and the workers "
-        "read (default <service>.rekeyed)",
+        "with inputs and key_field (or emit: every-event): the topic the re-keying step writes keyed by "
+        "key_field (a keyless view's: one partition) and the workers read (default <service>.rekeyed)",
     ),
     "output_topic": Option(None, optional(topic_name), "results topic (default <service>.results)"),
     "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
@@ -219,8 +219,10 @@ class ServiceConfig:
 
     @property
     def rekeyed(self) -> bool:
-        """Inputs read by a keyed view: a re-keying step writes them to ``input_topic`` by ``key_field``."""
-        return bool(self.inputs) and self.key_field is not None
+        """Inputs read through a re-keying step, which writes them to ``input_topic``: a keyed view's by
+        ``key_field``; a keyless view's with ``emit: every-event`` to its one partition, whose log fixes
+        the order of the events (the per-event changelog is deduplicated by its offsets)."""
+        return bool(self.inputs) and (self.key_field is not None or self.emit == "every-event")
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -280,7 +282,7 @@ def build_config(
     if values["shard_by"] is not None:
         _check_sharding(service, service_options, values, source)
     inputs = _check_inputs(values, source)
-    if inputs and values["key_field"] is not None:
+    if inputs and (values["key_field"] is not None or values["emit"] == "every-event"):
         input_topic = values["rekey_topic"] or f"{name}.rekeyed"
     else:
         input_topic = inputs[0].topic if inputs else values["input_topic"] or f"{name}.updates"
@@ -317,18 +319,17 @@ def build_config(
 def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ...]:
     """The ``inputs`` list, refused in combinations the runtime cannot keep exactly once."""
     inputs: tuple[InputSpec, ...] = values["inputs"] or ()
-    keyed = values["key_field"] is not None
-    if values["rekey_topic"] is not None and not (inputs and keyed):
+    rekeyed = values["key_field"] is not None or values["emit"] == "every-event"
+    if values["rekey_topic"] is not None and not (inputs and rekeyed):
         raise ConfigError(
-            f"{source}: rekey_topic applies to inputs read by a keyed view (inputs and key_field)"
+            f"{source}: rekey_topic applies to inputs read through the re-keying step (inputs with "
+            "key_field or emit: every-event)"
         )
     if not inputs:
         return ()
     clash = next((k for k in ("input_topic", "shard_by") if values[k] is not None), None)
     if clash is not None:
         raise ConfigError(f"{source}: inputs and {clash} exclude each other (inputs names every input topic)")
-    if values["emit"] != "batch" and not keyed:
-        raise ConfigError(f"{source}: inputs read by a keyless view publish per batch (emit: batch)")
     return inputs
 
 

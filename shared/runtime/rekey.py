@@ -1,5 +1,7 @@
 """Re-keying: a keyed view over input topics partitioned by something else (Debezium partitions by
-primary key), exactly once.
+primary key), exactly once; and a keyless view over inputs that publishes a changelog record per event
+(``emit: every-event``), whose events the step writes to a one-partition topic: that log is then the
+one order of the view's events, which a worker's restart replays as it was.
 
 The step (``RekeyStep``, ``ivmstream run S --role rekey``) reads every partition of every input topic
 (``inputs``), decodes each record by its topic's format and writes each native event it decodes into to
@@ -105,7 +107,10 @@ class RekeyStep:
         hooks: Hooks | None = None,
     ) -> None:
         if not config.rekeyed:
-            raise StateError(f"{service.name}: the re-keying step needs inputs and key_field in the config")
+            raise StateError(
+                f"{service.name}: the re-keying step needs inputs and key_field (or emit: every-event) in "
+                "the config"
+            )
         self.service, self.config, self.store = service, config, store
         self.clients = clients = clients_of(clients)
         self.schema = schema_of(service, config)
@@ -147,6 +152,11 @@ class RekeyStep:
                 f"the re-keyed topic {out} does not exist (create it, with its partitions, first)"
             )
         self.partitions = len(meta.partitions)
+        if config.key_field is None and self.partitions != 1:
+            raise StateError(
+                f"the re-keyed topic {out} of a keyless view has {self.partitions} partitions; it must have "
+                "exactly one (its log is the one order of the view's events)"
+            )
         spec = orjson.dumps(
             {
                 "inputs": [s.describe() for s in config.inputs],
@@ -229,8 +239,11 @@ class RekeyStep:
                 continue
             at = f"{prefix}{msg.offset()}:"
             for i, event in enumerate(events):
-                key = str(event.key).encode()  # the codec refuses an event without key_field
                 tag = [(ORIGIN_HEADER, f"{at}{i}".encode())]
+                if key_field is None:  # a keyless view's one partition
+                    produce(out, encode_event(event, None), None, tag, 0)
+                    continue
+                key = str(event.key).encode()  # the codec refuses an event without key_field
                 produce(out, encode_event(event, key_field), key, tag, partition_for(key, n))
         self.refusals.records(topic, partition, refused)
 

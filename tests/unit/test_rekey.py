@@ -14,13 +14,15 @@ import orjson
 import pytest
 from confluent_kafka import Message
 
+from ivmstream import changelog
 from ivmstream.config import ConfigError, build_config
+from ivmstream.replay import replay_all
 from ivmstream.runtime import Worker
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
 from ivmstream.runtime.hooks import BatchApplied, Hooks
 from ivmstream.runtime.rekey import ORIGIN_HEADER, RekeyStep, fresh, origin_tag
 from ivmstream.service import load_service
-from ivmstream.state import MemoryStore
+from ivmstream.state import MemoryStore, StateError
 from tests.helpers_cdc import RELATIONS, Workload, offline_keyed, workload
 
 SERVICE = load_service("reference")
@@ -165,3 +167,96 @@ def test_copies_interleaved_with_a_zombie_are_applied_once_in_order() -> None:
         for chunk in range(0, len(merged), 7):
             taken += fresh(marks, [_tagged(*t) for t in merged[chunk : chunk + 7]])
         assert [dict(m.headers() or [])[ORIGIN_HEADER] for m in taken] == [origin_tag(*t) for t in seq]
+
+
+# --- a keyless view publishing per event: through the step's one-partition log -----------------------
+
+LOG = "view.log"
+
+
+def _every_event_config(**extra: Any) -> Any:
+    raw = {
+        "relations": RELATIONS,
+        "inputs": INPUTS,
+        "emit": "every-event",
+        "rekey_topic": LOG,
+        "output_topic": "out",
+        "dlq_topic": "dlq",
+        **extra,
+    }
+    return build_config(SERVICE, raw)
+
+
+def _changelog(cluster: InMemoryCluster) -> Any:
+    """The view's changelog as a reader applies it: each record once (by its event id, the log's offset;
+    a copy published again after a crash must be the same record), its patch applied in order."""
+    seen: dict[str, Any] = {}
+    docs: dict[str, Any] = {}
+    for value in cluster.values("out"):
+        record = orjson.loads(value or b"")
+        if record["event"] in seen:
+            assert seen[record["event"]] == record["patch"], "a record published again differs"
+            continue
+        seen[record["event"]] = record["patch"]
+        docs[record["key"]] = changelog.apply(docs.get(record["key"], {}), record["patch"])
+    return docs, len(seen)
+
+
+def _offline_keyless(w: Workload) -> Any:
+    view = replay_all(SERVICE, build_config(SERVICE, {"relations": RELATIONS}), w.final_events())
+    return orjson.loads(orjson.dumps(view.result()))
+
+
+def test_a_keyless_view_over_inputs_publishes_every_event_exactly_once() -> None:
+    """The step writes the events of every input partition to one partition; the worker reads it with
+    ``emit: every-event``. Both are stopped several times after uncheckpointed work: the changelog, read
+    once per event id, replays into the final tables, and a record published twice is the same record."""
+    rng = random.Random(4)
+    w = workload(seed=4, changes=300)
+    cluster = InMemoryCluster()
+    for topic in TOPICS:
+        cluster.create_topic(topic, 4)
+    cluster.create_topic(LOG, 1)
+    for r in w.records:
+        cluster.produce(r.topic, r.value, r.key, partition=r.partition)
+    config = _every_event_config(batch_size=31, checkpoint_interval=1e-9)
+    step_store, worker_store = MemoryStore(), MemoryStore()
+    for _round in range(3):
+        step = RekeyStep(SERVICE, config, cluster, step_store)
+        step.start()
+        for _batch in range(rng.randint(4, 10)):
+            msgs = step.consumer.consume(config.batch_size, 0)
+            if msgs:
+                step.process(msgs)
+            if rng.random() < 0.4:
+                step.checkpoint()
+        msgs = step.consumer.consume(config.batch_size, 0)
+        if msgs:
+            step.process(msgs)
+        step.output.flush()  # written, never checkpointed: the next step writes them again
+        batches = [0]
+
+        def crash(_b: BatchApplied, batches: list[int] = batches, at: int = rng.randint(2, 6)) -> None:
+            batches[0] += 1
+            if batches[0] == at:
+                raise Crash
+
+        with contextlib.suppress(Crash):
+            run_to_end(Worker(SERVICE, config, cluster, worker_store, hooks=Hooks(batch_applied=[crash])))
+    _step_until_done(cluster, config, step_store)
+    run_to_end(Worker(SERVICE, config, cluster, worker_store))
+    tags = [dict(m.headers() or [])[ORIGIN_HEADER] for m in cluster.messages(LOG)]  # type: ignore[index]
+    assert len(tags) > len(set(tags)), "no stop left copies to drop"
+    docs, events = _changelog(cluster)
+    assert list(docs.values()) == [_offline_keyless(w)]  # one view
+    assert events == len(set(tags))  # one changelog record per event, copies dropped
+    assert set(_reasons(cluster)) == set(w.bad)
+
+
+def test_a_keyless_views_log_must_have_one_partition() -> None:
+    cluster = InMemoryCluster()
+    for topic in TOPICS:
+        cluster.create_topic(topic, 4)
+    cluster.create_topic(LOG, 2)
+    with pytest.raises(StateError, match="exactly one"):
+        RekeyStep(SERVICE, _every_event_config(), cluster, MemoryStore()).start()
