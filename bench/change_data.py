@@ -17,7 +17,9 @@ its consume timeout (0.2 s) waiting for more.
 
 Cases alternate over ``--repeats`` (order rotating), each on a fresh topic and group. Reported are the
 median records/s per case and the median per-repeat ratios of time per record: ``c`` against native
-and ``u`` against ``c`` (the goals: at most 2 each).
+and ``u`` against ``c`` (the goals: at most 2 each), in wall time (first batch to caught up) and in CPU
+time of the worker's thread over the same span (``time.thread_time``, as ``bench/hostile.py``), which
+other processes on a loaded machine do not inflate. The load average is recorded before and after.
 
 Usage (from the repo root)::
 
@@ -33,8 +35,10 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import statistics
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -49,9 +53,12 @@ from bench.lib.broker import produce_all  # noqa: E402
 from bench.lib.machine import machine_info  # noqa: E402
 from bench.lib.plots import plt  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
-from bench.lib.worker_runs import run_until_caught_up  # noqa: E402
 from ivmstream.config import build_config  # noqa: E402
 from ivmstream.dev.broker import BrokerProcess  # noqa: E402
+from ivmstream.events import EventCodec, Relation, Schema  # noqa: E402
+from ivmstream.events.change_formats import ChangeCodec  # noqa: E402
+from ivmstream.events.changes import ChangeSpec  # noqa: E402
+from ivmstream.events.debezium_fast import FastDebezium  # noqa: E402
 from ivmstream.partitioner import partition_for  # noqa: E402
 from ivmstream.runtime import Worker  # noqa: E402
 from ivmstream.runtime.clients import KafkaClients  # noqa: E402
@@ -149,8 +156,28 @@ def measure(broker: BrokerProcess, case: str, records: Stream) -> dict[str, Any]
         },
     )
     worker = Worker(service, config, KafkaClients(broker.bootstrap), MemoryStore(), group=f"{topic}-g")
+    marks: dict[str, float] = {}
+    results: dict[str, Any] = {}
+    deadline = time.monotonic() + 600
+
+    def first_batch(_records: int) -> None:
+        if "first_batch" not in marks:
+            marks["first_batch_cpu"], marks["first_batch"] = time.thread_time(), time.perf_counter()
+
+    def caught_up(w: Worker) -> bool:
+        if (w.positions().get(0) or 0) >= len(records):
+            marks["caught_up"], marks["caught_up_cpu"] = time.perf_counter(), time.thread_time()
+            results.update(w.results())
+            return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker did not catch up: {w.positions()}")
+        return False
+
+    worker.hooks.batch_received.append(first_batch)
     with worker_gc():
-        seconds, results = run_until_caught_up(worker, {0: len(records)})
+        worker.run(until=caught_up)
+    seconds = marks["caught_up"] - marks["first_batch"]
+    cpu = marks["caught_up_cpu"] - marks["first_batch_cpu"]
     [result] = results.values()
     dead = int(
         sum(
@@ -165,9 +192,40 @@ def measure(broker: BrokerProcess, case: str, records: Stream) -> dict[str, Any]
         "batch_size": config.batch_size,
         "seconds": seconds,
         "records_per_s": len(records) / seconds,
+        # the worker's own thread over the same span (it waits for the Kafka client's threads otherwise)
+        "worker_thread_cpu_seconds": cpu,
+        "cpu_us_per_record": cpu / len(records) * 1e6,
         "rows": result["count"],
         "rejected": dead,
     }
+
+
+def decoding_alone(streams: dict[str, Stream], passes: int = 5) -> dict[str, dict[str, float]]:
+    """CPU µs per record of decoding alone (no worker), the best of ``passes``: the native codec's
+    ``decode_many`` for native events, ``ChangeCodec.decode`` per record for Debezium records, with the
+    compiled tier (``c``) and without it (``python``: the Python converters first)."""
+    schema = Schema({name: Relation(name, tuple(cols.items())) for name, cols in RELATIONS.items()})
+    spec = ChangeSpec("debezium-json")
+    out: dict[str, dict[str, float]] = {}
+    for case, records in streams.items():
+        values = [v for _k, v in records]
+        tiers: dict[str, Any] = {}
+        if case == "native":
+            native = EventCodec(schema)
+            tiers["c"] = lambda native=native, values=values: native.decode_many(values)
+        else:
+            for tier, compiled in (("c", True), ("python", False)):
+                codec = ChangeCodec(spec, schema)
+                codec.fast = FastDebezium(spec, schema, compiled=compiled)
+                tiers[tier] = lambda codec=codec, records=records: [codec.decode(k, v) for k, v in records]
+        out[case] = {}
+        for _ in range(passes):
+            for tier, run in tiers.items():
+                started = time.thread_time()
+                run()
+                took = (time.thread_time() - started) / len(records) * 1e6
+                out[case][tier] = min(out[case].get(tier, took), took)
+    return out
 
 
 def bench(broker: BrokerProcess, count: int, repeats: int) -> dict[str, Any]:
@@ -182,26 +240,36 @@ def bench(broker: BrokerProcess, count: int, repeats: int) -> dict[str, Any]:
             runs[case].append(run)
             print(f"repeat {r + 1}/{repeats} {case}: {run['records_per_s']:,.0f} records/s", file=sys.stderr)
 
-    def per_record(case: str, i: int) -> float:
-        return runs[case][i]["seconds"] / runs[case][i]["records"]
+    def per_record(case: str, i: int, field: str) -> float:
+        return runs[case][i][field] / runs[case][i]["records"]
 
-    def ratio(a: str, b: str) -> float:
-        return statistics.median(per_record(a, i) / per_record(b, i) for i in range(repeats))
+    def ratios_of(field: str) -> dict[str, float]:
+        def ratio(a: str, b: str) -> float:
+            pairs = (per_record(a, i, field) / per_record(b, i, field) for i in range(repeats))
+            return statistics.median(pairs)
 
-    ratios = {
-        "c_plain_vs_native": ratio("c-plain", "native"),
-        "c_wrapped_vs_native": ratio("c-wrapped", "native"),
-        "u_plain_vs_c_plain": ratio("u-plain", "c-plain"),
-        "u_wrapped_vs_c_wrapped": ratio("u-wrapped", "c-wrapped"),
-        "wrapped_vs_plain_c": ratio("c-wrapped", "c-plain"),
-    }
+        return {
+            "c_plain_vs_native": ratio("c-plain", "native"),
+            "c_wrapped_vs_native": ratio("c-wrapped", "native"),
+            "u_plain_vs_c_plain": ratio("u-plain", "c-plain"),
+            "u_wrapped_vs_c_wrapped": ratio("u-wrapped", "c-wrapped"),
+            "wrapped_vs_plain_c": ratio("c-wrapped", "c-plain"),
+        }
+
+    ratios, cpu_ratios = ratios_of("seconds"), ratios_of("worker_thread_cpu_seconds")
     return {
         "records_per_case": count,
         "repeats": repeats,
         "medians_records_per_s": {c: statistics.median(x["records_per_s"] for x in runs[c]) for c in CASES},
+        "medians_cpu_us_per_record": {
+            c: statistics.median(x["cpu_us_per_record"] for x in runs[c]) for c in CASES
+        },
         "ratios": ratios,
+        "cpu_ratios": cpu_ratios,
         "within_2x": all(v <= 2.0 for k, v in ratios.items() if k != "wrapped_vs_plain_c"),
+        "within_2x_cpu": all(v <= 2.0 for k, v in cpu_ratios.items() if k != "wrapped_vs_plain_c"),
         "runs": runs,
+        "decoding_alone_cpu_us": decoding_alone(streams),
     }
 
 
@@ -222,24 +290,49 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """The docs table of a stored report."""
-    medians, r = report["medians_records_per_s"], report["ratios"]
-    load = report.get("machine", {}).get("loadavg_1_5_15") or ["?"]
-    against = {
+def _against(r: dict[str, float]) -> dict[str, str]:
+    return {
         "native": "",
         "c-plain": f"{r['c_plain_vs_native']:.2f}x native",
         "c-wrapped": f"{r['c_wrapped_vs_native']:.2f}x native",
         "u-plain": f"{r['u_plain_vs_c_plain']:.2f}x `c-plain`",
         "u-wrapped": f"{r['u_wrapped_vs_c_wrapped']:.2f}x `c-wrapped`",
     }
-    lines = [
-        "| case | records/s (median) | time per record |",
-        "|---|---:|---|",
-        *(f"| `{c}` | {medians[c]:,.0f} | {against[c]} |" for c in CASES),
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The docs table of a stored report."""
+    medians, wall = report["medians_records_per_s"], _against(report["ratios"])
+    load = report.get("machine", {}).get("loadavg_1_5_15") or ["?"]
+    start = report.get("load_start")
+    loads = f"{load[0]}" if start is None else f"{start[0]:.2f} at the start, {load[0]:.2f} at the end"
+    command = report.get("command", "bench/change_data.py")
+    if "cpu_ratios" not in report:
+        lines = [
+            "| case | records/s (median) | time per record |",
+            "|---|---:|---|",
+            *(f"| `{c}` | {medians[c]:,.0f} | {wall[c]} |" for c in CASES),
+        ]
+    else:
+        cpu, cpu_us = _against(report["cpu_ratios"]), report["medians_cpu_us_per_record"]
+        lines = [
+            "| case | records/s (median) | wall time per record | worker thread CPU per record | CPU ratio |",
+            "|---|---:|---|---:|---|",
+            *(f"| `{c}` | {medians[c]:,.0f} | {wall[c]} | {cpu_us[c]:.2f} µs | {cpu[c]} |" for c in CASES),
+        ]
+    alone = report.get("decoding_alone_cpu_us")
+    if alone is not None:
+        python = {c: f"{alone[c]['python']:.2f} µs" if "python" in alone[c] else "" for c in CASES}
+        lines += [
+            "",
+            "| case | decoding alone, CPU per record | without the compiled tier |",
+            "|---|---:|---:|",
+            *(f"| `{c}` | {alone[c]['c']:.2f} µs | {python[c]} |" for c in CASES),
+        ]
+    lines += [
         "",
         f"{report['records_per_case']:,} records per case, {report['repeats']} repeats, ratios the median of "
-        f"the per-repeat ratios; load average {load[0]} (`{report.get('command', 'bench/change_data.py')}`).",
+        f"the per-repeat ratios; load average {loads} (`{command}`).",
     ]
     return "\n".join(lines)
 
@@ -258,10 +351,12 @@ def main() -> None:
     count = args.records or (2000 if args.quick else 20000)
     repeats = args.repeats or (1 if args.quick else 5)
     out = args.out or RESULTS / ("change_data_quick.json" if args.quick else "change_data.json")
+    load_start = list(os.getloadavg())
     with BrokerProcess() as broker:
         report = bench(broker, count, repeats)
     report["command"] = command_line("bench/change_data.py", None)
-    report["machine"] = machine_info()
+    report["load_start"] = load_start
+    report["machine"] = machine_info()  # its load average: at the end
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, out.with_suffix(".png"))
