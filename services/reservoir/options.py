@@ -87,7 +87,7 @@ OPTIONS: dict[str, Option] = {
     "k": Option(1000, positive_int(), "the reservoir size"),
     "seed": Option(42, non_negative_int(), "the seed of the engine's random generator"),
     "predicate": Option(None, optional(string()), "θ over result columns, e.g. 'src != dst' (§1.3)"),
-    "append_only": Option(False, boolean(), "refuse deletes (dead-lettered) instead of rebuilding (§5)"),
+    "append_only": Option(False, boolean(), "refuse deletes (dead-lettered) instead of applying them (§5)"),
     "strategy": Option(
         "rsjoin", choice(*STRATEGIES), "rsjoin (the method) or a baseline: " + ", ".join(STRATEGIES)
     ),
