@@ -75,9 +75,12 @@ class IncrementalEngine(Protocol):
     def changed_entries(self) -> list[EntryChange]:
         """Entries put or deleted since the previous call (or since restore); the log then starts empty.
 
-        Nothing needs recording before the first checkpoint has taken the state: an engine may keep no
-        log until its first ``changed_entries``, ``all_entries`` or ``restore_entries`` call, and answer
-        that first ``changed_entries`` with every entry (what it changed since it was empty)."""
+        Recording starts when a checkpoint takes the state: before its first ``changed_entries``,
+        ``all_entries`` or ``restore_entries`` call an engine keeps no log (``replay``, benchmarks,
+        bootstraps and workers checkpointing whole snapshots never call them, so nothing would read
+        it), and it answers that first ``changed_entries`` with every entry (what it changed since it
+        was empty). ``restore`` from a snapshot stops recording again. Between checkpoints the log holds
+        at most one native record per changed entry; entries are encoded when a checkpoint takes them."""
         ...
 
     def all_entries(self) -> Iterator[Entry]:
@@ -91,6 +94,16 @@ class IncrementalEngine(Protocol):
 
 def is_incremental(engine: object) -> bool:
     return isinstance(engine, IncrementalEngine)
+
+
+@runtime_checkable
+class CountsPendingChanges(Protocol):
+    """Optional, for an IncrementalEngine: how many records its change log holds (tests, benchmarks)."""
+
+    def pending_changes(self) -> int:
+        """Records kept for the next ``changed_entries``: 0 until a checkpoint has taken the state, and
+        at most one per entry changed since the last checkpoint."""
+        ...
 
 
 class StoredMap(NamedTuple):

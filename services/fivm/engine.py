@@ -79,6 +79,9 @@ class FivmEngine:
         self.factorized_updates = 0
         self.factorized_absorbed: dict[str, int] = {}
         self._check: Callable[[], None] | None = None
+        # Whether changes are logged: once a checkpoint has taken the state (replay and benchmarks never
+        # checkpoint, so their views keep no change log); the first changed_entries() is every entry.
+        self._logging = False
         if self.query.debug:
             from ivmstream.services.fivm.check import check_invariants
 
@@ -143,6 +146,8 @@ class FivmEngine:
                 into = pending[rel] = {}
             into[t] = into.get(t, 0) + m
         self._flush(pending)
+        if not self._logging:
+            self._forget_changes()
         return rejections
 
     def _static(self, rel: str) -> str:
@@ -178,7 +183,10 @@ class FivmEngine:
                 raise EngineError(f"static-relation: {self._static(relation)}")
         else:
             maint.seal()
-        return self._apply_product(parsed)
+        absorbed = self._apply_product(parsed)
+        if not self._logging:
+            self._forget_changes()
+        return absorbed
 
     def _apply_product(self, delta: FactorizedDelta) -> dict[str, int]:
         maint = self.maint
@@ -263,7 +271,7 @@ class FivmEngine:
     def snapshot(self) -> bytes:
         """Every entry, maps by name and entries by key: equal states give equal bytes (§4.2)."""
         maps: dict[str, list[tuple[bytes, bytes]]] = {}
-        for name, key, value in self.all_entries():
+        for name, key, value in self._entries():
             maps.setdefault(name, []).append((key, value))
         body = {
             "format": SNAPSHOT_FORMAT,
@@ -284,10 +292,32 @@ class FivmEngine:
         self.restore_entries(
             (name, k.encode(), base64.b64decode(v)) for name, rows in snap["maps"].items() for k, v in rows
         )
+        self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
 
     # --- IncrementalEngine (§4.1) ------------------------------------------------------------------------
 
+    def pending_changes(self) -> int:
+        maint = self.maint
+        return (
+            sum(len(keys) for keys in maint.dropped.values())
+            + sum(len(view.changed) for view in maint.views.values())
+            + sum(len(support.changed) for support in maint.supports.values())
+        )
+
+    def _forget_changes(self) -> None:
+        """Drop the change log: nothing will read it (no checkpoint has taken the state)."""
+        maint = self.maint
+        maint.dropped.clear()
+        for view in maint.views.values():
+            view.changed.clear()
+        for support in maint.supports.values():
+            support.changed.clear()
+
     def changed_entries(self) -> list[EntryChange]:
+        """Entries put or deleted since the previous call; at the first call every entry."""
+        if not self._logging:
+            self._forget_changes()
+            return list(self.all_entries())
         maint = self.maint
         ring = self.ring
         out: list[EntryChange] = []
@@ -308,6 +338,11 @@ class FivmEngine:
         return out
 
     def all_entries(self) -> Iterator[Entry]:
+        """Every entry; changes are logged from now on (a checkpoint is taking the state)."""
+        self._logging = True
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
         maint = self.maint
         ring = self.ring
         for name, view in maint.views.items():
@@ -356,6 +391,7 @@ class FivmEngine:
         fresh.dropped.clear()
         self.maint = fresh
         self.ring = ring
+        self._logging = True
 
     def _meta_entries(self) -> list[Entry]:
         maint = self.maint

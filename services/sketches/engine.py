@@ -65,6 +65,9 @@ class SketchEngine:
         self.indexes = BaseIndexes(self.store)  # for probe joins (§2.4.5)
         self.nodes = list(self.compiled.root.walk())  # a node's position names its state entries
         self._marker_dirty = False
+        # Whether changes are logged: once a checkpoint has taken the state (replay and benchmarks never
+        # checkpoint, so nothing is kept for one); the first changed_entries() is every entry.
+        self._logging = False
         for node in self.nodes:
             node.source = self._whole_store  # top-m refills recapture from the store (§2.6.3)
             if isinstance(node, P.Scan):
@@ -135,6 +138,27 @@ class SketchEngine:
             self.last_delta = self.merge.apply(out)
         elif batch:
             self.stale = True
+        if not self._logging:
+            self._forget_changes()
+
+    def _forget_changes(self) -> None:
+        """Drop the change log (store rows, operator state, merge counts): nothing will read it."""
+        self._dirty.clear()
+        if self._bootstrapped:
+            for node in self.nodes:
+                for _ in node.entries(True):  # each operator forgets what it hands out
+                    pass
+            self.merge.entries(True)
+        self._marker_dirty = False
+
+    def pending_changes(self) -> int:
+        """Store rows changed since the last checkpoint, plus the operators' and the merge's records."""
+        held = len(self._dirty) + len(self.merge.dirty)
+        for node in self.nodes:
+            held += len(getattr(node, "dirty", ()))
+            held += sum(len(keys) for keys in getattr(node, "changed_values", {}).values())
+            held += len(getattr(getattr(node, "state", None), "changed", None) or ())
+        return held
 
     def _store(self, table: str, delta: Mapping[P.Row, int]) -> None:
         frags = self.store[table]
@@ -307,6 +331,11 @@ class SketchEngine:
             self._marker_dirty = False
 
     def all_entries(self) -> Iterator[Entry]:
+        """Every entry; changes are logged from now on (a checkpoint is taking the state)."""
+        self._logging = True
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
         for table in sorted(self.store):
             for rows in self.store[table].values():
                 for row, n in rows.items():
@@ -316,6 +345,10 @@ class SketchEngine:
             yield name, key, value
 
     def changed_entries(self) -> list[EntryChange]:
+        """Entries put or deleted since the previous call; at the first call every entry."""
+        if not self._logging:
+            self._forget_changes()
+            return list(self.all_entries())
         out: list[EntryChange] = []
         for table, row in sorted(self._dirty, key=lambda tr: (tr[0], row_key(tr[1]))):
             n = self.multiplicity(table, row)
@@ -350,6 +383,7 @@ class SketchEngine:
             self._bootstrapped = True
         elif by_node or counts:
             raise ValueError("operator state without its bootstrap marker")
+        self._logging = True
 
     def _load(self, batch: Mapping[str, Mapping[P.Row, int]]) -> None:
         fresh = SketchEngine(self.options)
@@ -360,11 +394,12 @@ class SketchEngine:
 
     def snapshot(self) -> bytes:
         """Every entry, sorted: the same bytes for the same state whatever order built it."""
-        entries = sorted((name, k, v) for name, k, v in self.all_entries())
+        entries = sorted((name, k, v) for name, k, v in self._entries())
         return orjson.dumps([[name, k.decode(), v.decode()] for name, k, v in entries])
 
     def restore(self, data: bytes) -> None:
         self.restore_entries((name, k.encode(), v.encode()) for name, k, v in orjson.loads(data))
+        self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
 
 
 def _negative(v: Any) -> bool:

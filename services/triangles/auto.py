@@ -469,6 +469,15 @@ class AutoEngine(TriangleEngine):
             self._pending = None
         self._fixed_stats = self._plan_gauges()  # the switch counters were restored after the plan
 
+    def pending_changes(self) -> int:
+        return super().pending_changes() + len(getattr(self.plan, "_rows_moved", ()))
+
+    def _forget_changes(self) -> None:
+        super()._forget_changes()
+        moved = getattr(self.plan, "_rows_moved", None)
+        if moved:
+            moved.clear()
+
     def changed_entries(self) -> list[EntryChange]:
         moved = getattr(self.plan, "_rows_moved", None)
         if moved:

@@ -164,7 +164,10 @@ class TriangleEngine:
         self.work_last = 0
         self._changed: set[tuple[int, Any, Any]] = set()  # tuples touched since the last checkpoint
         self._edge_changes: dict[tuple[Any, Any], int] = {}  # graph events: stored edge -> its new m
-        self._all_changed = False  # after BUILD every tuple is new
+        # True until a checkpoint takes the state (and again after BUILD or a snapshot restore): no change
+        # is logged (replay, benchmarks: nothing reads one), and the next changed_entries() answers with
+        # every entry.
+        self._all_changed = True
         self._rows_moved: set[tuple[int, Any]] = set()  # rows whose part changed (strategies with parts)
         # The heavy rows as of the previous changed_entries() or restore: what the store's "h" map holds.
         self._stored_parts: set[tuple[int, Any]] = set()
@@ -183,6 +186,8 @@ class TriangleEngine:
             self._apply_relations(events, rejected)
         self._finish_batch()
         self.work_total = self.work
+        if self._all_changed:
+            self._forget_changes()
         return rejected
 
     def _apply_relations(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
@@ -293,6 +298,8 @@ class TriangleEngine:
         self.work_last = self.work - w0
         self._finish_batch()
         self.work_total = self.work
+        if self._all_changed:
+            self._forget_changes()
 
     # --- BUILD -------------------------------------------------------------------------------------
 
@@ -386,9 +393,8 @@ class TriangleEngine:
         self._after_restore()
         self._stored_parts = self._heavy_rows()
         self._directed = self.graph and not self._symmetric()
-        self._changed.clear()
-        self._edge_changes.clear()
-        self._rows_moved.clear()
+        self._all_changed = True  # whole snapshots: no change log until a checkpoint takes entries
+        self._forget_changes()
 
     # --- incremental state (ivmstream.engine.IncrementalEngine, docs/triangles/algorithm.md §5.2) -
     # Map "t": one entry per stored tuple, key [k, x, y], value its multiplicity; in graph mode one entry
@@ -397,13 +403,18 @@ class TriangleEngine:
     # entry, not its tuples. Map "s": Q, the counters and the configuration. Views and reverse indexes
     # are functions of these and are rebuilt on restore, as from a snapshot.
 
+    def pending_changes(self) -> int:
+        return len(self._changed) + len(self._edge_changes) + len(self._rows_moved)
+
+    def _forget_changes(self) -> None:
+        """Drop the change log: nothing will read it (no checkpoint has taken the state)."""
+        self._changed.clear()
+        self._edge_changes.clear()
+        self._rows_moved.clear()
+
     def changed_entries(self) -> list[EntryChange]:
         if self._all_changed:
-            self._all_changed = False
-            self._changed.clear()
-            self._edge_changes.clear()
-            self._rows_moved.clear()
-            self._stored_parts = self._heavy_rows()
+            self._forget_changes()
             return list(self.all_entries())
         mult, dumps = self._mult, json_bytes
         moved = self._rows_moved
@@ -450,6 +461,12 @@ class TriangleEngine:
         return out
 
     def all_entries(self) -> Iterator[Entry]:
+        """Every entry; changes are logged from now on (a checkpoint is taking the state)."""
+        self._all_changed = False
+        self._stored_parts = self._heavy_rows()
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
         dumps = json_bytes
         if self.graph:
             mult = self._mult

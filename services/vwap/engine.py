@@ -297,6 +297,7 @@ class VwapEngine:
                             f"given, {len(levels[rel])} derived): refusing a corrupt snapshot"
                         )
         self._install(bag, levels, int(state["counters"].get("events", 0)), state["auto"])
+        self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
 
     def _auto_state(self) -> list[Any]:
         return [self.running, *self.shape, self.credit]
@@ -363,6 +364,9 @@ class VwapEngine:
     # Map "b": one entry per live bag tuple, key [relation, col1, ..., colN] (exact JSON), value its
     # multiplicity. Map "s": the event counter and the query/strategy the entries belong to. The plan's
     # trees are a function of the bag and are rebuilt on restore, as from a snapshot.
+
+    def pending_changes(self) -> int:
+        return len(self._changed)
 
     def changed_entries(self) -> list[EntryChange]:
         """The bag tuples touched since the previous call; at the first call every entry."""

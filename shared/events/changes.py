@@ -100,13 +100,16 @@ def load_record(value: bytes) -> Any:
 class ImageTable:
     """The last image of each row (by relation and primary key) of an input in upsert mode, with the
     entries changed since they were last taken: the runtime stores them beside the engines' state in
-    the same atomic checkpoint (map ``images``)."""
+    the same atomic checkpoint (map ``images``). Changes are recorded only once a checkpoint has taken
+    the table (as an engine's, ``ivmstream.engine.IncrementalEngine``): ``replay`` and bootstraps keep
+    no log."""
 
     MAP = "images"
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self._changed: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._logging = False  # whether ``_changed`` is kept: once a checkpoint has taken the rows
         # With a journal (a list), each put records the image it replaced, so that a caller applying
         # records through an engine can take back the images of one the engine refuses (``rollback``).
         self.journal: list[tuple[str, str, dict[str, Any] | None]] | None = None
@@ -126,7 +129,8 @@ class ImageTable:
             self.rows.pop(where, None)
         else:
             self.rows[where] = row
-        self._changed[where] = row
+        if self._logging:
+            self._changed[where] = row
 
     def savepoint(self) -> int:
         """Where the journal is now (it must be kept: ``journal`` a list)."""
@@ -145,7 +149,10 @@ class ImageTable:
         return [(ident, row) for (rel, ident), row in self.rows.items() if rel == relation]
 
     def changed_entries(self) -> list[tuple[str, bytes, bytes | None]]:
-        """``(map, entry, value)`` of the rows changed since the last call (value None: deleted)."""
+        """``(map, entry, value)`` of the rows changed since the last call (value None: deleted); at the
+        first call every row (nothing was recorded before it)."""
+        if not self._logging:
+            return [(m, k, v) for m, k, v in self.all_entries()]
         out = [
             (self.MAP, orjson.dumps(list(where)), None if row is None else orjson.dumps(row))
             for where, row in self._changed.items()
@@ -154,6 +161,11 @@ class ImageTable:
         return out
 
     def all_entries(self) -> Iterator[tuple[str, bytes, bytes]]:
+        """Every row; changes are recorded from now on (a checkpoint is taking the table)."""
+        self._logging = True
+        return self._entries()
+
+    def _entries(self) -> Iterator[tuple[str, bytes, bytes]]:
         for where, row in self.rows.items():
             yield self.MAP, orjson.dumps(list(where)), orjson.dumps(row)
 
@@ -162,6 +174,7 @@ class ImageTable:
             relation, identity = orjson.loads(entry)
             self.rows[(relation, identity)] = orjson.loads(value)
         self._changed.clear()
+        self._logging = True
 
     def __len__(self) -> int:
         return len(self.rows)

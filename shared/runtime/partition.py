@@ -264,9 +264,9 @@ class PartitionState:
         for key in self.dirty:
             engine = self.engines[key]
             if key not in self._incremental:
+                # an IncrementalEngine checkpointed whole records no change log: it is never asked for
+                # changes, so it never starts one (ivmstream.engine.IncrementalEngine.changed_entries)
                 changes.snapshots[key] = engine.snapshot()
-                if is_incremental(engine):  # it logs its changes anyway: drop them, or the log grows
-                    engine.changed_entries()  # type: ignore[attr-defined]
             elif key in self._rewrite:
                 # all of them, then an empty change log (a store-backed map reads what it had not
                 # handed out, so all_entries() comes first)

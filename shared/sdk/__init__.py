@@ -10,6 +10,7 @@ internal: its names may change without notice.
 from ivmstream.backed_map import StoreBackedMap
 from ivmstream.engine import (
     JSON,
+    CountsPendingChanges,
     Engine,
     EngineError,
     EngineStats,
@@ -67,6 +68,7 @@ __all__ = [
     "JSON",
     "TPCH",
     "TPCH_TABLES",
+    "CountsPendingChanges",
     "DemoWorkload",
     "Engine",
     "EngineError",

@@ -21,7 +21,9 @@ In process (no broker, no Redis):
 - ``check_determinism(case)``: a second run, in another process with another hash seed, gives the
   same results and snapshot bytes;
 - ``check_rejections_change_nothing(case)``: an engine that refuses events ends where an engine that
-  never saw them ends, and generic probes (duplicates, negated and scaled deltas) provoke some refusal.
+  never saw them ends, and generic probes (duplicates, negated and scaled deltas) provoke some refusal;
+- ``check_change_log(case)``: an IncrementalEngine that counts its pending changes keeps no change
+  log until a checkpoint takes its state, and none right after each checkpoint.
 
 Through the real runtime, given a ``Broker`` (``ivmstream.dev.broker.BrokerProcess``), a Redis URL
 (``ivmstream.dev.redis_server.RedisServer``), a working directory and a unique prefix for topics:
@@ -45,6 +47,7 @@ from __future__ import annotations
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
 from ivmstream.testing._cases import Case, child_environment, conformance_cases
 from ivmstream.testing._engine_checks import (
+    check_change_log,
     check_determinism,
     check_rejections_change_nothing,
     check_snapshot_restore,
@@ -63,6 +66,7 @@ __all__ = [
     "InMemoryCluster",
     "KillPoint",
     "StreamRun",
+    "check_change_log",
     "check_determinism",
     "check_kill9_restart",
     "check_rejections_change_nothing",

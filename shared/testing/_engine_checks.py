@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Engine, Rejection, is_incremental
+from ivmstream.engine import CountsPendingChanges, Engine, Rejection, is_incremental
 from ivmstream.events import UpdateEvent
 from ivmstream.testing._cases import Case, child_environment, short
 
@@ -215,3 +215,40 @@ def check_rejections_change_nothing(case: Case) -> int:
             "refusals were not checked; the workload should make some of these impossible"
         )
     return refused
+
+
+def check_change_log(case: Case) -> int:
+    """Per key, for an IncrementalEngine that counts its pending changes: it keeps none while no
+    checkpoint has taken its state (``replay``); its first ``changed_entries`` is every entry; after
+    more events the changes it hands out add up to its entries and leave it holding none. Returns the
+    number of keys checked (0: the engine counts no pending changes, nothing to check)."""
+    probe = case.engine()
+    if not (is_incremental(probe) and isinstance(probe, CountsPendingChanges)):
+        return 0
+    checked = 0
+    for key, events in case.events_by_key().items():
+        engine: Any = case.engine()
+        where = f"{case}: key {key!r}"
+        half = len(events) // 2
+        engine.apply(list(events[:half]))
+        engine.apply(list(events[half:]))
+        if engine.pending_changes():
+            raise AssertionError(
+                f"{where}: {engine.pending_changes()} changes logged after {len(events)} events with no "
+                "checkpoint (nothing will read them)"
+            )
+        stored = {(m, k): v for m, k, v in engine.changed_entries()}
+        if stored != {(m, k): v for m, k, v in engine.all_entries()}:
+            raise AssertionError(f"{where}: the first changed_entries() is not every entry")
+        engine.apply(list(events[:half]))  # again: the workload's events as further changes
+        for m, k, v in engine.changed_entries():
+            if v is None:
+                stored.pop((m, k), None)
+            else:
+                stored[(m, k)] = v
+        if engine.pending_changes():
+            raise AssertionError(f"{where}: changes still logged right after changed_entries()")
+        if stored != {(m, k): v for m, k, v in engine.all_entries()}:
+            raise AssertionError(f"{where}: the changed entries do not add up to the engine's entries")
+        checked += 1
+    return checked
