@@ -92,8 +92,9 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     "rekey_topic": Option(
         None,
         optional(topic_name),
-        "with inputs and key_field (or emit: every-event): the topic the re-keying step writes keyed by "
-        "key_field (a keyless view's: one partition) and the workers read (default <service>.rekeyed)",
+        "with inputs and key_field, shard_by or emit: every-event: the topic the re-keying step writes "
+        "keyed by key_field or shard_by (a keyless view's: one partition) and the workers read (default "
+        "<service>.rekeyed)",
     ),
     "output_topic": Option(None, optional(topic_name), "results topic (default <service>.results)"),
     "dlq_topic": Option(None, optional(topic_name), "dead-letter topic (default <service>.dlq)"),
@@ -220,9 +221,12 @@ class ServiceConfig:
     @property
     def rekeyed(self) -> bool:
         """Inputs read through a re-keying step, which writes them to ``input_topic``: a keyed view's by
-        ``key_field``; a keyless view's with ``emit: every-event`` to its one partition, whose log fixes
-        the order of the events (the per-event changelog is deduplicated by its offsets)."""
-        return bool(self.inputs) and (self.key_field is not None or self.emit == "every-event")
+        ``key_field``; a sharded query's by ``shard_by`` (the other relations' to ``broadcast_topic``); a
+        keyless view's with ``emit: every-event`` to its one partition, whose log fixes the order of the
+        events (the per-event changelog is deduplicated by its offsets)."""
+        return bool(self.inputs) and (
+            self.key_field is not None or self.emit == "every-event" or self.shard_by is not None
+        )
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -282,7 +286,9 @@ def build_config(
     if values["shard_by"] is not None:
         _check_sharding(service, service_options, values, source)
     inputs = _check_inputs(values, source)
-    if inputs and (values["key_field"] is not None or values["emit"] == "every-event"):
+    if inputs and (
+        values["key_field"] is not None or values["emit"] == "every-event" or values["shard_by"] is not None
+    ):
         input_topic = values["rekey_topic"] or f"{name}.rekeyed"
     else:
         input_topic = inputs[0].topic if inputs else values["input_topic"] or f"{name}.updates"
@@ -319,17 +325,18 @@ def build_config(
 def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ...]:
     """The ``inputs`` list, refused in combinations the runtime cannot keep exactly once."""
     inputs: tuple[InputSpec, ...] = values["inputs"] or ()
-    rekeyed = values["key_field"] is not None or values["emit"] == "every-event"
+    rekeyed = any((values["key_field"] is not None, values["emit"] == "every-event", values["shard_by"]))
     if values["rekey_topic"] is not None and not (inputs and rekeyed):
         raise ConfigError(
             f"{source}: rekey_topic applies to inputs read through the re-keying step (inputs with "
-            "key_field or emit: every-event)"
+            "key_field, shard_by or emit: every-event)"
         )
     if not inputs:
         return ()
-    clash = next((k for k in ("input_topic", "shard_by") if values[k] is not None), None)
-    if clash is not None:
-        raise ConfigError(f"{source}: inputs and {clash} exclude each other (inputs names every input topic)")
+    if values["input_topic"] is not None:
+        raise ConfigError(
+            f"{source}: inputs and input_topic exclude each other (inputs names every input topic)"
+        )
     return inputs
 
 

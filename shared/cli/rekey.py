@@ -48,8 +48,8 @@ def cmd_rekey(args: argparse.Namespace) -> int:
     service, config = load(args.service, args.config)
     if not config.rekeyed:
         raise CliError(
-            f"{config.source}: rekey needs inputs and key_field or emit: every-event (a keyless view "
-            "publishing per batch reads its inputs itself)"
+            f"{config.source}: rekey needs inputs and key_field, shard_by or emit: every-event (a keyless "
+            "view publishing per batch reads its inputs itself)"
         )
     group = group_or_default(args.group, service.name, ".rekey")
     check_broker(args.bootstrap, config)

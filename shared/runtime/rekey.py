@@ -1,7 +1,8 @@
 """Re-keying: a keyed view over input topics partitioned by something else (Debezium partitions by
-primary key), exactly once; and a keyless view over inputs that publishes a changelog record per event
-(``emit: every-event``), whose events the step writes to a one-partition topic: that log is then the
-one order of the view's events, which a worker's restart replays as it was.
+primary key), exactly once; a sharded query over inputs (``shard_by``: events by the shard variable,
+the other relations' to the broadcast topic); and a keyless view over inputs that publishes a changelog
+record per event (``emit: every-event``), whose events the step writes to a one-partition topic: that
+log is then the one order of the view's events, which a worker's restart replays as it was.
 
 The step (``RekeyStep``, ``ivmstream run S --role rekey``) reads every partition of every input topic
 (``inputs``), decodes each record by its topic's format and writes each native event it decodes into to
@@ -45,6 +46,7 @@ from ivmstream.runtime.hooks import CheckpointWritten, Hooks, fire
 from ivmstream.runtime.merged import MergedState, input_partitions, split_by_topic
 from ivmstream.runtime.output import Output
 from ivmstream.runtime.refusals import Refusals
+from ivmstream.runtime.routing import ShardRouting, routing_of, shard_text
 from ivmstream.service import ServiceDefinition
 from ivmstream.state import StateError, StateStore, check_envelope, envelope_for
 
@@ -64,11 +66,13 @@ def origin_tag(topic: str, partition: int, offset: int, index: int) -> bytes:
     return f"{topic}:{partition}:{offset}:{index}".encode()
 
 
-def fresh(marks: dict[str, Mark], msgs: list[Message]) -> list[Message]:
-    """The records of one re-keyed partition not applied yet, in order; ``marks`` advanced past them. A
-    record without an origin tag (written there by something else) is always new."""
+def fresh_indices(marks: dict[str, Mark], msgs: list[Message], stream: str = "") -> list[int]:
+    """The positions of the records of one re-keyed log not applied yet, in order; ``marks`` advanced
+    past them. A record without an origin tag (written there by something else) is always new.
+    ``stream`` names the log among those one state applies (a sharded query's input partition and its
+    broadcast topic receive the events of one input partition each in its order, but not in one)."""
     out = []
-    for msg in msgs:
+    for i, msg in enumerate(msgs):
         tag: Any = None
         headers: list[tuple[str, Any]] = msg.headers() or []  # type: ignore[assignment]
         for header in headers:
@@ -76,16 +80,21 @@ def fresh(marks: dict[str, Mark], msgs: list[Message]) -> list[Message]:
                 tag = header[1]
                 break
         if tag is None:
-            out.append(msg)
+            out.append(i)
             continue
         parts = (tag.decode() if type(tag) is bytes else str(tag)).rsplit(":", 2)
-        where, at = parts[0], (int(parts[1]), int(parts[2]))
+        where, at = stream + parts[0], (int(parts[1]), int(parts[2]))
         last = marks.get(where)
         if last is not None and at <= last:
             continue
         marks[where] = at
-        out.append(msg)
+        out.append(i)
     return out
+
+
+def fresh(marks: dict[str, Mark], msgs: list[Message]) -> list[Message]:
+    """The records of one re-keyed partition not applied yet, in order (``fresh_indices``)."""
+    return [msgs[i] for i in fresh_indices(marks, msgs)]
 
 
 def _no_engine() -> Engine:
@@ -126,6 +135,7 @@ class RekeyStep:
         self.native = EventCodec(self.schema)
         self.codecs: dict[str, ChangeCodec] = {}
         self.partitions = 0  # of the re-keyed topic
+        self.routing: ShardRouting | None = None  # a sharded query's
         self.state: MergedState | None = None
         self._errors: list[str] = []
         self._stop = threading.Event()
@@ -152,7 +162,10 @@ class RekeyStep:
                 f"the re-keyed topic {out} does not exist (create it, with its partitions, first)"
             )
         self.partitions = len(meta.partitions)
-        if config.key_field is None and self.partitions != 1:
+        if config.sharded:
+            self.routing = routing_of(self.schema.relations.values(), config, self.partitions)
+            self._check_broadcast()
+        elif config.key_field is None and self.partitions != 1:
             raise StateError(
                 f"the re-keyed topic {out} of a keyless view has {self.partitions} partitions; it must have "
                 "exactly one (its log is the one order of the view's events)"
@@ -163,6 +176,7 @@ class RekeyStep:
                 "key_field": config.key_field,
                 "topic": out,
                 "partitions": self.partitions,
+                **({"shard_by": config.shard_by} if config.sharded else {}),
             }
         )
         if state.spec is not None and state.spec != spec:
@@ -180,6 +194,19 @@ class RekeyStep:
         self.state = state
         self.consumer.assign(tps)
         log.info("re-keying %d input partition(s) into %s (%d partitions)", len(tps), out, self.partitions)
+
+    def _check_broadcast(self) -> None:
+        """A sharded query's broadcast topic (for relations without the shard variable) has one partition."""
+        if self.routing is None or not self.routing.broadcast:
+            return
+        name = self.config.broadcast_topic
+        meta = self.consumer.list_topics(name, timeout=10).topics.get(name)
+        count = 0 if meta is None or meta.error is not None else len(meta.partitions)
+        if count != 1:
+            raise StateError(
+                f"the broadcast topic {name} has {count} partitions; it must exist with exactly one (events "
+                f"of {', '.join(sorted(self.routing.broadcast))})"
+            )
 
     def run(self, until: Callable[[RekeyStep], bool] | None = None) -> None:
         """Re-key until stopped (or ``until(self)``), then checkpoint. On a failure nothing is written."""
@@ -221,7 +248,7 @@ class RekeyStep:
         state.next_offset = sum(state.offsets.values())
 
     def _write(self, topic: str, partition: int, msgs: list[Message]) -> None:
-        codec, key_field = self.codecs.get(topic), self.config.key_field
+        codec, key_field, routing = self.codecs.get(topic), self.config.key_field, self.routing
         produce, out, n = self.output._produce, self.config.input_topic, self.partitions
         decoded: list[list[UpdateEvent] | EventError]
         if codec is None:
@@ -240,6 +267,14 @@ class RekeyStep:
             at = f"{prefix}{msg.offset()}:"
             for i, event in enumerate(events):
                 tag = [(ORIGIN_HEADER, f"{at}{i}".encode())]
+                if routing is not None:  # a sharded query: by the shard variable, or broadcast
+                    value = encode_event(event, None)
+                    if event.relation in routing.sharded:
+                        shard = shard_text(event.row[routing.shard_by])
+                        produce(out, value, shard, tag, partition_for(shard, n))
+                    else:
+                        produce(routing.broadcast_topic, value, None, tag, 0)
+                    continue
                 if key_field is None:  # a keyless view's one partition
                     produce(out, encode_event(event, None), None, tag, 0)
                     continue

@@ -28,10 +28,13 @@ from ivmstream.runtime.clients import ClientFactory, Consumer
 from ivmstream.runtime.output import Output, build_record
 from ivmstream.runtime.partition import PartitionState
 from ivmstream.runtime.refusals import Refusals
+from ivmstream.runtime.rekey import fresh_indices
 from ivmstream.runtime.routing import ShardRouting, routing_of
 from ivmstream.service import ServiceDefinition, load_sharding
 
 log = logging.getLogger("ivmstream.runtime")
+
+BROADCAST_STREAM = "broadcast|"  # the origin marks of broadcast records, apart from the input partition's
 
 
 class Sharded(ApplyMode):
@@ -151,15 +154,18 @@ class Sharded(ApplyMode):
             start = first_unapplied(offsets, state.broadcast_next)
             if start == len(good):
                 continue  # applied all of them before (the reader restarted behind this partition)
+            # records a re-keying step wrote again (origin tags at or below this state's marks) dropped
+            new = {start + i for i in fresh_indices(state.origins, good[start:], BROADCAST_STREAM)}
             first = first_unapplied(positions, start)
-            mine = [ev for _i, ev in events[first:]]
+            chosen = [(i, ev) for i, ev in events[first:] if i in new]
+            mine = [ev for _i, ev in chosen]
             rejections = state.engine(KEYLESS).apply(list(mine)) if mine else []
             if mine:
                 state.dirty.add(KEYLESS)
             applied += len(mine) - len(rejections)
             if state.partition == 0:
-                dead = [(good[i], *refused[i]) for i in range(start, len(good)) if i in refused]
-                dead += [(good[positions[first + r.index]], r.code, r.detail) for r in rejections]
+                dead = [(good[i], *refused[i]) for i in range(start, len(good)) if i in refused and i in new]
+                dead += [(good[chosen[r.index][0]], r.code, r.detail) for r in rejections]
                 self.refusals.records(feed.topic, 0, dead)
             state.broadcast_next = offsets[-1] + 1
             published += self.publish_partial(state)
