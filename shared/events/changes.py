@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ivmstream.events.codec import COLUMN_TYPES, EventCodec, EventError, Schema, UpdateEvent
+from ivmstream.events.encoding import json_bytes
 
 # The value Debezium writes for a column it could not read (a TOASTed column not in the WAL record).
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -154,7 +155,7 @@ class ImageTable:
         if not self._logging:
             return [(m, k, v) for m, k, v in self.all_entries()]
         out = [
-            (self.MAP, orjson.dumps(list(where)), None if row is None else orjson.dumps(row))
+            (self.MAP, json_bytes(list(where)), None if row is None else json_bytes(row))
             for where, row in self._changed.items()
         ]
         self._changed.clear()
@@ -167,7 +168,7 @@ class ImageTable:
 
     def _entries(self) -> Iterator[tuple[str, bytes, bytes]]:
         for where, row in self.rows.items():
-            yield self.MAP, orjson.dumps(list(where)), orjson.dumps(row)
+            yield self.MAP, json_bytes(list(where)), json_bytes(row)
 
     def restore_entries(self, entries: Iterable[tuple[str, bytes, bytes]]) -> None:
         for _map, entry, value in entries:

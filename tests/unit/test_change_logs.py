@@ -113,3 +113,19 @@ def test_a_worker_checkpointing_entries_logs_between_checkpoints_only(case: Case
     assert set(seen["middle before"]) == {0}, seen
     assert sum(seen["end before"]) > 0, seen
     assert set(seen["middle after"]) == set(seen["end after"]) == {0}, seen
+
+
+def test_an_upsert_image_table_logs_only_once_a_checkpoint_took_it():
+    from ivmstream.events.changes import ImageTable
+
+    table = ImageTable()
+    for i in range(100):
+        table.put("items", str(i), {"id": i})
+    table.put("items", "7", None)
+    assert not table._changed  # replay: nothing will read a log
+    first = table.changed_entries()  # a checkpoint takes the table: every row
+    assert len(first) == 99 and all(value is not None for _m, _k, value in first)
+    table.put("items", "8", None)
+    table.put("items", "100", {"id": 100})
+    assert sorted(k for _m, k, _v in table.changed_entries()) == [b'["items","100"]', b'["items","8"]']
+    assert table.changed_entries() == []
