@@ -107,6 +107,11 @@ def test_example_app_counts_triangles_and_serves_them(broker: Any, unique: str, 
 
 FAUST = ("--runtime", "faust")
 DEMOS = [c for c in conformance_cases() if c.workload.name == "demo"]
+# The kill -9 runs cost ~15 s each. The Faust runtime restores and checkpoints every service through the
+# same PartitionState and Checkpointer as the default runtime, whose kill -9 runs cover each service's
+# state (tests/conformance); here a keyed service over three partitions and the keyless one (a single
+# partition, the order-book format) hold the Faust runtime's own acknowledgement order to it.
+KILL9_DEMOS = [c for c in DEMOS if c.name in ("reference", "vwap")]
 
 
 @pytest.mark.parametrize("case", DEMOS, ids=str)
@@ -118,7 +123,7 @@ def test_run_on_faust_equals_replay(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", DEMOS, ids=str)
+@pytest.mark.parametrize("case", KILL9_DEMOS, ids=str)
 def test_faust_kill9_restart_equals_replay(
     case: Any, broker: Any, redis_server: Any, unique: str, tmp_path: Path
 ) -> None:
