@@ -97,6 +97,9 @@ def shape(query: str, rows: Iterable[Any]) -> dict[str, Any]:
     elif query == "q17":
         for r in rows:
             out[r[0]] = {"avg_yearly": decimal_quotient(r[1], 7), "sum_extendedprice": _num(r[1])}
+    elif query == "q17a":
+        for r in rows:
+            out[r[0]] = {"sum_extendedprice": _num(r[1])}
     elif query == "q18":
         groups: dict[str, list[tuple[Any, ...]]] = {}
         for r in rows:
@@ -127,6 +130,8 @@ def empty(options: Mapping[str, Any]) -> dict[str, Any]:
         return {"mst": {}}
     if query == "q17":
         return {"avg_yearly": decimal_quotient(0, 7), "sum_extendedprice": 0}
+    if query == "q17a":
+        return {"sum_extendedprice": 0}
     if query == "q18":
         return {"q18": []}
     return {RESULT_NAME.get(query, query): 0}

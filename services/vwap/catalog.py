@@ -106,6 +106,14 @@ _Q = [
         book=False,
     ),
     QueryInfo(
+        "q17a",
+        "DBToaster's TPC-H Q17a: revenue of the lineitems below a fraction of their part's total quantity",
+        (tpch_relation("lineitem"), tpch_relation("part")),
+        ("lineitem", "part"),
+        {"fraction": Fraction(1, 200)},
+        book=False,
+    ),
+    QueryInfo(
         "q18",
         "TPC-H Q18: large volume customers",
         (tpch_relation("customer"), tpch_relation("orders"), tpch_relation("lineitem")),
@@ -115,7 +123,7 @@ _Q = [
     ),
 ]
 QUERIES: dict[str, QueryInfo] = {q.name: q for q in _Q}
-TPCH_QUERIES = ("q17", "q18")
+TPCH_QUERIES = ("q17", "q17a", "q18")
 FINANCE_QUERIES = tuple(q for q in QUERIES if q not in TPCH_QUERIES)
 # Only sizes the RPAI plan's per-broker payload vector: the SQL (and so every baseline) has no such parameter.
 RPAI_ONLY_PARAMS = frozenset({"brokers"})

@@ -30,7 +30,7 @@ OPTIONS = {
     "fraction": Option(
         None,
         optional(fraction(lo=0)),
-        "the query's constant (vwap 1/4, vwap-paper/sq*/nq* 3/4, psp 1/10000, ex21 1/2, q17 1/5)",
+        "the query's constant (vwap 1/4, vwap-paper/sq*/nq* 3/4, psp 1/10000, ex21 1/2, q17 1/5, q17a 1/200)",
     ),
     "variant": Option(
         None,

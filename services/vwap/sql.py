@@ -181,6 +181,15 @@ WHERE p.partkey = l.partkey AND p.brand = {brand} AND p.container = {container}{
 {groupby l}
 """
 
+# DBToaster query17a.sql (fraction 1/200): Q17's correlation with a SUM and no part selection.
+Q17A = """
+SELECT {key l}COALESCE(SUM(l.extendedprice), 0) AS sum_extendedprice FROM lineitem l, part p
+WHERE p.partkey = l.partkey{and p=l}
+  AND {den} * l.quantity
+    < {num} * (SELECT COALESCE(SUM(l2.quantity), 0) FROM lineitem l2 WHERE l2.partkey = p.partkey{and l2=p})
+{groupby l}
+"""
+
 # DBToaster query18.sql (threshold 100).
 Q18 = """
 SELECT {key c}c.name, c.custkey, o.orderkey, o.orderdate, o.totalprice, SUM(l.quantity) AS sum_quantity
@@ -205,6 +214,7 @@ TEMPLATES: dict[str, str] = {
     "nq1": NQ1,
     "nq2": NQ2,
     "q17": Q17,
+    "q17a": Q17A,
     "q18": Q18,
 }
 SPARK_TEMPLATES: dict[str, str] = {"nq2": NQ2_SPARK}

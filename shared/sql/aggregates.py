@@ -212,6 +212,10 @@ def evaluate_output(node: exp.Expression, aggs: Mapping[int, Any], columns: Mapp
     if a is None or b is None:
         return None
     if isinstance(node, exp.Div):
-        return None if b == 0 else float(a) / float(b)
+        # DBToaster's quotient: the numerator times the inverse of the denominator, so 0 over 0 is 0
+        # (an empty SUM over an empty SUM); another number over 0 is null (DBToaster's is infinite).
+        if b == 0:
+            return 0.0 if a == 0 else None
+        return float(a) / float(b)
     ops: dict[type, Callable[[Any, Any], Any]] = {exp.Add: _add, exp.Sub: _sub, exp.Mul: _mul}
     return ops[type(node)](a, b)

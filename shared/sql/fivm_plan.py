@@ -296,7 +296,7 @@ def _finish(spec: AggregateSpec, total: float, count: Any) -> Any:
     if spec.kind == "count":
         return int(count) if spec.terms == [(1, {})] else round(total)  # a count under a disjunction
     if spec.kind == "avg":
-        return None if not count else total / float(count)
+        return total / float(count) if count else 0.0  # DBToaster: SUM · 1/max(1, COUNT)
     return total
 
 

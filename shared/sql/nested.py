@@ -114,6 +114,17 @@ FAMILIES = [
         "partkey)",
     ),
     Family(
+        "q17a",
+        "q17a",
+        "SELECT SUM(l.extendedprice) FROM lineitem l, part p WHERE p.partkey = l.partkey "
+        "AND l.quantity < k_f * (SELECT SUM(l2.quantity) FROM lineitem l2 WHERE l2.partkey = p.partkey)",
+        {"lineitem": tuple(TPCH_COLUMNS["lineitem"]), "part": tuple(TPCH_COLUMNS["part"])},
+        "DBToaster's TPC-H Q17a: a SUM whose tuples compare with a constant times a nested SUM correlated "
+        "by equality on partkey (Q17's plan with the cutoff fraction·SUM instead of fraction·AVG)",
+        "O(log D) per update, D the distinct quantities of the updated part (one non-shifting RPAI per "
+        "partkey)",
+    ),
+    Family(
         "q18",
         "q18",
         "SELECT c.name, c.custkey, o.orderkey, o.orderdate, o.totalprice, SUM(l.quantity) "
@@ -129,6 +140,24 @@ FAMILIES = [
         "TPC-H Q18: a grouped SUM over a join restricted to the keys whose nested per-key SUM exceeds "
         "a constant",
         "O(1) expected per update (hash maps of per-order sums), plus the output rows that change",
+    ),
+    Family(
+        "q18a",
+        "q18",
+        "SELECT c.custkey, SUM(l1.quantity) FROM customer c, orders o, lineitem l1 "
+        "WHERE 1 <= (SELECT SUM(1) FROM lineitem l2 WHERE l1.orderkey = l2.orderkey "
+        "AND k_t < (SELECT SUM(l3.quantity) FROM lineitem l3 WHERE l2.orderkey = l3.orderkey)) "
+        "AND c.custkey = o.custkey AND o.orderkey = l1.orderkey GROUP BY c.custkey",
+        {
+            "customer": tuple(TPCH_COLUMNS["customer"]),
+            "orders": tuple(TPCH_COLUMNS["orders"]),
+            "lineitem": tuple(TPCH_COLUMNS["lineitem"]),
+        },
+        "DBToaster's TPC-H Q18a: a doubly nested count that is Q18's predicate: for a live lineitem l1 "
+        "of order k the middle SUM(1) is count(k)·[SUM(quantity of k) > t] with count(k) >= 1 (l1 "
+        "itself), so 1 <= it exactly when order k's quantity exceeds t; the view is Q18's rows summed "
+        "per custkey",
+        "O(1) expected per update (Q18's hash maps of per-order sums), plus the output rows that change",
     ),
 ]
 
@@ -168,7 +197,7 @@ def _options(family: Family, b: Binding, script: Script, shape: Shape) -> dict[s
         opts["fraction"] = _fraction(holes["f"])
     if family.name == "q17":
         opts["brand"], opts["container"] = holes["brand"], holes["container"]
-    if family.name == "q18":
+    if family.name in ("q18", "q18a"):
         t = Fraction(Decimal(holes["t"]))
         opts["threshold"] = str(t) if t.denominator != 1 else t.numerator
     if family.name == "mst":
@@ -207,6 +236,14 @@ def _number(v: Any) -> Any:
     return v
 
 
+def _per_customer(q18_rows: Sequence[Sequence[Any]]) -> list[tuple[dict[tuple[str, str], Any], Any]]:
+    """Q18's rows (name, custkey, orderkey, orderdate, totalprice, Σ quantity) summed per custkey."""
+    sums: dict[Any, Decimal] = {}
+    for r in q18_rows:
+        sums[r[1]] = sums.get(r[1], Decimal(0)) + Decimal(str(r[5]))
+    return [({("c", "custkey"): k}, str(v)) for k, v in sorted(sums.items(), key=lambda kv: _number(kv[0]))]
+
+
 def _assembler(family: Family, shape: Shape, b: Binding) -> Callable[[Sequence[Any]], list[list[Any]]]:
     outputs = _outputs(shape)
     aggs = [n for n in outputs if not isinstance(n, exp.Column)]
@@ -222,7 +259,9 @@ def _assembler(family: Family, shape: Shape, b: Binding) -> Callable[[Sequence[A
             ]
         elif family.name == "q18":
             groups = [(dict(zip(Q18_GROUP, r[:5], strict=True)), r[5]) for r in res["q18"]]
-        elif family.name == "q17":
+        elif family.name == "q18a":
+            groups = _per_customer(res["q18"])
+        elif family.name in ("q17", "q17a"):
             groups = [({}, res["sum_extendedprice"])]
         else:
             groups = [({}, res[family.query if family.query != "vwap-paper" else "vwap"])]
@@ -257,6 +296,8 @@ def plan_nested(shape: Shape, script: Script) -> ViewPlan | None:
             "relations": {p: b.tables[p] for p in family.relations},
             "aliases": b.aliases,
         }
+        if family.name == "q18a":
+            plan["output"] = "the q18 plan's rows (one per qualifying order and customer) summed per custkey"
         why = (
             f"{family.why}: vwap's RPAI plan {family.query!r}; fivm refuses nested aggregates in WHERE, and "
             "no sample, 3-cycle or provenance clause applies"

@@ -43,6 +43,18 @@ def weight_column(table: str) -> str:
     return f"__m_{table}"
 
 
+def quotient(num: exp.Expression, den: exp.Expression) -> exp.Expression:
+    """DBToaster's quotient (docs/sql.md): 0 when the numerator is 0 (AVG over no rows, 0 over 0), else
+    the SQL quotient (NULL over 0)."""
+    zero = exp.Literal.number(0)
+    return exp.Case(
+        ifs=[exp.If(this=exp.EQ(this=exp.Paren(this=num.copy()), expression=zero.copy()), true=zero.copy())],
+        default=exp.Div(
+            this=exp.Paren(this=num.copy()), expression=exp.Nullif(this=den.copy(), expression=zero)
+        ),
+    )
+
+
 def _occurrences(select: exp.Select) -> list[tuple[str, str]]:
     """(alias, table) of the FROM list and joins."""
     from_ = select.args.get("from_") or select.args.get("from")
@@ -71,9 +83,12 @@ def weighted(select: exp.Select, features: Sequence[str] | None = None) -> exp.S
         if isinstance(node, exp.Sum):
             return total(node.this)
         if isinstance(node, exp.Avg):
-            return exp.Div(
-                this=total(node.this), expression=exp.Nullif(this=total(None), expression=zero.copy())
-            )
+            return quotient(total(node.this), total(None))
+        return node
+
+    def quotients(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Div) and node.find_ancestor(exp.AggFunc) is None:
+            return quotient(node.this, node.expression)  # arithmetic over aggregates
         return node
 
     out = select.copy()
@@ -87,6 +102,7 @@ def weighted(select: exp.Select, features: Sequence[str] | None = None) -> exp.S
             for b in features[i:]
         ]
         out.set("expressions", [*groups, *aggs])
+    out = out.transform(quotients)  # type: ignore[assignment]
     out = out.transform(fix)  # type: ignore[assignment]
     if out.args.get("group"):
         out.set("having", exp.Having(this=exp.NEQ(this=total(None), expression=zero.copy())))

@@ -1,10 +1,19 @@
-"""TPC-H Q17 and Q18 plans, each in three strategies (docs/vwap/algorithm.md §1.2, §4.7, §4.8, §5).
+"""TPC-H Q17, DBToaster's Q17a and Q18 plans, each in three strategies (docs/vwap/algorithm.md §1.2,
+§4.7, §4.8, §5).
 
 Q17 (the paper's constants by default; DBToaster's ``query17.sql`` uses 'MED BOX')::
 
     SELECT SUM(l.extendedprice) / 7.0 AS avg_yearly FROM lineitem l, part p
     WHERE p.partkey = l.partkey AND p.brand = :brand AND p.container = :container
       AND l.quantity < (SELECT :fraction * AVG(l2.quantity) FROM lineitem l2 WHERE l2.partkey = p.partkey)
+
+Q17a (DBToaster's ``query17a.sql``: the same correlation with a SUM, no part selection; fraction 1/200)::
+
+    SELECT SUM(l.extendedprice) FROM lineitem l, part p WHERE p.partkey = l.partkey
+      AND l.quantity < :fraction * (SELECT SUM(l2.quantity) FROM lineitem l2 WHERE l2.partkey = p.partkey)
+
+Both run on the same plans: the cutoff of a partkey is fraction·Σqty/count for Q17's AVG and
+fraction·Σqty for Q17a's SUM.
 
 Q18 (DBToaster's ``query18.sql``: threshold 100, strict ``>``)::
 
@@ -53,6 +62,9 @@ __all__ = [
     "TPCH_DEFAULTS",
     "Q17DBToaster",
     "Q17Recompute",
+    "Q17aDBToaster",
+    "Q17aRPAI",
+    "Q17aRecompute",
     "Q18DBToaster",
     "Q18Recompute",
     "make_tpch_plan",
@@ -75,6 +87,10 @@ def _zero_if_empty(x: Any) -> Any:
 
 def _q17_result(total: Any) -> dict[str, Any]:
     return {"avg_yearly": decimal_quotient(total, 7), "sum_extendedprice": to_json(_zero_if_empty(total))}
+
+
+def _q17a_result(total: Any) -> dict[str, Any]:
+    return {"sum_extendedprice": to_json(_zero_if_empty(total))}
 
 
 def _q18_result(groups: list[tuple[tuple[Any, ...], Any]]) -> dict[str, Any]:
@@ -126,14 +142,24 @@ class _Q17Base:
     strategy = ""
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
-        p = tpch_params("q17", params)
-        self.brand: str = p["brand"]
-        self.container: str = p["container"]
+        p = tpch_params(self.query, params)
+        self.brand: str | None = p.get("brand")  # None: no selection on part (Q17a)
+        self.container: str | None = p.get("container")
+        # Q17 compares with fraction·AVG = fraction·Σqty/count, Q17a with fraction·SUM = fraction·Σqty
+        self.per_count = self.query == "q17"
         self.fraction: Fraction = p["fraction"]
         self._fp = self.fraction.numerator
         self._fq = self.fraction.denominator
         self.lineitem_updates = 0
         self.part_updates = 0
+
+    def part_qualifies(self, brand: Any, container: Any) -> bool:
+        return (self.brand is None or brand == self.brand) and (
+            self.container is None or container == self.container
+        )
+
+    def _result(self, total: Any) -> dict[str, Any]:
+        return _q17_result(total) if self.per_count else _q17a_result(total)
 
 
 class Q17Recompute(_Q17Base):
@@ -168,7 +194,7 @@ class Q17Recompute(_Q17Base):
         work = 0
         for p, pm in self.bag["part"].items():
             work += 1
-            if p[self._p_brand] != self.brand or p[self._p_cont] != self.container:
+            if not self.part_qualifies(p[self._p_brand], p[self._p_cont]):
                 continue
             pk = p[self._p_pk]
             for li, lm in lineitems.items():
@@ -185,13 +211,13 @@ class Q17Recompute(_Q17Base):
                         cnt += m2
                 if cnt == 0:  # AVG of nothing is NULL: the comparison is not true
                     continue
-                if Fraction(li[lqty]) < self.fraction * Fraction(sq) / cnt:
+                if Fraction(li[lqty]) < self.fraction * Fraction(sq) / (cnt if self.per_count else 1):
                     total += li[lext] * lm * pm
         self.last_work = work
         return total
 
     def result(self) -> dict[str, Any]:
-        return _q17_result(self.total())
+        return self._result(self.total())
 
     def stats(self) -> dict[str, float]:
         return {
@@ -222,7 +248,7 @@ class _Q17Incremental(_Q17Base):
             self._lineitem(row["partkey"], row["quantity"], row["extendedprice"], mult)
         elif rel == "part":
             self.part_updates += 1
-            if row["brand"] != self.brand or row["container"] != self.container:
+            if not self.part_qualifies(row["brand"], row["container"]):
                 return
             pk = row["partkey"]
             m = self.pmult.get(pk, 0) + mult
@@ -261,7 +287,7 @@ class _Q17Incremental(_Q17Base):
                 self.res += pm * (new - old)
 
     def result(self) -> dict[str, Any]:
-        return _q17_result(self.res)
+        return self._result(self.res)
 
     def _base_stats(self) -> dict[str, float]:
         return {
@@ -311,7 +337,7 @@ class Q17DBToaster(_Q17Incremental):
             del self.qmap[pk]
             self.last_loop = 0
             return
-        lhs = self._fq * c
+        lhs = self._fq * c if self.per_count else self._fq
         rhs = self._fp * self.sumq[pk]
         new: Any = 0
         for q, (_, s) in m.items():  # domain extraction: this partkey's distinct quantities only
@@ -368,7 +394,7 @@ class Q17RPAI(_Q17Incremental):
         s = self.scale
         m = int(sq) if s == 0 else int(sq * self._pow)  # exact: Σqty has at most s places
         num = self._fp * m
-        den = self._fq * c
+        den = self._fq * c if self.per_count else self._fq
         n = -((-num) // den)
         return n if s == 0 else Decimal(n).scaleb(-s, EXACT)
 
@@ -740,10 +766,31 @@ class Q18RPAI(_Q18Maps):
         return out
 
 
+class Q17aRecompute(Q17Recompute):
+    """Q17a literally: the SUM subquery by a full scan."""
+
+    query = "q17a"
+
+
+class Q17aDBToaster(Q17DBToaster):
+    """Q17a by domain extraction: the cutoff is fraction·Σqty."""
+
+    query = "q17a"
+
+
+class Q17aRPAI(Q17RPAI):
+    """Q17a on Q17's per-partkey RPAI trees: the cutoff is fraction·Σqty."""
+
+    query = "q17a"
+
+
 _PLANS: dict[tuple[str, str], type] = {
     ("q17", "rpai"): Q17RPAI,
     ("q17", "dbtoaster"): Q17DBToaster,
     ("q17", "recompute"): Q17Recompute,
+    ("q17a", "rpai"): Q17aRPAI,
+    ("q17a", "dbtoaster"): Q17aDBToaster,
+    ("q17a", "recompute"): Q17aRecompute,
     ("q18", "rpai"): Q18RPAI,
     ("q18", "dbtoaster"): Q18DBToaster,
     ("q18", "recompute"): Q18Recompute,

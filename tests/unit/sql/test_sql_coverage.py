@@ -31,8 +31,6 @@ REFUSED = {
     "query13": "derived table",
     "query15": "EXISTS",
     "query16": "nested aggregate matches none of the RPAI plans",
-    "query17a": "nested aggregate matches none of the RPAI plans",
-    "query18a": "nested aggregate matches none of the RPAI plans",
     "query20": "nested aggregate matches none of the RPAI plans",
     "query21": "EXISTS",
     "query22": "EXISTS",
