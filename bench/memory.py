@@ -8,7 +8,7 @@ of tuples of the same values costs (``{tuple(row.values()): 1}``), measured the 
 
     python bench/memory.py                      # 10^4, 10^5 and 10^6 where it fits; bench/results/memory.*
     python bench/memory.py --quick --out /tmp/m        # a smoke run (2,000 tuples)
-    python bench/memory.py --table bench/results/memory.json   # the docs table of a stored run
+    python bench/memory.py --markdown            # docs/memory.md's tables, from bench/results/memory.json
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lib.machine import machine_info
+from lib.memory_report import markdown, merge, plot
 from lib.progress import progress
 from lib.report import RESULTS, command_line, shown
 
@@ -381,142 +382,76 @@ def log_share(log: dict[str, Any], nolog: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fits(service: str, n: int, done: dict[str, Any]) -> bool:
-    """Above 10^5, n runs after a 10^5 run only where that took under a minute and 1 GB (a few minutes,
-    then); a size asked for alone runs."""
-    if n <= 100_000 or str(n // 10) not in done:
-        return True  # asked for alone: run it
-    smaller = done[str(n // 10)]
-    runs = [smaller.get(k) or {} for k in ("replay", "worker")]
-    return all("error" not in r and r.get("seconds", 1e9) < 60 and r.get("peak", 1e12) < 1e9 for r in runs)
+def available_memory() -> int:
+    """MemAvailable: what this machine can give a child without swapping (others share it)."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
 
 
-def run(sizes: list[int], services: list[str]) -> dict[str, Any]:
+def largest_child(row: dict[str, Any]) -> int:
+    """The most RSS any child of a size's row grew by (the log's children hold twice the tuples)."""
+    most = 0
+    for kind in ("replay", "worker", "log", "nolog"):
+        r = row.get(kind) or {}
+        most = max(most, *(int(r.get(k, 0)) for k in ("peak", "pending", "state", "between")))
+    return most
+
+
+def fits(n: int, done: dict[str, Any]) -> str | None:
+    """None when size ``n`` fits in memory, else why not: predicted from the size ten times smaller
+    (10x its largest child, doubled for the interpreter's and the input's share), against at most half
+    of the memory available now, as other processes share the machine. A size asked for alone runs."""
+    smaller = done.get(str(n // 10))
+    if smaller is None:
+        return None
+    need = 2 * 10 * largest_child(smaller)
+    budget = available_memory() // 2
+    if need <= budget:
+        return None
+    return (
+        f"needs about {need / 2**30:.1f} GiB (10x the largest child at {n // 10:,} tuples, doubled), over "
+        f"half of the {2 * budget / 2**30:.1f} GiB available"
+    )
+
+
+KINDS = ("floor", "replay", "worker", "log", "nolog")
+
+
+def run(sizes: list[int], services: list[str], kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
     report: dict[str, Any] = {
-        "machine": machine_info(),
+        "machine": machine_info(mem_available=available_memory()),
         "sizes": sizes,
         "services": {},
     }
     for service in services:
         done: dict[str, Any] = {}
+        skipped: dict[str, str] = {}
         for n in sizes:
-            if not fits(service, n, done):
-                progress(f"{service} n={n}: skipped (the 10^5 run took over a minute or 1 GB)")
+            why = fits(n, done)
+            if why is not None:
+                skipped[str(n)] = why
+                progress(f"{service} n={n}: skipped, {why}")
                 continue
-            row = {kind: measure(kind, service, n) for kind in ("floor", "replay", "worker", "log", "nolog")}
-            row["log"].update(log_share(row["log"], row["nolog"]))
+            row = {kind: measure(kind, service, n) for kind in kinds}
+            if "log" in row and "nolog" in row:
+                row["log"].update(log_share(row["log"], row["nolog"]))
             done[str(n)] = row
             progress(
-                f"{service} n={n}: floor {row['floor'].get('steady_per_tuple')} B, replay peak "
-                f"{row['replay'].get('peak_per_tuple')} B steady {row['replay'].get('steady_per_tuple')} B, "
-                f"worker between {row['worker'].get('between_per_tuple')} B after "
-                f"{row['worker'].get('after_per_tuple')} B"
+                f"{service} n={n}: floor {row.get('floor', {}).get('steady_per_tuple')} B, replay peak "
+                f"{row.get('replay', {}).get('peak_per_tuple')} B steady "
+                f"{row.get('replay', {}).get('steady_per_tuple')} B, worker between "
+                f"{row.get('worker', {}).get('between_per_tuple')} B after "
+                f"{row.get('worker', {}).get('after_per_tuple')} B"
             )
-        report["services"][service] = {"workload": WORKLOADS[service][2], "runs": done}
+        entry: dict[str, Any] = {"workload": WORKLOADS[service][2], "runs": done}
+        if skipped:
+            entry["skipped"] = skipped
+        report["services"][service] = entry
     report["machine"]["loadavg_end"] = machine_info()["loadavg_1_5_15"]
     return report
-
-
-# --- the plot and the docs table ----------------------------------------------------------------------
-
-
-def plot(report: dict[str, Any], path: Path) -> None:
-    from lib.plots import plt
-
-    services = list(report["services"])
-    fig, axes = plt.subplots(1, len(services), figsize=(3.2 * len(services), 3.4), squeeze=False)
-    for ax, service in zip(axes[0], services, strict=True):
-        runs = report["services"][service]["runs"]
-        ns = sorted(int(n) for n in runs)
-        for label, kind, field in (
-            ("replay peak", "replay", "peak_per_tuple"),
-            ("replay steady", "replay", "steady_per_tuple"),
-            ("worker between", "worker", "between_per_tuple"),
-            ("worker after", "worker", "after_per_tuple"),
-            ("worker after, store excluded", "worker", "engine_after_per_tuple"),
-            ("dict of tuples", "floor", "steady_per_tuple"),
-        ):
-            pts = [(n, runs[str(n)][kind].get(field)) for n in ns]
-            pts = [(n, v) for n, v in pts if v is not None]
-            if pts:
-                ax.plot(
-                    *zip(*pts, strict=True),
-                    marker="o",
-                    label=label,
-                    linestyle="--" if kind == "floor" else "-",
-                )
-        ax.set_xscale("log")
-        ax.set_title(service, fontsize=9)
-        ax.set_xlabel("retained tuples")
-        ax.set_ylim(bottom=0)
-    axes[0][0].set_ylabel("RSS bytes per tuple")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-NONE = "-"
-
-
-def _fmt(v: Any) -> str:
-    return NONE if v is None else f"{v:,.0f}"
-
-
-def table(report: dict[str, Any], bounds: dict[str, str] | None = None) -> str:
-    """The docs table: per service and size, bytes per retained tuple and the floor beside them."""
-    lines = [
-        "| service (workload) | tuples | replay peak | replay steady | worker between checkpoints "
-        "| worker after a checkpoint (store excluded) | dict of tuples (floor) | steady / floor |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for service, entry in report["services"].items():
-        for n, row in sorted(entry["runs"].items(), key=lambda kv: int(kv[0])):
-            floor = row["floor"].get("steady_per_tuple")
-            steady = row["replay"].get("steady_per_tuple")
-            ratio = f"{steady / floor:.1f}" if floor and steady is not None else NONE
-            cells = [
-                f"{service} ({entry['workload']})",
-                f"{int(n):,}",
-                _fmt(row["replay"].get("peak_per_tuple")),
-                _fmt(steady),
-                _fmt(row["worker"].get("between_per_tuple")),
-                f"{_fmt(row['worker'].get('after_per_tuple'))} "
-                f"({_fmt(row['worker'].get('engine_after_per_tuple'))})",
-                _fmt(floor),
-                ratio,
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| service | tuples checkpointed, then as many pending | entries per event "
-        "| log per pending event | log per pending entry |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for service, entry in report["services"].items():
-        for n, row in sorted(entry["runs"].items(), key=lambda kv: int(kv[0])):
-            log = row.get("log", {})
-            cells = [
-                service,
-                f"{int(n):,}",
-                str(log.get("entries_per_event", NONE)),
-                _fmt(log.get("log_per_event")),
-                _fmt(log.get("log_per_entry")),
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """One report of several runs (sizes too long for one sitting run on their own): each run's
-    command and machine kept, the services' runs combined."""
-    out: dict[str, Any] = {"runs": [], "sizes": [], "services": {}}
-    for rep in reports:
-        out["runs"].append({"command": rep.get("command"), "machine": rep.get("machine")})
-        out["sizes"] = sorted(set(out["sizes"]) | set(rep.get("sizes", [])))
-        for service, entry in rep["services"].items():
-            mine = out["services"].setdefault(service, {"workload": entry["workload"], "runs": {}})
-            mine["runs"].update(entry["runs"])
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -524,8 +459,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     ap.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK_SIZES[0]} tuples per service")
     ap.add_argument("--services", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument(
+        "--kinds", nargs="+", default=list(KINDS), choices=list(KINDS), help="the children to run"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "memory", help="report path without suffix")
-    ap.add_argument("--table", type=Path, help="print the docs table of a stored report and exit")
+    ap.add_argument(
+        "--markdown", action="store_true", help="print the docs tables of a stored report and exit"
+    )
+    ap.add_argument(
+        "--from", dest="source", type=Path, default=RESULTS / "memory.json", help="with --markdown"
+    )
     ap.add_argument("--merge", type=Path, nargs="+", help="merge these reports' runs into --out and exit")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SERVICE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -533,23 +476,25 @@ def main(argv: list[str] | None = None) -> int:
         kind, service, n = args.child
         print(json.dumps(CHILDREN[kind](service, int(n))))
         return 0
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if args.markdown:
+        print(markdown(json.loads(args.source.read_text())))
         return 0
     if args.merge:
         merged = merge([json.loads(p.read_text()) for p in args.merge])
+        png = args.out.with_suffix(".png")
+        plot(merged, png)
+        merged["plot"] = shown(png)
         args.out.with_suffix(".json").write_text(json.dumps(merged, indent=2) + "\n")
-        plot(merged, args.out.with_suffix(".png"))
-        print(table(merged))
+        print(markdown(merged))
         return 0
-    report = run(sorted(QUICK_SIZES if args.quick else args.sizes), args.services)
+    report = run(sorted(QUICK_SIZES if args.quick else args.sizes), args.services, tuple(args.kinds))
     report["command"] = command_line("bench/memory.py", argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     png = args.out.with_suffix(".png")
     plot(report, png)
     report["plot"] = shown(png)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    print(table(report))
+    print(markdown(report))
     progress(f"wrote {shown(args.out.with_suffix('.json'))} and {shown(png)}")
     return 0
 

@@ -23,7 +23,7 @@ def test_memory_bench_smoke(tmp_path):
             assert "error" not in row[kind], (service, kind, row[kind])
         assert row["replay"]["rejected"] == 0
     table = subprocess.run(
-        [sys.executable, "bench/memory.py", "--table", str(tmp_path / "mem.json")],
+        [sys.executable, "bench/memory.py", "--markdown", "--from", str(tmp_path / "mem.json")],
         capture_output=True,
         text=True,
         check=True,
