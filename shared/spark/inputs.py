@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import Schema
+from ivmstream.events.encoding import json_bytes
 from ivmstream.runtime.apply import KEYLESS
 from ivmstream.runtime.dlq import read_dead_letters
 from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY, slot_topic
@@ -241,7 +242,7 @@ def bootstrap_inputs(
     changes.entries[INPUTS_KEY] = [*reserved, ("spec", b"inputs", spec_text)]
     for source, relation, identity, image in images:
         owner = _image_owner(source, relation, config)
-        entry = ("images", orjson.dumps([relation, identity]), image.encode())
+        entry = ("images", json_bytes([relation, identity]), image.encode())  # kept in bulk until written
         changes.entries.setdefault(IMAGES_KEY + owner, []).append(entry)  # type: ignore[arg-type]
     envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
     size = store.commit(slot, 0, sum(offsets.values()), changes, envelope).bytes
