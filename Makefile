@@ -96,6 +96,7 @@ bench: setup-dev
 	$(PY) bench/backed_state.py
 	$(PY) bench/fivm.py
 	$(PY) bench/reservoir.py
+	$(PY) bench/reservoir_updates.py
 	$(PY) bench/soak.py
 	$(PY) bench/emit.py
 	$(PY) bench/sketches.py

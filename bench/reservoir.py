@@ -13,6 +13,8 @@ counters beside every time.
   evaluating θ on every item, over densities 0..1 and along the stream at density 0.1; θ is the
   paper's: edit distance <= 16 from a 1,024-character query string (rapidfuzz's bounded Levenshtein).
 * **E6** memory (Figure 11): tracemalloc of RSJoin and SJoin on line-3, RSJoin-opt and SJoin-opt on Q10.
+* **updates** (not in the default set; its own run writes ``reservoir_updates.json``): an update stream
+  against an insert stream on line-3, engine and worker, bench/reservoir_updates.py.
 * **queries**, **optimisations**, **scale**, **graphs**, **workers**: bench/reservoir_paper.py (Figures
   5, 9 and 10, the graphs' shapes, a query of each family through the real Worker).
 
@@ -44,6 +46,7 @@ import orjson  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from bench import reservoir_paper as paper  # noqa: E402
+from bench import reservoir_updates as updates  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 from bench.reservoir_data import chung_lu  # noqa: E402
@@ -401,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         report["graphs"] = paper.graphs(a.graphs_edges, a.k, a.run_budget, full_size=not a.quick)
     if "workers" in todo and a.worker_edges:
         report["workers"] = paper.worker_points(a.worker_edges, a.scale, a.k, a.worker_update_edges)
+    if "updates" in todo:
+        sizes = (300, 40, 2) if a.quick else (20_000, 6_000, 5)  # edges, events per stream, repeats
+        report["updates"] = updates.experiment(
+            *sizes[:2], a.k, sizes[2], a.worker_edges > 0, 10 if a.quick else None
+        )
     report["seconds"] = time.perf_counter() - started
     report["summary"] = summarize(report)
     report["machine"] = machine_info()
