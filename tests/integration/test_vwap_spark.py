@@ -203,7 +203,7 @@ def oracle(query: str, options: Mapping[str, Any], bags: Mapping[str, Bag]) -> A
     while a plan module is not there."""
     params = sql.query_params(query, options)
     try:
-        if query in ("q17", "q18"):
+        if query in ("q17", "q17a", "q18"):
             from ivmstream.services.vwap.plans.tpch import make_tpch_plan
 
             plan = make_tpch_plan(query, "recompute", params)
@@ -237,6 +237,8 @@ CASES = [
     ("nq2", {}),
     ("q17", {}),
     ("q17", {"fraction": "1/2", "brand": "Brand#12", "container": "MED BOX"}),
+    ("q17a", {}),
+    ("q17a", {"fraction": "1/4"}),
     ("q18", {}),
     ("q18", {"threshold": "31/2"}),
 ]
