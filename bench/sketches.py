@@ -17,13 +17,29 @@ Experiments (docs/sketches/algorithm.md §9):
   and ``nosketch`` (answer over everything).
 * ``worker``: the demo workload through the real worker on the embedded broker.
 
+The paper's evaluation as it runs it (``bench/sketches_paper.py``, ``sketches_joins.py``,
+``sketches_mixed.py``, ``sketches_tpch.py``, ``sketches_worker.py``):
+
+* ``having_big``: Q_having (3 aggregates, G = 5,000) over 10M rows against the DuckDB recapture.
+* ``slope``: IMP's per-tuple cost for 1, 2, 3, 5 and 10 aggregates, engines timed round-robin.
+* ``tpch_big``: Q1, Q3, Q5, Q6, Q7, Q9, Q10, Q14 at the largest scale factor that fits, Δ ≤ 100.
+* ``crimes``: a Crimes-shaped table (the published schema, the artifact's beat partition), CQ1 and CQ2;
+  CQ2 under explicit, equal-width and equi-depth partitions.
+* ``joins``, ``joinsel``, ``selpd``: Q_join 1-n and m-n; join selectivity with materialised and probe
+  joins, Bloom filters off and on; selection push-down on and off.
+* ``topm``: TPC-H Q10's top-k state against m.
+* ``mixed_instances``: the mixed workload with several query instances over one sketch (1,000 ops in
+  the paper; 200 here), including 5U1Q at Δ = 2,000.
+* ``worker_compare``: Q_having's table loaded and updated through one real worker per strategy.
+
 Baselines for a batch: ``imp`` = ``SketchEngine.maintain``; Python ``full`` = the same engine's capture
 over the whole store (what strategy ``full`` does when the sketch is stale); DuckDB ``full`` = the capture
 rewritten to SQL (``capture_sql``) run by DuckDB, a vectorised engine, over a copy to which the batch was
 applied (moving the batch into DuckDB is recorded as ``duckdb_apply_batch_s`` but not counted, as the
 Python baseline's store update is not). Every IMP sketch is checked against both captures.
 
-    python -m bench.sketches              # ~20 min on a loaded 2-core VM; JSON + PNG in bench/results/
+    python -m bench.sketches              # about an hour on a loaded 2-core VM; JSON + PNG in bench/results/
+    python -m bench.sketches --only slope,crimes --update   # re-run sections into the stored report
     python -m bench.sketches --quick      # smoke test (small sizes)
     python -m bench.sketches --markdown   # print the tables of docs/sketches/benchmark.md from the JSON
 """
@@ -34,6 +50,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,72 +64,123 @@ from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
 from bench.lib.report import command_line  # noqa: E402
 from bench.sketches_db import RESULTS  # noqa: E402
-from bench.sketches_experiments import TPCH_QUERIES, exp_breakeven, exp_frag, exp_groups, exp_mixed, exp_tpch  # noqa: E402
+from bench.sketches_experiments import (  # noqa: E402
+    TPCH_QUERIES,
+    exp_breakeven,
+    exp_frag,
+    exp_groups,
+    exp_mixed,
+    exp_tpch,
+)
+from bench.sketches_joins import exp_joins, exp_joinsel, exp_selpd, exp_topm  # noqa: E402
+from bench.sketches_mixed import exp_mixed_instances  # noqa: E402
+from bench.sketches_paper import exp_crimes, exp_having_big, exp_slope  # noqa: E402
 from bench.sketches_report import markdown, plot  # noqa: E402
-from bench.sketches_worker import exp_worker  # noqa: E402
+from bench.sketches_tpch import exp_tpch_big  # noqa: E402
+from bench.sketches_worker import exp_worker, exp_worker_compare  # noqa: E402
+
+
+def sections(quick: bool) -> dict[str, Callable[[], Any]]:
+    """Every experiment by name, at the full or the smoke-test sizes."""
+    if quick:
+        n, deltas, reps, groups = 5000, [10, 100], 3, [50, 500]
+        return {
+            "groups": lambda: exp_groups(n, groups, deltas, reps),
+            "breakeven": lambda: exp_breakeven(n, [0.01, 0.05], 2),
+            "frag": lambda: exp_frag(n // 5, [10, 100], reps),
+            "tpch": lambda: exp_tpch(0.01, deltas, reps, ["Q3", "Q6"]),
+            "mixed": lambda: exp_mixed(2000, 12, [20, 200]),
+            "worker": exp_worker,
+            "having_big": lambda: exp_having_big(3000, [10, 100], 2),
+            "slope": lambda: exp_slope(3000, [1, 3], [10, 100], 2),
+            "tpch_big": lambda: exp_tpch_big(0.01, ["Q3", "Q7"], [10], 2),
+            "crimes": lambda: exp_crimes(5000, [10], 2),
+            "joins": lambda: exp_joins(4000, [50, 400], [5], [10], 2),
+            "joinsel": lambda: exp_joinsel(4000, 400, [10, 1], [10], 2),
+            "selpd": lambda: exp_selpd(4000, 200, [0.1, 1.0], 0.025, 2),
+            "topm": lambda: exp_topm(0.01, [20, 0], 20, 3),
+            "mixed_instances": lambda: exp_mixed_instances(2000, 200, 12, [20, 200], ["1U1Q", "5U1Q"], 3),
+            "worker_compare": lambda: exp_worker_compare(2000, 200, 400, 200),
+        }
+    n, deltas, reps = 1_000_000, [10, 100, 1000], 5
+    return {
+        "groups": lambda: exp_groups(n, [50, 1000, 5000], deltas, reps),
+        "breakeven": lambda: exp_breakeven(n, [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4], 2),
+        "frag": lambda: exp_frag(n // 5, [10, 100, 1000, 5000], reps),
+        "tpch": lambda: (
+            exp_tpch(0.01, deltas, reps, list(TPCH_QUERIES)) + exp_tpch(0.1, deltas, 3, list(TPCH_QUERIES))
+        ),
+        "mixed": lambda: exp_mixed(50_000, 100, [20, 200]),
+        "worker": exp_worker,
+        "having_big": lambda: exp_having_big(10_000_000, deltas, 7),
+        "slope": lambda: exp_slope(n, [1, 2, 3, 5, 10], [10, 100, 500, 1000], 5),
+        "tpch_big": lambda: exp_tpch_big(TPCH_BIG_SF, list(TPCH_QUERIES), [10, 100], 7),
+        "crimes": lambda: exp_crimes(n, deltas, reps),
+        "joins": lambda: exp_joins(n, [50, 5000, 50_000], [20, 50], deltas, reps),
+        "joinsel": lambda: exp_joinsel(n // 2, 5000, [100, 20, 10, 1], deltas, reps),
+        "selpd": lambda: exp_selpd(200_000, 1000, [0.02, 0.1, 0.25, 0.5, 1.0], 0.025, reps),
+        "topm": lambda: exp_topm(0.1, [20, 100, 1000, 0], 100, 10),
+        "mixed_instances": lambda: exp_mixed_instances(
+            30_000, 3000, 200, [20, 200, 2000], ["1U1Q", "1U5Q", "5U1Q"], 10
+        ),
+        "worker_compare": lambda: exp_worker_compare(50_000, 5000, 10_000, 2000),
+    }
+
+
+TPCH_BIG_SF = 0.3  # the largest scale factor whose run fits the time budget (docs/sketches/benchmark.md)
+WORKER_SECTIONS = ("worker", "worker_compare")
 
 
 def main(argv: list[str] | None = None) -> int:
-    load_start = load_average()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the recorded JSON")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--no-worker", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
+    ap.add_argument(
+        "--update", action="store_true", help="replace only the sections run in the stored report"
+    )
     args = ap.parse_args(argv)
     out = args.out or RESULTS / ("sketches_quick.json" if args.quick else "sketches.json")
     out = out if out.suffix == ".json" else out.with_name(out.name + ".json")
     if args.markdown:
         print(markdown(json.loads(out.read_text())))
         return 0
+    every = sections(args.quick)
+    chosen = [s for s in args.only.split(",") if s] or list(every)
+    unknown = sorted(set(chosen) - set(every))
+    if unknown:
+        print(f"unknown sections {unknown}; known: {', '.join(every)}", file=sys.stderr)
+        return 2
+    if args.no_worker:
+        chosen = [s for s in chosen if s not in WORKER_SECTIONS]
+    report: dict[str, Any] = json.loads(out.read_text()) if args.update and out.exists() else {}
+    command = command_line("bench/sketches.py", argv)
     t0 = time.perf_counter()
-    if args.quick:
-        n, deltas, reps, fr, frags, mixed_n, ops, sf, names = (
-            5000,
-            [10, 100],
-            3,
-            [0.01, 0.05],
-            [10, 100],
-            2000,
-            12,
-            0.01,
-            ["Q3", "Q6"],
-        )
-        groups = [50, 500]
-    else:
-        n, deltas, reps, fr, frags, mixed_n, ops, sf, names = (
-            1_000_000,
-            [10, 100, 1000],
-            5,
-            [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4],
-            [10, 100, 1000, 5000],
-            50_000,
-            100,
-            0.01,
-            list(TPCH_QUERIES),
-        )
-        groups = [50, 1000, 5000]
-    report: dict[str, Any] = {
-        "command": command_line("bench/sketches.py", argv),
-        "loadavg_start": load_start,
-    }
-    report["groups"] = exp_groups(n, groups, deltas, reps)
-    report["breakeven"] = exp_breakeven(n, fr, max(2, reps // 2))
-    report["frag"] = exp_frag(n // 5, frags, reps)
-    report["tpch"] = exp_tpch(sf, deltas, reps, names)
-    if not args.quick:  # one scale factor up: fewer repeats keep the run near ten minutes
-        report["tpch"] += exp_tpch(0.1, deltas, 3, names)
-    report["mixed"] = exp_mixed(mixed_n, ops, [20, 200])
-    if not args.no_worker:
-        progress("worker")
-        report["worker"] = exp_worker()
-    report["seconds"] = time.perf_counter() - t0
-    report["loadavg_end"] = load_average()
-    report["machine"] = machine_info(duckdb=duckdb.__version__)
+    if not args.update:
+        report = {"command": command, "loadavg_start": load_average()}
+    runs = report.setdefault("sections", {})
+    for name in chosen:
+        progress(f"== {name}")
+        start, s0 = load_average(), time.perf_counter()
+        report[name] = every[name]()
+        runs[name] = {
+            "command": command,
+            "loadavg_start": start,
+            "loadavg_end": load_average(),
+            "seconds": time.perf_counter() - s0,
+        }
+        if args.update:  # each finished section is kept, whatever happens to the next
+            out.write_text(json.dumps(report, indent=1))
+    if not args.update:
+        report["seconds"] = time.perf_counter() - t0
+        report["loadavg_end"] = load_average()
+        report["machine"] = machine_info(duckdb=duckdb.__version__)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     plot(report, out.with_suffix(".png"))
-    progress(f"wrote {out} and {out.with_suffix('.png')} in {report['seconds']:.0f} s")
+    progress(f"wrote {out} and {out.with_suffix('.png')} in {time.perf_counter() - t0:.0f} s")
     return 0
 
 

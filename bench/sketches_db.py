@@ -86,20 +86,34 @@ class Bench:
         data: Mapping[str, dict[tuple[Any, ...], int]],
         seed: int,
         probe: bool = False,
+        duck_load: Callable[[Any, Bench], None] | None = None,
+        pools: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+        duck: Any = None,
     ) -> None:
+        """``duck_load(con, bench)`` creates the ``__p_<table>`` copies itself (big inputs, loaded without
+        a Python row loop), in ``duck`` when given (a cursor of a database holding shared inputs);
+        ``pools`` restricts the rows batches delete and copy (rows satisfying the
+        query's predicates, as the paper draws its deltas)."""
         self.engine = SketchEngine(opts)
-        self.updates = {t: Updates(list(rows), seed) for t, rows in data.items() if t in self.engine.tables}
+        pools = pools or {}
+        self.updates = {
+            t: Updates(list(pools.get(t, rows)), seed) for t, rows in data.items() if t in self.engine.tables
+        }
         read = {t: dict(r) for t, r in data.items() if t in self.updates}
         self.bootstrap_s = timed(lambda: self.engine.maintain(read))
         # The same query with probe joins, fed the same batches (§2.4.5).
         self.probe = SketchEngine({**opts, "join": "probe"}) if probe else None
         if self.probe is not None:
             self.probe.maintain(read)
-        self.duck = duckdb.connect()
+        self.duck = duck if duck is not None else duckdb.connect()
         self.duck.execute("SET threads TO 2")
+        if duck_load is not None:
+            duck_load(self.duck, self)
         for name, table in self.engine.tables.items():
+            if duck_load is not None:
+                continue
             typed = zip(table.sql_columns, table.types, strict=True)
-            cols = ", ".join(f"{c} {_duck_type(t)}" for c, t in typed)
+            cols = ", ".join(f"{c} {duck_type(t)}" for c, t in typed)
             self.duck.execute(f"CREATE TABLE __p_{name} ({cols}, {FRAG} BIGINT)")
             self._insert(name, [r for r, n in data.get(name, {}).items() for _ in range(n)])
         columns = {n: t.sql_columns for n, t in self.engine.tables.items()}
@@ -165,7 +179,7 @@ class Bench:
             raise AssertionError("IMP with probe joins disagrees with the capture")
 
 
-def _duck_type(t: str) -> str:
+def duck_type(t: str) -> str:
     return {"int": "BIGINT", "exact": "DECIMAL(18,4)", "decimal": "DECIMAL(18,4)", "str": "VARCHAR"}.get(
         t, "DOUBLE"
     )

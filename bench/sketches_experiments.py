@@ -221,6 +221,29 @@ TPCH_QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+TPCH_QUERIES["Q7"] = (  # the nested FROM flattened, as the artifact's join-syntax form
+    "SELECT n1.n_name AS supp_nation, n2.n_name AS cust_nation, EXTRACT(YEAR FROM l_shipdate) AS l_year, "
+    "SUM(l_extendedprice * (1 - l_discount)) AS revenue "
+    "FROM supplier, lineitem, orders, customer, nation n1, nation n2 "
+    "WHERE s_suppkey = l_suppkey AND o_orderkey = l_orderkey AND c_custkey = o_custkey "
+    "AND s_nationkey = n1.n_nationkey AND c_nationkey = n2.n_nationkey "
+    "AND ((n1.n_name = 'FRANCE' AND n2.n_name = 'GERMANY') "
+    "OR (n1.n_name = 'GERMANY' AND n2.n_name = 'FRANCE')) "
+    "AND l_shipdate BETWEEN DATE '1995-01-01' AND DATE '1996-12-31' "
+    "GROUP BY n1.n_name, n2.n_name, EXTRACT(YEAR FROM l_shipdate) ORDER BY supp_nation, cust_nation, l_year",
+    {},
+)
+TPCH_QUERIES["Q9"] = (
+    "SELECT n_name AS nation, EXTRACT(YEAR FROM o_orderdate) AS o_year, "
+    "SUM(l_extendedprice * (1 - l_discount) - ps_supplycost * l_quantity) AS sum_profit "
+    "FROM part, supplier, lineitem, partsupp, orders, nation "
+    "WHERE s_suppkey = l_suppkey AND ps_suppkey = l_suppkey AND ps_partkey = l_partkey "
+    "AND p_partkey = l_partkey AND o_orderkey = l_orderkey AND s_nationkey = n_nationkey "
+    "AND p_name LIKE '%green%' GROUP BY n_name, EXTRACT(YEAR FROM o_orderdate) ORDER BY nation, o_year DESC",
+    {},
+)
+
+
 def tpch_data(sf: float) -> dict[str, dict[tuple[Any, ...], int]]:
     folder = Path(tempfile.gettempdir()) / f"ivmstream-tpch-sf{sf}"
     if not (folder / "lineitem.tbl").exists():

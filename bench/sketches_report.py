@@ -12,6 +12,8 @@ from bench.lib.plots import plt
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:
+    if not all(k in report for k in ("groups", "breakeven", "frag")):
+        return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
     for rec in report["groups"]["groups"]:
