@@ -310,7 +310,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['tail_events']:,} events per stream; building the state cost "
         f"{e['load_us_per_insert']:,.0f} µs per insert. Per event, inserts vs updates: propagation-loop "
         f"iterations {ins['propagations']:.2f} vs {upd['propagations']:.2f}, places {ins['places']:.1f} vs "
-        f"{upd['places']:.1f}; {upd['refills']:.3f} refilled slots per update-stream event. Load average "
+        f"{upd['places']:.1f}; {upd['refills']:.3f} refilled slots per update-stream event. Engine ratio per "
+        f"repeat {min(e['ratios']):.2f}x to {max(e['ratios']):.2f}x. Load average "
         f"(1 min) {loads}.",
     ]
     return "\n".join(lines)
