@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.plots import plt
+from bench.sketches_report_paper import breakeven_sentence, paper_markdown
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:
@@ -114,6 +115,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         else:
             text = be[f"breakeven_{k}_note"]
         lines.append(f"\nBreak-even against `full` ({k}): {text}.")
+    lines.append("\n" + breakeven_sentence(be))
     lines += [
         "",
         "### #fragments (Δ = 1,000)",
@@ -165,4 +167,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             f"{w['seconds']:.2f} s = {w['events_per_second']:,.0f} events/s, "
             f"{w['checkpoints']:.0f} checkpoints.",
         ]
+    paper = paper_markdown(report)
+    if paper:
+        lines += ["", "## The paper's experiments", paper]
     return "\n".join(lines)

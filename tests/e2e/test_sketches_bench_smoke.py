@@ -30,5 +30,23 @@ def test_sketches_bench_smoke(tmp_path):
     assert {(r["ratio"], r["delta"]) for r in data["mixed"]} == {
         (q, d) for q in ("1U1Q", "1U5Q", "5U1Q") for d in (20, 200)
     }
+    # the paper's experiments: each section ran at its quick size and recorded its run
+    assert set(data["sections"]) >= {"having_big", "slope", "tpch_big", "crimes", "joins", "joinsel", "selpd"}
+    assert [c["aggregates"] for c in data["slope"]["configs"]] == [1, 3]
+    assert {q["query"] for q in data["tpch_big"]["queries"]} == {"Q3", "Q7"}
+    assert {p["partition"].split(" ")[0] for p in data["crimes"]["partitions"]} == {
+        "explicit",
+        "equal",
+        "equi-depth",
+    }
+    assert all(
+        {"mat_bloom_s", "probe_s", "probe_bloom_s"} <= set(r) for x in data["joinsel"] for r in x["runs"]
+    )
+    assert [r["m"] for r in data["topm"]] == [20, 0]
+    assert {(r["ratio"], r["delta"]) for r in data["mixed_instances"]} == {
+        (q, d) for q in ("1U1Q", "5U1Q") for d in (20, 200)
+    }
     printed = bench_markdown("sketches.py", "--out", str(tmp_path / "sk.json"))
     assert "### TPC-H" in printed and "Break-even" in printed
+    for title in ("### Q_having at", "### Cost against the number", "### Crimes-shaped", "### Top-m memory"):
+        assert title in printed
