@@ -35,6 +35,28 @@ def _by(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
     return {(r["query"], r["inserts"]["strategy"]): r for r in rows}
 
 
+def paper_panels(report: dict[str, Any], ax5: Any, ax9: Any) -> None:
+    """Figure 5 (µs per event by query and strategy, insert-only) and Figure 9 (propagations)."""
+    q = report.get("queries")
+    if q:
+        by = _by(q["rows"])
+        names = list(dict.fromkeys(r["query"] for r in q["rows"]))
+        strategies = ["rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt"]
+        width = 0.2
+        for j, s in enumerate(strategies):
+            xs = [i + j * width for i, n in enumerate(names) if (n, s) in by]
+            ys = [by[(n, s)]["inserts"]["us_per_event"] for n in names if (n, s) in by]
+            ax5.bar(xs, ys, width, label=s)
+        ax5.set_xticks([i + 1.5 * width for i in range(len(names))], names, rotation=45, fontsize=8)
+        ax5.set(yscale="log", ylabel="µs per event (cut runs: their part)", title="Figure 5 queries")
+        ax5.legend(fontsize=8)
+    o = report.get("optimisations")
+    if o:
+        ax9.bar([r["optimisation"] for r in o["rows"]], [max(1, r["propagations"]) for r in o["rows"]])
+        ax9.set(yscale="log", ylabel="propagation-loop iterations", title=f"Figure 9 {o['query']}")
+        ax9.tick_params(axis="x", labelsize=8)
+
+
 def queries_tables(q: dict[str, Any], table: Table) -> list[str]:
     lines: list[str] = []
     strategies = ["rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt", "symhj", "redraw", "rebuild"]

@@ -13,6 +13,7 @@ from bench.lib.plots import plt
 from bench.reservoir_paper_report import (
     graphs_tables,
     optimisations_table,
+    paper_panels,
     paper_rows,
     queries_tables,
     scale_rows,
@@ -47,7 +48,7 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(12, 13))
     ax = axes[0][0]
     for name, rows in report.get("e1", {}).get("queries", {}).items():
         for strategy, style in (("rsjoin", "-o"), ("sjoin", "--s")):
@@ -74,8 +75,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="µs per edge (all aliases)",
-        ylabel="edges",
+        xlabel="µs per tuple",
+        ylabel="tuples",
         title=f"E2 {e2_.get('query', '')} update time",
     )
     ax.legend(fontsize=8)
@@ -111,6 +112,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         )
     ax.set(yscale="log", xlabel="density φ", ylabel="θ evaluations", title="E4 RSWP vs RS")
     ax.legend(fontsize=8)
+    paper_panels(report, axes[2][0], axes[2][1])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
