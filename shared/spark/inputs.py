@@ -23,7 +23,7 @@ Kafka source does not read.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from ivmstream.spark.snapshot import SUFFIXES, SnapshotError, read_snapshot
 from ivmstream.state import StateChanges, StateStore, envelope_for
 
 Image = tuple[str, str, str, str]  # input (topic or file), relation, primary key, image JSON
+RelationsOf = Callable[[SparkSession, dict[str, DataFrame]], dict[str, DataFrame]]
 
 
 def refuse_rekeyed(config: ServiceConfig) -> None:
@@ -185,7 +186,10 @@ def bootstrap_inputs(
     *,
     bootstrap_servers: str | None,
     from_offsets: str,
+    relations_of: RelationsOf | None = None,
 ) -> Any:
+    """``relations_of``: the service's relations from the inputs' net bags, where the inputs are not
+    the service's relations (a view compiled from SQL reads base tables through its intake)."""
     from ivmstream.spark.jobs import (
         BatchError,
         BootstrapReport,
@@ -230,7 +234,10 @@ def bootstrap_inputs(
     _require_every_relation(parts)
     changes = StateChanges()
     keys = 0
-    for key, state in jobs.build_state(spark, net_bags(parts, schema), config.options):
+    bags = net_bags(parts, schema)
+    if relations_of is not None:
+        bags = relations_of(spark, bags)
+    for key, state in jobs.build_state(spark, bags, config.options):
         if key != KEYLESS:
             raise BatchError(f"{service.name}'s batch job built a state for key {key!r} of a keyless view")
         _place(changes, key, state, lambda: service.engine(config.options), config.state_layout)

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from ivmstream.config import ServiceConfig
 from ivmstream.service import ServiceDefinition
-from ivmstream.spark.inputs import bootstrap_inputs, reconcile_inputs
+from ivmstream.spark.inputs import RelationsOf, bootstrap_inputs, reconcile_inputs
 from ivmstream.spark.jobs import (
     BootstrapReport,
     ReconcileReport,
@@ -31,9 +31,11 @@ def run_bootstrap(
     bootstrap_servers: str | None = None,
     from_offsets: str = "latest",
     partitions: int = 1,
+    relations_of: RelationsOf | None = None,
 ) -> BootstrapReport:
     """Write the engine states a snapshot (and, for a view over inputs, its topics) give, with the
-    offsets the workers resume from, in one checkpoint per partition."""
+    offsets the workers resume from, in one checkpoint per partition (``relations_of``: for a view over
+    inputs, the service's relations from the inputs' net bags)."""
     refuse_sharded(config)
     if config.inputs:
         report: BootstrapReport = bootstrap_inputs(
@@ -44,6 +46,7 @@ def run_bootstrap(
             store,
             bootstrap_servers=bootstrap_servers,
             from_offsets=from_offsets,
+            relations_of=relations_of,
         )
         return report
     return bootstrap_topic(

@@ -57,21 +57,28 @@ def bootstrap_views(
     bootstrap_servers: str | None = None,
     from_offsets: str = "latest",
 ) -> list[dict[str, Any]]:
-    """Every unit's state built by its service's Spark job from the tables' files; one report each."""
+    """Every unit's state built by its service's Spark job from the tables' files, or for a unit over
+    topic-backed tables from their topics (and its static tables' files); one report each."""
     from ivmstream.spark.runs import run_bootstrap
 
     for u in units:
-        if u.tables:
-            raise SqlError(
-                f"unsupported: bootstrap of view {u.plan.view.name}, which reads topic-backed tables "
-                "(its workers read the tables' topics from their beginning)",
-                u.tables[0].where,
-            )
         if u.service.batch is None:
-            raise SqlError(f"service {u.service.name} has no Spark jobs", u.plan.view.where)
+            raise SqlError(
+                f"view {u.plan.view.name}: service {u.service.name} has no Spark jobs to bootstrap it",
+                u.plan.view.where,
+            )
     out = []
     with tempfile.TemporaryDirectory(prefix="ivmstream-sql-") as tmp:
         for i, u in enumerate(units):
+            if u.tables:
+                from ivmstream.sql.batch_topics import bootstrap_topic_unit
+
+                out.append(
+                    bootstrap_topic_unit(
+                        spark, script, u, choice, open_store(u), bootstrap_servers, from_offsets
+                    )
+                )
+                continue
             snapshot = Path(tmp) / f"unit{i}.jsonl"
             tables = {f.table for f in u.unit.feeds}
             with open(snapshot, "wb") as fh:
@@ -243,6 +250,10 @@ def reconcile_views(
         ]
         if tables:
             bags = topic_prefix(spark, script, tables, bootstrap, ends, set(dead))
+            files = {t.name for t in view_units[0].files}
+            bags.update(_bags(script, files))
+            for table, row, delta in read_events(script, files, choice):
+                _add(bags, script, table, row, delta)  # static tables: as bootstrap loaded them
         else:
             tops = {tp.rsplit(":", 1)[0]: n for tp, n in ends.items()}
             refused: dict[str, set[int]] = {}

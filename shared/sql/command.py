@@ -145,6 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from ivmstream.runtime import Worker
     from ivmstream.runtime.clients import KafkaClients
+    from ivmstream.runtime.merged import slot_topic
     from ivmstream.sql.streaming import group_of
     from ivmstream.state import open_store
 
@@ -158,6 +159,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     for u in units:
         group = group_of(u)
         store = open_store(args.state_backend, group, state_dir=args.state_dir, redis_url=args.redis)
+        if u.files and store.load(slot_topic(u.service.name), 0).empty:
+            from ivmstream.sql.errors import SqlError
+
+            raise SqlError(
+                f"view {u.plan.view.name} reads static tables from files "
+                f"({', '.join(t.name for t in u.files)}) beside its topics: load them with "
+                "`ivmstream sql bootstrap` first (same --state-backend and --state-dir)",
+                u.files[0].where,
+            )
         workers.append(
             Worker(
                 u.service,

@@ -21,7 +21,7 @@ from ivmstream.sql.inputs import Event
 from ivmstream.sql.model import Table, TopicSource
 from ivmstream.sql.plan import Unit, ViewPlan
 from ivmstream.sql.replay import encode
-from ivmstream.sql.topics import table_service, topic_inputs, topic_tables
+from ivmstream.sql.topics import file_tables, table_service, topic_inputs, topic_tables
 
 
 def topic_stem(plan: ViewPlan, index: int) -> str:
@@ -33,13 +33,15 @@ def topic_stem(plan: ViewPlan, index: int) -> str:
 @dataclass
 class StreamUnit:
     """One unit ready to run: its service, its worker configuration and its feeds. ``tables``: the
-    topic-backed tables it reads directly (empty: it reads ``<view>.updates``, fed by produce)."""
+    topic-backed tables it reads directly (empty: it reads ``<view>.updates``, fed by produce);
+    ``files``: the static tables from files it reads beside them (loaded by ``sql bootstrap``)."""
 
     plan: ViewPlan
     unit: Unit
     service: ServiceDefinition
     config: ServiceConfig
     tables: list[Table] = field(default_factory=list)
+    files: list[Table] = field(default_factory=list)
 
 
 def stream_units(
@@ -67,7 +69,8 @@ def stream_units(
                 "dlq_topic": f"{stem}.dlq",
             }
             config = build_config(service, raw, source=plan.view.name)
-            out.append(StreamUnit(plan, unit, service, config, on_topics))
+            files = file_tables(unit, tables) if on_topics and tables is not None else []
+            out.append(StreamUnit(plan, unit, service, config, on_topics, files))
     return out
 
 

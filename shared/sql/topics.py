@@ -43,18 +43,28 @@ def table_relation(table: Table) -> Relation:
 
 
 def topic_tables(unit: Unit, tables: Mapping[str, Table]) -> list[Table]:
-    """The topic-backed tables a unit reads (empty: it reads files through ``sql produce``); SqlError
-    for a unit that reads both."""
+    """The topic-backed tables a unit reads (empty: it reads files through ``sql produce``). Beside
+    them a unit may read static tables from files (``CREATE TABLE ... FROM FILE``), which ``sql
+    bootstrap`` loads into its state (``file_tables``); SqlError for a stream from a file beside topics."""
     read = [tables[name] for name in dict.fromkeys(f.table for f in unit.feeds)]
     on_topics = [t for t in read if isinstance(t.source, TopicSource)]
-    if on_topics and len(on_topics) != len(read):
-        files = [t.name for t in read if not isinstance(t.source, TopicSource)]
+    streams = [t.name for t in read if not isinstance(t.source, TopicSource) and not t.static]
+    if on_topics and streams:
         raise SqlError(
             f"unsupported: a view over topic-backed tables ({', '.join(t.name for t in on_topics)}) and "
-            f"tables without a topic ({', '.join(files)}); declare every table it reads WITH (topic = ...)",
+            f"streams from files ({', '.join(streams)}); declare each stream WITH (topic = ...) (static "
+            "tables from files may stand beside topics: sql bootstrap loads them)",
             on_topics[0].where,
         )
     return on_topics
+
+
+def file_tables(unit: Unit, tables: Mapping[str, Table]) -> list[Table]:
+    """The static tables from files a unit over topic-backed tables reads (loaded by ``sql bootstrap``)."""
+    read = [tables[name] for name in dict.fromkeys(f.table for f in unit.feeds)]
+    if not any(isinstance(t.source, TopicSource) for t in read):
+        return []
+    return [t for t in read if not isinstance(t.source, TopicSource)]
 
 
 def topic_inputs(tables: Sequence[Table]) -> list[dict[str, Any]]:

@@ -224,7 +224,7 @@ def test_a_view_over_topics_and_files_is_refused_before_anything_runs(tmp_path: 
         "CREATE VIEW v AS SELECT SUM(r.a * s.c) AS x FROM r, s WHERE r.b = s.b;\n"
     )
     script = load_script(path)
-    with pytest.raises(SqlError, match=r"topic-backed tables .* and tables without a topic"):
+    with pytest.raises(SqlError, match=r"topic-backed tables .* and streams from files"):
         stream_units(plan_script(script), None, script.tables)
 
 
