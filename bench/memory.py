@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lib.machine import machine_info
-from lib.memory_report import markdown, merge, plot
+from lib.memory_report import log_share, markdown, merge, plot
 from lib.progress import progress
 from lib.report import RESULTS, command_line, shown
 
@@ -367,19 +367,6 @@ def measure(kind: str, service: str, n: int) -> dict[str, Any]:
         if name in out:
             out[f"{name}_per_tuple"] = round(out[name] / kept, 1)
     return out
-
-
-def log_share(log: dict[str, Any], nolog: dict[str, Any]) -> dict[str, Any]:
-    """What n pending changes cost beyond the same state without a log: per event and per entry."""
-    if "error" in log or "error" in nolog:
-        return {}
-    extra = log["pending"] - nolog["state"]
-    return {
-        "log_bytes": extra,
-        "log_per_event": round(extra / max(1, log["retained"]), 1),
-        "log_per_entry": round(extra / max(1, log["entries"]), 1),
-        "entries_per_event": round(log["entries"] / max(1, log["retained"]), 2),
-    }
 
 
 def available_memory() -> int:

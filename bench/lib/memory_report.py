@@ -29,6 +29,19 @@ def _sizes(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return sorted(entry["runs"].items(), key=lambda kv: int(kv[0]))
 
 
+def log_share(log: dict[str, Any], nolog: dict[str, Any]) -> dict[str, Any]:
+    """What n pending changes cost beyond the same state without a log: per event and per entry."""
+    if "error" in log or "error" in nolog:
+        return {}
+    extra = log["pending"] - nolog["state"]
+    return {
+        "log_bytes": extra,
+        "log_per_event": round(extra / max(1, log["retained"]), 1),
+        "log_per_entry": round(extra / max(1, log["entries"]), 1),
+        "entries_per_event": round(log["entries"] / max(1, log["retained"]), 2),
+    }
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The docs tables: per service and size, bytes of RSS per retained tuple through replay and the
     worker beside the floor, whether that is within GOAL x the floor (or why not), the sizes not run
@@ -73,6 +86,15 @@ def markdown(report: dict[str, Any]) -> str:
     skipped = [(s, n, why) for s, e in report["services"].items() for n, why in e.get("skipped", {}).items()]
     lines += ["", "Sizes not run:", ""]
     lines += [f"- {s}, {int(n):,} tuples: {why}." for s, n, why in skipped] or ["- none"]
+    failed = [
+        (service, n, kind, r["error"])
+        for service, entry in report["services"].items()
+        for n, row in _sizes(entry)
+        for kind, r in row.items()
+        if isinstance(r, dict) and "error" in r
+    ]
+    lines += ["", "Children that gave no figure:", ""]
+    lines += [f"- {s}, {int(n):,} tuples, {kind}: {why}." for s, n, kind, why in failed] or ["- none"]
     lines += [
         "",
         "| service | tuples checkpointed, then as many pending | entries per event "
@@ -82,7 +104,7 @@ def markdown(report: dict[str, Any]) -> str:
     for service, entry in report["services"].items():
         for n, row in _sizes(entry):
             log = row.get("log")
-            if not log:
+            if not log or "error" in log:
                 continue
             cells = [
                 service,
@@ -141,7 +163,13 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         out["sizes"] = sorted(set(out["sizes"]) | set(rep.get("sizes", [])))
         for service, entry in rep["services"].items():
             mine = out["services"].setdefault(service, {"workload": entry["workload"], "runs": {}})
-            mine["runs"].update(entry["runs"])
+            for n, row in entry["runs"].items():
+                kept = mine["runs"].setdefault(n, {})
+                for kind, figures in row.items():  # a figure replaces an earlier one, never by a failure
+                    if "error" not in figures or "error" in kept.get(kind, {"error": ""}):
+                        kept[kind] = figures
+                if "log" in kept and "nolog" in kept:
+                    kept["log"].update(log_share(kept["log"], kept["nolog"]))
             skipped = {**mine.get("skipped", {}), **entry.get("skipped", {})}
             skipped = {n: why for n, why in skipped.items() if n not in mine["runs"]}
             if skipped:
