@@ -168,9 +168,12 @@ class ApplyMode:
     def record(self, state: PartitionState, key: str, engine: Engine | None = None) -> dict[str, Any]:
         """A key's published record (``engine``: one read from the store, not resident)."""
         engine = engine if engine is not None else state.engines[key]
-        return build_record(
+        record = build_record(
             self.service, key, engine.result(), state.topic, state.partition, state.next_offset or 0
         )
+        if state.origins:  # a re-keyed view: the last input record applied, per input partition
+            record["origins"] = {where: list(mark) for where, mark in state.origins.items()}
+        return record
 
     def _refuse_keyless(self, state: PartitionState, msgs: list[Message]) -> None:
         detail = (

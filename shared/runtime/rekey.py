@@ -97,6 +97,25 @@ def fresh(marks: dict[str, Mark], msgs: list[Message]) -> list[Message]:
     return [msgs[i] for i in fresh_indices(marks, msgs)]
 
 
+def step_spec(config: ServiceConfig, partitions: int) -> bytes:
+    """What a step's positions were written for (checked on restore): its inputs, how it keys their
+    events, and the re-keyed topic with its partition count."""
+    return orjson.dumps(
+        {
+            "inputs": [s.describe() for s in config.inputs],
+            "key_field": config.key_field,
+            "topic": config.input_topic,
+            "partitions": partitions,
+            **({"shard_by": config.shard_by} if config.sharded else {}),
+        }
+    )
+
+
+def step_envelope(service: ServiceDefinition, config: ServiceConfig) -> Any:
+    """The state envelope of a step's checkpoint."""
+    return envelope_for(service, config.options, config.state_layout, None)
+
+
 def _no_engine() -> Engine:
     """The step keeps no engine: its state holds positions and images only."""
     raise AssertionError("the re-keying step keeps no engine")
@@ -131,7 +150,7 @@ class RekeyStep:
         self.producer = clients.producer(output_settings(config, self._on_error))
         self.output = Output(service.name, self.producer, config.input_topic, config.dlq_topic, None)
         self.refusals = Refusals(self.output, self.hooks)
-        self.envelope = envelope_for(service, config.options, config.state_layout, None)
+        self.envelope = step_envelope(service, config)
         self.native = EventCodec(self.schema)
         self.codecs: dict[str, ChangeCodec] = {}
         self.partitions = 0  # of the re-keyed topic
@@ -170,15 +189,7 @@ class RekeyStep:
                 f"the re-keyed topic {out} of a keyless view has {self.partitions} partitions; it must have "
                 "exactly one (its log is the one order of the view's events)"
             )
-        spec = orjson.dumps(
-            {
-                "inputs": [s.describe() for s in config.inputs],
-                "key_field": config.key_field,
-                "topic": out,
-                "partitions": self.partitions,
-                **({"shard_by": config.shard_by} if config.sharded else {}),
-            }
-        )
+        spec = step_spec(config, self.partitions)
         if state.spec is not None and state.spec != spec:
             raise StateError(
                 f"{where} was written for {state.spec.decode()}, but this step runs {spec.decode()} (a "

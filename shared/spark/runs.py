@@ -1,6 +1,7 @@
 """The two batch jobs as the CLI, the demo and the SQL front end run them: each picks the path for its
-view, one input topic (``ivmstream.spark.jobs``) or a keyless view over ``inputs``
-(``ivmstream.spark.inputs``, which builds on the former)."""
+view, one input topic (``ivmstream.spark.jobs``), a keyless view over ``inputs``
+(``ivmstream.spark.inputs``, which builds on the former) or a keyed view over inputs fed through
+``ivmstream rekey`` (``ivmstream.spark.rekeyed``: ``step_store`` holds the step's state)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from ivmstream.config import ServiceConfig
 from ivmstream.service import ServiceDefinition
 from ivmstream.spark.inputs import RelationsOf, bootstrap_inputs, reconcile_inputs
 from ivmstream.spark.jobs import (
+    BatchError,
     BootstrapReport,
     ReconcileReport,
     bootstrap_topic,
     reconcile_topic,
     refuse_sharded,
 )
+from ivmstream.spark.rekeyed import bootstrap_rekeyed, reconcile_rekeyed
 from ivmstream.state import StateStore
 
 
@@ -31,12 +34,27 @@ def run_bootstrap(
     bootstrap_servers: str | None = None,
     from_offsets: str = "latest",
     partitions: int = 1,
+    step_store: StateStore | None = None,
     relations_of: RelationsOf | None = None,
 ) -> BootstrapReport:
     """Write the engine states a snapshot (and, for a view over inputs, its topics) give, with the
     offsets the workers resume from, in one checkpoint per partition (``relations_of``: for a view over
     inputs, the service's relations from the inputs' net bags)."""
     refuse_sharded(config)
+    if config.rekeyed:
+        if step_store is None:
+            raise BatchError(f"{config.source}: a re-keyed view's bootstrap also writes its step's state")
+        rekeyed: BootstrapReport = bootstrap_rekeyed(
+            spark,
+            service,
+            config,
+            snapshot,
+            store,
+            step_store,
+            bootstrap_servers=bootstrap_servers,
+            from_offsets=from_offsets,
+        )
+        return rekeyed
     if config.inputs:
         report: BootstrapReport = bootstrap_inputs(
             spark,
@@ -73,6 +91,17 @@ def run_reconcile(
 ) -> ReconcileReport:
     """Recompute every published key's result at exactly the offsets it reflects, and compare."""
     refuse_sharded(config)
+    if config.rekeyed:
+        rekeyed: ReconcileReport = reconcile_rekeyed(
+            spark,
+            service,
+            config,
+            bootstrap_servers,
+            redis_client,
+            snapshot=snapshot,
+            from_offsets=from_offsets,
+        )
+        return rekeyed
     if config.inputs:
         report: ReconcileReport = reconcile_inputs(
             spark,

@@ -1,0 +1,241 @@
+"""Bootstrap and reconcile, in Spark, for a keyed view fed through ``ivmstream rekey``.
+
+Such a view's state lives in two places (``ivmstream.runtime.rekey``): the workers keep one engine per
+key on the partition of the re-keyed topic its key hashes to, with that partition's offset and the
+origin marks of the copies it dropped; the step keeps the next offset of every input partition and the
+kept images of its upsert-mode inputs.
+
+- **Bootstrap** reads every input topic from its beginning to its current end (on top of an optional
+  snapshot), decodes it with the stream's codecs (``ivmstream.spark.changes``), builds each key's
+  state with the service's batch job and writes it to the key's re-keyed partition at that partition's
+  current end (the records already there are the step's earlier output, which the inputs read here
+  cover), and writes the step's checkpoint: each input partition's end and the kept images. The step
+  then goes on from the ends and the workers from the re-keyed topic's end.
+- **Reconcile** reads each key's published result with the origin marks it carries (per input
+  partition, the last input record whose events its partition had applied; a bootstrap sets them to
+  the records it read), decodes every input topic from its beginning up to those marks with the same
+  codecs, keeps each key's events at or below its marks (by offset, then by the event's index in its
+  record), recomputes each key's result with the service's Spark SQL and compares. Records the
+  workers' engines refused (dead-lettered under the re-keyed topic's offsets) are not subtracted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from ivmstream.config import ServiceConfig, schema_of
+from ivmstream.partitioner import partition_for
+from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY
+from ivmstream.runtime.rekey import step_envelope, step_slot, step_spec
+from ivmstream.service import ServiceDefinition
+from ivmstream.spark.changes import decode_changes, events_of, images_of
+from ivmstream.spark.decode import KEY, MULT, events_by_relation, net_bags
+from ivmstream.spark.inputs import (
+    Image,
+    _image_owner,
+    _input_offsets,
+    _read_inputs,
+    _require_every_relation,
+    input_specs,
+    read_snapshot_changes,
+)
+from ivmstream.spark.kafka_source import read_kafka
+from ivmstream.state import StateChanges, StateStore, envelope_for
+
+BOOTSTRAPPED = 2**31  # the index of a bootstrap's mark: past every event of the record it names
+
+
+def _refuse_unkeyed(config: ServiceConfig) -> None:
+    from ivmstream.spark.jobs import BatchError
+
+    if config.key_field is None:
+        raise BatchError(
+            f"{config.source}: a keyless view over inputs publishing every event (its events re-keyed to one "
+            "partition) is bootstrapped and reconciled as a view over inputs publishing per batch is not: "
+            "check it against `ivmstream replay` of the records"
+        )
+
+
+def bootstrap_rekeyed(
+    spark: SparkSession,
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    snapshot: str | None,
+    store: StateStore,
+    step_store: StateStore,
+    *,
+    bootstrap_servers: str | None,
+    from_offsets: str,
+) -> Any:
+    """The workers' states (``store``) and the step's positions and images (``step_store``) as they
+    would be after the step and the workers had read every input to its end."""
+    from ivmstream.spark.jobs import (
+        BatchError,
+        BootstrapReport,
+        _place,
+        kafka_settings,
+        load_jobs,
+        topic_offsets,
+    )
+
+    _refuse_unkeyed(config)
+    started = time.monotonic()
+    if not bootstrap_servers:
+        raise BatchError("bootstrap of a re-keyed view needs --bootstrap (the re-keyed topic's partitions)")
+    if from_offsets not in ("latest", "earliest"):
+        raise BatchError(
+            "a re-keyed view resumes every input at its end (latest) or its beginning (earliest: the "
+            f"snapshot alone), not at {from_offsets!r}"
+        )
+    jobs = load_jobs(service)
+    schema = schema_of(service, config)
+    kafka = kafka_settings(config)
+    out = config.input_topic
+    out_ends = topic_offsets(bootstrap_servers, out, "latest", kafka)
+    slot = step_slot(service.name)
+    if not step_store.load(slot, 0).empty or any(not store.load(out, p).empty for p in out_ends):
+        raise BatchError(
+            f"state for {out} or the step {slot} already exists; bootstrap only into empty stores"
+        )
+    specs = input_specs(config)
+    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    images: list[Image] = []
+    if snapshot is not None:
+        frames, images = read_snapshot_changes(spark, snapshot, schema, specs)
+        for name, df in frames.items():
+            parts[name].append(df)
+    starts = _input_offsets(bootstrap_servers, config, "earliest", kafka)
+    ends = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
+    records = _read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
+    if records is not None:
+        decoded = decode_changes(records, schema, specs).cache()
+        for name, events in events_by_relation(events_of(decoded), schema).items():
+            parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
+        images += images_of(decoded)
+    _require_every_relation(parts)
+    per_partition = {p: StateChanges() for p in out_ends}
+    keys = 0
+    for key, state in jobs.build_state(spark, net_bags(parts, schema), config.options):
+        p = partition_for(str(key).encode(), len(out_ends))
+        _place(per_partition[p], key, state, lambda: service.engine(config.options), config.state_layout)
+        keys += 1
+    offsets = {(t, p): o for t, per in ends.items() for p, o in per.items()}
+    # every re-keyed partition has applied every input record read here: its origin marks say so (the
+    # step's next writes are tagged above them), and so do the results its workers publish
+    marks = orjson.dumps(
+        {f"{t}:{p}": [o - 1, BOOTSTRAPPED] for (t, p), o in sorted(offsets.items()) if o > 0}
+    )
+    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
+    for changes in per_partition.values():
+        changes.origins = marks
+    size = sum(store.commit(out, p, out_ends[p], c, envelope).bytes for p, c in per_partition.items())
+    step = StateChanges()
+    step.entries[INPUTS_KEY] = [  # type: ignore[assignment]
+        *(("offsets", f"{t}:{p}".encode(), str(o).encode()) for (t, p), o in sorted(offsets.items())),
+        ("spec", b"inputs", step_spec(config, len(out_ends))),
+    ]
+    for source, relation, identity, image in images:
+        entry = ("images", orjson.dumps([relation, identity]), image.encode())
+        step.entries.setdefault(IMAGES_KEY + _image_owner(source, relation, config), []).append(entry)  # type: ignore[arg-type]
+    size += step_store.commit(
+        slot, 0, sum(offsets.values()), step, step_envelope(service, config).to_bytes()
+    ).bytes
+    store.close()
+    step_store.close()
+    resumes = {f"{t}:{p}": o for (t, p), o in sorted(offsets.items())}
+    return BootstrapReport(keys, dict(out_ends), size, time.monotonic() - started, resumes)
+
+
+def reconcile_rekeyed(
+    spark: SparkSession,
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    bootstrap_servers: str,
+    redis_client: Any,
+    *,
+    snapshot: str | None = None,
+    from_offsets: str = "earliest",
+) -> Any:
+    """Recompute every published key's result from the input records it reflects (by its origin marks),
+    decoded from the input topics, and compare."""
+    from ivmstream.spark.jobs import (
+        BatchError,
+        ReconcileReport,
+        kafka_settings,
+        load_jobs,
+        read_published,
+        result_differences,
+    )
+    from ivmstream.spark.snapshot import read_snapshot
+
+    _refuse_unkeyed(config)
+    started = time.monotonic()
+    jobs = load_jobs(service)
+    schema = schema_of(service, config)
+    kafka = kafka_settings(config)
+    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
+    report = ReconcileReport(
+        service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
+    )
+    if not published:
+        return report
+    topics = {s.topic for s in config.inputs}
+    covered: list[tuple[str, str, int, int]] = []  # key, input partition, the last (offset, index) applied
+    for key, rec in published.items():
+        for where, (offset, index) in (rec.get("origins") or {}).items():
+            if where.rpartition(":")[0] not in topics:
+                raise BatchError(f"the result for key {key!r} reflects {where}, which no input names")
+            covered.append((key, where, int(offset), int(index)))
+    starts = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
+    ends: dict[str, dict[int, int]] = {t: dict(starts[t]) for t in topics}
+    for _key, where, offset, _index in covered:
+        topic, _, partition = where.rpartition(":")
+        ends[topic][int(partition)] = max(ends[topic].get(int(partition), 0), offset + 1)
+    report.offsets = {f"{t}:{p}": o for t in sorted(ends) for p, o in sorted(ends[t].items())}
+    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    if snapshot is not None:
+        for name, df in read_snapshot(spark, snapshot, schema).items():
+            parts[name].append(df)
+    marks = spark.createDataFrame(covered, f"{KEY} string, _where string, _offset long, _index long")
+    for spec in config.inputs:
+        start, end = starts[spec.topic], ends[spec.topic]
+        if all(end.get(p, o) <= o for p, o in start.items()):
+            continue
+        records = read_kafka(
+            spark,
+            bootstrap_servers,
+            spec.topic,
+            starting=orjson.dumps({str(p): o for p, o in start.items()}).decode(),
+            ending=orjson.dumps({str(p): end.get(p, o) for p, o in start.items()}).decode(),
+            options={f"kafka.{k}": v for k, v in kafka.items()},
+        )
+        decoded = events_of(decode_changes(records, schema, input_specs(config))).cache()
+        report.undecodable += decoded.where(F.col("error").isNotNull()).count()
+        # each event's index in its record (the records of one task keep their events' order)
+        record = Window.partitionBy("partition", "offset").orderBy(F.monotonically_increasing_id())
+        indexed = decoded.withColumn("_i", F.row_number().over(record) - 1).withColumn(
+            "_where", F.concat(F.lit(f"{spec.topic}:"), F.col("partition").cast("string"))
+        )
+        applied = indexed.join(marks, [KEY, "_where"]).where(
+            (F.col("offset") < F.col("_offset"))
+            | ((F.col("offset") == F.col("_offset")) & (F.col("_i") <= F.col("_index")))
+        )
+        for name, events in events_by_relation(applied, schema).items():
+            parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
+    expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
+    report.keys = len(published)
+    for key, rec in published.items():
+        differences = result_differences(jobs, expected, key, rec["result"], config.options)
+        if differences:
+            report.mismatches[key] = differences
+    report.verdict = "mismatch" if report.mismatches else "match"
+    report.seconds = time.monotonic() - started
+    return report
+
+
+__all__ = ["bootstrap_rekeyed", "reconcile_rekeyed"]
