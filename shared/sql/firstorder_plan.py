@@ -165,7 +165,8 @@ def plan_firstorder(shape: Shape, ruled_out: str) -> ViewPlan:
                 if isinstance(agg, exp.Count):
                     values[id(agg)] = g["count"]
                 elif isinstance(agg, exp.Avg):
-                    values[id(agg)] = float(g["sums"][sums[id(agg)]]) / g["count"] if g["count"] else None
+                    total = float(g["sums"][sums[id(agg)]])  # DBToaster's AVG: SUM · 1/max(1, COUNT)
+                    values[id(agg)] = total / g["count"] if g["count"] else 0.0
                 else:
                     values[id(agg)] = float(g["sums"][sums[id(agg)]])
             cols = {nid: g["key"][var] for nid, var in columns.items()}
