@@ -60,6 +60,11 @@ def register(sub: Any) -> None:
     p.add_argument("--state-dir", help="directory of the RocksDB state (default ./state)")
     p.add_argument("--redis", metavar="URL", help=f"write Redis state instead of RocksDB: {REDIS_HELP}")
     p.add_argument("--group", help="consumer group the workers will use (default ivmstream.<service>)")
+    p.add_argument(
+        "--rekey-group",
+        help="a re-keyed view's: the re-keying step's name in the state store, as `ivmstream rekey "
+        "--group` (default ivmstream.<service>.rekey)",
+    )
     p.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     p.set_defaults(func=cmd_bootstrap)
 
@@ -81,6 +86,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     store = open_worker_store(
         backend, service.name, group, state_dir=args.state_dir or "state", redis_url=args.redis
     )
+    step_store = None
+    if config.rekeyed:  # the re-keying step's positions and images, beside the workers' state
+        step_group = group_or_default(args.rekey_group, service.name, ".rekey")
+        step_store = open_worker_store(
+            backend, service.name, step_group, state_dir=args.state_dir or "state", redis_url=args.redis
+        )
     if args.bootstrap:
         check_broker(args.bootstrap, config)
     source = args.snapshot or "its input topics"
@@ -95,6 +106,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             bootstrap_servers=args.bootstrap,
             from_offsets=args.from_offsets,
             partitions=args.partitions,
+            step_store=step_store,
         )
     where = ", ".join(f"{config.input_topic}:{p}@{o}" for p, o in sorted(report.partitions.items()))
     if config.inputs:  # one view over every input partition
