@@ -143,14 +143,11 @@ def test_a_snapshot_of_change_files_reads_as_replay_reads_them(spark, tmp_path) 
         assert (sum(net.values()), len(net)) == (expected[relation]["count"], expected[relation]["distinct"])
 
 
-def test_a_keyed_view_over_inputs_is_refused_in_one_line(spark) -> None:
-    config = build_config(
-        SERVICE,
-        {
-            "relations": RELATIONS,
-            "key_field": "tenant",
-            "inputs": [{"topic": "a", "format": "debezium-json"}],
-        },
-    )
-    with pytest.raises(BatchError, match="keyless view only"):
-        run_bootstrap(spark, SERVICE, config, None, MemoryStore())
+def test_what_bootstrap_of_a_re_keyed_view_cannot_do_is_refused_in_one_line(spark) -> None:
+    raw = {"relations": RELATIONS, "inputs": [{"topic": "a", "format": "debezium-json"}]}
+    keyed = build_config(SERVICE, {**raw, "key_field": "tenant"})
+    with pytest.raises(BatchError, match="step's state"):  # its step's store is needed too
+        run_bootstrap(spark, SERVICE, keyed, None, MemoryStore())
+    every_event = build_config(SERVICE, {**raw, "emit": "every-event"})
+    with pytest.raises(BatchError, match="ivmstream replay"):
+        run_bootstrap(spark, SERVICE, every_event, None, MemoryStore(), step_store=MemoryStore())
