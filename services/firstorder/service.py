@@ -46,4 +46,5 @@ SERVICE = ServiceDefinition(
         ),
     ),
     state_version=1,
+    batch=f"{PACKAGE}.batch:JOBS",
 )
