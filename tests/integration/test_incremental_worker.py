@@ -35,7 +35,11 @@ def test_kill9_with_incremental_checkpoints_equals_uninterrupted(
     backend, broker, redis_server, unique, tmp_path
 ):
     broker.create_topic(f"{unique}.updates", 2)
-    cfg = triangles_graph_config(tmp_path, unique, checkpoint_interval=0.2, batch_size=50)
+    # a short session timeout: each restarted worker is assigned its partitions once the group has dropped
+    # the killed one, which takes the killed worker's session timeout
+    cfg = triangles_graph_config(
+        tmp_path, unique, checkpoint_interval=0.2, batch_size=50, session_timeout_ms=3000
+    )
     args = run_args(
         "triangles",
         broker.bootstrap,

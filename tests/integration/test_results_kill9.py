@@ -41,6 +41,7 @@ def test_kill9_leaves_postgresql_equal_to_the_replay_and_serve_answers_it(
         checkpoint_interval=0.2,
         batch_size=50,
         postgres_flush_interval=0.1,
+        session_timeout_ms=3000,  # a restarted worker waits for the group to drop the killed one
     )
     args = run_args(
         "triangles",
