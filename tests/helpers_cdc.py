@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,13 +52,18 @@ class Workload:
 TENANTS = ("t1", "t2", "t3", "t4", "t5")
 
 
-def produce_paced(bootstrap: str, w: Workload) -> None:
+def produce_paced(bootstrap: str, w: Workload, hold: threading.Event | None = None) -> None:
     """The workload's records produced over about 3 s (a flush and a pause every 100), so that a kill
-    lands while records still arrive."""
+    lands while records still arrive; with ``hold``, the second half only once it is set (a kill then
+    lands mid-stream however slowly the processes start)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    half = len(w.records) // 2
     for i, r in enumerate(w.records):
+        if hold is not None and i == half:
+            producer.flush(30)
+            hold.wait(300)
         producer.produce(r.topic, r.value, r.key, partition=r.partition)
         if i % 100 == 99:
             producer.flush(30)

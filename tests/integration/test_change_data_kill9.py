@@ -35,7 +35,8 @@ def test_kill9_keyless_view_over_debezium_topics_equals_the_final_tables(broker,
     for topic in topics:
         broker.create_topic(topic, 4)
     w = workload(seed=11, changes=3000, topics=topics)
-    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w))
+    hold = threading.Event()  # the second half of the input waits for the kill
+    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w, hold), daemon=True)
     total = len(w.records)
     out, dlq = f"{unique}.out", f"{unique}.dlq"
     config = write_config(
@@ -58,6 +59,7 @@ def test_kill9_keyless_view_over_debezium_topics_equals_the_final_tables(broker,
     kill9(worker, log)
     killed_at = _reflected(_latest(broker.bootstrap, out))
     assert killed_at < total, "the kill landed after the end"
+    hold.set()
     feeder.join()
     worker = start_worker(*args, log=log)
     try:

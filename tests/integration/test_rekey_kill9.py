@@ -75,7 +75,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
         output_topic=out,
         dlq_topic=dlq,
         batch_size=20,
-        checkpoint_interval=0.3,
+        checkpoint_interval=10.0,  # the step's kill lands on writes it has not checkpointed
     )
     step_args = run_args(
         "reference", broker.bootstrap, config, group=f"{unique}-rk", state_dir=tmp_path / "rk"
@@ -85,7 +85,8 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
     )
     logs = [tmp_path / "step.log", tmp_path / "worker.log"]
     total = len(w.records)
-    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w))
+    hold = threading.Event()  # the second half of the input waits for the kill
+    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w, hold), daemon=True)
     feeder.start()
     step = _start_step(*step_args, log=logs[0])
     worker = start_worker(*worker_args, log=logs[1])
@@ -109,6 +110,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
         )
         kill9(worker, logs[1])
         worker = start_worker(*worker_args, log=logs[1])
+        hold.set()
         feeder.join()
         expected = offline_keyed(w, load_service("reference"), "tenant", topics)
         _wait(
@@ -119,6 +121,7 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
             180,
         )
     finally:
+        hold.set()
         codes = [stop_worker(p) for p in (step, worker)]
     assert codes == [0, 0], [log.read_text() for log in logs]
     tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, rekeyed, timeout=10)]
