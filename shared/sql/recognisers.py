@@ -229,7 +229,10 @@ def plan_reservoir(shape: Shape, script: Script) -> ViewPlan | None:
         "the "
         "join without materializing it; selections at intake, the cross-relation WHERE as its predicate"
     )
-    cost = "O(log N) amortized per insert (skips over the join without enumerating it); a delete may rebuild"
+    cost = (
+        "O(log N) amortized per insert (skips over the join without enumerating it); "
+        "a delete in place, about an insert's work"
+    )
     return ViewPlan(
         shape.view,
         "reservoir",
