@@ -25,18 +25,19 @@ from ivmstream.service import load_service
 from ivmstream.state import MemoryStore
 
 FIVM = load_service("fivm")
-QUERY = {
-    "relations": {
-        "Inventory": [{"locn": "int"}, {"ksn": "int"}, {"units": "int"}],
-        "Location": [{"locn": "int"}, {"zip": "int"}],
-        "Census": [{"zip": "int"}, {"pop": "int"}],
-        "Item": [{"ksn": "int"}, {"price": "int"}],
-    },
+RELATIONS: dict[str, list[dict[str, str]]] = {
+    "Inventory": [{"locn": "int"}, {"ksn": "int"}, {"units": "int"}],
+    "Location": [{"locn": "int"}, {"zip": "int"}],
+    "Census": [{"zip": "int"}, {"pop": "int"}],
+    "Item": [{"ksn": "int"}, {"price": "int"}],
+}
+QUERY: dict[str, Any] = {
+    "relations": RELATIONS,
     "variable_order": {"locn": {"zip": {"pop": {}}, "ksn": {"units": {}, "price": {}}}},
     "ring": "sum",
     "sum": ["units", "price"],
 }
-TOPICS = {name: f"db.{name.lower()}" for name in QUERY["relations"]}  # type: ignore[union-attr]
+TOPICS = {name: f"db.{name.lower()}" for name in RELATIONS}
 SHARDS = "view.shards"
 
 
@@ -58,7 +59,7 @@ def _changes(seed: int, n: int) -> tuple[list[tuple[str, int, bytes]], list[tupl
     out = []
     for i in range(n):
         relation = rng.choice(sorted(TOPICS))
-        columns = [c for col in QUERY["relations"][relation] for c in col]  # type: ignore[index]
+        columns = [c for col in RELATIONS[relation] for c in col]
         mine = [k for k in live if k[0] == relation]
         new = {c: rng.randrange(6) for c in columns}
         if mine and rng.random() < 0.4:
@@ -148,8 +149,8 @@ def test_a_sharded_query_over_debezium_topics_equals_one_unsharded_replay(seed: 
     routing = routing_of(schema_of(FIVM, config).relations.values(), config, 2)
     assert routing.broadcast and cluster.messages(config.broadcast_topic)  # both logs carry copies' origins
     latest: dict[str, Any] = {}
-    for value in cluster.values(config.global_topic):
-        record = orjson.loads(value or b"")
+    for raw in cluster.values(config.global_topic):
+        record = orjson.loads(raw or b"")
         latest[record["key"]] = record["result"]
     (result,) = latest.values()
     want = _unsharded(final)
