@@ -248,3 +248,18 @@ def test_update_streams_keep_a_valid_sample_of_the_brute_force_join(strategy: st
         assert set(rows) <= join and len(rows) == len(set(rows)) == min(k, len(join))
         if strategy in ("sjoin", "sjoin-opt"):
             assert e.join_size() == len(join)
+
+
+def test_a_delete_that_no_sampled_result_holds_changes_only_the_index():
+    """Unsampled results leaving change nothing in the sampler: the sample, w, the pending skip and
+    the generator stay as they were (their keys were above w; no coin is needed)."""
+    e = ReservoirEngine(options(LINE3, k=2, seed=3))
+    edges = [(0, 1), (1, 2), (2, 3), (1, 0), (0, 2), (2, 0), (3, 0), (0, 3), (3, 1)]
+    assert not e.apply([event("E", ["src", "dst"], t) for t in edges])
+    assert isinstance(e.sampler, Reservoir) and e.sampler.w is not None
+    sampled = {edge for r in e.rows() for edge in itertools.pairwise(r)}
+    spare = next(t for t in edges if t not in sampled)
+    before = (e.rows(), e.sampler.w, e.sampler.q, e.rng.getstate())
+    assert not e.apply([event("E", ["src", "dst"], spare, -1)])
+    assert (e.rows(), e.sampler.w, e.sampler.q, e.rng.getstate()) == before
+    assert e.counters["refills"] == 0
