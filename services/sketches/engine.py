@@ -146,8 +146,7 @@ class SketchEngine:
         self._dirty.clear()
         if self._bootstrapped:
             for node in self.nodes:
-                for _ in node.entries(True):  # each operator forgets what it hands out
-                    pass
+                node.forget_changes()
             self.merge.entries(True)
         self._marker_dirty = False
 

@@ -95,6 +95,12 @@ class Node:
     def load(self, entries: Loaded) -> None:
         """Rebuild the state from its entries (called after the table store is loaded)."""
 
+    def forget_changes(self) -> None:
+        """Drop what ``entries(True)`` would hand out, without building the entries (no checkpoint
+        reads them)."""
+        for _ in self.entries(True):
+            pass
+
 
 class Scan(Node):
     """Table access: annotate each tuple with the bit of its fragment (§2.1; unpartitioned: P = 0)."""
@@ -309,6 +315,9 @@ class Join(Node):
     def flush(self) -> ZSet:
         left, right = self.children
         return self._delta(left.flush(), right.flush())
+
+    def forget_changes(self) -> None:
+        self.dirty = set()
 
     def entries(self, changed: bool) -> Iterator[StateEntry]:
         if changed:
@@ -547,6 +556,16 @@ class Aggregate(Node):
         self.touched.clear()
         return out
 
+    def forget_changes(self) -> None:
+        for g, i in self.changed_values:
+            st = self.groups.get(g)
+            buf = st.buffers[i] if st is not None else None
+            if buf is not None:
+                buf.changed = None  # attached again at its group's next touch, as entries(True) leaves it
+        self.changed_values = {}
+        self.dirty = set()
+        self.scalar_dirty = False
+
     def _group_value(self, st: GroupState) -> list[Any]:
         return [st.cnt, S.encode_row(st.sums), st.nns, sorted(st.F.items())]
 
@@ -637,6 +656,11 @@ class TopK(Node):
         self.state = PrefixBuffer(None if m is None or self.limit is None else max(m, self.limit))
         self.state.changed = {}
         self.saved_total = 0  # the bag size the last checkpoint holds
+
+    def forget_changes(self) -> None:
+        if self.limit is not None:
+            self.state.changed = {}
+            self.saved_total = self.state.total
 
     def entries(self, changed: bool) -> Iterator[StateEntry]:
         if self.limit is None:
