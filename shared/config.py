@@ -86,8 +86,8 @@ RUNTIME_OPTIONS: dict[str, Option] = {
         None,
         optional(inputs_list),
         "input topics, each {topic, format, relation} (docs/change-data.md); without key_field one view "
-        "over every partition of every one, with key_field re-keyed into rekey_topic; input_topic T is the "
-        "shorthand for [{topic: T, format: native}]",
+        "over every partition of every one, with key_field, shard_by or emit: every-event re-keyed into "
+        "rekey_topic; input_topic T is the shorthand for [{topic: T, format: native}]",
     ),
     "rekey_topic": Option(
         None,
