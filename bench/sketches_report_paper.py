@@ -45,6 +45,23 @@ def _verdict(x: float, paper: float, floor: float) -> str:
     return f"direction only ({x:.1f}x against the paper's {paper:g}x): {WHY_PYTHON}"
 
 
+def _cpu(r: Mapping[str, Any]) -> str:
+    x = r.get("speedup_duckdb_cpu")
+    return "—" if x is None else f"{x:.1f}"
+
+
+def _best_measure(r: Mapping[str, Any]) -> float:
+    """The load-independent ratio where recorded (CPU, DuckDB credited with both threads), else wall."""
+    return float(r.get("speedup_duckdb_cpu", r["speedup_duckdb"]))
+
+
+CPU_NOTE = (
+    "x DuckDB (CPU): DuckDB's CPU seconds divided by its 2 threads (its wall time if perfectly parallel) "
+    "over IMP's CPU seconds; unlike the wall-clock ratio it does not move with the machine's load, and it "
+    "is the ratio the verdict uses where recorded."
+)
+
+
 def breakeven_sentence(be: Mapping[str, Any]) -> str:
     lo, hi = PAPER_BREAKEVEN
     parts = []
@@ -80,10 +97,11 @@ def _having_big(report: Mapping[str, Any]) -> list[str]:
             "full DuckDB ms",
             "full Python s",
             "x DuckDB",
+            "x DuckDB (CPU)",
             "x Python",
             "paper ≈100x: reproduced?",
         ),
-        _row(*["---"] * 7),
+        _row(*["---"] * 8),
     ]
     for r in h["runs"]:
         lines.append(
@@ -93,11 +111,16 @@ def _having_big(report: Mapping[str, Any]) -> list[str]:
                 _ms(r["full_duckdb_s"]),
                 f"{r['full_python_s']:.1f}",
                 f"{r['speedup_duckdb']:.1f}",
+                _cpu(r),
                 f"{r['speedup_python']:.0f}",
-                _verdict(r["speedup_duckdb"], 100, 100),
+                _verdict(_best_measure(r), 100, 100),
             )
         )
     return lines
+
+
+def _having_note(report: Mapping[str, Any]) -> list[str]:
+    return [CPU_NOTE] if report.get("having_big") else []
 
 
 def _slope(report: Mapping[str, Any]) -> list[str]:
@@ -168,9 +191,10 @@ def _tpch_big(report: Mapping[str, Any]) -> list[str]:
             "full DuckDB ms",
             "full Python s",
             "x DuckDB",
+            "x DuckDB (CPU)",
             "paper ≥ 3.9x: reproduced?",
         ),
-        _row(*["---"] * 8),
+        _row(*["---"] * 9),
     ]
     for q in t["queries"]:
         for r in q["runs"]:
@@ -183,13 +207,15 @@ def _tpch_big(report: Mapping[str, Any]) -> list[str]:
                     _ms(r["full_duckdb_s"]),
                     f"{r['full_python_s']:.1f}",
                     f"{r['speedup_duckdb']:.1f}",
-                    _verdict(r["speedup_duckdb"], 3.9, 3.9),
+                    _cpu(r),
+                    _verdict(_best_measure(r), 3.9, 3.9),
                 )
             )
-    worst = min(r["speedup_duckdb"] for q in t["queries"] for r in q["runs"])
+    worst = min(_best_measure(r) for q in t["queries"] for r in q["runs"])
     return [
         *lines,
         "",
+        CPU_NOTE,
         f"Smallest speed-up over the DuckDB recapture: {worst:.1f}x (the paper's floor 3.9x).",
     ]
 
@@ -474,7 +500,19 @@ def _worker(report: Mapping[str, Any]) -> list[str]:
 
 
 def paper_markdown(report: Mapping[str, Any]) -> str:
-    parts = [_having_big, _slope, _tpch_big, _crimes, _joins, _joinsel, _selpd, _topm, _mixed, _worker]
+    parts = [
+        _having_big,
+        _having_note,
+        _slope,
+        _tpch_big,
+        _crimes,
+        _joins,
+        _joinsel,
+        _selpd,
+        _topm,
+        _mixed,
+        _worker,
+    ]
     lines: list[str] = []
     for part in parts:
         chunk = part(report)

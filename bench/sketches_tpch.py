@@ -17,9 +17,9 @@ import pandas as pd  # type: ignore[import-untyped]
 import sqlglot
 
 from bench.lib.progress import progress
-from bench.sketches_db import Bench, duck_type, median, options
+from bench.sketches_db import CPU, Bench, duck_type, median, options
 from bench.sketches_experiments import TPCH_QUERIES, new_linenumber, tpch_data
-from bench.sketches_paper import rss_gb
+from bench.sketches_paper import cpu_ratio, rss_gb
 from ivmstream.events.tpch import TPCH_TABLES
 
 PREFIX = {t: "ps" if t == "partsupp" else t[0] for t in TPCH_TABLES}  # SQL names: l_orderkey, ps_partkey
@@ -74,13 +74,16 @@ def exp_tpch_big(sf: float, names: list[str], deltas: list[int], repeats: int) -
         full_py = b.full_python()
         runs = []
         for d in deltas:
-            imp, duck = [], []
+            imp, duck, imp_cpu, duck_cpu = [], [], [], []
             for _ in range(repeats):
                 batch = b.batch("lineitem", d, new_linenumber)
                 imp.append(b.imp(batch))
+                imp_cpu.append(CPU[0])
                 duck.append(b.full_duckdb(batch)[0])
+                duck_cpu.append(CPU[0])
             r = {"delta": d, "imp_s": median(imp), "full_duckdb_s": median(duck), "full_python_s": full_py}
             r["speedup_duckdb"] = r["full_duckdb_s"] / r["imp_s"]
+            r.update(cpu_ratio(imp_cpu, duck_cpu))
             r["speedup_python"] = full_py / r["imp_s"]
             progress(f"  Δ={d}: imp {r['imp_s'] * 1e3:.2f} ms, duckdb {r['full_duckdb_s'] * 1e3:.1f} ms")
             runs.append(r)
