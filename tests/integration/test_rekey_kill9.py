@@ -26,6 +26,9 @@ from helpers import (
     write_config,
 )
 
+from ivmstream import changelog
+from ivmstream.config import build_config
+from ivmstream.replay import replay_all
 from ivmstream.service import load_service
 from tests.helpers_cdc import RELATIONS, offline_keyed, produce_paced, workload
 
@@ -128,3 +131,93 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
     assert len(tags) > len(set(tags)), "the step's kill left no copies for the worker to drop"
     reasons = Counter(headers(m)["ivmstream.reason"] for m in read_topic(broker.bootstrap, dlq, timeout=10))
     assert set(reasons) == set(w.bad) and all(reasons[r] >= n for r, n in w.bad.items()), (reasons, w.bad)
+
+
+def _changelog(bootstrap: str, topic: str) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The changelog read once per event id, patches applied in order; and every patch published per id."""
+    docs: dict[str, Any] = {}
+    patches: dict[str, list[Any]] = {}
+    for msg in read_topic(bootstrap, topic, timeout=5):
+        record = orjson.loads(msg.value())
+        seen = record["event"] in patches
+        patches.setdefault(record["event"], []).append(record["patch"])
+        if not seen:
+            docs[record["key"]] = changelog.apply(docs.get(record["key"], {}), record["patch"])
+    return docs, patches
+
+
+@pytest.mark.slow
+def test_kill9_of_the_step_and_of_a_keyless_view_publishing_every_event(broker, unique, tmp_path: Path):
+    """``emit: every-event`` over two Debezium topics: the step writes every event to a one-partition log;
+    both are killed mid-stream; the changelog, read once per event id, replays into the final tables,
+    and a record published again after the worker's kill is the same record."""
+    topics = (f"{unique}.orders", f"{unique}.customers")
+    log_topic, out, dlq = f"{unique}.log", f"{unique}.out", f"{unique}.dlq"
+    for topic in topics:
+        broker.create_topic(topic, 4)
+    broker.create_topic(log_topic, 1)
+    w = workload(seed=17, changes=1500, topics=topics)
+    config = write_config(
+        tmp_path / "view.yaml",
+        relations=RELATIONS,
+        inputs=[{"topic": t, "format": "debezium-json"} for t in topics],
+        emit="every-event",
+        rekey_topic=log_topic,
+        output_topic=out,
+        dlq_topic=dlq,
+        batch_size=20,
+        checkpoint_interval=10.0,  # the kills land on work neither has checkpointed
+    )
+    step_args = run_args(
+        "reference", broker.bootstrap, config, group=f"{unique}-rk", state_dir=tmp_path / "rk"
+    )
+    worker_args = run_args(
+        "reference", broker.bootstrap, config, group=f"{unique}-g", state_dir=tmp_path / "s"
+    )
+    logs = [tmp_path / "step.log", tmp_path / "worker.log"]
+    total = len(w.records)
+    hold = threading.Event()  # the second half of the input waits for the kills
+    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w, hold), daemon=True)
+    feeder.start()
+    step = _start_step(*step_args, log=logs[0])
+    worker = start_worker(*worker_args, log=logs[1])
+    service = load_service("reference")
+    final = replay_all(service, build_config(service, {"relations": RELATIONS}), w.final_events()).result()
+    expected = orjson.loads(orjson.dumps(final))
+    try:
+        _wait(
+            "a third in the log",
+            lambda: len(read_topic(broker.bootstrap, log_topic, timeout=3)) >= total // 3,
+            [step, worker],
+            logs,
+            60,
+        )
+        kill9(step, logs[0])
+        step = _start_step(*step_args, log=logs[0])
+        _wait(
+            "changelog records",
+            lambda: len(read_topic(broker.bootstrap, out, timeout=3)) >= 50,
+            [step, worker],
+            logs,
+            60,
+        )
+        kill9(worker, logs[1])
+        worker = start_worker(*worker_args, log=logs[1])
+        hold.set()
+        feeder.join()
+        _wait(
+            "the final tables",
+            lambda: list(_changelog(broker.bootstrap, out)[0].values()) == [expected],
+            [step, worker],
+            logs,
+            180,
+        )
+    finally:
+        hold.set()
+        codes = [stop_worker(p) for p in (step, worker)]
+    assert codes == [0, 0], [log.read_text() for log in logs]
+    tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, log_topic, timeout=10)]
+    assert len(tags) > len(set(tags)), "the step's kill left no copies for the worker to drop"
+    _docs, patches = _changelog(broker.bootstrap, out)
+    assert len(patches) == len(set(tags))  # one changelog record per event
+    assert all(all(p == ps[0] for p in ps) for ps in patches.values())  # published again: the same record
