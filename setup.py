@@ -1,10 +1,11 @@
 """How the repository's folders map onto the one installed import package, ``ivmstream``, and the
-compiled event decoder and dead-letter loop; everything else about the package is in pyproject.toml.
+compiled event decoder, dead-letter loop and triangle kernels; everything else about the package is in
+pyproject.toml.
 
 ``shared/`` is the platform, installed as ``ivmstream``; ``services/`` holds the services, installed
 as ``ivmstream.services``. The C extensions are optional: without a C compiler the package still
-installs and decodes in Python (slower). `make setup` installs gcc where it is missing, and the test
-suite checks that the extension was built.
+installs, decodes and counts triangles in Python (slower). `make setup` installs gcc where it is
+missing, and the test suite checks that the extensions were built.
 """
 
 from setuptools import Extension, find_namespace_packages, setup
@@ -36,5 +37,6 @@ setup(
     ext_modules=[
         _extension("ivmstream.events._fastjson", "shared/events/_fastjson.c"),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
+        _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
     ],
 )

@@ -28,6 +28,7 @@ from ivmstream.services.triangles.base import (
     support,
     transpose,
 )
+from ivmstream.services.triangles.kernels import dot
 
 View = dict[tuple[Any, Any], int]
 _EMPTY: dict[Any, int] = {}
@@ -126,24 +127,14 @@ class FirstOrderEngine(_FullRelations):
         if self.always_iterate_s:
             if row is not None:
                 self.work += len(row)
-                probe = _EMPTY if col is None else col
-                for c, a in row.items():
-                    b = probe.get(c)
-                    if b is not None:
-                        d += a * b
+                d = dot(row, _EMPTY if col is None else col)
         elif row is not None and col is not None:
             if len(row) <= len(col):
                 self.work += len(row)
-                for c, a in row.items():
-                    b = col.get(c)
-                    if b is not None:
-                        d += a * b
+                d = dot(row, col)
             else:
                 self.work += len(col)
-                for c, b in col.items():
-                    a = row.get(c)
-                    if a is not None:
-                        d += a * b
+                d = dot(col, row)
         if self.graph:
             self.q += 3 * m * d + (self._self_loop_terms(x, m) if x == y else 0)
         else:

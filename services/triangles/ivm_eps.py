@@ -31,6 +31,7 @@ from ivmstream.services.triangles.base import (
     support,
     transpose,
 )
+from ivmstream.services.triangles.kernels import dot, heavy_pass, light_pass, probe_dot
 from ivmstream.services.triangles.thresholds import Thresholds, parse_epsilon, thresholds
 
 View = dict[tuple[Any, Any], int]
@@ -168,7 +169,7 @@ class IvmEpsEngine(TriangleEngine):
         Order: the hl view lookup first (in graph mode there is one view, and at x = y its maintenance
         below can move the very entry V(x, x) that lookup reads), then the other deltas and the view
         maintenance, the part itself last. No delta reads a view after that lookup, so a delta walk and
-        the view maintenance that walks the same row share one pass (``_light_pass``, ``_heavy_pass``)."""
+        the view maintenance that walks the same row share one pass (``light_pass``, ``heavy_pass``)."""
         nxt = self._nxt[k]
         prv = self._prv[k]
         # hl: V_{next}(y, x) = Σ_c L_h(y,c)·P_l(c,x), one lookup (the 1 work unit).
@@ -185,51 +186,37 @@ class IvmEpsEngine(TriangleEngine):
             if hrow is not None:
                 if len(hrow) <= ncol:
                     work += len(hrow)
-                    get = col.get
-                    for c, a in hrow.items():
-                        b = get(c)
-                        if b is not None:
-                            d += a * b
+                    d += dot(hrow, col)
                 else:
                     work += ncol
                     probe = hrow
             if lrow is not None:
                 if len(lrow) <= ncol:
                     work += len(lrow)
-                    get = col.get
-                    for c, a in lrow.items():
-                        b = get(c)
-                        if b is not None:
-                            d += a * b
+                    d += dot(lrow, col)
                 else:
                     work += ncol
                     if probe is None:
                         probe = lrow
                     else:
-                        d += _dot(col, lrow)
+                        d += dot(col, lrow)
             if heavy:
                 if probe is not None:
-                    d += _dot(col, probe)
+                    d += dot(col, probe)
             else:
                 # A light update extends V_{prev}(·, y) by the heavy column P_h(·, x).
                 work += ncol
-                d += _light_pass(self.views[prv], col, y, m, probe)
+                d += light_pass(self.views[prv], col, y, m, probe)
         # ll: Σ_c L_l(y,c)·P_l(c,x) over the light row (< 1.5·N^ε entries), probing P_l by its first
         # variable; a heavy update also extends V_k(x, ·) by that light row L_l(y, ·).
         if lrow is not None:
             nl = len(lrow)
             if heavy:
                 work += 2 * nl
-                d += _heavy_pass(self.views[k], x, lrow, m, self.lf[prv])
+                d += heavy_pass(self.views[k], x, lrow, m, self.lf[prv])
             else:
                 work += nl
-                get = self.lf[prv].get
-                for c, a in lrow.items():
-                    prow = get(c)
-                    if prow is not None:
-                        b = prow.get(x)
-                        if b is not None:
-                            d += a * b
+                d += probe_dot(lrow, self.lf[prv], x)
         if self.graph:
             dq = 3 * m * d
             if x == y:  # δ·δ·E and δ·δ·δ terms of the self-join (pre-update E(x,x))
@@ -553,104 +540,6 @@ class IvmEpsEngine(TriangleEngine):
         expect_q, _ = count_triangles(full, [transpose(f) for f in full])
         if expect_q != self.q:
             fail(f"I7: Q = {self.q} but recomputation gives {expect_q}")
-
-
-# The per-update loops of IVM^ε, as module functions with everything in locals. A view step adds to V
-# entry by entry and drops entries that reach 0. Each step has two equivalent loops, chosen by the sign
-# of m for speed only: a delete (m < 0) often cancels entries that inserts created, and ``pop`` finds and
-# removes such an entry in one probe where a lookup plus ``del`` takes two (a surviving entry is stored
-# back); an insert reads with ``get`` and updates a surviving entry in place.
-
-
-def _dot(col: dict[Any, int], row: dict[Any, int]) -> int:
-    """Σ_c col(c)·row(c), walking col and probing row."""
-    d = 0
-    get = row.get
-    for c, b in col.items():
-        a = get(c)
-        if a is not None:
-            d += a * b
-    return d
-
-
-def _light_pass(view: View, col: dict[Any, int], y: Any, m: int, probe: dict[Any, int] | None) -> int:
-    """V(c, y) += col(c)·m for every c in col, fused with ``_dot(col, probe)`` (returned; 0 if no probe)."""
-    d = 0
-    if probe is None:
-        if m < 0:
-            pop = view.pop
-            for c, b in col.items():
-                key = (c, y)
-                nv = pop(key, 0) + b * m
-                if nv:
-                    view[key] = nv
-        else:
-            vget = view.get
-            for c, b in col.items():
-                key = (c, y)
-                nv = vget(key, 0) + b * m
-                if nv:
-                    view[key] = nv
-                else:
-                    del view[key]
-        return d
-    get = probe.get
-    if m < 0:
-        pop = view.pop
-        for c, b in col.items():
-            a = get(c)
-            if a is not None:
-                d += a * b
-            key = (c, y)
-            nv = pop(key, 0) + b * m
-            if nv:
-                view[key] = nv
-    else:
-        vget = view.get
-        for c, b in col.items():
-            a = get(c)
-            if a is not None:
-                d += a * b
-            key = (c, y)
-            nv = vget(key, 0) + b * m
-            if nv:
-                view[key] = nv
-            else:
-                del view[key]
-    return d
-
-
-def _heavy_pass(view: View, x: Any, lrow: dict[Any, int], m: int, plf: Index) -> int:
-    """V(x, c) += m·lrow(c) for every c in lrow, fused with the ll delta Σ_c lrow(c)·plf(c, x) (returned)."""
-    d = 0
-    pget = plf.get
-    if m < 0:
-        pop = view.pop
-        for c, a in lrow.items():
-            prow = pget(c)
-            if prow is not None:
-                b = prow.get(x)
-                if b is not None:
-                    d += a * b
-            key = (x, c)
-            nv = pop(key, 0) + m * a
-            if nv:
-                view[key] = nv
-    else:
-        vget = view.get
-        for c, a in lrow.items():
-            prow = pget(c)
-            if prow is not None:
-                b = prow.get(x)
-                if b is not None:
-                    d += a * b
-            key = (x, c)
-            nv = vget(key, 0) + m * a
-            if nv:
-                view[key] = nv
-            else:
-                del view[key]
-    return d
 
 
 def _merge(a: Index, b: Index) -> Index:
