@@ -192,7 +192,7 @@ def markdown(report: dict[str, Any]) -> str:
                 "SJoin/RSJoin",
                 "RSJoin propagations",
                 "SJoin propagations",
-                "RSJoin µs/edge",
+                "RSJoin µs/event",
             ],
             [_e1_row(name, r) for name, rows in e1_["queries"].items() for r in rows],
             left=True,
