@@ -170,7 +170,12 @@ class ReservoirEngine:
         self.counters["inserts"] += 1
         e = self.node_of[alias]
         for b in self.bags.insert(alias, t):
-            self._insert_node(e, b)
+            self._insert_node(e, b, self._shared_seq(alias, b))
+
+    def _shared_seq(self, alias: str, b: Tup) -> int | None:
+        """A node of one alias numbers its tuples with the alias's own arrival numbers (the same int
+        objects, so the numbering costs no memory); a bag of several numbers its own."""
+        return None if alias in self.bags.plans else self.rels[alias][b]
 
     # --- declared keys (§2.8) -------------------------------------------------------------------
 
@@ -203,9 +208,9 @@ class ReservoirEngine:
             self._log[(REL, alias, t)] = self.rel_seq
         self.rel_seq += 1
 
-    def _insert_node(self, e: int, b: Tup) -> None:
+    def _insert_node(self, e: int, b: Tup, seq: int | None) -> None:
         index = self.index
-        if not index.insert(e, b):
+        if not index.insert(e, b, seq):
             return
         if self._logging:
             self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
@@ -382,7 +387,7 @@ class ReservoirEngine:
             e = self.node_of[alias]
             for t in rel:
                 for b in self.bags.insert(alias, t):
-                    self.index.insert(e, b)
+                    self.index.insert(e, b, self._shared_seq(alias, b))
 
     # --- results ----------------------------------------------------------------------------------
 
@@ -474,9 +479,14 @@ class ReservoirEngine:
         for alias, rel in self.rels.items():
             for t in rel:
                 self.bags.record(alias, t)
-        for node, rows, next_seq in zip(index.nodes, st["nodes"], st["node_seq"], strict=True):
-            for t, seq in rows:
-                node.add(tuple(t), seq)
+        for n, node, rows, next_seq in zip(
+            self.query.nodes, index.nodes, st["nodes"], st["node_seq"], strict=True
+        ):
+            own = self.rels[n.members[0]] if len(n.members) == 1 else {}  # share its numbers (_shared_seq)
+            for t_, seq in rows:
+                t = tuple(t_)
+                shared = own.get(t)
+                node.add(t, shared if shared == seq else seq)
             node.next_seq = next_seq
         index.load_directed(st["ds"])
         version, mt, gauss = st["rng"]

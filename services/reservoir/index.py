@@ -244,12 +244,13 @@ class JoinIndex:
 
     # --- updates (§2.4) -------------------------------------------------------------------------
 
-    def insert(self, e: int, t: Tup) -> bool:
-        """Add tuple ``t`` to node ``e``; False if it was already there (set semantics)."""
+    def insert(self, e: int, t: Tup, seq: int | None = None) -> bool:
+        """Add tuple ``t`` to node ``e`` (arrival number ``seq``, default the node's next); False if it
+        was already there (set semantics)."""
         node = self.nodes[e]
         if t in node.tuples:
             return False
-        item, new = node.add(t)
+        item, new = node.add(t, seq)
         if not self.counting:
             return True
         if new:
