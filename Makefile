@@ -106,6 +106,7 @@ bench: setup-dev
 	$(PY) bench/results_sinks.py
 	$(PY) bench/faust.py
 	$(PY) bench/sql.py
+	$(PY) bench/firstorder.py
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
 # FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.

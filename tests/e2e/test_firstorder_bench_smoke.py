@@ -1,0 +1,29 @@
+"""A tiny run of the firstorder benchmark (first-order against recompute on axfinder and brokerspread),
+so it cannot rot; no timing is asserted. The docs table is the stored report's."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import REPO, bench_markdown, run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
+
+
+def test_firstorder_bench_smoke(tmp_path):
+    data = run_bench("firstorder.py", tmp_path / "firstorder.json", timeout=600)
+    assert data["repeats"] == 1
+    assert [(c["query"], c["read_every"]) for c in data["cases"]] == [
+        ("axfinder", 1),
+        ("axfinder", 100),
+        ("brokerspread", 1),
+        ("brokerspread", 100),
+    ]
+    for case in data["cases"]:
+        assert case["events"] == 300 and case["ratio"] > 0
+        assert case["visited"]["first-order"] > 0 and case["visited"]["recompute"] > 0
+    assert (tmp_path / "firstorder.png").is_file()
+
+
+def test_the_docs_table_is_the_stored_report():
+    table = bench_markdown("firstorder.py", str(REPO / "bench" / "results" / "firstorder.json")).strip()
+    assert table in (REPO / "docs" / "firstorder" / "benchmark.md").read_text()
