@@ -26,6 +26,7 @@ docs/reservoir/benchmark.md from a stored report.
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
 import math
 import random
@@ -281,20 +282,51 @@ def e4(
     }
 
 
+def _functions(path: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of every function in a source file."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError):
+        return []
+    return [
+        (node.lineno, node.end_lineno or node.lineno, node.name)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def _by_function(snapshot: tracemalloc.Snapshot, top: int = 6) -> dict[str, int]:
+    """Bytes held by the function that allocated them (``file:function``), the largest ``top``."""
+    funcs: dict[str, list[tuple[int, int, str]]] = {}
+    held: Counter[str] = Counter()
+    for stat in snapshot.statistics("lineno"):
+        frame = stat.traceback[0]
+        spans = funcs.setdefault(frame.filename, _functions(frame.filename))
+        inner = [f for f in spans if f[0] <= frame.lineno <= f[1]]
+        name = min(inner, key=lambda f: f[1] - f[0])[2] if inner else "<module>"
+        held[f"{Path(frame.filename).name}:{name}"] += stat.size
+    return dict(held.most_common(top))
+
+
 def _held(
-    raw: dict[str, Any], preload: Sequence[UpdateEvent], events: Sequence[UpdateEvent]
+    raw: dict[str, Any], preload: Sequence[UpdateEvent], events: Sequence[UpdateEvent], sites: bool = False
 ) -> dict[str, Any]:
-    """tracemalloc's bytes held by an engine after the events (never checkpointed: no change log)."""
+    """tracemalloc's bytes held by an engine after the events (never checkpointed: no change log), and
+    with ``sites`` the functions that allocated them."""
     gc.collect()
     tracemalloc.start()
     engine = ReservoirEngine(parse_options(OPTIONS, raw, owner="bench"))
     engine.apply(list(preload))
     engine.apply(list(events))
     current, peak = tracemalloc.get_traced_memory()
+    by_site = _by_function(tracemalloc.take_snapshot()) if sites else None
     tracemalloc.stop()
     del engine
     n = len(preload) + len(events)
-    return {"peak_bytes": peak, "held_bytes": current, "bytes_per_edge": current / n, "tuples": n}
+    out = {"peak_bytes": peak, "held_bytes": current, "bytes_per_edge": current / n, "tuples": n}
+    if by_site is not None:
+        out["by_function"] = by_site
+    return out
 
 
 def e6(sizes: Sequence[int], k: int, q10_scales: Sequence[float]) -> dict[str, Any]:
@@ -305,7 +337,7 @@ def e6(sizes: Sequence[int], k: int, q10_scales: Sequence[float]) -> dict[str, A
         row: dict[str, Any] = {"edges": n}
         for strategy in ("rsjoin", "sjoin"):
             raw = line(3, k, strategy, GRAPH["stream"])
-            row[strategy] = _held(raw, [], stream_for(raw, edges[:n]))
+            row[strategy] = _held(raw, [], stream_for(raw, edges[:n]), sites=n == max(sizes))
         rows.append(row)
     q10_rows = []
     for scale in q10_scales:
@@ -349,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS / "reservoir.json"))
     p.add_argument("--markdown", metavar="FILE.json", help="print the docs tables of a stored report")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, a short budget")
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="run only --experiments and replace them in the stored report at --out (each re-run recorded)",
+    )
     a = p.parse_args(argv)
     if a.markdown:
         print(markdown(orjson.loads(Path(a.markdown).read_bytes())))
@@ -371,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
     todo = set(a.experiments.split(","))
+    stored = orjson.loads(Path(a.out).with_suffix(".json").read_bytes()) if a.update else None
     report: dict[str, Any] = {
         "command": command_line("bench/reservoir.py", argv),
         "options": {k: v for k, v in vars(a).items() if k != "out"},  # where it was written: the machine's
@@ -410,8 +448,18 @@ def main(argv: list[str] | None = None) -> int:
             *sizes[:2], a.k, sizes[2], a.worker_edges > 0, 10 if a.quick else None
         )
     report["seconds"] = time.perf_counter() - started
+    if stored is not None:  # the stored run keeps its own record; this re-run is listed beside it
+        rerun = {
+            "experiments": sorted(todo & set(report)),
+            "command": report["command"],
+            "load_at_start": report["load_at_start"],
+            "load_at_end": load_average(),
+            "seconds": report["seconds"],
+        }
+        report = {**stored, **{x: report[x] for x in rerun["experiments"]}}
+        report["reruns"] = [*stored.get("reruns", []), rerun]
     report["summary"] = summarize(report)
-    report["machine"] = machine_info()
+    report["machine"] = report.get("machine") if stored is not None else machine_info()
     out = Path(a.out).with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

@@ -171,6 +171,11 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append(f"The whole run took {report['seconds']:.0f} s of wall time.")
     if "command" in report:
         lines.append(f"Command: `{report['command']}`.")
+    for r in report.get("reruns", []):
+        lines.append(
+            f"Re-run in place: {', '.join(r['experiments'])}, `{r['command']}`, {r['seconds']:.0f} s, "
+            f"load {r['load_at_start']} at the start, {r['load_at_end']} at the end."
+        )
     lines.append("")
     if "queries" in report:
         lines += table(
@@ -285,6 +290,22 @@ def markdown(report: dict[str, Any]) -> str:
                 [f"{r['edges']:,}"] + [f for m in ("rsjoin", "sjoin") for f in _memory(r[m])]
                 for r in e6_["rows"]
             ],
+        )
+    if e6_ and "by_function" in e6_["rows"][-1]["rsjoin"]:
+        last = e6_["rows"][-1]
+        sites = list(dict.fromkeys([*last["rsjoin"]["by_function"], *last["sjoin"]["by_function"]]))
+        lines += table(
+            f"### E6: where line-3's memory is, {last['edges']:,} edges (MB held, by allocating function)",
+            ["function", "RSJoin", "SJoin"],
+            [
+                [f"`{x}`"]
+                + [
+                    f"{last[m]['by_function'][x] / 1e6:.2f}" if x in last[m]["by_function"] else ""
+                    for m in ("rsjoin", "sjoin")
+                ]
+                for x in sites
+            ],
+            left=True,
         )
     if e6_ and e6_.get("q10_rows"):
         lines += table(
