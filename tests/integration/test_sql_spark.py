@@ -169,7 +169,8 @@ def test_reconcile_views_over_change_topics_and_a_sample(
 
 
 @pytest.mark.parametrize(
-    ("query", "dataset"), [("tpch/query3.sql", "tiny"), ("tpch/query18.sql", "tiny_del")]
+    ("query", "dataset"),
+    [("tpch/query3.sql", "tiny"), ("tpch/query18.sql", "tiny_del"), ("finance/axfinder.sql", "tiny")],
 )
 def test_bootstrap_builds_each_units_state_as_replay_does(
     spark: Any, unique: str, tmp_path: Path, query: str, dataset: str
