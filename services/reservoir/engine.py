@@ -169,8 +169,11 @@ class ReservoirEngine:
         self._add_rel(alias, t)
         self.counters["inserts"] += 1
         e = self.node_of[alias]
-        for b in self.bags.insert(alias, t):
-            self._insert_node(e, b, self._shared_seq(alias, b))
+        if alias in self.bags.plans:
+            for b in self.bags.insert(alias, t):
+                self._insert_node(e, b, None)
+        else:  # a node of this alias alone: its tuple is t (_shared_seq)
+            self._insert_node(e, t, self.rels[alias][t])
 
     def _shared_seq(self, alias: str, b: Tup) -> int | None:
         """A node of one alias numbers its tuples with the alias's own arrival numbers (the same int

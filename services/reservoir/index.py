@@ -67,7 +67,8 @@ class NodeStore:
         if seq is None:
             seq = self.next_seq
         self.tuples[t] = seq
-        self.next_seq = max(self.next_seq, seq + 1)
+        if seq >= self.next_seq:
+            self.next_seq = seq + 1
         item = self.item_of(t)
         members = self.items.get(item)
         if members is not None:
