@@ -1,0 +1,121 @@
+"""Profiling an engine's hot path: a timed run without a profiler (the per-tuple figure), a cProfile run of
+the same batches (where the time goes, function by function, with call counts), and py-spy attached to
+the timed run for a flame graph when py-spy is installed.
+
+cProfile inflates small, frequently called functions; the summary therefore states each function's
+share of the profiled self time and scales it onto the unprofiled per-tuple time, which is what the docs
+print. The call counts per tuple are exact and machine-independent.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import pstats
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.lib.report import REPO
+
+SITE = "site-packages/"
+
+
+def hot_path(
+    apply: Callable[[Any], Any],
+    batches: Sequence[Sequence[Any]],
+    read: Callable[[], Any] | None,
+    budget: float,
+) -> tuple[int, int, float]:
+    """Apply ``batches`` (reading the result after each when ``read`` is given) until done or past
+    ``budget`` seconds: (batches applied, tuples applied, seconds). Py-spy's flame graph is rooted here."""
+    done = tuples = 0
+    spent = 0.0
+    clock = time.perf_counter
+    for batch in batches:
+        t0 = clock()
+        rejected = apply(batch)
+        if read is not None:
+            read()
+        spent += clock() - t0
+        if rejected:
+            raise RuntimeError(f"the workload's events were refused: {rejected[:2]}")
+        done += 1
+        tuples += len(batch)
+        if spent > budget:
+            break
+    return done, tuples, spent
+
+
+def settle() -> None:
+    """Collect what preparing the workload left and freeze it, so collections skip it (as in a worker)."""
+    gc.collect()
+    gc.freeze()
+
+
+def where(filename: str) -> str:
+    """A code location as the summary shows it: repository-relative, or the package inside site-packages."""
+    if filename.startswith("~") or filename.startswith("<"):
+        return "builtin"
+    if "/ivmstream/" in filename:  # the editable install's link tree under build/
+        return "ivmstream/" + filename.rsplit("/ivmstream/", 1)[1]
+    path = Path(filename)
+    if path.is_relative_to(REPO):
+        return str(path.relative_to(REPO))
+    if SITE in filename:
+        return filename.split(SITE, 1)[1]
+    return path.name
+
+
+def cprofile(
+    apply: Callable[[Any], Any], batches: Sequence[Sequence[Any]], read: Callable[[], Any] | None
+) -> pstats.Stats:
+    """The same hot path under cProfile (no budget: the batches the timed run got through)."""
+    profile = cProfile.Profile()
+    profile.enable()
+    hot_path(apply, batches, read, float("inf"))
+    profile.disable()
+    return pstats.Stats(profile)
+
+
+def summarize(stats: pstats.Stats, tuples: int, us_per_tuple: float, top: int = 15) -> dict[str, Any]:
+    """The top functions by self time and the self time per source file, each as a share of the profiled
+    self time, that share of the unprofiled µs per tuple, and calls per tuple."""
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for (_cc, _nc, tt, _ct, _callers) in raw.values()) or 1.0
+    rows = []
+    files: dict[str, float] = {}
+    for (filename, line, func), (_cc, nc, tt, ct, _callers) in raw.items():
+        loc = where(filename)
+        files[loc] = files.get(loc, 0.0) + tt
+        rows.append(
+            {
+                "function": func if loc == "builtin" else f"{func} ({loc}:{line})",
+                "self_share": tt / total,
+                "cumulative_share": ct / total,
+                "self_us_per_tuple": us_per_tuple * tt / total,
+                "calls_per_tuple": nc / tuples if tuples else None,
+            }
+        )
+    rows.sort(key=lambda r: -r["self_share"])
+    by_file = sorted(files.items(), key=lambda kv: -kv[1])
+    return {
+        "profiled_self_seconds": total,
+        "functions": [_rounded(r) for r in rows[:top]],
+        "files": [
+            {
+                "file": f,
+                "self_share": round(t / total, 4),
+                "self_us_per_tuple": round(us_per_tuple * t / total, 3),
+            }
+            for f, t in by_file[:top]
+        ],
+    }
+
+
+def _rounded(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (round(v, 4) if k.endswith("share") else float(f"{v:.4g}") if isinstance(v, float) else v)
+        for k, v in row.items()
+    }

@@ -1,0 +1,33 @@
+"""Tiny runs of the profiling script and of the triangle kernels' comparison, so they cannot rot; no
+timing is asserted."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bench_markdown, run_bench
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
+
+
+def test_profiles_bench_smoke(tmp_path):
+    data = run_bench("profiles.py", tmp_path / "p.json", timeout=600)
+    engines = {c["engine"] for c in data["cases"]}
+    assert engines == {"reservoir", "fivm", "vwap", "triangles"}
+    for case in data["cases"]:
+        assert case["tuples"] > 0 and case["us_per_tuple"] > 0, case["case"]
+        assert case["functions"] and case["files"], case["case"]
+        assert 0 < sum(f["self_share"] for f in case["files"]) <= 1.0001, case["case"]
+    md = bench_markdown("profiles.py", str(tmp_path / "p.json"))
+    assert "| case | engine | workload |" in md and "reservoir-rsjoin" in md
+
+
+def test_triangle_kernels_bench_smoke(tmp_path):
+    # engine only (the worker path is the triangle benchmark's own end-to-end run): both variants ran
+    # the kernels they were asked for, and their counts agree
+    data = run_bench("triangles_kernels.py", tmp_path / "tk.json", "--no-worker", timeout=600)
+    assert set(data["cases"]) == {"engine|auto", "engine|ivm-eps"}
+    for case in data["cases"].values():
+        assert case["results_agree"]
+        assert {r["kernels"] for r in case["runs"]} == {"compiled", "python"}
+    assert (tmp_path / "tk.png").stat().st_size > 0
+    assert "| engine | ivm-eps |" in bench_markdown("triangles_kernels.py", str(tmp_path / "tk.json"))
