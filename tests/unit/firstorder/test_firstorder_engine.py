@@ -185,7 +185,7 @@ def _run(case: Case, stream: list[tuple[str, tuple[Any, ...], int]], strategy: s
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("strategy", ["first-order", "recompute"])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(data=st.data())
 def test_engine_equals_brute_force_after_every_update(name: str, strategy: str, data: st.DataObject) -> None:
     case = CASES[name]
