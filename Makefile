@@ -83,10 +83,12 @@ test: setup-dev
 test-fast: setup-dev
 	$(PY) -m pytest -q -m "not slow"
 
-# The long forms of the chaos and Redis outage tests (`make test` runs their short forms): every
-# service's workers SIGKILLed over more rounds, a longer rebalance storm, Redis down for longer.
+# The long forms of the chaos, wire-fault and Redis outage tests (`make test` runs their short forms): every
+# service's workers SIGKILLed over more rounds and run through the wire faults, a longer rebalance storm,
+# Redis down for longer.
 chaos: setup-dev
-	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/integration/reliability/test_chaos.py tests/integration/test_redis_outages.py
+	IVMSTREAM_CHAOS=long $(PY) -m pytest -q tests/integration/reliability/test_chaos.py \
+	  tests/integration/reliability/test_wire_faults.py tests/integration/test_redis_outages.py
 
 bench: setup-dev
 	$(PY) bench/runtime.py
