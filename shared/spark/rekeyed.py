@@ -15,8 +15,9 @@ kept images of its upsert-mode inputs.
   partition, the last input record whose events its partition had applied; a bootstrap sets them to
   the records it read), decodes every input topic from its beginning up to those marks with the same
   codecs, keeps each key's events at or below its marks (by offset, then by the event's index in its
-  record), recomputes each key's result with the service's Spark SQL and compares. Records the
-  workers' engines refused (dead-lettered under the re-keyed topic's offsets) are not subtracted.
+  record), without the events the workers' engines refused (dead-lettered under the re-keyed topic's
+  offsets: their origin tags are read there), recomputes each key's result with the service's Spark
+  SQL and compares.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pyspark.sql import functions as F
 from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.partitioner import partition_for
 from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY
-from ivmstream.runtime.rekey import step_envelope, step_slot, step_spec
+from ivmstream.runtime.rekey import ORIGIN_HEADER, step_envelope, step_slot, step_spec
 from ivmstream.service import ServiceDefinition
 from ivmstream.spark.changes import decode_changes, events_of, images_of
 from ivmstream.spark.decode import KEY, MULT, events_by_relation, net_bags
@@ -151,6 +152,45 @@ def bootstrap_rekeyed(
     return BootstrapReport(keys, dict(out_ends), size, time.monotonic() - started, resumes)
 
 
+def refused_origins(
+    bootstrap: str, config: ServiceConfig, kafka: dict[str, str]
+) -> list[tuple[str, int, int]]:
+    """The origin (input partition, offset, index) of each re-keyed record the workers' engines refused:
+    they dead-letter it under the re-keyed topic's offset, so its tag is read there (dead letters are few:
+    one record each, in the driver)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from ivmstream.runtime.dlq import read_dead_letters, reader_settings
+    from ivmstream.spark.jobs import BatchError
+
+    dead = sorted(
+        {
+            (d.partition, d.offset)
+            for d in read_dead_letters(bootstrap, config.dlq_topic, kafka)
+            if d.topic == config.input_topic
+        }
+    )
+    if not dead:
+        return []
+    consumer = Consumer(reader_settings(bootstrap, kafka))
+    out = []
+    try:
+        for partition, offset in dead:
+            consumer.assign([TopicPartition(config.input_topic, partition, offset)])
+            msg = consumer.poll(10)
+            if msg is None or msg.error() is not None or msg.offset() != offset:
+                raise BatchError(
+                    f"cannot read {config.input_topic}:{partition}@{offset}, which a worker refused"
+                )
+            tag = dict(msg.headers() or []).get(ORIGIN_HEADER)
+            if tag is not None:
+                where, at, index = (tag.decode() if type(tag) is bytes else str(tag)).rsplit(":", 2)
+                out.append((where, int(at), int(index)))
+    finally:
+        consumer.close()
+    return out
+
+
 def reconcile_rekeyed(
     spark: SparkSession,
     service: ServiceDefinition,
@@ -202,6 +242,9 @@ def reconcile_rekeyed(
         for name, df in read_snapshot(spark, snapshot, schema).items():
             parts[name].append(df)
     marks = spark.createDataFrame(covered, f"{KEY} string, _where string, _offset long, _index long")
+    refused = refused_origins(bootstrap_servers, config, kafka)
+    report.engine_refused = len(refused)
+    refused_events = spark.createDataFrame(refused, "_where string, offset long, _i long")
     for spec in config.inputs:
         start, end = starts[spec.topic], ends[spec.topic]
         if all(end.get(p, o) <= o for p, o in start.items()):
@@ -221,6 +264,7 @@ def reconcile_rekeyed(
         indexed = decoded.withColumn("_i", F.row_number().over(record) - 1).withColumn(
             "_where", F.concat(F.lit(f"{spec.topic}:"), F.col("partition").cast("string"))
         )
+        indexed = indexed.join(refused_events, ["_where", "offset", "_i"], "left_anti")
         applied = indexed.join(marks, [KEY, "_where"]).where(
             (F.col("offset") < F.col("_offset"))
             | ((F.col("offset") == F.col("_offset")) & (F.col("_i") <= F.col("_index")))

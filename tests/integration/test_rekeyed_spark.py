@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -81,6 +82,10 @@ def test_bootstrap_a_rekeyed_view_then_the_step_and_worker_then_reconcile(spark,
     )
     assert report.keys > 1 and sum(report.inputs.values()) == half
     _produce(broker.bootstrap, w.records[half:], topics)
+    # a delete of a row never created: the step decodes it, a worker's engine refuses it (absent-tuple)
+    ghost = {"id": 7777, "customer": "nobody", "amount": "1.00", "tenant": "t1"}
+    value = orjson.dumps({"op": "d", "before": ghost, "after": None, "source": {"table": "orders"}})
+    _produce(broker.bootstrap, [Record("db.orders", 0, b"7777", value)], topics)
 
     clients = KafkaClients(broker.bootstrap)
     stopped = RekeyStep(SERVICE, config, clients, step_store)
@@ -90,7 +95,7 @@ def test_bootstrap_a_rekeyed_view_then_the_step_and_worker_then_reconcile(spark,
     stopped.output.flush()  # written, never checkpointed: the next step writes them again
     stopped.consumer.close()
     step = RekeyStep(SERVICE, config, clients, step_store)
-    step.run(until=lambda s: sum(s.positions().values()) >= len(w.records))
+    step.run(until=lambda s: sum(s.positions().values()) >= len(w.records) + 1)
     log = _log(broker.bootstrap, rekeyed, 3)
     tags = [dict(m.headers() or [])[ORIGIN_HEADER] for m in log]
     assert len(tags) > len(set(tags)), "the stopped step left no copies"
@@ -109,4 +114,5 @@ def test_bootstrap_a_rekeyed_view_then_the_step_and_worker_then_reconcile(spark,
 
     verdict = run_reconcile(spark, SERVICE, config, broker.bootstrap, None)
     assert verdict.verdict == "match", verdict.mismatches
+    assert verdict.engine_refused == 1  # the ghost delete, not recomputed
     assert verdict.keys == len(results)
