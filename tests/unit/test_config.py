@@ -244,7 +244,10 @@ def test_every_declared_default_is_a_value_its_parser_accepts(name):
 
 
 # The keys a service requires (no default stands in for them), with a value each.
-REQUIRED: dict[str, dict[str, Any]] = {"fivm": {"relations": {"R": {"a": "int", "b": "float"}}}}
+REQUIRED: dict[str, dict[str, Any]] = {
+    "fivm": {"relations": {"R": {"a": "int", "b": "float"}}},
+    "firstorder": {"relations": {"R": {"a": "int", "b": "float"}}},
+}
 
 
 def test_a_service_refuses_to_run_without_a_key_it_requires():
