@@ -108,6 +108,8 @@ bench: setup-dev
 	$(PY) bench/results_sinks.py
 	$(PY) bench/faust.py
 	$(PY) bench/sql.py
+	$(PY) bench/profiles.py
+	$(PY) bench/triangles_kernels.py
 	$(PY) bench/firstorder.py
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for

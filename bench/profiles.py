@@ -179,8 +179,17 @@ def run_case(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any
             result = json.loads(line[len("RESULT ") :])
     if proc.wait() != 0 or result is None:
         raise SystemExit(f"profile case {name} failed (exit {proc.returncode})")
-    result["flamegraph"] = shown(svg) if sampler is not None and svg.exists() else None
+    result["flamegraph"] = None
+    if sampler is not None and svg.exists():
+        portable(svg, spy or "py-spy")
+        result["flamegraph"] = shown(svg)
     return result
+
+
+def portable(svg: Path, spy: str) -> None:
+    """The flame graph's title names the command that made it: without this machine's paths."""
+    text = svg.read_text()
+    svg.write_text(text.replace(spy, "py-spy").replace(f"{ROOT}/", ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
