@@ -90,14 +90,16 @@ def streams(edges_n: int, tail: int, seed: int = 1) -> dict[str, Any]:
     }
 
 
-def _apply(engine: Any, events: Sequence[UpdateEvent], batch: int) -> float:
+def _apply(engine: Any, events: Sequence[UpdateEvent], batch: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``apply`` over the events in batches (CPU time: this process's, which a
+    loaded machine's waiting for a core does not inflate)."""
     gc.collect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(0, len(events), batch):
         rejected = engine.apply(events[i : i + batch])
         if rejected:
             raise AssertionError(f"refused events in a benchmark stream: {rejected[:3]}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def _counters(engine: Any) -> dict[str, int]:
@@ -122,7 +124,7 @@ def engine_point(data: dict[str, Any], k: int, repeats: int, batch: int) -> dict
 
     options = parse_options(OPTIONS, line3(k), owner="bench")
     loaded = ReservoirEngine(options)
-    load_s = _apply(loaded, data["load"], batch)
+    load_s, _ = _apply(loaded, data["load"], batch)
     snapshot = loaded.snapshot()
     base = _counters(loaded)
     present_after = {
@@ -138,7 +140,7 @@ def engine_point(data: dict[str, Any], k: int, repeats: int, batch: int) -> dict
         for name in ("inserts", "updates") if r % 2 == 0 else ("updates", "inserts"):
             engine = ReservoirEngine(options)
             engine.restore(snapshot)
-            seconds = _apply(engine, data[name], batch)
+            seconds, cpu = _apply(engine, data[name], batch)
             _check_sample(engine, present_after[name])
             after = _counters(engine)
             n = len(data[name])
@@ -146,13 +148,19 @@ def engine_point(data: dict[str, Any], k: int, repeats: int, batch: int) -> dict
                 {
                     "seconds": seconds,
                     "us_per_event": 1e6 * seconds / n,
+                    "cpu_us_per_event": 1e6 * cpu / n,
                     **{f"{c}_per_event": (after[c] - base[c]) / n for c in COUNTERS},
                 }
             )
     ratios = [
         u["us_per_event"] / i["us_per_event"] for u, i in zip(runs["updates"], runs["inserts"], strict=True)
     ]
+    cpu_ratios = [
+        u["cpu_us_per_event"] / i["cpu_us_per_event"]
+        for u, i in zip(runs["updates"], runs["inserts"], strict=True)
+    ]
     median = {name: statistics.median(x["us_per_event"] for x in rs) for name, rs in runs.items()}
+    cpu_median = {name: statistics.median(x["cpu_us_per_event"] for x in rs) for name, rs in runs.items()}
     return {
         "strategy": "rsjoin",
         "k": k,
@@ -165,6 +173,10 @@ def engine_point(data: dict[str, Any], k: int, repeats: int, batch: int) -> dict
         "updates_us_per_event": median["updates"],
         "ratio_updates_over_inserts": statistics.median(ratios),
         "ratios": ratios,
+        "inserts_cpu_us_per_event": cpu_median["inserts"],
+        "updates_cpu_us_per_event": cpu_median["updates"],
+        "cpu_ratio_updates_over_inserts": statistics.median(cpu_ratios),
+        "cpu_ratios": cpu_ratios,
         "counters_per_event": {
             name: {c: rs[0][f"{c}_per_event"] for c in COUNTERS} for name, rs in runs.items()
         },
@@ -185,9 +197,9 @@ def _worker_tail(
     def caught_up(w: Any) -> bool:
         pos = w.positions().get(0) or 0
         if "at" not in marks and pos >= load_end:
-            marks["at"], marks["from"] = time.perf_counter(), pos
+            marks["at"], marks["cpu_at"], marks["from"] = time.perf_counter(), time.process_time(), pos
         if pos >= end:
-            marks["end"] = time.perf_counter()
+            marks["end"], marks["cpu_end"] = time.perf_counter(), time.process_time()
             marks["result"] = next(iter(w.results().values()))
             return True
         if time.monotonic() > deadline:
@@ -196,11 +208,12 @@ def _worker_tail(
 
     worker.run(until=caught_up)
     events = end - marks["from"]
-    seconds = marks["end"] - marks["at"]
+    seconds, cpu = marks["end"] - marks["at"], marks["cpu_end"] - marks["cpu_at"]
     return {
         "tail_events": events,
         "tail_seconds": seconds,
         "us_per_event": 1e6 * seconds / events if events else None,
+        "cpu_us_per_event": 1e6 * cpu / events if events else None,
         "result": marks["result"],
     }
 
@@ -251,7 +264,9 @@ def worker_point(data: dict[str, Any], k: int, batch: int | None = None) -> dict
                 }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out["ratio_updates_over_inserts"] = out["updates"]["us_per_event"] / out["inserts"]["us_per_event"]
+    for what in ("", "cpu_"):
+        ins, upd = out["inserts"][f"{what}us_per_event"], out["updates"][f"{what}us_per_event"]
+        out[f"{what}ratio_updates_over_inserts"] = upd / ins if ins and upd else None
     return out
 
 
@@ -280,6 +295,14 @@ def experiment(
     return report
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The rows of docs/reservoir/benchmark.md's updates table, from a stored run."""
     e = report["engine"]
@@ -289,14 +312,19 @@ def markdown(report: dict[str, Any]) -> str:
         f"| engine (median of {e['repeats']} interleaved repeats, batches of {e['batch_size']}) | "
         f"{e['inserts_us_per_event']:,.0f} | {e['updates_us_per_event']:,.0f} | "
         f"{e['ratio_updates_over_inserts']:.2f}x | <= 3x |",
+        f"| engine, CPU time of the same runs | {e['inserts_cpu_us_per_event']:,.0f} | "
+        f"{e['updates_cpu_us_per_event']:,.0f} | {e['cpu_ratio_updates_over_inserts']:.2f}x | <= 3x |",
     ]
     w = report.get("worker")
     if w:
-        lines.append(
-            f"| worker (embedded broker, RocksDB, batches of {w['inserts']['batch_size']}) | "
-            f"{w['inserts']['us_per_event']:,.0f} | {w['updates']['us_per_event']:,.0f} | "
-            f"{w['ratio_updates_over_inserts']:.2f}x | <= 3x |"
-        )
+        lines += [
+            f"| worker (embedded broker, RocksDB, batches of {w['inserts']['batch_size']}; one run each) | "
+            f"{_num(w['inserts']['us_per_event'])} | {_num(w['updates']['us_per_event'])} | "
+            f"{_ratio(w['ratio_updates_over_inserts'])} | <= 3x |",
+            f"| worker, CPU time of its process | {_num(w['inserts']['cpu_us_per_event'])} | "
+            f"{_num(w['updates']['cpu_us_per_event'])} | "
+            f"{_ratio(w['cpu_ratio_updates_over_inserts'])} | <= 3x |",
+        ]
     ins, upd = e["counters_per_event"]["inserts"], e["counters_per_event"]["updates"]
     loads = (
         f"{report['load_before'][0]:.1f} before, {report['load_after_engine'][0]:.1f} after the engine runs"
@@ -311,7 +339,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{e['load_us_per_insert']:,.0f} µs per insert. Per event, inserts vs updates: propagation-loop "
         f"iterations {ins['propagations']:.2f} vs {upd['propagations']:.2f}, places {ins['places']:.1f} vs "
         f"{upd['places']:.1f}; {upd['refills']:.3f} refilled slots per update-stream event. Engine ratio per "
-        f"repeat {min(e['ratios']):.2f}x to {max(e['ratios']):.2f}x. Load average "
+        f"repeat {min(e['ratios']):.2f}x to {max(e['ratios']):.2f}x (CPU time {min(e['cpu_ratios']):.2f}x to "
+        f"{max(e['cpu_ratios']):.2f}x). Load average "
         f"(1 min) {loads}.",
     ]
     return "\n".join(lines)
@@ -329,7 +358,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     if "worker" in report:
         w = report["worker"]
         labels.append("worker")
-        values.append((w["inserts"]["us_per_event"], w["updates"]["us_per_event"]))
+        values.append((w["inserts"]["us_per_event"] or 0.0, w["updates"]["us_per_event"] or 0.0))
     xs = range(len(labels))
     ax.bar([x - 0.2 for x in xs], [v[0] for v in values], width=0.4, label="insert stream")
     ax.bar([x + 0.2 for x in xs], [v[1] for v in values], width=0.4, label="update stream (delete + insert)")
