@@ -13,6 +13,8 @@ Per case (``bench/profile_workloads.py``: RSJoin and SJoin on line-3, F-IVM's Ho
 3. applies the same batches to a fresh engine under cProfile: the top functions and source files by
    self time, their share scaled onto the unprofiled µs per tuple, and calls per tuple (exact).
 
+``--quick`` runs every case in this process instead (no flame graphs): a smoke run of a few seconds.
+
 Usage (from the repo root)::
 
     .venv/bin/python bench/profiles.py                 # every case (a few minutes)
@@ -27,6 +29,7 @@ X's folder) and the flame graphs beside it.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -34,7 +37,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,25 +90,30 @@ def _handshake(message: str) -> None:
     sys.stdin.readline()
 
 
-def child(args: argparse.Namespace) -> int:
+def profile_case(name: str, args: argparse.Namespace, pause: Callable[[str], None]) -> dict[str, Any]:
+    """One case: prepare, the timed run (``pause`` before and after it: py-spy attaches and detaches),
+    then the cProfile run of the same batches on a fresh engine."""
     from bench.lib.profiling import cprofile, hot_path, settle, summarize
 
-    case = CASES[args.child]
+    case = CASES[name]
     prepared = case.prepare(args.quick, args.trace)
     settle()
-    _handshake("ready")
+    pause("ready")
     load_before = load_average()
     applied, tuples, seconds = hot_path(prepared.engine.apply, prepared.batches, prepared.read, args.budget)
-    _handshake("timed")
+    pause("timed")
     us = 1e6 * seconds / tuples
+    meta = prepared.meta
+    del prepared
     fresh = case.prepare(args.quick, args.trace)
     settle()
     stats = cprofile(fresh.engine.apply, fresh.batches[:applied], fresh.read)
-    record = {
+    gc.unfreeze()
+    return {
         "case": case.name,
         "engine": case.engine,
         "workload": case.workload,
-        "meta": prepared.meta,
+        "meta": meta,
         "batches": applied,
         "tuples": tuples,
         "seconds": round(seconds, 4),
@@ -115,6 +123,10 @@ def child(args: argparse.Namespace) -> int:
         "load_after": load_average(),
         **summarize(stats, tuples, us),
     }
+
+
+def child(args: argparse.Namespace) -> int:
+    record = profile_case(args.child, args, _handshake)
     print("RESULT " + json.dumps(record), flush=True)
     return 0
 
@@ -210,7 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = []
     for name in [c for c in args.cases.split(",") if c]:
         print(f"profiling {name}", flush=True)
-        record = run_case(name, args, out.parent)
+        if args.quick:  # no flame graph: every case in this process (one interpreter start, one import each)
+            record = {**profile_case(name, args, lambda _stage: None), "flamegraph": None}
+        else:
+            record = run_case(name, args, out.parent)
         print(f"  {record['tuples']:,} tuples, {record['us_per_tuple']:.1f} µs/tuple", flush=True)
         cases.append(record)
     report = {
