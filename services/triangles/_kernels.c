@@ -3,9 +3,9 @@
  * reference these are tested against and the fallback where this is not built).
  *
  * Rows are dicts {value: multiplicity}, an index is a dict {value: row}, a view is a dict
- * {(x, z): count}. Multiplicities are Python ints of any size: products and sums run in 64-bit
- * integers while they fit and switch to Python's integer arithmetic as soon as one would overflow, so
- * every result equals the Python loop's. A view step reproduces the Python loop's dict operations one
+ * {(x, z): count}; `bump` updates an index entry in place. Multiplicities are Python ints of any
+ * size: products and sums run in 64-bit integers while they fit and switch to Python's integer
+ * arithmetic as soon as one would overflow, so every result equals the Python loop's. A view step reproduces the Python loop's dict operations one
  * for one (a delete pops the entry and stores a surviving value back; an insert updates in place), so
  * even the views' iteration order is the same.
  */
@@ -236,6 +236,52 @@ fail:
     return NULL;
 }
 
+/* --- index updates ----------------------------------------------------------------------------- */
+
+/* index[x][y] += m, dropping zero entries and empty rows: the support change (-1, 0 or 1). */
+static PyObject *k_bump(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("bump", nargs, 4)) return NULL;
+    PyObject *index = args[0], *x = args[1], *y = args[2], *m = args[3];
+    if (!need_dict(index, "index")) return NULL;
+    PyObject *row = PyDict_GetItemWithError(index, x);
+    if (row == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        PyObject *fresh = PyDict_New();
+        if (fresh == NULL) return NULL;
+        int rc = PyDict_SetItem(fresh, y, m);
+        if (rc == 0) rc = PyDict_SetItem(index, x, fresh);
+        Py_DECREF(fresh);
+        return rc < 0 ? NULL : PyLong_FromLong(1);
+    }
+    if (!need_dict(row, "an index row")) return NULL;
+    Py_INCREF(row);
+    PyObject *out = NULL;
+    PyObject *old = PyDict_GetItemWithError(row, y);
+    if (old == NULL) {
+        if (!PyErr_Occurred() && PyDict_SetItem(row, y, m) == 0) out = PyLong_FromLong(1);
+        goto done;
+    }
+    long long a, b, sum;
+    PyObject *nv;
+    if (as_small(old, &a) && as_small(m, &b) && !__builtin_add_overflow(a, b, &sum))
+        nv = PyLong_FromLongLong(sum);
+    else
+        nv = PyNumber_Add(old, m);
+    if (nv == NULL) goto done;
+    int nonzero = PyObject_IsTrue(nv);
+    if (nonzero > 0) {
+        if (PyDict_SetItem(row, y, nv) == 0) out = PyLong_FromLong(0);
+    } else if (nonzero == 0) {
+        if (PyDict_DelItem(row, y) == 0 && (PyDict_GET_SIZE(row) != 0 || PyDict_DelItem(index, x) == 0))
+            out = PyLong_FromLong(-1);
+    }
+    Py_DECREF(nv);
+done:
+    Py_DECREF(row);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"dot", (PyCFunction)(void (*)(void))k_dot, METH_FASTCALL, "Σ_c walk[c]·probe[c]."},
     {"probe_dot", (PyCFunction)(void (*)(void))k_probe_dot, METH_FASTCALL, "Σ_c walk[c]·index[c][x]."},
@@ -243,6 +289,8 @@ static PyMethodDef methods[] = {
      "view[(c, y)] += col[c]·m for c in col, fused with Σ_c probe[c]·col[c]."},
     {"heavy_pass", (PyCFunction)(void (*)(void))k_heavy_pass, METH_FASTCALL,
      "view[(x, c)] += m·lrow[c] for c in lrow, fused with Σ_c lrow[c]·plf[c][x]."},
+    {"bump", (PyCFunction)(void (*)(void))k_bump, METH_FASTCALL,
+     "index[x][y] += m, dropping zero entries and empty rows: the support change."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent, json_bytes
+from ivmstream.services.triangles.kernels import bump
 
 MODES = ("graph", "relations")
 REL_NAMES = ("R", "S", "T")
@@ -31,26 +32,6 @@ INT64_MAX = 2**63 - 1
 SNAPSHOT_FORMAT = "ivmstream.triangles/1"
 
 Index = dict[Any, dict[Any, int]]
-
-
-def bump(index: Index, x: Any, y: Any, m: int) -> int:
-    """index[x][y] += m, dropping zero entries and empty rows; returns the support change (-1, 0, 1)."""
-    row = index.get(x)
-    if row is None:
-        index[x] = {y: m}
-        return 1
-    old = row.get(y)
-    if old is None:
-        row[y] = m
-        return 1
-    new = old + m
-    if new:
-        row[y] = new
-        return 0
-    del row[y]
-    if not row:
-        del index[x]
-    return -1
 
 
 def transpose(index: Index) -> Index:

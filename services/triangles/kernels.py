@@ -1,5 +1,5 @@
 """The per-update loops of the triangle engines: sparse dot products over index rows (first-order IVM,
-IVM^ε's deltas) and IVM^ε's view steps.
+IVM^ε's deltas), IVM^ε's view steps, and the index update every strategy makes (``bump``).
 
 Each is written here in Python, the reference, and compiled in ``_kernels.c`` (built by setup.py where
 a C compiler is present). The module exports the compiled functions when they are built and
@@ -130,6 +130,26 @@ def py_heavy_pass(view: View, x: Any, lrow: Row, m: int, plf: Index) -> int:
     return d
 
 
+def py_bump(index: Index, x: Any, y: Any, m: int) -> int:
+    """index[x][y] += m, dropping zero entries and empty rows; returns the support change (-1, 0, 1)."""
+    row = index.get(x)
+    if row is None:
+        index[x] = {y: m}
+        return 1
+    old = row.get(y)
+    if old is None:
+        row[y] = m
+        return 1
+    new = old + m
+    if new:
+        row[y] = new
+        return 0
+    del row[y]
+    if not row:
+        del index[x]
+    return -1
+
+
 try:  # the compiled loops (setup.py); without a C compiler the Python ones above run
     from ivmstream.services.triangles import _kernels as compiled
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -141,6 +161,7 @@ dot: Callable[[Row, Row], int] = py_dot
 probe_dot: Callable[[Row, Index, Any], int] = py_probe_dot
 light_pass: Callable[[View, Row, Any, int, Row | None], int] = py_light_pass
 heavy_pass: Callable[[View, Any, Row, int, Index], int] = py_heavy_pass
+bump: Callable[[Index, Any, Any, int], int] = py_bump
 if ACTIVE == "compiled":
     dot, probe_dot, light_pass, heavy_pass = (
         compiled.dot,
@@ -148,13 +169,16 @@ if ACTIVE == "compiled":
         compiled.light_pass,
         compiled.heavy_pass,
     )
+    bump = compiled.bump
 
 __all__ = [
     "ACTIVE",
+    "bump",
     "dot",
     "heavy_pass",
     "light_pass",
     "probe_dot",
+    "py_bump",
     "py_dot",
     "py_heavy_pass",
     "py_light_pass",

@@ -118,6 +118,21 @@ def test_the_engines_use_the_compiled_kernels_unless_told_not_to():
     assert out == ["python", "True"]
 
 
+@settings(max_examples=150, deadline=None)
+@given(indexes, ids, ids, mults, st.booleans())
+def test_bump_changes_the_index_exactly_as_the_python_update(index, x, y, m, cancel):
+    if cancel and x in index and y in index[x]:
+        m = -index[x][y]  # the entry reaches 0 and is dropped (its row too when it was the last)
+    mine = {k: dict(row) for k, row in index.items()}
+    ref = {k: dict(row) for k, row in index.items()}
+    got = C.bump(mine, x, y, m)
+    want = kernels.py_bump(ref, x, y, m)
+    assert got == want and type(got) is int
+    assert [(k, list(row.items())) for k, row in mine.items()] == [
+        (k, list(row.items())) for k, row in ref.items()
+    ]
+
+
 # --- the engines on either kernels ----------------------------------------------------------------------
 
 updates = st.lists(
@@ -151,23 +166,21 @@ def _run(strategy: str, eps: str | None, stream: list, batch: int) -> tuple[list
 @settings(max_examples=60, deadline=None)
 @given(updates, st.sampled_from(ENGINE_CONFIGS), st.sampled_from([1, 7]))
 def test_the_engines_reach_the_same_state_on_either_kernels(stream, config, batch):
-    from ivmstream.services.triangles import baselines, ivm_eps
+    from ivmstream.services.triangles import base, baselines, ivm_eps
 
     compiled_run = _run(*config, stream, batch)
     pure = {
-        "dot": kernels.py_dot,
-        "probe_dot": kernels.py_probe_dot,
-        "light_pass": kernels.py_light_pass,
-        "heavy_pass": kernels.py_heavy_pass,
+        name: getattr(kernels, f"py_{name}")
+        for name in ("dot", "probe_dot", "light_pass", "heavy_pass", "bump")
     }
-    saved = {name: getattr(ivm_eps, name) for name in pure}, baselines.dot
+    saved = [
+        (m, name, getattr(m, name)) for m in (base, baselines, ivm_eps) for name in pure if hasattr(m, name)
+    ]
     try:
-        for name, fn in pure.items():
-            setattr(ivm_eps, name, fn)
-        baselines.dot = kernels.py_dot
+        for module, name, _fn in saved:
+            setattr(module, name, pure[name])
         python_run = _run(*config, stream, batch)
     finally:
-        for name, fn in saved[0].items():
-            setattr(ivm_eps, name, fn)
-        baselines.dot = saved[1]
+        for module, name, fn in saved:
+            setattr(module, name, fn)
     assert compiled_run == python_run  # every count, the snapshot byte for byte, the views
