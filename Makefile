@@ -76,12 +76,17 @@ $(CHECKOV_STAMP):
 demo: setup
 	$(VENV)/bin/ivmstream demo
 
+# The tests run in TEST_WORKERS processes (pytest-xdist; 0 runs them in this one). Each worker is a session
+# of its own, with its own broker, redis-server, PostgreSQL and SparkSession; a module's tests stay in one
+# worker (--dist loadscope), so a module-scoped fixture is made once.
+TEST_WORKERS ?= 2
+
 test: setup-dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # Everything but the tests marked slow (the demo, benchmark smoke runs, kill -9 restarts).
 test-fast: setup-dev
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadscope
 
 # The long forms of the chaos, wire-fault and Redis outage tests (`make test` runs their short forms): every
 # service's workers SIGKILLed over more rounds and run through the wire faults, a longer rebalance storm,

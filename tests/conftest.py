@@ -1,5 +1,6 @@
 """Session-wide real infrastructure: one embedded broker process, one redis-server and one PostgreSQL
-server for all tests (each started when a test first asks for it)."""
+server for all tests (each started when a test first asks for it). Under pytest-xdist (``make test``)
+each worker process is a session of its own, with servers of its own on free ports."""
 
 from __future__ import annotations
 
