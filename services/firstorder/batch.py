@@ -48,6 +48,8 @@ class _Sql:
 
     def __call__(self, node: ast.AST) -> str:
         if isinstance(node, ast.Constant):
+            if node.value is None:
+                return "NULL"
             if isinstance(node.value, str):
                 return "'" + node.value.replace("'", "''") + "'"
             return repr(node.value)

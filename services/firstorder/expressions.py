@@ -1,11 +1,15 @@
 """The expression language of predicates and aggregate arguments (docs/firstorder/algorithm.md §2).
 
-A safe subset of Python expression syntax over the join's variables: names, int/float/string
-literals, ``+ - * /``, unary minus, comparisons (chained, ``in (constants)``), ``and``/``or``/``not``,
-``a if c else b`` and ``min(...)``/``max(...)``. The text is parsed with ``ast`` and compiled into
-closures over a whitelist of node types: nothing is evaluated by the interpreter, so a config cannot
-run code. SQL's NULL is ``None``: ``x / 0`` is None, arithmetic with None is None, a comparison with
-None is false, and an aggregate skips None (so a predicate or argument never fails on a row).
+A safe subset of Python expression syntax over the join's variables: names, int/float/string literals,
+``None`` (NULL), ``+ - * /``, unary minus, comparisons (chained, ``in (constants)``),
+``and``/``or``/``not``, ``a if c else b`` and ``min(...)``/``max(...)``. The text is parsed with ``ast``
+and compiled into closures over a whitelist of node types: nothing is evaluated by the interpreter, so a
+config cannot run code. SQL's NULL is ``None``: ``x / 0`` is None, arithmetic with None is None, and
+conditions follow SQL's three-valued logic (a comparison with None is unknown, ``None``; ``not`` of
+unknown is unknown; ``and`` is false if any operand is false, else unknown if any is; ``or`` is true if
+any operand is true, else unknown if any is), so a row qualifies only when its predicate is true, as in
+Spark SQL and DuckDB. ``a if c else b`` takes ``b`` when ``c`` is unknown (CASE), ``min``/``max`` skip
+None (LEAST/GREATEST), and an aggregate skips None (so a predicate or argument never fails on a row).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ _ARITH: dict[type, Callable[[Any, Any], Any]] = {
     ast.Div: _div,
 }
 _CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+_LISTED = (int, float, str, type(None))  # the constants an ``in`` tuple may list
 
 
 class ExpressionError(ValueError):
@@ -86,19 +91,19 @@ def compile_expression(text: str, position: Mapping[str, int]) -> Expression:
 
 def _compile(node: ast.AST, position: Mapping[str, int]) -> tuple[Compiled, bool]:
     """(function, whether it may give None)."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return (lambda env: None), True  # NULL (a CASE without ELSE)
     if isinstance(node, ast.Constant) and type(node.value) in (int, float, str):
         value = node.value
         return (lambda env: value), False
     if isinstance(node, ast.Name) and node.id in position:
-        return operator.itemgetter(position[node.id]), False
+        return operator.itemgetter(position[node.id]), True  # a row's value may be None
     if isinstance(node, ast.BoolOp):
         parts = [_compile(v, position)[0] for v in node.values]
-        if isinstance(node.op, ast.And):
-            return (lambda env: all(p(env) for p in parts)), False
-        return (lambda env: any(p(env) for p in parts)), False
+        return (_and(parts) if isinstance(node.op, ast.And) else _or(parts)), True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = _compile(node.operand, position)[0]
-        return (lambda env: not inner(env)), False
+        return (lambda env: None if (v := inner(env)) is None else not v), True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner, nullable = _compile(node.operand, position)
         sign = -1 if isinstance(node.op, ast.USub) else 1
@@ -108,9 +113,9 @@ def _compile(node: ast.AST, position: Mapping[str, int]) -> tuple[Compiled, bool
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         return _binary(_ARITH[type(node.op)], node, position)
     if isinstance(node, ast.Compare):
-        return _compare(node, position), False
+        return _compare(node, position), True
     if isinstance(node, ast.IfExp):
-        test = _compile(node.test, position)[0]
+        test = _compile(node.test, position)[0]  # unknown (None) takes the else branch, as CASE does
         (yes, n1), (no, n2) = _compile(node.body, position), _compile(node.orelse, position)
         return (lambda env: yes(env) if test(env) else no(env)), n1 or n2
     if (
@@ -126,8 +131,8 @@ def _compile(node: ast.AST, position: Mapping[str, int]) -> tuple[Compiled, bool
         if any(c[1] for c in compiled):
 
             def call(env: Env) -> Any:
-                values = [a(env) for a in args]
-                return None if None in values else pick(values)
+                values = [v for a in args if (v := a(env)) is not None]  # LEAST/GREATEST skip NULLs
+                return pick(values) if values else None
 
             return call, True
         return (lambda env: pick([a(env) for a in args])), False
@@ -154,36 +159,83 @@ def _binary(
     return (lambda env: op(left(env), right(env))), nullable
 
 
+def _and(parts: Sequence[Compiled]) -> Compiled:
+    """SQL's AND: false if an operand is false, else unknown (None) if one is, else true."""
+
+    def conjunction(env: Env) -> bool | None:
+        unknown = False
+        for p in parts:
+            v = p(env)
+            if v is None:
+                unknown = True
+            elif not v:
+                return False
+        return None if unknown else True
+
+    return conjunction
+
+
+def _or(parts: Sequence[Compiled]) -> Compiled:
+    """SQL's OR: true if an operand is true, else unknown (None) if one is, else false."""
+
+    def disjunction(env: Env) -> bool | None:
+        unknown = False
+        for p in parts:
+            v = p(env)
+            if v is None:
+                unknown = True
+            elif v:
+                return True
+        return None if unknown else False
+
+    return disjunction
+
+
 def _compare(node: ast.Compare, position: Mapping[str, int]) -> Compiled:
+    """A comparison with None is unknown (None); a chain ``a < b < c`` is ``a < b and b < c`` (SQL's
+    AND over the links); a text compared with a number is unknown too (SQL has no answer for it)."""
     left = _compile(node.left, position)[0]
     if any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
         right = node.comparators[0]
         if (
             len(node.ops) != 1
             or not isinstance(right, ast.Tuple | ast.List)
-            or not all(isinstance(e, ast.Constant) for e in right.elts)
+            or not all(isinstance(e, ast.Constant) and type(e.value) in _LISTED for e in right.elts)
         ):
             raise ExpressionError(f"{ast.unparse(node)!r}: 'in' takes one tuple of constants, unchained")
         values = frozenset(e.value for e in right.elts if isinstance(e, ast.Constant))
-        if isinstance(node.ops[0], ast.In):
-            return lambda env: left(env) in values
-        return lambda env: (v := left(env)) is not None and v not in values
+        null_listed = None in values
+        negated = isinstance(node.ops[0], ast.NotIn)
+
+        def member(env: Env) -> bool | None:
+            v = left(env)
+            if v is None:
+                return None
+            if v in values:
+                return not negated
+            return None if null_listed else negated  # x IN (.., NULL) is unknown when x is not listed
+
+        return member
     steps: list[tuple[Callable[[Any, Any], bool], Compiled]] = []
     for op, right in zip(node.ops, node.comparators, strict=True):
         if type(op) not in _COMPARE:
             raise ExpressionError(f"{ast.unparse(node)!r}: {type(op).__name__} is outside the language")
         steps.append((_COMPARE[type(op)], _compile(right, position)[0]))
 
-    def compare(env: Env) -> bool:
+    def compare(env: Env) -> bool | None:
         a = left(env)
+        unknown = False
         for test, right_fn in steps:
             b = right_fn(env)
-            try:
-                if a is None or b is None or not test(a, b):
-                    return False
-            except TypeError:
-                return False  # a text compared with a number: the row does not qualify
+            if a is None or b is None:
+                unknown = True
+            else:
+                try:
+                    if not test(a, b):
+                        return False
+                except TypeError:
+                    unknown = True
             a = b
-        return True
+        return None if unknown else True
 
     return compare
