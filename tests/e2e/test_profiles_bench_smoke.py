@@ -25,9 +25,15 @@ def test_triangle_kernels_bench_smoke(tmp_path):
     # engine only (the worker path is the triangle benchmark's own end-to-end run): both variants ran
     # the kernels they were asked for, and their counts agree
     data = run_bench("triangles_kernels.py", tmp_path / "tk.json", "--no-worker", timeout=600)
-    assert set(data["cases"]) == {"engine|auto", "engine|ivm-eps"}
+    assert set(data["cases"]) == {
+        f"engine, {clock} time|{strategy}"
+        for clock in ("thread CPU", "wall")
+        for strategy in ("auto", "ivm-eps")
+    }
     for case in data["cases"].values():
         assert case["results_agree"]
         assert {r["kernels"] for r in case["runs"]} == {"compiled", "python"}
     assert (tmp_path / "tk.png").stat().st_size > 0
-    assert "| engine | ivm-eps |" in bench_markdown("triangles_kernels.py", str(tmp_path / "tk.json"))
+    assert "| engine, thread CPU time | ivm-eps |" in bench_markdown(
+        "triangles_kernels.py", str(tmp_path / "tk.json")
+    )
