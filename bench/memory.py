@@ -457,6 +457,14 @@ def main(argv: list[str] | None = None) -> int:
         "--from", dest="source", type=Path, default=RESULTS / "memory.json", help="with --markdown"
     )
     ap.add_argument("--merge", type=Path, nargs="+", help="merge these reports' runs into --out and exit")
+    ap.add_argument(
+        "--why",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("SERVICE", "N", "KIND", "TEXT"),
+        help="with --merge: why a child that gave no figure was stopped (in place of its exit status)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SERVICE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -468,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.merge:
         merged = merge([json.loads(p.read_text()) for p in args.merge])
+        for service, n, kind, text in args.why:
+            figures = merged["services"][service]["runs"][n][kind]
+            if "error" in figures:
+                figures["error"] = text
+        merged["merge_command"] = command_line("bench/memory.py", argv)
         png = args.out.with_suffix(".png")
         plot(merged, png)
         merged["plot"] = shown(png)
