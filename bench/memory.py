@@ -480,7 +480,10 @@ def main(argv: list[str] | None = None) -> int:
             figures = merged["services"][service]["runs"][n][kind]
             if "error" in figures:
                 figures["error"] = text
-        merged["merge_command"] = command_line("bench/memory.py", argv)
+        # the parts by name only: where they were kept is a path of the machine that merged them
+        parts = " ".join(p.name for p in args.merge)
+        whys = "".join(f" --why {s} {n} {k} {t!r}" for s, n, k, t in args.why)
+        merged["merge_command"] = f"bench/memory.py --merge {parts}{whys}"
         png = args.out.with_suffix(".png")
         plot(merged, png)
         merged["plot"] = shown(png)
