@@ -60,7 +60,10 @@ def test_two_workers_split_the_partitions_and_both_become_ready(broker, redis_se
     """A second member makes the group rebalance: each worker is ready again with its share."""
     topic = f"{unique}.updates"
     broker.create_topic(topic, 3)
-    config = stream_config(tmp_path / "ref.json", unique, key_field="store", checkpoint_interval=0.2)
+    # a 3 s session: the first worker hears of the rebalance at its next heartbeat (a fifth of it)
+    config = stream_config(
+        tmp_path / "ref.json", unique, key_field="store", checkpoint_interval=0.2, session_timeout_ms=3000
+    )
     ports = [free_port(), free_port()]
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     commands = [
