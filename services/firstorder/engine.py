@@ -9,22 +9,43 @@ other, each delta is exact (δ(X ⋈ Y) = δX ⋈ Y + X' ⋈ δY).
 
 ``recompute`` (the baseline) keeps only the bags and evaluates the whole query whenever the result
 is read.
+
+The state is checkpointed incrementally (``ivmstream.engine.IncrementalEngine``): map ``b`` holds one
+entry per distinct bag tuple (key ``[relation, [values]]``, value its multiplicity), map ``g`` one per
+group (key its values, value ``[count, sum_1, ...]``), map ``s`` the query the entries belong to and
+the update counter. Once a checkpoint has taken the state, the engine logs the tuples and groups an
+update touches, so the next checkpoint writes those entries only; before that it logs nothing. The
+indexes are a function of the bags and are rebuilt on restore.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Rejection, UpdateEvent, relation_columns
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, relation_columns
 
 from .plan import DeltaPlan, Query
 
 Bag = dict[tuple[Any, ...], int]
 Accumulator = list[Any]  # [count, sum_1, ..., sum_k]
 STRATEGIES = ("first-order", "recompute")
+BAGS, GROUPS, SCALARS = "b", "g", "s"  # the maps of the incremental state
+
+
+def _float_member(v: Any) -> Any:
+    return 0.0 if v == 0 else v  # -0.0 == 0.0: one entry
+
+
+def _number_member(v: Any) -> Any:
+    return int(v) if type(v) is float and v.is_integer() else v  # 1.0 == 1: one entry
+
+
+# Values equal in Python that print differently are one bag member or group: each is written in one
+# form, so a tuple touched as 1 and stored as 1.0 names the same entry.
+_MEMBER_FORM: dict[str, Callable[[Any], Any]] = {"float": _float_member, "number": _number_member}
 
 
 class FirstOrderEngine:
@@ -42,6 +63,13 @@ class FirstOrderEngine:
         self.groups: dict[tuple[Any, ...], Accumulator] = {}
         self.visited = 0  # tuples the delta queries enumerated (the work counter, §5)
         self.applied = 0
+        self._logging = False  # whether touched tuples and groups are logged: once a checkpoint took state
+        self._changed_tuples: set[tuple[str, tuple[Any, ...]]] = set()
+        self._changed_groups: set[tuple[Any, ...]] = set()
+        types = query.types
+        self._tuple_forms = {r: [_MEMBER_FORM.get(t) for t in cols.values()] for r, cols in types.items()}
+        self._group_forms = [_MEMBER_FORM.get(query.type_of(v)) for v in query.free]
+        self._owner = orjson.dumps([query.describe_query(), type(self).__name__])
 
     # --- updates ---------------------------------------------------------------------------------
 
@@ -63,12 +91,17 @@ class FirstOrderEngine:
                 continue
             self._maintain(ev.relation, tup, ev.delta)
             self._store(ev.relation, tup, ev.delta)
+            if self._logging:
+                self._changed_tuples.add((ev.relation, tup))
             self.applied += 1
         return rejected
 
     def _maintain(self, relation: str, tup: tuple[Any, ...], delta: int) -> None:
         """Add the delta query's result for one updated tuple to the aggregates."""
-        add_to(self.groups, self.delta(relation, tup, delta))
+        change = self.delta(relation, tup, delta)
+        add_to(self.groups, change)
+        if self._logging:
+            self._changed_groups.update(change)
 
     def delta(self, relation: str, tup: tuple[Any, ...], delta: int) -> dict[tuple[Any, ...], Accumulator]:
         """δQ for ``delta`` copies of ``tup`` in ``relation``, against the other relations as stored."""
@@ -170,14 +203,90 @@ class FirstOrderEngine:
 
     def restore(self, data: bytes) -> None:
         snap = orjson.loads(data)
+        self._load(((r, values, m) for r, rows in snap["bags"].items() for values, m in rows), snap["groups"])
+        self.applied = snap["applied"]
+        self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
+
+    def _load(self, tuples: Iterable[tuple[str, list[Any], int]], groups: Iterable[list[Any]]) -> None:
         self.bags = {r: {} for r in self.query.relations}
         for index in self.indexes.values():
             index.clear()
-        for r, rows in snap["bags"].items():
-            for values, m in rows:
-                self._store(r, tuple(values), m)
-        self.groups = {tuple(k): list(acc) for k, acc in snap["groups"]}
-        self.applied = snap["applied"]
+        for r, values, m in tuples:
+            self._store(r, tuple(values), m)
+        self.groups = {tuple(k): list(acc) for k, acc in groups}
+        self._changed_tuples.clear()
+        self._changed_groups.clear()
+
+    # --- incremental checkpoints (ivmstream.engine.IncrementalEngine) -----------------------------
+
+    def pending_changes(self) -> int:
+        return len(self._changed_tuples) + len(self._changed_groups)
+
+    def changed_entries(self) -> list[EntryChange]:
+        """The entries of the tuples and groups touched since the previous call; at the first, all."""
+        if not self._logging:
+            return list(self.all_entries())
+        out: list[EntryChange] = []
+        for relation, tup in self._changed_tuples:
+            m = self.bags[relation].get(tup)
+            out.append((BAGS, self._tuple_key(relation, tup), orjson.dumps(m) if m else None))
+        for key in self._changed_groups:
+            acc = self.groups.get(key)
+            out.append((GROUPS, self._group_key(key), orjson.dumps(acc) if acc is not None else None))
+        self._changed_tuples.clear()
+        self._changed_groups.clear()
+        out.extend(self._scalar_entries())
+        return out
+
+    def all_entries(self) -> Iterator[Entry]:
+        """Every entry; touched tuples and groups are logged from now on (a checkpoint takes the state)."""
+        self._logging = True
+        self._changed_tuples.clear()
+        self._changed_groups.clear()
+        return self._entries()
+
+    def _entries(self) -> Iterator[Entry]:
+        for relation, bag in self.bags.items():
+            for tup, m in bag.items():
+                yield BAGS, self._tuple_key(relation, tup), orjson.dumps(m)
+        for key, acc in self.groups.items():
+            yield GROUPS, self._group_key(key), orjson.dumps(acc)
+        yield from self._scalar_entries()
+
+    def restore_entries(self, entries: Iterable[Entry]) -> None:
+        tuples: list[tuple[str, list[Any], int]] = []
+        groups: list[list[Any]] = []
+        scalars: dict[bytes, bytes] = {}
+        for map_name, key, value in entries:
+            if map_name == BAGS:
+                relation, values = orjson.loads(key)
+                if relation not in self.bags:
+                    raise ValueError(f"firstorder state entry of relation {relation!r}, not of this query")
+                tuples.append((relation, values, orjson.loads(value)))
+            elif map_name == GROUPS:
+                groups.append([orjson.loads(key), orjson.loads(value)])
+            elif map_name == SCALARS:
+                scalars[key] = value
+            else:
+                raise ValueError(f"unknown firstorder state map {map_name!r}")
+        if scalars.get(b"query", self._owner) != self._owner:
+            raise ValueError(
+                f"firstorder state entries written for {scalars[b'query'].decode()}, "
+                f"not {self._owner.decode()}"
+            )
+        self._load(tuples, groups)
+        self.applied = int(orjson.loads(scalars.get(b"applied", b"0")))
+        self._logging = True
+
+    def _scalar_entries(self) -> list[Entry]:
+        return [(SCALARS, b"query", self._owner), (SCALARS, b"applied", orjson.dumps(self.applied))]
+
+    def _tuple_key(self, relation: str, tup: tuple[Any, ...]) -> bytes:
+        forms = self._tuple_forms[relation]
+        return orjson.dumps([relation, [f(v) if f else v for f, v in zip(forms, tup, strict=True)]])
+
+    def _group_key(self, key: tuple[Any, ...]) -> bytes:
+        return orjson.dumps([f(v) if f else v for f, v in zip(self._group_forms, key, strict=True)])
 
 
 class RecomputeEngine(FirstOrderEngine):
@@ -210,7 +319,7 @@ def add_to(groups: dict[tuple[Any, ...], Accumulator], delta: Mapping[tuple[Any,
 
 def query_of(options: Mapping[str, Any]) -> Query:
     return Query(
-        {r: list(cols) for r, cols in relation_columns(options["relations"]).items()},
+        relation_columns(options["relations"]),
         options["free"] or [],
         options["predicate"],
         options["aggregates"],

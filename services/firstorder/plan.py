@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .expressions import Expression, compile_expression, conjuncts
 
@@ -44,11 +45,13 @@ class Query:
 
     def __init__(
         self,
-        relations: Mapping[str, Sequence[str]],
+        relations: Mapping[str, Mapping[str, str]],
         free: Sequence[str],
         predicate: str | None,
         aggregates: Mapping[str, str],
     ) -> None:
+        """``relations``: ``{relation: {column: type}}`` in declaration order."""
+        self.types = {r: dict(cols) for r, cols in relations.items()}
         self.relations = {r: tuple(cols) for r, cols in relations.items()}
         self.variables: list[str] = []
         for cols in self.relations.values():
@@ -66,8 +69,18 @@ class Query:
             [compile_expression(c, self.position) for c in conjuncts(predicate)] if predicate else []
         )
         self.aggregate_names = tuple(aggregates)
+        self.texts = tuple(aggregates.values())
         self.aggregates = tuple(compile_expression(a, self.position) for a in aggregates.values())
         self.plans = {r: self._plan(r) for r in self.relations}
+
+    def type_of(self, variable: str) -> str:
+        """The declared type of a variable (that of the first relation holding it)."""
+        return next(cols[variable] for cols in self.types.values() if variable in cols)
+
+    def describe_query(self) -> list[Any]:
+        """The query as data: what incrementally stored entries must have been written for."""
+        aggregates = dict(zip(self.aggregate_names, self.texts, strict=True))
+        return [self.types, list(self.free), self.predicate, aggregates]
 
     def _plan(self, relation: str) -> DeltaPlan:
         """Greedy probe order: next the relation with the most variables already bound (a lookup),
