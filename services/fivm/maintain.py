@@ -228,6 +228,8 @@ class FivmMaintainer:
             out: Delta | None = None
             if lift_sum is not None:
                 out = self._count_step(step, delta, lift_sum)
+            elif sum_all is None and all(pr.mode == GET for pr in step.probes):
+                out = self._point_step(step, delta)
             if out is not None:
                 delta = out
                 target = views.get(step.view)
@@ -287,6 +289,40 @@ class FivmMaintainer:
                 target.add_all(delta.items())
             if not delta:
                 break
+
+    def _point_step(self, step: Step, delta: Delta) -> Delta:
+        """One trigger step whose siblings are all point lookups (each sibling's keys bound by the delta's,
+        a star's root): per delta key, the siblings' payloads multiplied in the step's order, so the
+        same ring operations and results as the general loop, without its per-key rows and tuples."""
+        ring = self.ring
+        mul, add, is_zero, lift = ring.mul, ring.add, ring.is_zero, ring.lift
+        views = self.views
+        width = len(next(iter(delta), ()))
+        same = tuple(range(width))
+        # A sibling keyed like the delta is probed with the delta's key itself.
+        siblings = [(views[pr.view].data, None if pr.probe == same else pr.probe) for pr in step.probes]
+        first, *rest = step.mul_order
+        lift_pos, lift_var = step.lift_pos, step.lift_var
+        out_pos = None if step.out == same else step.out
+        pays: list[Any] = [None] * (len(siblings) + 1)
+        out: Delta = {}
+        for key, p in delta.items():
+            pays[0] = p
+            for n, (data, pos) in enumerate(siblings, 1):
+                q = data.get(key if pos is None else tuple([key[i] for i in pos]))
+                if q is None:
+                    break
+                pays[n] = q
+            else:
+                prod = pays[first]
+                for i in rest:
+                    prod = mul(prod, pays[i])
+                if lift_pos >= 0:
+                    prod = mul(lift(lift_var, key[lift_pos]), prod)
+                ok = key if out_pos is None else tuple([key[i] for i in out_pos])
+                prev = out.get(ok)
+                out[ok] = prod if prev is None else add(prev, prod)
+        return {k: v for k, v in out.items() if not is_zero(v)}
 
     def _count_step(
         self, step: Step, delta: Delta, lift_sum: Callable[[str, dict[Any, int]], Any]
