@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import Schema
@@ -40,7 +41,7 @@ from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY, slot_topic
 from ivmstream.service import ServiceDefinition
 from ivmstream.spark.changes import Specs, change_file, decode_changes, events_of, file_spec, images_of
 from ivmstream.spark.changes import read_change_file as _read_change_file
-from ivmstream.spark.decode import KEY, MULT, events_by_relation, net_bags
+from ivmstream.spark.decode import DECIMAL, KEY, MULT, SPARK_TYPES, events_by_relation, net_bags
 from ivmstream.spark.kafka_source import read_kafka
 from ivmstream.spark.snapshot import SUFFIXES, SnapshotError, read_snapshot
 from ivmstream.state import StateChanges, StateStore, envelope_for
@@ -148,13 +149,35 @@ def _input_offsets(
     return {s.topic: topic_offsets(bootstrap_servers, s.topic, where, kafka) for s in config.inputs}
 
 
-def _require_every_relation(parts: Mapping[str, list[DataFrame]]) -> None:
-    """Each relation has a snapshot table or was read from a topic: an empty bag would pass for one."""
+def unread_relations(parts: Mapping[str, list[DataFrame]], topics_read: bool) -> list[str]:
+    """The relations no snapshot table or topic record gave rows: empty relations when the input topics
+    were read (a topic holding no records, or none up to the offsets read, is an empty table), else an
+    error (without topics, a relation the snapshot lacks would pass for an empty one)."""
     from ivmstream.spark.jobs import BatchError
 
-    for name, frames in parts.items():
-        if not frames:
-            raise BatchError(f"no input for relation {name!r}: the snapshot lacks it and no topic was read")
+    missing = [name for name, frames in parts.items() if not frames]
+    if missing and not topics_read:
+        raise BatchError(f"no input for relation {missing[0]!r}: the snapshot lacks it and no topic was read")
+    return missing
+
+
+def empty_relation(spark: SparkSession, schema: Schema, name: str) -> DataFrame:
+    """No rows of relation ``name``, with the columns (and types) its decoded events have."""
+    fields = [
+        StructField(c, DECIMAL if t in ("decimal", "exact") else SPARK_TYPES[t])
+        for c, t in schema.relations[name].columns
+    ]
+    return spark.createDataFrame(
+        [], StructType([StructField(KEY, StringType()), *fields, StructField(MULT, LongType())])
+    )
+
+
+def _require_every_relation(
+    spark: SparkSession, parts: dict[str, list[DataFrame]], schema: Schema, topics_read: bool
+) -> None:
+    """Every relation has a frame: its rows, or none when its topics were read and held none."""
+    for name in unread_relations(parts, topics_read):
+        parts[name].append(empty_relation(spark, schema, name))
 
 
 def _image_owner(source: str, relation: str, config: ServiceConfig) -> str:
@@ -231,7 +254,7 @@ def bootstrap_inputs(
             for name, events in events_by_relation(events_of(decoded), schema).items():
                 parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
             images += images_of(decoded)
-    _require_every_relation(parts)
+    _require_every_relation(spark, parts, schema, topics_read=bool(bootstrap_servers))
     changes = StateChanges()
     keys = 0
     bags = net_bags(parts, schema)
@@ -319,7 +342,7 @@ def reconcile_inputs(
         report.undecodable = decoded.where(F.col("error").isNotNull()).count()
         for name, events in events_by_relation(decoded, schema).items():
             parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-    _require_every_relation(parts)
+    _require_every_relation(spark, parts, schema, topics_read=True)
     expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
     report.keys = 1
     differences = result_differences(jobs, expected, KEYLESS, record["result"], config.options)

@@ -118,7 +118,7 @@ def bootstrap_rekeyed(
         for name, events in events_by_relation(events_of(decoded), schema).items():
             parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
         images += images_of(decoded)
-    _require_every_relation(parts)
+    _require_every_relation(spark, parts, schema, topics_read=True)
     per_partition = {p: StateChanges() for p in out_ends}
     keys = 0
     for key, state in jobs.build_state(spark, net_bags(parts, schema), config.options):
