@@ -231,27 +231,7 @@ class IvmEpsEngine(TriangleEngine):
             bump(self.hb[k], y, x, m)
             self.hsize[k] += ds
         else:
-            # bump(self.lf[k], x, y, m), inlined: light updates are the common case.
-            part = self.lf[k]
-            row = part.get(x)
-            if row is None:
-                part[x] = {y: m}
-                ds = 1
-            else:
-                old = row.get(y)
-                if old is None:
-                    row[y] = m
-                    ds = 1
-                else:
-                    old += m
-                    if old:
-                        row[y] = old
-                        ds = 0
-                    else:
-                        del row[y]
-                        if not row:
-                            del part[x]
-                        ds = -1
+            ds = bump(self.lf[k], x, y, m)
             self.lsize[k] += ds
         self.size += ds
         self.work += work
