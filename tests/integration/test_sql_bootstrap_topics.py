@@ -3,7 +3,8 @@ and a static table from a file: the Spark jobs build its state from the first ha
 the file, a worker resumes from it over the second half, and the rows it publishes equal DuckDB over
 the final tables (an upsert after the bootstrap retracts the image the bootstrap kept). A view over
 topics alone takes the same path without files (one Spark run is kept here: each costs a minute on a
-loaded machine). A mixed view does not run before its bootstrap."""
+loaded machine). A mixed view does not run before its bootstrap. A relation whose topics held no
+records enters the jobs as an empty frame of its decoded columns."""
 
 from __future__ import annotations
 
@@ -125,3 +126,29 @@ def test_a_mixed_view_does_not_run_before_its_bootstrap(tmp_path: Path, unique: 
     )
     with pytest.raises(SqlError, match=r"reads static tables from files \(cities\).*sql bootstrap` first"):
         cmd_run(args)
+
+
+def test_relations_of_empty_topics_are_empty_frames(spark: Any) -> None:
+    """A relation whose topics held no records enters the jobs as an empty frame with the columns and
+    types its decoded events have (schema only: no Spark job runs)."""
+    from pyspark.sql.types import LongType, StringType
+
+    from ivmstream.config import build_config, schema_of
+    from ivmstream.service import load_service
+    from ivmstream.spark.decode import DECIMAL, KEY, MULT
+    from ivmstream.spark.inputs import _require_every_relation
+
+    service = load_service("reference")
+    relations = {"bids": {"broker": "int", "price": "decimal", "note": "str"}, "asks": {"volume": "float"}}
+    config = build_config(service, {"relations": relations})
+    parts: dict[str, list[Any]] = {"bids": [], "asks": ["rows"]}
+    _require_every_relation(spark, parts, schema_of(service, config), topics_read=True)
+    assert parts["asks"] == ["rows"]
+    (frame,) = parts["bids"]
+    assert [(f.name, f.dataType) for f in frame.schema.fields] == [
+        (KEY, StringType()),
+        ("broker", LongType()),
+        ("price", DECIMAL),
+        ("note", StringType()),
+        (MULT, LongType()),
+    ]
