@@ -8,6 +8,9 @@ worker publishing per event; larger R are the worker's batches). first-order pay
 query, `visited` tuples), recompute per read (the whole join). Strategies alternate within each repeat;
 times are the median over repeats; the ratio is recompute's time to first-order's per repeat, median.
 
+The worker point (``firstorder_worker.py``) runs axfinder over the whole trace through a real ``Worker``
+on the embedded broker at its default batch size, beside the engine alone on the same batches.
+
 Writes ``bench/results/firstorder.json`` and ``.png`` (``firstorder_quick`` with ``--quick``);
 ``--markdown FILE.json`` prints docs/firstorder/benchmark.md's table from a report.
 """
@@ -25,6 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.firstorder_worker import markdown as worker_markdown  # noqa: E402
+from bench.firstorder_worker import worker_point  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.plots import plt  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
@@ -129,6 +134,8 @@ def markdown(report: dict[str, Any]) -> str:
         "the strategies alternating; the ratio is the median of the per-repeat ratios; load average "
         f"{start[0]} at the start, {end[0]} at the end (`{report.get('command', 'bench/firstorder.py')}`).",
     ]
+    if "worker" in report:
+        lines += ["", *worker_markdown(report["worker"])]
     return "\n".join(lines)
 
 
@@ -152,9 +159,18 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="300 events, reads every 1 and 100, 1 repeat")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="300 events, reads every 1 and 100, 1 repeat, worker batches of 100",
+    )
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--events", type=int, help="at most this many update events per query (default 1000)")
+    parser.add_argument(
+        "--worker-events",
+        type=int,
+        help="update events of the worker point (axfinder; default the whole trace, 300 with --quick)",
+    )
     parser.add_argument("--out", type=Path, help="the report (a .png beside it)")
     parser.add_argument("--markdown", type=Path, metavar="FILE.json", help="print the docs table of a report")
     args = parser.parse_args()
@@ -170,6 +186,9 @@ def main() -> None:
     load_start = load_average()
     report = bench(["axfinder", "brokerspread"], reads, repeats, limit)
     report["load_start"] = load_start
+    options, events = workload("axfinder", TRACE, args.worker_events or (300 if args.quick else None))
+    # --quick: batches of 100 so that the smoke run publishes several results; else the worker's default
+    report["worker"] = worker_point("axfinder", options, events, repeats, 100 if args.quick else None)
     report["command"] = command_line("bench/firstorder.py", None)
     report["machine"] = machine_info()
     out.parent.mkdir(parents=True, exist_ok=True)

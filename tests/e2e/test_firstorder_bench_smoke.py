@@ -1,5 +1,6 @@
-"""A tiny run of the firstorder benchmark (first-order against recompute on axfinder and brokerspread),
-so it cannot rot; no timing is asserted. The docs table is the stored report's."""
+"""A tiny run of the firstorder benchmark (first-order against recompute on axfinder and brokerspread,
+the engines alone and through the worker), so it cannot rot; no timing is asserted. The docs tables are
+the stored report's."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ def test_firstorder_bench_smoke(tmp_path):
         assert case["events"] == 300 and case["ratio"] > 0
         assert case["visited"]["first-order"] > 0 and case["visited"]["recompute"] > 0
     assert (tmp_path / "firstorder.png").is_file()
+    worker = data["worker"]  # axfinder through a real Worker on the embedded broker, beside the engine
+    assert (worker["query"], worker["events"], worker["batch_size"]) == ("axfinder", 300, 100)
+    for times in (worker["worker_seconds"], worker["engine_seconds"]):
+        assert sorted(times) == ["first-order", "recompute"] and all(len(t) == 1 for t in times.values())
+    assert worker["worker_ratio"] > 0 and len(worker["load_start"]) == len(worker["load_end"]) == 3
 
 
 def test_the_docs_table_is_the_stored_report():

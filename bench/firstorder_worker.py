@@ -1,0 +1,126 @@
+"""The firstorder benchmark's worker point: each strategy through a real ``Worker`` on the embedded broker
+(the worker's default batch size, the result published after every batch, incremental checkpoints in
+RocksDB), beside the engine alone on the same events in the same batches, the result read after each.
+Strategies alternate within each repeat; the load average is recorded before and after."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.lib.machine import load_average
+from bench.lib.progress import progress
+from bench.lib.worker_runs import run_until_caught_up
+from ivmstream.events import UpdateEvent
+
+STRATEGIES = ("first-order", "recompute")
+
+
+def worker_point(
+    query: str, options: dict[str, Any], events: list[UpdateEvent], repeats: int, batch_size: int | None
+) -> dict[str, Any]:
+    """Seconds through the worker (first batch to caught up, final checkpoint included) and through the
+    engine alone, per strategy, median of ``repeats``; the per-repeat recompute/first-order ratios."""
+    from bench.lib.broker import produce_checked
+    from ivmstream.config import build_config
+    from ivmstream.dev.broker import BrokerProcess
+    from ivmstream.events import encode_event
+    from ivmstream.runtime import Worker
+    from ivmstream.service import load_service
+    from ivmstream.state import open_store
+
+    service = load_service("firstorder")
+    load_start = load_average()
+    worker_s: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    engine_s: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    tmp = Path(tempfile.mkdtemp(prefix="ivmstream-firstorder-bench-"))
+    try:
+        with BrokerProcess() as broker:
+            topic = f"firstorder-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, 1)
+            end = produce_checked(broker.bootstrap, topic, [encode_event(ev) for ev in events])
+            for rep in range(repeats):
+                for strategy in STRATEGIES if rep % 2 == 0 else STRATEGIES[::-1]:
+                    progress(f"{query} through the worker: {strategy} (repeat {rep + 1}/{repeats})")
+                    raw = {
+                        **options,
+                        "strategy": strategy,
+                        "input_topic": topic,
+                        "output_topic": f"{topic}.{strategy}.{rep}.out",
+                        "dlq_topic": f"{topic}.dlq",
+                    }
+                    if batch_size is not None:
+                        raw["batch_size"] = batch_size
+                    config = build_config(service, raw)
+                    store = open_store("rocksdb", f"firstorder.{topic}.{strategy}.{rep}", state_dir=tmp)
+                    worker = Worker(
+                        service, config, broker.bootstrap, store, group=f"{topic}-{strategy}-{rep}"
+                    )
+                    seconds, results = run_until_caught_up(worker, {0: end}, timeout=900)
+                    worker_s[strategy].append(seconds)
+                    engine_seconds, result = _engine_run(service, config, events)
+                    engine_s[strategy].append(engine_seconds)
+                    (published,) = results.values()
+                    if published != result:
+                        raise AssertionError(
+                            f"{query} {strategy}: the worker's result differs from the engine's"
+                        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ratios = [r / f for f, r in zip(worker_s["first-order"], worker_s["recompute"], strict=True)]
+    n = len(events)
+    return {
+        "query": query,
+        "events": n,
+        "batch_size": config.batch_size,
+        "checkpoint_interval_s": config.checkpoint_interval,
+        "repeats": repeats,
+        "worker_seconds": worker_s,
+        "engine_seconds": engine_s,
+        "worker_us_per_update": {s: statistics.median(v) / n * 1e6 for s, v in worker_s.items()},
+        "engine_us_per_update": {s: statistics.median(v) / n * 1e6 for s, v in engine_s.items()},
+        "worker_ratio": statistics.median(ratios),
+        "load_start": load_start,
+        "load_end": load_average(),
+    }
+
+
+def _engine_run(service: Any, config: Any, events: list[UpdateEvent]) -> tuple[float, Any]:
+    """The engine alone on the worker's batches, the result read after each (as the worker publishes)."""
+    engine = service.engine(config.options)
+    batch = config.batch_size
+    start = time.perf_counter()
+    for i in range(0, len(events), batch):
+        refused = engine.apply(events[i : i + batch])
+        assert not refused, refused[:3]
+        result = engine.result()
+    return time.perf_counter() - start, result
+
+
+def markdown(point: dict[str, Any]) -> list[str]:
+    """The worker point's table and its note (docs/firstorder/benchmark.md)."""
+    w, e = point["worker_us_per_update"], point["engine_us_per_update"]
+    lines = [
+        "| query | update events | batch size | strategy | through the worker (µs per update) "
+        "| engine alone, same batches (µs per update) | engine / worker |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for s in STRATEGIES:
+        lines.append(
+            f"| `{point['query']}` | {point['events']:,} | {point['batch_size']:,} | {s} | {w[s]:,.1f} | "
+            f"{e[s]:,.1f} | {e[s] / w[s]:.2f} |"
+        )
+    lines += [
+        "",
+        f"Total time per update event, median of {point['repeats']} repeats with the strategies alternating "
+        f"(the worker: from its first batch until caught up, its final checkpoint included, the result "
+        f"published after every batch; the engine: the same batches, the result read after each); "
+        f"recompute / first-order through the worker {point['worker_ratio']:.2f} (median of the per-repeat "
+        f"ratios); load average {point['load_start'][0]} before, {point['load_end'][0]} after.",
+    ]
+    return lines
