@@ -739,7 +739,7 @@ class TopK(Node):
         self.absorb(d)
         if self.old is None:
             return {}
-        if self.state.total < 0 or any(n < 0 for _, n in self.state.values()):
+        if self.state.total < 0:  # stored units never go below zero (a delete takes at most what is held)
             raise AssertionError("top-k input with a negative multiplicity")
         if self.state.underflow(self.limit):
             self._refill()
