@@ -27,6 +27,7 @@ def test_firstorder_bench_smoke(tmp_path):
     assert (worker["query"], worker["events"], worker["batch_size"]) == ("axfinder", 300, 100)
     for times in (worker["worker_seconds"], worker["engine_seconds"]):
         assert sorted(times) == ["first-order", "recompute"] and all(len(t) == 1 for t in times.values())
+    assert all(sum(n) >= 3 for n in worker["worker_batches"].values())  # batches of at most 100
     assert worker["worker_ratio"] > 0 and len(worker["load_start"]) == len(worker["load_end"]) == 3
 
 
