@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, relation_columns
+from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes, relation_columns
 
 from .plan import DeltaPlan, Query
 
@@ -69,7 +69,7 @@ class FirstOrderEngine:
         types = query.types
         self._tuple_forms = {r: [_MEMBER_FORM.get(t) for t in cols.values()] for r, cols in types.items()}
         self._group_forms = [_MEMBER_FORM.get(query.type_of(v)) for v in query.free]
-        self._owner = orjson.dumps([query.describe_query(), type(self).__name__])
+        self._owner = json_bytes([query.describe_query(), type(self).__name__])
 
     # --- updates ---------------------------------------------------------------------------------
 
@@ -171,7 +171,7 @@ class FirstOrderEngine:
     def result(self) -> dict[str, Any]:
         """One entry per group of non-zero count: its key, count (join rows) and sums."""
         names, free = self.query.aggregate_names, self.query.free
-        groups = sorted(self.aggregates().items(), key=lambda kv: orjson.dumps(list(kv[0])))
+        groups = sorted(self.aggregates().items(), key=lambda kv: json_bytes(list(kv[0])))
         return {
             "groups": [
                 {
@@ -195,10 +195,9 @@ class FirstOrderEngine:
 
     def snapshot(self) -> bytes:
         bags = {
-            r: sorted(([list(t), m] for t, m in bag.items()), key=orjson.dumps)
-            for r, bag in self.bags.items()
+            r: sorted(([list(t), m] for t, m in bag.items()), key=json_bytes) for r, bag in self.bags.items()
         }
-        groups = sorted(([list(k), acc] for k, acc in self.groups.items()), key=orjson.dumps)
+        groups = sorted(([list(k), acc] for k, acc in self.groups.items()), key=json_bytes)
         return orjson.dumps({"bags": bags, "groups": groups, "applied": self.applied})
 
     def restore(self, data: bytes) -> None:
@@ -229,10 +228,10 @@ class FirstOrderEngine:
         out: list[EntryChange] = []
         for relation, tup in self._changed_tuples:
             m = self.bags[relation].get(tup)
-            out.append((BAGS, self._tuple_key(relation, tup), orjson.dumps(m) if m else None))
+            out.append((BAGS, self._tuple_key(relation, tup), json_bytes(m) if m else None))
         for key in self._changed_groups:
             acc = self.groups.get(key)
-            out.append((GROUPS, self._group_key(key), orjson.dumps(acc) if acc is not None else None))
+            out.append((GROUPS, self._group_key(key), json_bytes(acc) if acc is not None else None))
         self._changed_tuples.clear()
         self._changed_groups.clear()
         out.extend(self._scalar_entries())
@@ -248,9 +247,9 @@ class FirstOrderEngine:
     def _entries(self) -> Iterator[Entry]:
         for relation, bag in self.bags.items():
             for tup, m in bag.items():
-                yield BAGS, self._tuple_key(relation, tup), orjson.dumps(m)
+                yield BAGS, self._tuple_key(relation, tup), json_bytes(m)
         for key, acc in self.groups.items():
-            yield GROUPS, self._group_key(key), orjson.dumps(acc)
+            yield GROUPS, self._group_key(key), json_bytes(acc)
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
@@ -283,10 +282,10 @@ class FirstOrderEngine:
 
     def _tuple_key(self, relation: str, tup: tuple[Any, ...]) -> bytes:
         forms = self._tuple_forms[relation]
-        return orjson.dumps([relation, [f(v) if f else v for f, v in zip(forms, tup, strict=True)]])
+        return json_bytes([relation, [f(v) if f else v for f, v in zip(forms, tup, strict=True)]])
 
     def _group_key(self, key: tuple[Any, ...]) -> bytes:
-        return orjson.dumps([f(v) if f else v for f, v in zip(self._group_forms, key, strict=True)])
+        return json_bytes([f(v) if f else v for f, v in zip(self._group_forms, key, strict=True)])
 
 
 class RecomputeEngine(FirstOrderEngine):
