@@ -130,7 +130,7 @@ def sections(quick: bool) -> dict[str, Callable[[], Any]]:
 
 # The largest sizes whose runs fit the time budget on the shared 2-core machine (docs/sketches/benchmark.md
 # says what memory would allow): Q_having's table and TPC-H's scale factor.
-HAVING_BIG_ROWS = 5_000_000
+HAVING_BIG_ROWS = 10_000_000
 TPCH_BIG_SF = 0.1
 WORKER_SECTIONS = ("worker", "worker_compare")
 

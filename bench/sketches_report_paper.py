@@ -509,16 +509,20 @@ def _goals(report: Mapping[str, Any]) -> list[str]:
     lines = ["### Goals", ""]
     if h:
         r = next((x for x in h["runs"] if x["delta"] == 1000), h["runs"][-1])
-        x = _best_measure(r)
-        met = "met" if x >= 20 else "not met"
+        wall, cpu = r["speedup_duckdb"], r.get("speedup_duckdb_cpu")
+        if cpu is None:
+            met = "met" if wall >= 20 else "not met"
+        elif wall >= 20 and cpu >= 20:
+            met = "met by both ratios"
+        elif wall >= 20:
+            met = f"met by wall clock, not by the conservative CPU ratio ({cpu:.1f}x)"
+        else:
+            met = "not met"
+        cpu_text = "" if cpu is None else f", {cpu:.1f}x by CPU"
+        load = _load(report.get("sections", {}).get("having_big", {}).get("loadavg_start"))
         lines.append(
-            f"* Q_having over {h['rows']:,} rows at Δ = {r['delta']:,}: IMP {x:.1f}x the DuckDB recapture "
-            + (
-                f"(CPU; wall clock {r['speedup_duckdb']:.1f}x)"
-                if "speedup_duckdb_cpu" in r
-                else "(wall clock)"
-            )
-            + f". Goal ≥ 20x: {met}."
+            f"* Q_having over {h['rows']:,} rows at Δ = {r['delta']:,}: IMP {wall:.1f}x the DuckDB recapture "
+            f"by wall clock{cpu_text} (load {load} at the start). Goal ≥ 20x: {met}."
         )
     if t:
         worst = min((_best_measure(r), q["query"], r["delta"]) for q in t["queries"] for r in q["runs"])
