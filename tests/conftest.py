@@ -46,3 +46,14 @@ def postgres_server() -> Iterator[PostgresServer]:
 def unique() -> str:
     """A fresh name prefix so tests sharing the broker and Redis never see each other's data."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(autouse=True)
+def _registered_secrets_per_test() -> Iterator[None]:
+    """Secrets a test registers (a DSN's password, a token) are masked in that test's output only: a
+    short one such as ``view`` would otherwise mask that word in the paths and messages of later tests."""
+    from ivmstream import secrets
+
+    before = set(secrets._known)
+    yield
+    secrets._known.intersection_update(before)

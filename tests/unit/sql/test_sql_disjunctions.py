@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ivmstream.sql import SqlError, load_script
+from ivmstream.sql import load_script
 from ivmstream.sql.inputs import InputChoice
 from ivmstream.sql.replay import replay_script
 from ivmstream.sql.routing import plan_script
@@ -66,13 +66,17 @@ def test_a_disjunction_across_relations_equals_duckdb(tmp_path: Path, view: str)
     assert any(v for v in expected[0])
 
 
-def test_a_disjunction_with_group_by_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_disjunction_with_group_by_runs_first_order_and_equals_duckdb(tmp_path: Path) -> None:
+    # inclusion-exclusion does not group; the first-order plan evaluates the predicate on each delta
+    con = _tables(tmp_path)
     path = tmp_path / "q.sql"
     path.write_text(
         SCHEMA + "SELECT p.brand, SUM(l.price) FROM l, p WHERE l.k = p.k AND (p.size = 1 OR l.q = 2) "
         "GROUP BY p.brand;\n"
     )
-    with pytest.raises(
-        SqlError, match=r"q\.sql:\d+:\d+: unsupported: a disjunction across relations with GROUP BY"
-    ):
-        plan_script(load_script(path))
+    script = load_script(path)
+    (plan,) = plan_script(script)
+    assert plan.service == "firstorder"
+    (result,) = replay_script(script, [plan], InputChoice({}, base=tmp_path))
+    expected = [list(r) for r in con.execute(coalesced(script.views[0].select)).fetchall()]
+    assert expected and same_rows(result["rows"], expected), (result["rows"], expected)
