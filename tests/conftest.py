@@ -57,3 +57,11 @@ def _registered_secrets_per_test() -> Iterator[None]:
     before = set(secrets._known)
     yield
     secrets._known.intersection_update(before)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules holding a slow test (the demo, benchmark smoke runs, kill -9 restarts) first, in their
+    collected order and whole: pytest-xdist hands out modules in this order, so the long ones start while
+    short ones remain to fill the other worker, instead of ending the run on one worker alone."""
+    slow = {item.module.__name__ for item in items if item.get_closest_marker("slow") and item.module}
+    items.sort(key=lambda item: item.module is None or item.module.__name__ not in slow)
