@@ -219,9 +219,15 @@ def compare_case(
             if rec["timed_out"] or sum(rec["seconds_all"]) >= REPEATS["below_seconds"]:
                 continue
             again, engine = run_stream(runs[label], stream, budget)
+            if again["timed_out"]:
+                # a busier moment than the first run's: the repeat proves nothing either way, and the
+                # first run's time stands
+                del engine
+                rec["repeat_timed_out"] = True
+                continue
             diff = rel_diff(answer(engine), answers[label])
             del engine
-            if diff > REL_TOL or again["timed_out"]:
+            if diff > REL_TOL:
                 raise AssertionError(f"a repeat of {label} differs from its first run: {diff}")
             rec["seconds_all"].append(again["seconds"])
             if again["seconds"] < rec["seconds"]:

@@ -16,7 +16,9 @@ def test_profiles_bench_smoke(tmp_path):
     for case in data["cases"]:
         assert case["tuples"] > 0 and case["us_per_tuple"] > 0, case["case"]
         assert case["functions"] and case["files"], case["case"]
-        assert 0 < sum(f["self_share"] for f in case["files"]) <= 1.0001, case["case"]
+        # each file's share is rounded to 4 places, so the sum may exceed 1 by half a unit per file
+        slack = 0.00005 * len(case["files"])
+        assert 0 < sum(f["self_share"] for f in case["files"]) <= 1 + slack, case["case"]
     md = bench_markdown("profiles.py", str(tmp_path / "p.json"))
     assert "| case | engine | workload |" in md and "reservoir-rsjoin" in md
 
