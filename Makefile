@@ -82,7 +82,7 @@ demo: setup
 TEST_WORKERS ?= 2
 
 test: setup-dev
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=25
 
 # Everything but the tests marked slow (the demo, benchmark smoke runs, kill -9 restarts).
 test-fast: setup-dev
