@@ -462,6 +462,21 @@ def generated_block(doc: Path, script: str) -> str:
     return text.split(begin, 1)[1].split(end, 1)[0]
 
 
+def assert_doc_block_is_printed(doc: Path, script: str, *args: str) -> None:
+    """``doc``'s generated block equals what ``bench/SCRIPT --markdown ARGS`` prints from the stored run,
+    so a re-run of the benchmark cannot leave the page contradicting it."""
+    printed = bench_markdown(script, *args)
+    command = " ".join([".venv/bin/python", f"bench/{script}", "--markdown", *(_in_repo(a) for a in args)])
+    assert generated_block(doc, script).strip("\n") == printed.strip("\n"), (
+        f"{_in_repo(str(doc))} is out of date: replace the block between the markers with `{command}`"
+    )
+
+
+def _in_repo(path: str) -> str:
+    """``path`` relative to the repository when it lies inside it (for a message one can paste)."""
+    return path.removeprefix(f"{REPO}/")
+
+
 def run_bench(script: str, out: Path, *args: str, timeout: float) -> dict[str, Any]:
     """A ``--quick`` run of a ``make bench`` script, which must succeed; its JSON report (``OUT.json``)."""
     proc = subprocess.run(

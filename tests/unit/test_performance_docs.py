@@ -5,7 +5,7 @@ page contradicting them."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO, bench_markdown, generated_block
+from helpers import REPO, assert_doc_block_is_printed
 
 DOC = REPO / "docs" / "performance.md"
 STORED = {
@@ -16,11 +16,7 @@ STORED = {
 
 @pytest.mark.parametrize("script", sorted(STORED))
 def test_doc_tables_equal_what_markdown_prints_from_the_stored_run(script):
-    printed = bench_markdown(script, str(STORED[script]))
-    assert generated_block(DOC, script).strip("\n") == printed.strip("\n"), (
-        f"docs/performance.md is out of date: replace the block between the markers with "
-        f"`.venv/bin/python bench/{script} --markdown`"
-    )
+    assert_doc_block_is_printed(DOC, script, str(STORED[script]))
 
 
 def test_every_flame_graph_the_summary_names_is_stored():

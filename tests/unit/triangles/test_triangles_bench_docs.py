@@ -3,15 +3,10 @@ stored results, so a re-run of the benchmark can never leave the page contradict
 
 from __future__ import annotations
 
-from helpers import REPO, bench_markdown, generated_block
-
-DOC = REPO / "docs" / "triangles" / "benchmark.md"
-RESULTS = REPO / "bench" / "results" / "triangles.json"
+from helpers import REPO, assert_doc_block_is_printed
 
 
 def test_doc_tables_equal_what_markdown_prints_from_the_stored_results():
-    printed = bench_markdown("triangles.py", "--from", str(RESULTS))
-    assert generated_block(DOC, "triangles.py").strip("\n") == printed.strip("\n"), (
-        "docs/triangles/benchmark.md is out of date: replace the block between the markers with "
-        "`.venv/bin/python bench/triangles.py --markdown`"
-    )
+    doc = REPO / "docs" / "triangles" / "benchmark.md"
+    results = REPO / "bench" / "results" / "triangles.json"
+    assert_doc_block_is_printed(doc, "triangles.py", "--from", str(results))
