@@ -7,6 +7,7 @@ topics' partitioning."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import random
 import threading
 import time
@@ -17,6 +18,10 @@ import orjson
 
 from ivmstream.events import SourceRecord
 from ivmstream.partitioner import partition_for
+from ivmstream.runtime import Worker
+from ivmstream.runtime.harness import run_to_end
+from ivmstream.runtime.hooks import BatchApplied, Hooks
+from ivmstream.runtime.rekey import RekeyStep
 
 RELATIONS = {
     "orders": {"id": "int", "customer": "str", "amount": "decimal"},
@@ -198,3 +203,50 @@ def offline_keyed(w: Workload, service: Any, key_field: str, topics: tuple[str, 
         if not isinstance(out, EventError):
             records += [SourceRecord(len(records) + 1, encode_event(e, key_field)) for e in out]
     return orjson.loads(orjson.dumps(replay_all(service, config, records).result()))
+
+
+class Crash(Exception):
+    """A stop between an applied batch and its checkpoint."""
+
+
+def stop_step_and_worker_once(
+    service: Any,
+    config: Any,
+    cluster: Any,
+    stores: tuple[Any, Any],
+    rng: random.Random,
+    step_batches: tuple[int, int],
+    worker_batches: tuple[int, int],
+    **worker_options: Any,
+) -> None:
+    """One round of the re-keying step and the worker over ``cluster``, each stopped after work it has
+    not checkpointed: the step runs ``rng.randint(*step_batches)`` batches (a checkpoint after some, at
+    random) and one more it writes but never checkpoints, so its successor writes those records again;
+    the worker stops after its ``rng.randint(*worker_batches)``-th applied batch, before checkpointing it.
+    ``stores`` are the step's and the worker's state stores, kept across rounds."""
+    step_store, worker_store = stores
+    step = RekeyStep(service, config, cluster, step_store)
+    step.start()
+    for _batch in range(rng.randint(*step_batches)):
+        msgs = step.consumer.consume(config.batch_size, 0)
+        if msgs:
+            step.process(msgs)
+        if rng.random() < 0.4:
+            step.checkpoint()
+    msgs = step.consumer.consume(config.batch_size, 0)
+    if msgs:
+        step.process(msgs)
+    step.output.flush()  # written, never checkpointed: the next step writes them again
+    batches = [0]
+    stop_at = rng.randint(*worker_batches)
+
+    def crash(_b: BatchApplied) -> None:
+        batches[0] += 1
+        if batches[0] == stop_at:
+            raise Crash
+
+    worker = Worker(
+        service, config, cluster, worker_store, hooks=Hooks(batch_applied=[crash]), **worker_options
+    )
+    with contextlib.suppress(Crash):
+        run_to_end(worker)

@@ -5,7 +5,6 @@ of re-keyed records (a step's restart, a zombie's late writes) are applied once.
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections import Counter
 from typing import Any
@@ -19,20 +18,15 @@ from ivmstream.config import ConfigError, build_config
 from ivmstream.replay import replay_all
 from ivmstream.runtime import Worker
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
-from ivmstream.runtime.hooks import BatchApplied, Hooks
 from ivmstream.runtime.rekey import ORIGIN_HEADER, RekeyStep, fresh, origin_tag
 from ivmstream.service import load_service
 from ivmstream.state import MemoryStore, StateError
-from tests.helpers_cdc import RELATIONS, Workload, offline_keyed, workload
+from tests.helpers_cdc import RELATIONS, Workload, offline_keyed, stop_step_and_worker_once, workload
 
 SERVICE = load_service("reference")
 TOPICS = ("db.orders", "db.customers")
 INPUTS = [{"topic": t, "format": "debezium-json"} for t in TOPICS]
 REKEYED = "view.rekeyed"
-
-
-class Crash(Exception):
-    pass
 
 
 def _config(**extra: Any) -> Any:
@@ -113,27 +107,7 @@ def test_stops_of_the_step_and_of_the_worker_without_a_checkpoint_change_nothing
     cluster, config = _cluster(w), _config(batch_size=23, checkpoint_interval=1e-9)
     step_store, worker_store = MemoryStore(), MemoryStore()
     for _round in range(4):
-        step = RekeyStep(SERVICE, config, cluster, step_store)
-        step.start()
-        for _batch in range(rng.randint(5, 15)):
-            msgs = step.consumer.consume(config.batch_size, 0)
-            if msgs:
-                step.process(msgs)
-            if rng.random() < 0.4:
-                step.checkpoint()
-        step.output.flush()  # written, never checkpointed: the next step writes them again
-
-        batches = [0]
-        stop_at = rng.randint(2, 8)
-
-        def crash(_b: BatchApplied, batches: list[int] = batches, at: int = stop_at) -> None:
-            batches[0] += 1
-            if batches[0] == at:
-                raise Crash
-
-        worker = Worker(SERVICE, config, cluster, worker_store, hooks=Hooks(batch_applied=[crash]))
-        with contextlib.suppress(Crash):
-            run_to_end(worker)
+        stop_step_and_worker_once(SERVICE, config, cluster, (step_store, worker_store), rng, (5, 15), (2, 8))
     _step_until_done(cluster, config, step_store)
     run_to_end(Worker(SERVICE, config, cluster, worker_store))
     tags = [dict(m.headers() or [])[ORIGIN_HEADER] for m in cluster.messages(REKEYED)]  # type: ignore[index]
@@ -222,27 +196,7 @@ def test_a_keyless_view_over_inputs_publishes_every_event_exactly_once() -> None
     config = _every_event_config(batch_size=31, checkpoint_interval=1e-9)
     step_store, worker_store = MemoryStore(), MemoryStore()
     for _round in range(3):
-        step = RekeyStep(SERVICE, config, cluster, step_store)
-        step.start()
-        for _batch in range(rng.randint(4, 10)):
-            msgs = step.consumer.consume(config.batch_size, 0)
-            if msgs:
-                step.process(msgs)
-            if rng.random() < 0.4:
-                step.checkpoint()
-        msgs = step.consumer.consume(config.batch_size, 0)
-        if msgs:
-            step.process(msgs)
-        step.output.flush()  # written, never checkpointed: the next step writes them again
-        batches = [0]
-
-        def crash(_b: BatchApplied, batches: list[int] = batches, at: int = rng.randint(2, 6)) -> None:
-            batches[0] += 1
-            if batches[0] == at:
-                raise Crash
-
-        with contextlib.suppress(Crash):
-            run_to_end(Worker(SERVICE, config, cluster, worker_store, hooks=Hooks(batch_applied=[crash])))
+        stop_step_and_worker_once(SERVICE, config, cluster, (step_store, worker_store), rng, (4, 10), (2, 6))
     _step_until_done(cluster, config, step_store)
     run_to_end(Worker(SERVICE, config, cluster, worker_store))
     tags = [dict(m.headers() or [])[ORIGIN_HEADER] for m in cluster.messages(LOG)]  # type: ignore[index]

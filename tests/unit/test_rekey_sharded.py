@@ -6,7 +6,6 @@ global result equals one unsharded replay of the final tables, across stops of t
 
 from __future__ import annotations
 
-import contextlib
 import random
 from typing import Any
 
@@ -18,11 +17,11 @@ from ivmstream.events.source import SourceRecord
 from ivmstream.replay import replay_all
 from ivmstream.runtime import Worker
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
-from ivmstream.runtime.hooks import BatchApplied, Hooks
 from ivmstream.runtime.rekey import ORIGIN_HEADER, RekeyStep
 from ivmstream.runtime.routing import routing_of
 from ivmstream.service import load_service
 from ivmstream.state import MemoryStore
+from tests.helpers_cdc import stop_step_and_worker_once
 
 FIVM = load_service("fivm")
 RELATIONS: dict[str, list[dict[str, str]]] = {
@@ -39,10 +38,6 @@ QUERY: dict[str, Any] = {
 }
 TOPICS = {name: f"db.{name.lower()}" for name in RELATIONS}
 SHARDS = "view.shards"
-
-
-class Crash(Exception):
-    pass
 
 
 def _config(**extra: Any) -> Any:
@@ -105,29 +100,9 @@ def test_a_sharded_query_over_debezium_topics_equals_one_unsharded_replay(seed: 
         cluster.produce(topic, value, None, partition=partition)
     step_store, worker_store = MemoryStore(), MemoryStore()
     for _round in range(3):
-        step = RekeyStep(FIVM, config, cluster, step_store)
-        step.start()
-        for _batch in range(rng.randint(2, 5)):
-            msgs = step.consumer.consume(config.batch_size, 0)
-            if msgs:
-                step.process(msgs)
-            if rng.random() < 0.4:
-                step.checkpoint()
-        msgs = step.consumer.consume(config.batch_size, 0)
-        if msgs:
-            step.process(msgs)
-        step.output.flush()  # written, never checkpointed: the next step writes them again
-        batches = [0]
-
-        def crash(_b: BatchApplied, batches: list[int] = batches, at: int = rng.randint(1, 4)) -> None:
-            batches[0] += 1
-            if batches[0] == at:
-                raise Crash
-
-        with contextlib.suppress(Crash):
-            run_to_end(
-                Worker(FIVM, config, cluster, worker_store, group="w", hooks=Hooks(batch_applied=[crash]))
-            )
+        stop_step_and_worker_once(
+            FIVM, config, cluster, (step_store, worker_store), rng, (2, 5), (1, 4), group="w"
+        )
     ends = sum(sum(cluster.end_offsets(t).values()) for t in TOPICS.values())
     RekeyStep(FIVM, config, cluster, step_store).run(until=lambda s: sum(s.positions().values()) >= ends)
     shard_ends, broadcast_end = cluster.end_offsets(SHARDS), len(cluster.messages(config.broadcast_topic))
