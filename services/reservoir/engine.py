@@ -505,6 +505,13 @@ class ReservoirEngine:
         index.dirty.clear()
         self._meta_changed = True
 
+    def pending_changes(self) -> int:
+        """Alias and node tuples logged, index keys marked and the small state's entry, if changed: what
+        the next ``changed_entries`` hands out (nothing while no checkpoint has taken the state)."""
+        if not self._logging:
+            return 0
+        return len(self._log) + len(self.index.dirty) + int(self._meta_changed)
+
     def changed_entries(self) -> list[EntryChange]:
         """Alias tuples and node tuples put or deleted, the index keys touched, and the small state; at
         the first call every entry (nothing was recorded before it)."""
