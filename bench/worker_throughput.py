@@ -1,0 +1,250 @@
+"""Worker throughput: each service's benchmark workload through the real ``Worker``, this checkout against
+a baseline commit, in the same session on the same records.
+
+Per service (``bench/worker_workloads.py``), the records are built once and every measurement runs in a
+fresh child process (``bench/worker_throughput_child.py``): a ``Worker`` over the in-process
+``InMemoryCluster`` (no broker: what is timed is the worker's own path, decode, batch, apply, publish
+and RocksDB checkpoints, at the service's batch size), from its first batch to its final checkpoint.
+The baseline child imports the baseline commit's ``ivmstream`` (``bench/lib/baseline_tree.py``: a
+``git archive`` of the commit outside the repository, its C extensions compiled in place), the other
+one this checkout's. The two alternate, their order swapped every repeat, so load drift hits both.
+
+Reported per service: events per second of wall time and of process CPU time (the CPU figure is the one
+to compare on a loaded machine), medians over the repeats, and the median of the per-repeat
+this-checkout/baseline ratios; the load average beside each measurement.
+
+Usage (from the repo root)::
+
+    .venv/bin/python bench/worker_throughput.py                       # 3 repeats, baseline a896f2d^
+    .venv/bin/python bench/worker_throughput.py --quick               # smoke: tiny workloads, 1 repeat
+    .venv/bin/python bench/worker_throughput.py --markdown            # the docs table of the stored run
+
+Writes ``bench/results/worker_throughput.json`` and ``.png`` (``worker_throughput_quick.*`` with
+``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.lib.machine import load_average, machine_info  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from bench.lib.report import RESULTS, command_line, shown  # noqa: E402
+from bench.worker_workloads import BUILDERS  # noqa: E402
+
+BASELINE = "a896f2d^"  # the runtime and engines before their compiled kernels
+CHILD = REPO / "bench" / "worker_throughput_child.py"
+SIDES = ("baseline", "head")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--services", default=",".join(BUILDERS), help="comma-separated subset")
+    p.add_argument("--repeats", type=int, default=None, help="measurements per side (default 3; 1 quick)")
+    p.add_argument("--quick", action="store_true", help="smoke size: tiny workloads, 1 repeat")
+    p.add_argument("--baseline", default=BASELINE, help=f"the commit compared against (default {BASELINE})")
+    p.add_argument(
+        "--baseline-dir",
+        type=Path,
+        default=None,
+        help="where the baseline is built and kept (outside the repository; default a temporary one)",
+    )
+    p.add_argument(
+        "--same-code",
+        action="store_true",
+        help="run this checkout on both sides (no baseline is built: the smoke test's calibration)",
+    )
+    p.add_argument("--markdown", nargs="?", const=str(RESULTS / "worker_throughput.json"), default=None)
+    p.add_argument("--out", type=Path, default=None, help="the report (a .png beside it)")
+    a = p.parse_args(argv)
+    a.services = [s.strip() for s in a.services.split(",") if s.strip()]
+    unknown = sorted(set(a.services) - set(BUILDERS))
+    if unknown:
+        p.error(f"unknown service(s) {', '.join(unknown)} (known: {', '.join(BUILDERS)})")
+    a.repeats = a.repeats or (1 if a.quick else 3)
+    name = "worker_throughput_quick" if a.quick else "worker_throughput"
+    a.out = a.out.with_suffix(".json") if a.out else RESULTS / f"{name}.json"
+    return a
+
+
+def run_child(spec_path: Path, pythonpath: str | None) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    load = load_average()[0]
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(spec_path)], env=env, capture_output=True, text=True, cwd="/"
+    )
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+        progress(f"a worker run of {spec_path.stem} failed:\n{proc.stderr[-3000:]}")
+        return {"error": lines[-1], "load": load}
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "load": load}
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Medians per side and the per-repeat ratios (this checkout over the baseline)."""
+    base, head = runs["baseline"], runs["head"]
+    out: dict[str, Any] = {}
+    for figure in ("events_per_second", "events_per_cpu_second"):
+        for side in SIDES:
+            out[f"{side}_{figure}"] = statistics.median(r[figure] for r in runs[side])
+        ratios = [h[figure] / b[figure] for b, h in zip(base, head, strict=True)]
+        out[f"ratios_{figure}"] = [round(x, 3) for x in ratios]
+        out[f"ratio_{figure}"] = round(statistics.median(ratios), 3)
+    out["same_published_results"] = len({r["results_sha1"] for r in base + head}) == 1
+    out["dead_letters"] = {side: max(r["dead_letters"] for r in runs[side]) for side in SIDES}
+    out["load"] = [r["load"] for r in base + head]
+    return out
+
+
+def measure(a: argparse.Namespace, baseline_path: str | None, tmp: Path) -> dict[str, Any]:
+    specs: dict[str, Path] = {}
+    services: dict[str, Any] = {}
+    for name in a.services:
+        workload = BUILDERS[name](a.quick)
+        spec = {
+            "service": workload.service,
+            "config": workload.config,
+            "values": workload.values,
+            "keys": workload.record_keys(),
+        }
+        specs[name] = tmp / f"{name}.pickle"
+        specs[name].write_bytes(pickle.dumps(spec))
+        services[name] = {"workload": workload.description, "events": len(workload.values)}
+        progress(f"{name}: {workload.description} ({len(workload.values):,} records)")
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {s: [] for s in SIDES} for n in a.services}
+    paths = {"baseline": baseline_path, "head": None}
+    for rep in range(a.repeats):
+        for name in a.services:
+            for side in SIDES if rep % 2 == 0 else SIDES[::-1]:
+                got = run_child(specs[name], paths[side])
+                runs[name][side].append(got)
+                if "error" in got:
+                    continue
+                progress(
+                    f"  {name} {side} (repeat {rep + 1}/{a.repeats}): "
+                    f"{got['events_per_second']:,.0f} events/s, "
+                    f"{got['events_per_cpu_second']:,.0f} per CPU s, load {got['load']}"
+                )
+    for name in a.services:
+        failed = [r["error"] for side in SIDES for r in runs[name][side] if "error" in r]
+        if failed:
+            services[name].update(error=failed[0], runs=runs[name])
+            continue
+        first = runs[name]["head"][0]
+        services[name].update(
+            batch_size=first["batch_size"],
+            checkpoint_interval_s=first["checkpoint_interval_s"],
+            **summarize(runs[name]),
+            runs=runs[name],
+        )
+    return services
+
+
+def markdown(report: dict[str, Any]) -> str:
+    base = report["baseline"]
+    lines = [
+        f"Through the worker (`InMemoryCluster`, RocksDB checkpoints, the service's batch size), "
+        f"baseline `{base['commit']}` against `{report['head']}`, {report['repeats']} interleaved "
+        f"repeat(s), load {report['load_start'][0]} at the start and {report['load_end'][0]} at the end "
+        f"(`{report['command']}`).",
+        "",
+        "| service | workload | events | batch | baseline events/CPU s | events/CPU s | ratio (CPU) "
+        "| baseline events/s | events/s | ratio (wall) | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in report["services"].items():
+        if "error" in s:
+            lines.append(
+                f"| {name} | {s['workload']} | {s['events']:,} | | failed: {s['error']} | | | | | | |"
+            )
+            continue
+        load = f"{min(s['load']):.1f}-{max(s['load']):.1f}"
+        lines.append(
+            f"| {name} | {s['workload']} | {s['events']:,} | {s['batch_size']:,} "
+            f"| {s['baseline_events_per_cpu_second']:,.0f} | {s['head_events_per_cpu_second']:,.0f} "
+            f"| {s['ratio_events_per_cpu_second']:.2f}x "
+            f"| {s['baseline_events_per_second']:,.0f} | {s['head_events_per_second']:,.0f} "
+            f"| {s['ratio_events_per_second']:.2f}x | {load} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    from bench.lib.plots import plt
+
+    names = [n for n, s in report["services"].items() if "error" not in s]
+    cpu = [report["services"][n]["ratio_events_per_cpu_second"] for n in names]
+    wall = [report["services"][n]["ratio_events_per_second"] for n in names]
+    xs = range(len(names))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.bar([x - 0.2 for x in xs], cpu, 0.4, label="events per CPU second", color="#4c72b0")
+    ax.bar([x + 0.2 for x in xs], wall, 0.4, label="events per second (wall)", color="#dd8452")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(3.0, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(list(xs), names)
+    ax.set_ylabel(f"this checkout / {report['baseline']['commit']}")
+    ax.set_title("Through the worker: events/s against the baseline (median of paired repeats)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse_args(argv)
+    if a.markdown is not None:
+        print(markdown(json.loads(Path(a.markdown).read_text())))
+        return 0
+    started, load_start = time.time(), load_average()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="ivmstream-worker-throughput-") as tmp:
+        baseline_path = None
+        if not a.same_code:
+            from bench.lib.baseline_tree import build_baseline
+
+            progress(f"building the baseline {a.baseline}")
+            baseline_path = str(build_baseline(a.baseline, a.baseline_dir or Path(tmp) / "baseline"))
+        services = measure(a, baseline_path, Path(tmp))
+    report = {
+        "command": command_line("bench/worker_throughput.py", list(argv) if argv is not None else None),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+        "baseline": {"commit": "this checkout" if a.same_code else a.baseline},
+        "head": head or "this checkout",
+        "harness": "InMemoryCluster (in-process), RocksDB state store, worker GC policy",
+        "repeats": a.repeats,
+        "quick": a.quick,
+        "load_start": load_start,
+        "load_end": load_average(),
+        "machine": machine_info(),
+        "services": services,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, a.out.with_suffix(".png"))
+    print(markdown(report))
+    print(f"wrote {shown(a.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
