@@ -108,9 +108,11 @@ RUNTIME_OPTIONS: dict[str, Option] = {
     ),
     "emit": Option(
         "batch",
-        choice("batch", "every-event"),
-        "batch: each key's result once per consumed batch; every-event: a JSON Patch of the key's result "
-        "after every event, tagged with the event's offset, on the output topic (Redis keeps the latest)",
+        choice("batch", "checkpoint", "every-event"),
+        "batch: each key's result once per consumed batch; checkpoint: each changed key's result once per "
+        "checkpoint and when the worker has caught up (for results that cost a pass over the state); "
+        "every-event: a JSON Patch of the key's result after every event, tagged with the event's offset, "
+        "on the output topic (Redis keeps the latest)",
     ),
     "resident_keys": Option(
         10000,
@@ -203,7 +205,7 @@ class ServiceConfig:
     resident_keys: int | None = 10_000  # engines kept per partition after a checkpoint (None: all)
     rocksdb_block_cache_mib: int = ROCKSDB_BLOCK_CACHE_MIB  # one block cache per worker (RocksDB state)
     rocksdb_write_buffer_mib: int = ROCKSDB_WRITE_BUFFER_MIB  # all memtables of a worker (RocksDB state)
-    emit: str = "batch"  # "every-event": a changelog record per event (docs/architecture.md, "Result modes")
+    emit: str = "batch"  # or "checkpoint", "every-event" (docs/architecture.md, "Result modes")
     broker_timeout: float | None = 120.0  # seconds without a reachable broker before exiting (None: never)
     dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES  # a dead letter's value is cut to this many bytes
     shard_by: str | None = None  # sharded query: workers publish partial results, a coordinator sums them
@@ -333,6 +335,11 @@ def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ..
         )
     if not inputs:
         return ()
+    if values["emit"] == "checkpoint" and not rekeyed:
+        raise ConfigError(
+            f"{source}: emit checkpoint needs key_field with inputs: a keyless view over inputs "
+            "publishes its result after every batch"
+        )
     if values["input_topic"] is not None:
         raise ConfigError(
             f"{source}: inputs and input_topic exclude each other (inputs names every input topic)"

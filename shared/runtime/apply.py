@@ -2,6 +2,9 @@
 when the worker starts (``Worker._apply_mode``) rather than tested per batch.
 
 - ``PerBatch``: each key's events of a batch applied together, then each touched key's result published.
+- ``AtCheckpoint`` (``emit: checkpoint``): each batch applied, each touched key's result published once
+  before the checkpoint that covers it and whenever the worker has caught up, for results that cost a
+  pass over the state to compute.
 - ``PerEvent`` (``emit: every-event``): events applied one at a time in log order, each followed by a
   changelog record (``ivmstream.changelog``); Redis keeps each key's full latest result.
 - ``Coordinator`` (``--role coordinator``): per batch over the partial results of a sharded query's
@@ -139,6 +142,10 @@ class ApplyMode:
     def _publish_again(self, records: list[tuple[str, dict[str, Any]]]) -> int:
         return self.output.publish(records)
 
+    def publish_pending(self, partitions: Iterable[PartitionState]) -> int:
+        """Publish the results applied but not published yet (``AtCheckpoint``); how many."""
+        return 0
+
     def republish_lost(self, partitions: Iterable[PartitionState]) -> bool:
         """If Redis restarted empty or was flushed since results were published, publish every owned key's
         result again, so Redis is whole by the next checkpoint; whether it had."""
@@ -226,6 +233,32 @@ class PerBatch(ApplyMode):
         applied = apply_groups(state, msgs, decoded, groups, self.refusals)
         published = self.output.publish((key, self.record(state, key)) for key in groups)
         return applied, published
+
+
+class AtCheckpoint(PerBatch):
+    """``emit: checkpoint``. A batch's touched keys wait in ``state.unpublished``; the checkpoint publishes
+    them before it waits for the outputs' acknowledgements, so every checkpoint covers published results
+    (exactly once as for ``PerBatch``), and the last result published equals the engine's."""
+
+    def _apply(
+        self,
+        state: PartitionState,
+        msgs: list[Message],
+        decoded: Decoded,
+        groups: dict[str, list[UpdateEvent]],
+    ) -> tuple[int, int]:
+        applied = apply_groups(state, msgs, decoded, groups, self.refusals)
+        state.unpublished.update(groups)
+        return applied, 0
+
+    def publish_pending(self, partitions: Iterable[PartitionState]) -> int:
+        published = 0
+        for state in partitions:
+            if state.unpublished:
+                keys = sorted(state.unpublished)
+                state.unpublished.clear()
+                published += self.republish(state, keys)
+        return published
 
 
 class Coordinator(PerBatch):

@@ -44,9 +44,11 @@ class Checkpointer:
         interval: float,
         hooks: Hooks,
         waiting: Callable[[], None],
+        publish_pending: Callable[[list[PartitionState]], int] | None = None,
     ) -> None:
         """``envelope``: the state's stored description, checked on restore; ``waiting``: called while
-        outputs are being acknowledged (a broker outage check may stop the worker there)."""
+        outputs are being acknowledged (a broker outage check may stop the worker there);
+        ``publish_pending``: publishes the results an apply mode holds back (``emit: checkpoint``), first."""
         self.store = store
         self.output = output
         self.consumer = consumer
@@ -54,6 +56,7 @@ class Checkpointer:
         self.interval = interval
         self.hooks = hooks
         self.waiting = waiting
+        self.publish_pending = publish_pending
         self.last = time.monotonic()
 
     def due(self, now: float) -> bool:
@@ -68,6 +71,8 @@ class Checkpointer:
         started = time.perf_counter()
         size = entries = 0
         if todo:
+            if self.publish_pending is not None:
+                self.publish_pending(todo)
             self.output.flush(check=self.waiting, postgres=not periodic)
             for state in todo:
                 offset = state.next_offset

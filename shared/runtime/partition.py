@@ -110,6 +110,7 @@ class PartitionState:
         self.origins: dict[str, tuple[int, int]] = origin_marks(cp.origins)
         self._origins_written = dict(self.origins)
         self.dirty: set[str] = set(self._rewrite)
+        self.unpublished: set[str] = set()  # emit: checkpoint: keys applied since their result was published
 
     def _new_engine(self, key: str) -> Engine:
         """A fresh engine for ``key``, its store-backed maps bound to this partition's stored entries."""

@@ -29,7 +29,15 @@ from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import EventCodec, UpdateEvent
 from ivmstream.events.coverage import RelationCoverage
 from ivmstream.metrics import RuntimeMetrics
-from ivmstream.runtime.apply import ApplyMode, Codec, Coordinator, PerBatch, PerEvent, by_partition
+from ivmstream.runtime.apply import (
+    ApplyMode,
+    AtCheckpoint,
+    Codec,
+    Coordinator,
+    PerBatch,
+    PerEvent,
+    by_partition,
+)
 from ivmstream.runtime.checkpoint import Checkpointer
 from ivmstream.runtime.clients import ClientFactory, clients_of, output_settings
 from ivmstream.runtime.hooks import BatchApplied, Hooks, fire
@@ -136,6 +144,7 @@ class Worker:
             config.checkpoint_interval,
             self.hooks,
             self.broker_watch.check,
+            self.mode.publish_pending,
         )
         self.rebalance = Rebalance(
             store=store,
@@ -181,7 +190,8 @@ class Worker:
                 self.service, self.config, self.codec, self.consumer, self.clients, self.group
             )
             return Sharded(*args, routing, partial, feed), sharding
-        return (PerEvent if self.config.emit == "every-event" else PerBatch)(*args), None
+        modes = {"batch": PerBatch, "checkpoint": AtCheckpoint, "every-event": PerEvent}
+        return modes[self.config.emit](*args), None
 
     @property
     def codec(self) -> Codec:
@@ -237,6 +247,7 @@ class Worker:
                         self._process_broadcast(side)
                     msgs = msgs or side
                 if not msgs:
+                    self.mode.publish_pending(self.partitions.values())  # caught up: nothing held back
                     self.producer.poll(0)
                 health.last_beat = now = time.monotonic()  # liveness (shared/health.py)
                 if self.checkpointer.due(now):
