@@ -30,7 +30,7 @@ from ivmstream import changelog
 from ivmstream.config import build_config
 from ivmstream.replay import replay_all
 from ivmstream.service import load_service
-from tests.helpers_cdc import RELATIONS, offline_keyed, produce_paced, workload
+from tests.helpers_cdc import RELATIONS, Workload, offline_keyed, produce_paced, workload
 
 
 def _start_step(*args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -59,44 +59,46 @@ def _wait(
         time.sleep(0.2)
 
 
-@pytest.mark.slow
-def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
-    broker, unique, tmp_path: Path
-):
-    topics = (f"{unique}.orders", f"{unique}.customers")
-    rekeyed, out, dlq = f"{unique}.rekeyed", f"{unique}.out", f"{unique}.dlq"
-    for topic in topics:
-        broker.create_topic(topic, 4)
-    broker.create_topic(rekeyed, 3)
-    w = workload(seed=13, changes=3000, topics=topics, key_field="tenant")
-    config = write_config(
+def _view_config(
+    tmp_path: Path, topics: tuple[str, str], rekey_topic: str, unique: str, **extra: Any
+) -> Path:
+    return write_config(
         tmp_path / "view.yaml",
         relations=RELATIONS,
-        key_field="tenant",
         inputs=[{"topic": t, "format": "debezium-json"} for t in topics],
-        rekey_topic=rekeyed,
-        output_topic=out,
-        dlq_topic=dlq,
+        rekey_topic=rekey_topic,
+        output_topic=f"{unique}.out",
+        dlq_topic=f"{unique}.dlq",
         batch_size=20,
-        checkpoint_interval=10.0,  # the step's kill lands on writes it has not checkpointed
+        checkpoint_interval=10.0,  # the kills land on work neither has checkpointed
+        **extra,
     )
+
+
+def _kill9_both_mid_stream(
+    broker, unique: str, tmp_path: Path, w: Workload, config: Path, step_topic: str, done: Callable[[], bool]
+) -> list[str]:
+    """``ivmstream rekey`` and ``ivmstream run`` over ``w``'s records produced at a pace: the step is
+    killed with SIGKILL once a third of them are on ``step_topic`` (the second half of the input waits
+    for the kills) and restarted, the worker once 50 records are published and restarted; both then run
+    until ``done`` and stop cleanly. The origin tags on ``step_topic``, with the copies the kill left."""
     step_args = run_args(
         "reference", broker.bootstrap, config, group=f"{unique}-rk", state_dir=tmp_path / "rk"
     )
     worker_args = run_args(
         "reference", broker.bootstrap, config, group=f"{unique}-g", state_dir=tmp_path / "s"
     )
+    out = f"{unique}.out"
     logs = [tmp_path / "step.log", tmp_path / "worker.log"]
-    total = len(w.records)
-    hold = threading.Event()  # the second half of the input waits for the kill
+    hold = threading.Event()
     feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w, hold), daemon=True)
     feeder.start()
     step = _start_step(*step_args, log=logs[0])
     worker = start_worker(*worker_args, log=logs[1])
     try:
         _wait(
-            "a third re-keyed",
-            lambda: len(read_topic(broker.bootstrap, rekeyed, timeout=3)) >= total // 3,
+            "a third written by the step",
+            lambda: len(read_topic(broker.bootstrap, step_topic, timeout=3)) >= len(w.records) // 3,
             [step, worker],
             logs,
             60,
@@ -115,20 +117,31 @@ def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
         worker = start_worker(*worker_args, log=logs[1])
         hold.set()
         feeder.join()
-        expected = offline_keyed(w, load_service("reference"), "tenant", topics)
-        _wait(
-            "the offline replay",
-            lambda: _published(broker.bootstrap, out) == expected,
-            [step, worker],
-            logs,
-            180,
-        )
+        _wait("the expected view", done, [step, worker], logs, 180)
     finally:
         hold.set()
         codes = [stop_worker(p) for p in (step, worker)]
     assert codes == [0, 0], [log.read_text() for log in logs]
-    tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, rekeyed, timeout=10)]
+    tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, step_topic, timeout=10)]
     assert len(tags) > len(set(tags)), "the step's kill left no copies for the worker to drop"
+    return tags
+
+
+@pytest.mark.slow
+def test_kill9_of_the_rekeying_step_and_of_the_worker_equals_the_offline_replay(
+    broker, unique, tmp_path: Path
+):
+    topics = (f"{unique}.orders", f"{unique}.customers")
+    rekeyed, out, dlq = f"{unique}.rekeyed", f"{unique}.out", f"{unique}.dlq"
+    for topic in topics:
+        broker.create_topic(topic, 4)
+    broker.create_topic(rekeyed, 3)
+    w = workload(seed=13, changes=3000, topics=topics, key_field="tenant")
+    config = _view_config(tmp_path, topics, rekeyed, unique, key_field="tenant")
+    expected = offline_keyed(w, load_service("reference"), "tenant", topics)
+    _kill9_both_mid_stream(
+        broker, unique, tmp_path, w, config, rekeyed, lambda: _published(broker.bootstrap, out) == expected
+    )
     reasons = Counter(headers(m)["ivmstream.reason"] for m in read_topic(broker.bootstrap, dlq, timeout=10))
     assert set(reasons) == set(w.bad) and all(reasons[r] >= n for r, n in w.bad.items()), (reasons, w.bad)
 
@@ -152,72 +165,24 @@ def test_kill9_of_the_step_and_of_a_keyless_view_publishing_every_event(broker, 
     both are killed mid-stream; the changelog, read once per event id, replays into the final tables,
     and a record published again after the worker's kill is the same record."""
     topics = (f"{unique}.orders", f"{unique}.customers")
-    log_topic, out, dlq = f"{unique}.log", f"{unique}.out", f"{unique}.dlq"
+    log_topic, out = f"{unique}.log", f"{unique}.out"
     for topic in topics:
         broker.create_topic(topic, 4)
     broker.create_topic(log_topic, 1)
     w = workload(seed=17, changes=1500, topics=topics)
-    config = write_config(
-        tmp_path / "view.yaml",
-        relations=RELATIONS,
-        inputs=[{"topic": t, "format": "debezium-json"} for t in topics],
-        emit="every-event",
-        rekey_topic=log_topic,
-        output_topic=out,
-        dlq_topic=dlq,
-        batch_size=20,
-        checkpoint_interval=10.0,  # the kills land on work neither has checkpointed
-    )
-    step_args = run_args(
-        "reference", broker.bootstrap, config, group=f"{unique}-rk", state_dir=tmp_path / "rk"
-    )
-    worker_args = run_args(
-        "reference", broker.bootstrap, config, group=f"{unique}-g", state_dir=tmp_path / "s"
-    )
-    logs = [tmp_path / "step.log", tmp_path / "worker.log"]
-    total = len(w.records)
-    hold = threading.Event()  # the second half of the input waits for the kills
-    feeder = threading.Thread(target=produce_paced, args=(broker.bootstrap, w, hold), daemon=True)
-    feeder.start()
-    step = _start_step(*step_args, log=logs[0])
-    worker = start_worker(*worker_args, log=logs[1])
+    config = _view_config(tmp_path, topics, log_topic, unique, emit="every-event")
     service = load_service("reference")
     final = replay_all(service, build_config(service, {"relations": RELATIONS}), w.final_events()).result()
     expected = orjson.loads(orjson.dumps(final))
-    try:
-        _wait(
-            "a third in the log",
-            lambda: len(read_topic(broker.bootstrap, log_topic, timeout=3)) >= total // 3,
-            [step, worker],
-            logs,
-            60,
-        )
-        kill9(step, logs[0])
-        step = _start_step(*step_args, log=logs[0])
-        _wait(
-            "changelog records",
-            lambda: len(read_topic(broker.bootstrap, out, timeout=3)) >= 50,
-            [step, worker],
-            logs,
-            60,
-        )
-        kill9(worker, logs[1])
-        worker = start_worker(*worker_args, log=logs[1])
-        hold.set()
-        feeder.join()
-        _wait(
-            "the final tables",
-            lambda: list(_changelog(broker.bootstrap, out)[0].values()) == [expected],
-            [step, worker],
-            logs,
-            180,
-        )
-    finally:
-        hold.set()
-        codes = [stop_worker(p) for p in (step, worker)]
-    assert codes == [0, 0], [log.read_text() for log in logs]
-    tags = [headers(m)["ivmstream.origin"] for m in read_topic(broker.bootstrap, log_topic, timeout=10)]
-    assert len(tags) > len(set(tags)), "the step's kill left no copies for the worker to drop"
+    tags = _kill9_both_mid_stream(
+        broker,
+        unique,
+        tmp_path,
+        w,
+        config,
+        log_topic,
+        lambda: list(_changelog(broker.bootstrap, out)[0].values()) == [expected],
+    )
     _docs, patches = _changelog(broker.bootstrap, out)
     assert len(patches) == len(set(tags))  # one changelog record per event
     assert all(all(p == ps[0] for p in ps) for ps in patches.values())  # published again: the same record
