@@ -16,6 +16,7 @@ from ivmstream.cli.common import (
     group_or_default,
     load,
     open_worker_store,
+    rekey_group,
     services_epilog,
 )
 from ivmstream.cli.spark import spark_session
@@ -81,17 +82,16 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         raise CliError("give either --state-dir (RocksDB) or --redis (Redis state), not both")
     if args.from_offsets != "latest" and not args.bootstrap:
         raise CliError("--from-offsets needs --bootstrap to resolve the topic's offsets")
-    group = group_or_default(args.group, service.name)
     backend = "redis" if args.redis else "rocksdb"
-    store = open_worker_store(
-        backend, service.name, group, state_dir=args.state_dir or "state", redis_url=args.redis
-    )
-    step_store = None
-    if config.rekeyed:  # the re-keying step's positions and images, beside the workers' state
-        step_group = group_or_default(args.rekey_group, service.name, ".rekey")
-        step_store = open_worker_store(
-            backend, service.name, step_group, state_dir=args.state_dir or "state", redis_url=args.redis
+
+    def store_of(group: str) -> Any:
+        return open_worker_store(
+            backend, service.name, group, state_dir=args.state_dir or "state", redis_url=args.redis
         )
+
+    store = store_of(group_or_default(args.group, service.name))
+    # a re-keyed view: the re-keying step's positions and images, beside the workers' state
+    step_store = store_of(rekey_group(args.rekey_group, service.name)) if config.rekeyed else None
     if args.bootstrap:
         check_broker(args.bootstrap, config)
     source = args.snapshot or "its input topics"

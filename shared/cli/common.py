@@ -118,9 +118,39 @@ def load(service_name: str, config_path: str | None) -> tuple[Any, Any]:
     return service, load_config(service, config_path)
 
 
+def add_bootstrap_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
+
+
+def add_state_arguments(p: argparse.ArgumentParser, *, redis_help: str, group_help: str) -> None:
+    """Where a long-running command (a worker, the re-keying step) checkpoints its state and under which
+    name: ``--state-dir``, ``--state-backend``, ``--redis`` and ``--group``; read by ``open_state``."""
+    p.add_argument("--state-dir", default="state", help="directory of the RocksDB state (default ./state)")
+    p.add_argument(
+        "--state-backend",
+        choices=("rocksdb", "redis", "memory"),
+        help="where state and offsets are checkpointed: rocksdb (default), redis (needs --redis) or "
+        "memory (lost at exit; tests)",
+    )
+    p.add_argument("--redis", metavar="URL", help=redis_help)
+    p.add_argument("--group", help=group_help)
+
+
+def open_state(args: argparse.Namespace, service_name: str, group: str) -> Any:
+    """The store ``add_state_arguments``' options name, for ``group``."""
+    return open_worker_store(
+        args.state_backend or "rocksdb", service_name, group, state_dir=args.state_dir, redis_url=args.redis
+    )
+
+
 def group_or_default(group: str | None, service_name: str, suffix: str = "") -> str:
     """The consumer group given, else the service's (``suffix``: a step's own, as ``.rekey``)."""
     return group or f"ivmstream.{service_name}{suffix}"
+
+
+def rekey_group(group: str | None, service_name: str) -> str:
+    """The re-keying step's name in the state store: the one given, else the service's with ``.rekey``."""
+    return group_or_default(group, service_name, ".rekey")
 
 
 def open_worker_store(

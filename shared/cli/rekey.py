@@ -9,13 +9,14 @@ import signal
 from typing import Any
 
 from ivmstream.cli.common import (
-    BOOTSTRAP_HELP,
     CliError,
+    add_bootstrap_argument,
     add_service_argument,
+    add_state_arguments,
     check_broker,
-    group_or_default,
     load,
-    open_worker_store,
+    open_state,
+    rekey_group,
     services_epilog,
 )
 
@@ -32,12 +33,13 @@ def register(sub: Any) -> None:
         epilog_fn=services_epilog,
     )
     add_service_argument(p)
-    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
+    add_bootstrap_argument(p)
     p.add_argument("--config", required=True, help="service config with inputs and key_field")
-    p.add_argument("--state-dir", default="state", help="RocksDB state directory (default ./state)")
-    p.add_argument("--state-backend", choices=("rocksdb", "redis", "memory"), help="default rocksdb")
-    p.add_argument("--redis", help="Redis URL (with --state-backend redis)")
-    p.add_argument("--group", help="its name in the state store (default ivmstream.<service>.rekey)")
+    add_state_arguments(
+        p,
+        redis_help="Redis URL (with --state-backend redis)",
+        group_help="its name in the state store (default ivmstream.<service>.rekey)",
+    )
     p.set_defaults(func=cmd_rekey)
 
 
@@ -51,11 +53,9 @@ def cmd_rekey(args: argparse.Namespace) -> int:
             f"{config.source}: rekey needs inputs and key_field, shard_by or emit: every-event (a keyless "
             "view publishing per batch reads its inputs itself)"
         )
-    group = group_or_default(args.group, service.name, ".rekey")
+    group = rekey_group(args.group, service.name)
     check_broker(args.bootstrap, config)
-    store = open_worker_store(
-        args.state_backend or "rocksdb", service.name, group, state_dir=args.state_dir, redis_url=args.redis
-    )
+    store = open_state(args, service.name, group)
     step = RekeyStep(service, config, KafkaClients(args.bootstrap), store, group=group)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: step.stop())

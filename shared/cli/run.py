@@ -10,15 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ivmstream.cli.common import (
-    BOOTSTRAP_HELP,
     REDIS_HELP,
     CliError,
+    add_bootstrap_argument,
     add_config_argument,
     add_service_argument,
+    add_state_arguments,
     check_broker,
     group_or_default,
     load,
-    open_worker_store,
+    open_state,
     services_epilog,
 )
 
@@ -34,20 +35,13 @@ def register(sub: Any) -> None:
         epilog_fn=services_epilog,
     )
     add_service_argument(p)
-    p.add_argument("--bootstrap", required=True, metavar="ADDR", help=BOOTSTRAP_HELP)
+    add_bootstrap_argument(p)
     add_config_argument(p)
-    p.add_argument("--state-dir", default="state", help="directory of the RocksDB state (default ./state)")
-    p.add_argument(
-        "--state-backend",
-        choices=("rocksdb", "redis", "memory"),
-        help="where state and offsets are checkpointed: rocksdb (default), redis (needs --redis) or "
-        "memory (lost at exit; tests)",
-    )
-    p.add_argument(
-        "--redis",
-        metavar="URL",
-        help=f"publish each key's latest result there (and keep state there with --state-backend redis): "
-        f"{REDIS_HELP}",
+    add_state_arguments(
+        p,
+        redis_help=f"publish each key's latest result there (and keep state there with --state-backend "
+        f"redis): {REDIS_HELP}",
+        group_help="consumer group (default ivmstream.<service>)",
     )
     p.add_argument(
         "--postgres",
@@ -55,7 +49,6 @@ def register(sub: Any) -> None:
         help="PostgreSQL DSN: results are also upserted into ivmstream_results (numeric ones kept in "
         "ivmstream_result_history); a DSN without a password takes IVMSTREAM_POSTGRES_PASSWORD(_FILE)",
     )
-    p.add_argument("--group", help="consumer group (default ivmstream.<service>)")
     p.add_argument(
         "--role",
         choices=("worker", "coordinator"),
@@ -108,12 +101,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         service, config, _codec = coordinator_of(declared, declared_config)
     group = group_or_default(args.group, service.name)
-    backend = args.state_backend or ("rocksdb")
+    backend = args.state_backend or "rocksdb"
     redis_client = connect(args.redis) if args.redis else None
     postgres = sink_for(args.postgres, config) if args.postgres else None
     check_broker(args.bootstrap, config)
     _require_topics(args.bootstrap, config)
-    store = open_worker_store(backend, service.name, group, state_dir=args.state_dir, redis_url=args.redis)
+    store = open_state(args, service.name, group)
     metrics = RuntimeMetrics(service.name, runtime=args.runtime)
     if redis_client is not None:
         from ivmstream.verdict import reconcile_key
