@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ivmstream.services.reservoir import kernels
+
 Tup = tuple[Any, ...]
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
 
@@ -209,6 +211,8 @@ class JoinIndex:
         self.places = self.propagations = self.retrieves = 0
         self.dirty: set[tuple[int, Tup]] = set()  # (structure, key) changed since the last checkpoint
         self.tracking = False  # whether ``dirty`` is kept: not until a checkpoint will read it
+        # the compiled re-weighing (rounded mode, where built); None: the Python methods below
+        self.native: kernels.Reweigh | None = None if exact else kernels.reweigh
         self.ds: list[Directed] = []
         self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
         self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
@@ -255,20 +259,12 @@ class JoinIndex:
         if not self.counting:
             return True
         if new:
-            for di in self.out[e]:
-                d = self.ds[di]
-                w = self._children_product(d, item)
-                if w:
-                    self._place(d, item, 0, w)
+            self._reweigh(e, item, 0, 1)
             return True
         size = len(node.items[item])
         old_f, f = self._feq(size - 1), self._feq(size)
         if f != old_f:
-            for di in self.out[e]:
-                d = self.ds[di]
-                base = self._children_product(d, item)
-                if base:
-                    self._place(d, item, old_f * base, f * base)
+            self._reweigh(e, item, old_f, f)
         return True
 
     def remove(self, e: int, t: Tup) -> bool:
@@ -284,13 +280,22 @@ class JoinIndex:
             old_f = self._feq(size) if self.grouped else 1  # the item's weight factor, before and after
             f = self._feq(size - 1) if self.grouped and size > 1 else 0
             if f != old_f:
-                for di in self.out[e]:
-                    d = self.ds[di]
-                    base = self._children_product(d, item)
-                    if base:
-                        self._place(d, item, old_f * base, f * base)
+                self._reweigh(e, item, old_f, f)
         node.remove(t)
         return True
+
+    def _reweigh(self, e: int, item: Tup, old_f: int, f: int) -> None:
+        """The item's weight factor in node e changes from old_f to f: in every D[e→*] its weight is
+        that factor times its children's (rounded) counts. Rounded mode runs the compiled step where
+        it is built (kernels.py), the same container operations as these methods."""
+        if self.native is not None:
+            self.native(self, e, item, old_f, f)
+            return
+        for di in self.out[e]:
+            d = self.ds[di]
+            base = self._children_product(d, item)
+            if base:
+                self._place(d, item, old_f * base, f * base)
 
     def _place(self, d: Directed, item: Tup, w_old: int, w_new: int) -> None:
         self.places += 1
