@@ -171,6 +171,36 @@ static int is_negative(PyObject *m) {
     return neg;
 }
 
+/* The loop both passes share, in their Python loops' order of operations. For every (c, w) in walk:
+ * light, view[(c, fixed)] += w·m, fused with Σ_c probe[c]·w (probe NULL: no sum, 0);
+ * heavy, view[(fixed, c)] += m·w, fused with Σ_c w·probe[c][fixed]. Returns the sum. */
+static PyObject *view_pass(PyObject *view, PyObject *walk, PyObject *fixed, PyObject *m, PyObject *probe,
+                           int light) {
+    int popping = is_negative(m);
+    if (popping < 0) return NULL;
+    Sum sum = {0, NULL};
+    Py_ssize_t pos = 0;
+    PyObject *c, *w;
+    while (PyDict_Next(walk, &pos, &c, &w)) {
+        PyObject *p = probe == NULL ? NULL : PyDict_GetItemWithError(probe, c);
+        if (p != NULL && !light) {  /* heavy: p is an index row, the factor its entry at fixed */
+            if (!need_dict(p, "an index row")) goto fail;
+            p = PyDict_GetItemWithError(p, fixed);
+        }
+        if (p == NULL) {
+            if (PyErr_Occurred()) goto fail;
+        } else if ((light ? sum_add(&sum, p, w) : sum_add(&sum, w, p)) < 0)
+            goto fail;
+        PyObject *key = light ? PyTuple_Pack(2, c, fixed) : PyTuple_Pack(2, fixed, c);
+        if (key == NULL) goto fail;
+        if ((light ? view_add(view, key, w, m, popping) : view_add(view, key, m, w, popping)) < 0) goto fail;
+    }
+    return sum_finish(&sum);
+fail:
+    Py_XDECREF(sum.big);
+    return NULL;
+}
+
 /* view[(c, y)] += col[c]·m for every c in col, fused with Σ_c probe[c]·col[c] (returned; 0 when probe
  * is None). */
 static PyObject *k_light_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -181,26 +211,7 @@ static PyObject *k_light_pass(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (view == col) return PyErr_Format(PyExc_ValueError, "the view cannot be the row it is extended by");
     if (probe == Py_None) probe = NULL;
     else if (!need_dict(probe, "probe")) return NULL;
-    int popping = is_negative(m);
-    if (popping < 0) return NULL;
-    Sum sum = {0, NULL};
-    Py_ssize_t pos = 0;
-    PyObject *c, *b;
-    while (PyDict_Next(col, &pos, &c, &b)) {
-        if (probe != NULL) {
-            PyObject *a = PyDict_GetItemWithError(probe, c);
-            if (a == NULL) {
-                if (PyErr_Occurred()) goto fail;
-            } else if (sum_add(&sum, a, b) < 0)
-                goto fail;
-        }
-        PyObject *key = PyTuple_Pack(2, c, y);
-        if (key == NULL || view_add(view, key, b, m, popping) < 0) goto fail;
-    }
-    return sum_finish(&sum);
-fail:
-    Py_XDECREF(sum.big);
-    return NULL;
+    return view_pass(view, col, y, m, probe, 1);
 }
 
 /* view[(x, c)] += m·lrow[c] for every c in lrow, fused with Σ_c lrow[c]·plf[c][x] (returned). */
@@ -210,30 +221,7 @@ static PyObject *k_heavy_pass(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *view = args[0], *x = args[1], *lrow = args[2], *m = args[3], *plf = args[4];
     if (!need_dict(view, "view") || !need_dict(lrow, "lrow") || !need_dict(plf, "plf")) return NULL;
     if (view == lrow) return PyErr_Format(PyExc_ValueError, "the view cannot be the row it is extended by");
-    int popping = is_negative(m);
-    if (popping < 0) return NULL;
-    Sum sum = {0, NULL};
-    Py_ssize_t pos = 0;
-    PyObject *c, *a;
-    while (PyDict_Next(lrow, &pos, &c, &a)) {
-        PyObject *prow = PyDict_GetItemWithError(plf, c);
-        if (prow == NULL) {
-            if (PyErr_Occurred()) goto fail;
-        } else {
-            if (!need_dict(prow, "an index row")) goto fail;
-            PyObject *b = PyDict_GetItemWithError(prow, x);
-            if (b == NULL) {
-                if (PyErr_Occurred()) goto fail;
-            } else if (sum_add(&sum, a, b) < 0)
-                goto fail;
-        }
-        PyObject *key = PyTuple_Pack(2, x, c);
-        if (key == NULL || view_add(view, key, m, a, popping) < 0) goto fail;
-    }
-    return sum_finish(&sum);
-fail:
-    Py_XDECREF(sum.big);
-    return NULL;
+    return view_pass(view, lrow, x, m, plf, 0);
 }
 
 /* --- index updates ----------------------------------------------------------------------------- */
