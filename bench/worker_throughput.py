@@ -17,6 +17,7 @@ Usage (from the repo root)::
 
     .venv/bin/python bench/worker_throughput.py                       # 3 repeats, baseline a896f2d^
     .venv/bin/python bench/worker_throughput.py --quick               # smoke: tiny workloads, 1 repeat
+    .venv/bin/python bench/worker_throughput.py --profile             # + where each side's time goes
     .venv/bin/python bench/worker_throughput.py --markdown            # the docs table of the stored run
 
 Writes ``bench/results/worker_throughput.json`` and ``.png`` (``worker_throughput_quick.*`` with
@@ -65,9 +66,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="where the baseline is built and kept (outside the repository; default a temporary one)",
     )
     p.add_argument(
+        "--head",
+        default=None,
+        help="a commit to measure, built like the baseline (default: this checkout's working tree)",
+    )
+    p.add_argument(
         "--same-code",
         action="store_true",
         help="run this checkout on both sides (no baseline is built: the smoke test's calibration)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="afterwards, one more run per service and side under py-spy (not counted): the runtime's share",
     )
     p.add_argument("--markdown", nargs="?", const=str(RESULTS / "worker_throughput.json"), default=None)
     p.add_argument("--out", type=Path, default=None, help="the report (a .png beside it)")
@@ -82,11 +93,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return a
 
 
-def run_child(spec_path: Path, pythonpath: str | None) -> dict[str, Any]:
+def child_env(pythonpath: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    return env
+
+
+def run_child(spec_path: Path, pythonpath: str | None) -> dict[str, Any]:
+    env = child_env(pythonpath)
     load = load_average()[0]
     proc = subprocess.run(
         [sys.executable, str(CHILD), str(spec_path)], env=env, capture_output=True, text=True, cwd="/"
@@ -114,7 +130,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def measure(a: argparse.Namespace, baseline_path: str | None, tmp: Path) -> dict[str, Any]:
+def measure(a: argparse.Namespace, paths: dict[str, str | None], tmp: Path) -> dict[str, Any]:
     specs: dict[str, Path] = {}
     services: dict[str, Any] = {}
     for name in a.services:
@@ -130,7 +146,6 @@ def measure(a: argparse.Namespace, baseline_path: str | None, tmp: Path) -> dict
         services[name] = {"workload": workload.description, "events": len(workload.values)}
         progress(f"{name}: {workload.description} ({len(workload.values):,} records)")
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {s: [] for s in SIDES} for n in a.services}
-    paths = {"baseline": baseline_path, "head": None}
     for rep in range(a.repeats):
         for name in a.services:
             for side in SIDES if rep % 2 == 0 else SIDES[::-1]:
@@ -142,6 +157,18 @@ def measure(a: argparse.Namespace, baseline_path: str | None, tmp: Path) -> dict
                     f"  {name} {side} (repeat {rep + 1}/{a.repeats}): "
                     f"{got['events_per_second']:,.0f} events/s, "
                     f"{got['events_per_cpu_second']:,.0f} per CPU s, load {got['load']}"
+                )
+    if a.profile:
+        from bench.lib.worker_profile import profile_run
+
+        for name in a.services:
+            services[name]["profile"] = {}
+            for side in SIDES:
+                progress(f"  {name} {side}: profiling one more run")
+                services[name]["profile"][side] = profile_run(
+                    [sys.executable, str(CHILD), str(specs[name])],
+                    child_env(paths[side]),
+                    tmp / f"{name}-{side}.collapsed",
                 )
     for name in a.services:
         failed = [r["error"] for side in SIDES for r in runs[name][side] if "error" in r]
@@ -184,6 +211,26 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {s['baseline_events_per_second']:,.0f} | {s['head_events_per_second']:,.0f} "
             f"| {s['ratio_events_per_second']:.2f}x | {load} |"
         )
+    profiled = {n: s["profile"] for n, s in report["services"].items() if s.get("profile")}
+    if profiled:
+        lines += [
+            "",
+            "Where the worker's time goes (py-spy, one more run per side, samples under `Worker.run`; "
+            "the engine's share includes its checkpoint entries):",
+            "",
+            "| service | side | engine | state store | decode | publish | runtime, other "
+            "| top frame (self) |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, sides in profiled.items():
+            for side in SIDES:
+                prof = sides.get(side) or {}
+                if "shares" not in prof:
+                    lines.append(f"| {name} | {side} | {prof.get('error', 'no samples')} | | | | | |")
+                    continue
+                shares = " | ".join(f"{100 * v:.0f}%" for v in prof["shares"].values())
+                frame, share = prof["top_self"][0]
+                lines.append(f"| {name} | {side} | {shares} | `{frame}` {100 * share:.0f}% |")
     return "\n".join(lines)
 
 
@@ -215,21 +262,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     started, load_start = time.time(), load_average()
     head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ["git", "rev-parse", "--short", a.head or "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="ivmstream-worker-throughput-") as tmp:
-        baseline_path = None
+        built = a.baseline_dir or Path(tmp)
+        paths: dict[str, str | None] = {"baseline": None, "head": None}
         if not a.same_code:
             from bench.lib.baseline_tree import build_baseline
 
             progress(f"building the baseline {a.baseline}")
-            baseline_path = str(build_baseline(a.baseline, a.baseline_dir or Path(tmp) / "baseline"))
-        services = measure(a, baseline_path, Path(tmp))
+            paths["baseline"] = str(build_baseline(a.baseline, built / "baseline"))
+            if a.head is not None:
+                progress(f"building {a.head}")
+                paths["head"] = str(build_baseline(a.head, built / "head"))
+        services = measure(a, paths, Path(tmp))
     report = {
         "command": command_line("bench/worker_throughput.py", list(argv) if argv is not None else None),
         "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
         "baseline": {"commit": "this checkout" if a.same_code else a.baseline},
-        "head": head or "this checkout",
+        "head": head if a.head is not None else f"{head} (working tree)",
         "harness": "InMemoryCluster (in-process), RocksDB state store, worker GC policy",
         "repeats": a.repeats,
         "quick": a.quick,

@@ -62,7 +62,7 @@ def _fivm(quick: bool) -> Workload:
     from bench.fivm_data import housing, housing_config
     from bench.fivm_runs import FEATURES_27, events
 
-    postcodes = 100 if quick else 2_000
+    postcodes = 100 if quick else 10_000
     flat = [ev for batch in events(housing(1, postcodes, seed=1)) for ev in batch]
     return Workload(
         "fivm",
