@@ -23,7 +23,9 @@ The paper's evaluation as it runs it (``bench/sketches_paper.py``, ``sketches_jo
 * ``having_big``: Q_having (3 aggregates, G = 5,000) over the most rows that fit (``HAVING_BIG_ROWS``; the
   paper: 10M) against the DuckDB recapture.
 * ``slope``: IMP's per-tuple cost for 1, 2, 3, 5 and 10 aggregates, engines timed round-robin.
-* ``tpch_big``: Q1, Q3, Q5, Q6, Q7, Q9, Q10, Q14 at the largest scale factor that fits, Δ ≤ 100.
+* ``tpch_big``: Q1, Q3, Q5, Q6, Q7, Q9, Q10, Q14 at SF 0.1, Δ ≤ 100, with the Python recapture.
+* ``tpch_sf1``: the same queries at SF 1 (the paper's smaller size) against the DuckDB recapture, which
+  reads the ``.tbl`` files itself; each finished query is stored as it ends.
 * ``crimes``: a Crimes-shaped table (the published schema, the artifact's beat partition), CQ1 and CQ2;
   CQ2 under explicit, equal-width and equi-depth partitions.
 * ``joins``, ``joinsel``, ``selpd``: Q_join 1-n and m-n; join selectivity with materialised and probe
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -81,8 +84,13 @@ from bench.sketches_tpch import exp_tpch_big  # noqa: E402
 from bench.sketches_worker import exp_worker, exp_worker_compare  # noqa: E402
 
 
-def sections(quick: bool) -> dict[str, Callable[[], Any]]:
-    """Every experiment by name, at the full or the smoke-test sizes."""
+def sections(quick: bool, keep: Callable[[str, Any], None] | None = None) -> dict[str, Callable[[], Any]]:
+    """Every experiment by name, at the full or the smoke-test sizes; ``keep(name, part)`` stores a long
+    section's finished part."""
+
+    def keeping(name: str) -> Callable[[Any], None] | None:
+        return None if keep is None else (lambda part: keep(name, part))
+
     if quick:
         n, deltas, reps, groups = 5000, [10, 100], 3, [50, 500]
         return {
@@ -94,7 +102,8 @@ def sections(quick: bool) -> dict[str, Callable[[], Any]]:
             "worker": exp_worker,
             "having_big": lambda: exp_having_big(3000, [10, 100], 2),
             "slope": lambda: exp_slope(3000, [1, 3], [10, 100], 2),
-            "tpch_big": lambda: exp_tpch_big(0.01, ["Q3", "Q7"], [10], 2),
+            "tpch_big": lambda: exp_tpch_big(0.01, ["Q3", "Q7"], [10], 2, keeping("tpch_big")),
+            "tpch_sf1": lambda: exp_tpch_big(0.01, ["Q14"], [10], 2, keeping("tpch_sf1"), python=False),
             "crimes": lambda: exp_crimes(5000, [10], 2),
             "joins": lambda: exp_joins(4000, [50, 400], [5], [10], 2),
             "joinsel": lambda: exp_joinsel(4000, 400, [10, 1], [10], 2),
@@ -115,7 +124,8 @@ def sections(quick: bool) -> dict[str, Callable[[], Any]]:
         "worker": exp_worker,
         "having_big": lambda: exp_having_big(HAVING_BIG_ROWS, deltas, 7),
         "slope": lambda: exp_slope(200_000, [1, 2, 3, 5, 10], [10, 100, 500, 1000], 3),
-        "tpch_big": lambda: exp_tpch_big(TPCH_BIG_SF, list(TPCH_QUERIES), [10, 100], 5),
+        "tpch_big": lambda: exp_tpch_big(TPCH_BIG_SF, list(TPCH_QUERIES), [10, 100], 5, keeping("tpch_big")),
+        "tpch_sf1": lambda: exp_tpch_big(1.0, SF1_ORDER, [10, 100], 3, keeping("tpch_sf1"), python=False),
         "crimes": lambda: exp_crimes(200_000, deltas, reps),
         "joins": lambda: exp_joins(200_000, [50, 2000, 20_000], [5, 20], deltas, 3),
         "joinsel": lambda: exp_joinsel(100_000, 2000, [100, 20, 10, 1], deltas, 3),
@@ -132,7 +142,27 @@ def sections(quick: bool) -> dict[str, Callable[[], Any]]:
 # says what memory would allow): Q_having's table and TPC-H's scale factor.
 HAVING_BIG_ROWS = 10_000_000
 TPCH_BIG_SF = 0.1
+# SF 1 without the Python recapture (its captures and bootstraps take hours of Python), the queries in
+# the order of their bootstrap cost at SF 0.1, so a run stopped early holds the most queries.
+SF1_ORDER = ["Q14", "Q10", "Q3", "Q6", "Q9", "Q5", "Q7", "Q1"]
 WORKER_SECTIONS = ("worker", "worker_compare")
+
+
+def merge_section(path: Path, name: str, part: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """The stored report with one section (and its run) replaced, written back and returned; read just
+    before, so another run updating other sections of the same file keeps its own."""
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    stored[name] = part
+    stored.setdefault("sections", {})[name] = meta
+    write_atomically(path, stored)
+    return stored
+
+
+def write_atomically(path: Path, report: dict[str, Any]) -> None:
+    """A reader (or another run merging its sections) never sees a half-written file."""
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_text(json.dumps(report, indent=1))
+    part.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +181,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(json.loads(out.read_text())))
         return 0
-    every = sections(args.quick)
+    report: dict[str, Any] = json.loads(out.read_text()) if args.update and out.exists() else {}
+    command = command_line("bench/sketches.py", argv)
+    started: dict[str, tuple[list[float], float]] = {}  # section -> (load, clock) at its start
+
+    def record(name: str, part: Any) -> None:
+        """The section's result with its command, load and seconds so far. With --update it is merged
+        into the stored report at once (re-read first, so runs of other sections at the same time keep
+        theirs), and each finished section, or finished part of a long one, survives whatever follows."""
+        start, s0 = started[name]
+        meta = {
+            "command": command,
+            "loadavg_start": start,
+            "loadavg_end": load_average(),
+            "seconds": time.perf_counter() - s0,
+        }
+        report[name] = part
+        report.setdefault("sections", {})[name] = meta
+        if args.update:
+            report.update(merge_section(out, name, part, meta))
+
+    every = sections(args.quick, record)
     chosen = [s for s in args.only.split(",") if s] or list(every)
     unknown = sorted(set(chosen) - set(every))
     if unknown:
@@ -159,30 +209,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.no_worker:
         chosen = [s for s in chosen if s not in WORKER_SECTIONS]
-    report: dict[str, Any] = json.loads(out.read_text()) if args.update and out.exists() else {}
-    command = command_line("bench/sketches.py", argv)
     t0 = time.perf_counter()
     if not args.update:
         report = {"command": command, "loadavg_start": load_average()}
-    runs = report.setdefault("sections", {})
     for name in chosen:
         progress(f"== {name}")
-        start, s0 = load_average(), time.perf_counter()
-        report[name] = every[name]()
-        runs[name] = {
-            "command": command,
-            "loadavg_start": start,
-            "loadavg_end": load_average(),
-            "seconds": time.perf_counter() - s0,
-        }
-        if args.update:  # each finished section is kept, whatever happens to the next
-            out.write_text(json.dumps(report, indent=1))
+        started[name] = (load_average(), time.perf_counter())
+        record(name, every[name]())
     if not args.update:
         report["seconds"] = time.perf_counter() - t0
         report["loadavg_end"] = load_average()
         report["machine"] = machine_info(duckdb=duckdb.__version__)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
+    if not args.update:
+        write_atomically(out, report)
     plot(report, out.with_suffix(".png"))
     progress(f"wrote {out} and {out.with_suffix('.png')} in {time.perf_counter() - t0:.0f} s")
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 import sqlglot
 
 from bench.lib.progress import progress
-from bench.sketches_db import SLOPES, SYNTH, Bench, Updates, median, options
+from bench.sketches_db import CPU, SLOPES, SYNTH, Bench, Updates, cpu_ratio, median, options
 from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line
 from ivmstream.services.sketches.engine import SketchEngine
 from ivmstream.services.sketches.values import exact
@@ -53,16 +53,24 @@ def by_a(groups: int, ranges: int = 500) -> dict[str, Any]:
 def delta_runs(
     b: Bench, deltas: Sequence[int], repeats: int, table: str = "t", make: Callable = fresh_id
 ) -> list:
+    """Per Δ: IMP and the DuckDB recapture interleaved batch by batch (wall and CPU seconds); the Python
+    recapture timed before, its CPU ratio beside the wall one."""
     out = []
-    full_py = median([b.full_python() for _ in range(max(1, repeats // 2))])
+    py_wall, py_cpu = [], []
+    for _ in range(max(1, repeats // 2)):
+        py_wall.append(b.full_python())
+        py_cpu.append(CPU[0])
+    full_py = median(py_wall)
     for d in deltas:
-        imp, duck, moved, probe = [], [], [], []
+        imp, duck, moved, probe, imp_cpu, duck_cpu = [], [], [], [], [], []
         for _ in range(repeats):
             batch = b.batch(table, d, make)
             imp.append(b.imp(batch))
+            imp_cpu.append(CPU[0])
             if b.probe is not None:
                 probe.append(b.imp_probe(batch))
             capture_s, apply_s = b.full_duckdb(batch)
+            duck_cpu.append(CPU[0])
             duck.append(capture_s)
             moved.append(apply_s)
         b.check()
@@ -77,6 +85,9 @@ def delta_runs(
             rec["imp_probe_s"] = median(probe)
         rec["speedup_python"] = rec["full_python_s"] / rec["imp_s"]
         rec["speedup_duckdb"] = rec["full_duckdb_s"] / rec["imp_s"]
+        rec.update(cpu_ratio(imp_cpu, duck_cpu))
+        rec["full_python_cpu_s"] = median(py_cpu)
+        rec["speedup_python_cpu"] = rec["full_python_cpu_s"] / max(rec["imp_cpu_s"], 1e-9)
         progress(
             f"  Δ={d}: imp {rec['imp_s'] * 1e3:.2f} ms, full py {full_py:.3f} s, "
             f"duckdb {rec['full_duckdb_s']:.3f} s"
@@ -244,19 +255,43 @@ TPCH_QUERIES["Q9"] = (
 )
 
 
-def tpch_data(sf: float) -> dict[str, dict[tuple[Any, ...], int]]:
+def tpch_folder(sf: float) -> Path:
+    """The ``.tbl`` files of scale factor ``sf`` in the temporary directory, generated once with
+    ``tpchgen-cli`` (dbgen's output, from PyPI)."""
     folder = Path(tempfile.gettempdir()) / f"ivmstream-tpch-sf{sf}"
     if not (folder / "lineitem.tbl").exists():
         progress(f"generating TPC-H SF {sf} with tpchgen-cli into {folder}")
         exe = Path(sys.executable).with_name("tpchgen-cli")
         subprocess.run([str(exe), "-s", str(sf), "--output-dir", str(folder)], check=True)
+    return folder
+
+
+INTERN_LIMIT = 100_000  # a column with more distinct values than this is not interned
+
+
+def tpch_data(sf: float) -> dict[str, dict[tuple[Any, ...], int]]:
+    """Every table as rows -> multiplicity. Equal values of a column share one object (dates, flags,
+    decimals repeat millions of times at SF 1), which keeps lineitem's rows in about half the memory."""
+    folder = tpch_folder(sf)
     out: dict[str, dict[tuple[Any, ...], int]] = {}
     for table, cols in TPCH_TABLES.items():
         rows: dict[tuple[Any, ...], int] = {}
-        for line in (folder / f"{table}.tbl").read_text().splitlines():
-            if line.strip():
+        shared: list[dict[Any, Any] | None] = [{} for _ in cols]
+        with (folder / f"{table}.tbl").open() as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
                 r = parse_tpch_line(table, line, decimals=True)
-                key = tuple(exact(r[c]) for c, _ in cols)
+                values = []
+                for i, (c, _) in enumerate(cols):
+                    v = exact(r[c])
+                    seen = shared[i]
+                    if seen is not None:
+                        v = seen.setdefault(v, v)
+                        if len(seen) > INTERN_LIMIT:
+                            shared[i] = None
+                    values.append(v)
+                key = tuple(values)
                 rows[key] = rows.get(key, 0) + 1
         out[table] = rows
     return out
@@ -312,9 +347,9 @@ def exp_mixed(n: int, ops: int, deltas: Sequence[int]) -> list[dict[str, Any]]:
                 if strategy == "imp":
                     engine.sketch()  # bootstrap outside the timed loop, as the others' initial load
                 feeder = Updates(list(data["t"]), seed=d)
-                total, answer = _mixed_run(engine, feeder, u, qn, d, ops, strategy != "nosketch")
+                total, cpu, answer = _mixed_run(engine, feeder, u, qn, d, ops, strategy != "nosketch")
                 answers[strategy] = answer
-                rec[f"{strategy}_s"] = total
+                rec[f"{strategy}_s"], rec[f"{strategy}_cpu_s"] = total, cpu
             if not answers["imp"] == answers["full"] == answers["nosketch"]:
                 raise AssertionError("mixed workload: strategies answer differently")
             progress(
@@ -327,19 +362,22 @@ def exp_mixed(n: int, ops: int, deltas: Sequence[int]) -> list[dict[str, Any]]:
 
 def _mixed_run(
     engine: SketchEngine, feeder: Updates, updates: int, queries: int, delta: int, ops: int, skip: bool
-) -> tuple[float, Any]:
-    """Seconds spent on ``ops`` operations: ``updates`` batches then ``queries`` answers, repeated."""
-    total, done, answer = 0.0, 0, None
+) -> tuple[float, float, Any]:
+    """Wall and CPU seconds spent on ``ops`` operations: ``updates`` batches then ``queries`` answers,
+    repeated."""
+    total, cpu, done, answer = 0.0, 0.0, 0, None
     while done < ops:
         for _ in range(updates):
             batch = {"t": feeder.batch(delta, fresh_id)}
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             engine.maintain(batch)
             total += time.perf_counter() - t0
+            cpu += time.process_time() - c0
             done += 1
         for _ in range(queries):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             answer = engine.answer(engine.sketch() if skip else None)
             total += time.perf_counter() - t0
+            cpu += time.process_time() - c0
             done += 1
-    return total, answer
+    return total, cpu, answer

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from bench.lib.progress import progress
-from bench.sketches_db import CPU, Bench, median, options
+from bench.sketches_db import CPU, Bench, cpu_ratio, median, options
 from bench.sketches_experiments import by_a, fresh_id
 
 # b..k = c_i * a + noise, the artifact generator's slopes (b..j) and k = 3a (syncGen)
@@ -28,13 +28,6 @@ WIDE_SLOPES = {"b": 2, "c": 3, "d": 4, "e": 3, "f": 2, "g": 5, "h": 6, "i": 7, "
 
 def rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-
-
-def cpu_ratio(imp_cpu: Sequence[float], duck_cpu: Sequence[float]) -> dict[str, float]:
-    """CPU seconds (median) and a load-independent speed-up: DuckDB's CPU over its 2 threads (its wall
-    time with perfect parallelism, a lower bound) against IMP's single-threaded CPU."""
-    imp, duck = median(imp_cpu), median(duck_cpu)
-    return {"imp_cpu_s": imp, "duckdb_cpu_s": duck, "speedup_duckdb_cpu": duck / 2 / max(imp, 1e-9)}
 
 
 def synthetic_arrays(n: int, groups: int, seed: int, columns: Sequence[str]) -> dict[str, np.ndarray]:

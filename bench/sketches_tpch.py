@@ -9,40 +9,41 @@ so no query pays a Python row loop to load the baseline.
 from __future__ import annotations
 
 import gc
-from bisect import bisect_right
-from decimal import Decimal
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 import sqlglot
 
 from bench.lib.progress import progress
-from bench.sketches_db import CPU, Bench, duck_type, median, options
-from bench.sketches_experiments import TPCH_QUERIES, new_linenumber, tpch_data
-from bench.sketches_paper import cpu_ratio, rss_gb
+from bench.sketches_db import CPU, Bench, cpu_ratio, duck_type, median, options
+from bench.sketches_experiments import TPCH_QUERIES, new_linenumber, tpch_data, tpch_folder
+from bench.sketches_paper import rss_gb
 from ivmstream.events.tpch import TPCH_TABLES
 
 PREFIX = {t: "ps" if t == "partsupp" else t[0] for t in TPCH_TABLES}  # SQL names: l_orderkey, ps_partkey
 
 
-def _base(con: Any, data: dict[str, dict[tuple[Any, ...], int]], boundaries: list[int]) -> None:
+def _base(con: Any, folder: Path, boundaries: list[int]) -> None:
+    """Each table read by DuckDB from its ``.tbl`` file (no Python row loop), lineitem with the fragment
+    of its orderkey (the count of boundaries at or below it, as ``bisect_right``)."""
     for table, cols in TPCH_TABLES.items():
-        rows = [r for r, n in data[table].items() for _ in range(n)]
-        names = [f"{PREFIX[table]}_{c}" for c, _ in cols]
-        frame: dict[str, Any] = {}
-        for i, (c, t) in enumerate(cols):
-            column = [r[i] for r in rows]
-            if t in ("exact", "decimal"):
-                column = [float(v) if isinstance(v, Decimal) else v for v in column]
-            frame[c] = column
-        frag = [bisect_right(boundaries, r[0]) for r in rows] if table == "lineitem" else [-1] * len(rows)
-        df = pd.DataFrame({**frame, "__frag": frag})
-        con.register("__frame", df)
-        typed = ", ".join(
-            f"CAST({c} AS {duck_type(t)}) AS {n}" for (c, t), n in zip(cols, names, strict=True)
+        names = {f"{PREFIX[table]}_{c}": duck_type(t) for c, t in cols}
+        spec = ", ".join(f"'{n}': '{t}'" for n, t in {**names, "__end": "VARCHAR"}.items())
+        source = f"read_csv('{folder / f'{table}.tbl'}', delim = '|', header = false, columns = {{{spec}}})"
+        picked = ", ".join(names)
+        if table != "lineitem":
+            con.execute(f"CREATE TABLE __b_{table} AS SELECT {picked}, -1::BIGINT AS __frag FROM {source}")
+            continue
+        bounds = pd.DataFrame({"bound": [-(2**62), *boundaries], "idx": range(len(boundaries) + 1)})
+        con.register("__bounds", bounds)
+        qualified = ", ".join(f"l.{n}" for n in names)
+        con.execute(
+            f"CREATE TABLE __b_{table} AS SELECT {qualified}, b.idx::BIGINT AS __frag "
+            f"FROM {source} l ASOF JOIN __bounds b ON l.l_orderkey >= b.bound"
         )
-        con.execute(f"CREATE TABLE __b_{table} AS SELECT {typed}, __frag FROM __frame")
-        con.unregister("__frame")
+        con.unregister("__bounds")
 
 
 def _copy(con: Any, bench: Bench) -> None:
@@ -50,9 +51,18 @@ def _copy(con: Any, bench: Bench) -> None:
         con.execute(f"CREATE OR REPLACE TABLE __p_{name} AS SELECT * FROM __b_{name}")
 
 
-def exp_tpch_big(sf: float, names: list[str], deltas: list[int], repeats: int) -> dict[str, Any]:
+def exp_tpch_big(
+    sf: float,
+    names: list[str],
+    deltas: list[int],
+    repeats: int,
+    keep: Callable[[Any], None] | None = None,
+    python: bool = True,
+) -> dict[str, Any]:
     """Per query: IMP (materialised joins) and the DuckDB recapture on the same lineitem batches, the
-    Python recapture once."""
+    Python recapture once (the final check's; ``python=False``: none, IMP checked against DuckDB's
+    capture alone). ``keep`` receives the section after each query, so a long run that is stopped keeps
+    the queries it finished."""
     import duckdb
 
     progress(f"TPC-H SF {sf}: reading the tables")
@@ -64,14 +74,13 @@ def exp_tpch_big(sf: float, names: list[str], deltas: list[int], repeats: int) -
     del probe
     con = duckdb.connect()
     con.execute("SET threads TO 2")
-    _base(con, data, boundaries)
+    _base(con, tpch_folder(sf), boundaries)
     progress(f"  DuckDB loaded, rss {rss_gb():.1f} GB")
     out: dict[str, Any] = {"sf": sf, "lineitem_rows": sum(data["lineitem"].values()), "queries": []}
     for name in names:
         sql, flags = TPCH_QUERIES[name]
         progress(f"TPC-H {name} SF {sf}")
         b = Bench(options(sql, "tpch", part, **flags), data, seed=7, duck_load=_copy, duck=con.cursor())
-        full_py = b.full_python()
         runs = []
         for d in deltas:
             imp, duck, imp_cpu, duck_cpu = [], [], [], []
@@ -81,13 +90,16 @@ def exp_tpch_big(sf: float, names: list[str], deltas: list[int], repeats: int) -
                 imp_cpu.append(CPU[0])
                 duck.append(b.full_duckdb(batch)[0])
                 duck_cpu.append(CPU[0])
-            r = {"delta": d, "imp_s": median(imp), "full_duckdb_s": median(duck), "full_python_s": full_py}
+            r = {"delta": d, "imp_s": median(imp), "full_duckdb_s": median(duck)}
             r["speedup_duckdb"] = r["full_duckdb_s"] / r["imp_s"]
             r.update(cpu_ratio(imp_cpu, duck_cpu))
-            r["speedup_python"] = full_py / r["imp_s"]
             progress(f"  Δ={d}: imp {r['imp_s'] * 1e3:.2f} ms, duckdb {r['full_duckdb_s'] * 1e3:.1f} ms")
             runs.append(r)
-        b.check()
+        b.check(python)  # its Python capture over the final tables is the Python recapture's time
+        for r in runs:
+            if python:
+                r["full_python_s"] = b.check_python_s
+                r["speedup_python"] = b.check_python_s / r["imp_s"]
         joins = len({t.name for t in sqlglot.parse_one(sql).find_all(sqlglot.exp.Table)}) > 1
         out["queries"].append(
             {
@@ -101,6 +113,8 @@ def exp_tpch_big(sf: float, names: list[str], deltas: list[int], repeats: int) -
         )
         del b
         gc.collect()
+        if keep is not None:
+            keep({**out, "rss_gb": rss_gb()})
     out["rss_gb"] = rss_gb()
     con.close()
     return out
