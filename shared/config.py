@@ -282,6 +282,8 @@ def build_config(
     """A service instance's configuration: runtime keys and service options, parsed and validated."""
     known = {**RUNTIME_OPTIONS, **service.options}
     values = parse_options(known, raw, owner=f"service {service.name}", source=source)
+    if "emit" not in raw:
+        values["emit"] = _service_emit(service, values)
     service_options = {k: values[k] for k in service.options}
     _validate(service, service_options, source)
     name = service.name
@@ -322,6 +324,15 @@ def build_config(
         postgres_history_fields=values["postgres_history_fields"],
         postgres_flush_interval=values["postgres_flush_interval"],
     )
+
+
+def _service_emit(service: ServiceDefinition, values: Mapping[str, Any]) -> str:
+    """The service's own result mode, where it applies: a sharded query publishes partial results per
+    batch, and a keyless view over inputs its one result."""
+    keyless_inputs = bool(values["inputs"]) and values["key_field"] is None
+    if service.emit == "checkpoint" and (values["shard_by"] is not None or keyless_inputs):
+        return "batch"
+    return service.emit
 
 
 def _check_inputs(values: Mapping[str, Any], source: str) -> tuple[InputSpec, ...]:

@@ -78,6 +78,9 @@ class ServiceDefinition:
     # Option settings whose relations --help and the docs show, for a service whose config does not
     # declare its relations (each setting a partial config: {"mode": "graph"}).
     fixed_relations: Sequence[Mapping[str, Any]] = ()
+    # Its result mode where the config sets no ``emit``: "checkpoint" for a result that costs a pass over
+    # the state (docs/architecture.md, "Result modes"); a sharded or keyless merged view keeps "batch".
+    emit: str = "batch"
 
     def relations_help(self) -> list[str]:
         """The relations this service reads, in the one declaration form, one line each: its

@@ -62,4 +62,5 @@ SERVICE = ServiceDefinition(
     ),
     state_version=2,
     batch="ivmstream.services.sketches.batch:JOBS",
+    emit="checkpoint",  # the answer is the query over every sketched row: once per checkpoint, not per batch
 )

@@ -71,6 +71,8 @@ def service_section(service: ServiceDefinition) -> list[str]:
         lines += ["Its relations are fixed:", ""]
         lines += [f"- {line}" for line in service.relations_help()]
         lines.append("")
+    if service.emit != "batch":
+        lines += [f"Its results are published with `emit: {service.emit}` unless the config sets `emit`.", ""]
     if service.options:
         lines += options_table(service.options)
     else:

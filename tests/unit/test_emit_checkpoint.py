@@ -142,3 +142,12 @@ def test_a_keyless_view_over_inputs_refuses_emit_checkpoint():
     service = load_service("vwap")
     with pytest.raises(ConfigError, match="emit checkpoint needs key_field"):
         build_config(service, {"inputs": [{"topic": "bids", "format": "native"}], "emit": "checkpoint"})
+
+
+def test_the_sketches_service_publishes_per_checkpoint_unless_the_config_says_otherwise():
+    sketches = load_service("sketches")
+    assert build_config(sketches, {}).emit == "checkpoint"
+    assert build_config(sketches, {"emit": "batch"}).emit == "batch"
+    # a keyless view over inputs publishes its one result per batch (emit checkpoint is refused there)
+    assert build_config(sketches, {"inputs": [{"topic": "tpch", "format": "native"}]}).emit == "batch"
+    assert build_config(load_service("reference"), {}).emit == "batch"
