@@ -5,15 +5,15 @@ reading bids and asks, fed bids only, answers 0). ``replay`` and the worker coun
 each relation and say once which declared relation got none: the worker after a given amount of input
 and at shutdown, ``replay`` at the end.
 
-Counting works on a batch's decoded groups: for one relation it is a sum of list lengths, otherwise a
-``collections.Counter`` over the events' relation attribute, both looping in C.
+Counting works on a batch's decoded groups: for one relation it is a sum of list lengths, otherwise one
+list of the events' relations counted once per declared relation (``list.count`` compares the decoder's
+shared relation strings by identity first), both looping in C and cheaper than a ``Counter``'s dict
+update per event.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from operator import attrgetter
 
 from ivmstream.events.codec import UpdateEvent
@@ -39,7 +39,17 @@ class RelationCoverage:
             n = sum(map(len, groups))
             batch = {self._only: n} if n else {}
         else:
-            batch = dict(Counter(map(_relation, chain.from_iterable(groups))))
+            names: list[str] = []
+            for group in groups:
+                names += map(_relation, group)
+            batch = {}
+            for relation in self.relations:
+                n = names.count(relation)
+                if n:
+                    batch[relation] = n
+            if sum(batch.values()) != len(names):  # undeclared relations (not from a decoder): each counted
+                for relation in set(names).difference(self.relations):
+                    batch[relation] = names.count(relation)
         counts = self.counts
         for relation, n in batch.items():
             counts[relation] = counts.get(relation, 0) + n
