@@ -116,6 +116,7 @@ bench: setup-dev
 	$(PY) bench/profiles.py
 	$(PY) bench/triangles_kernels.py
 	$(PY) bench/firstorder.py
+	$(PY) bench/worker_throughput.py --profile
 
 # Coverage-guided fuzzing (atheris, from the dev extra) of the event decoders and input readers for
 # FUZZ_SECONDS; a crashing input is written to fuzz/corpus/, which the tests replay once it is fixed.
