@@ -1,0 +1,127 @@
+"""The compiled re-weighing of the rounded join index (services/reservoir/_kernels.c) leaves every
+container exactly as its Python reference (``JoinIndex._reweigh`` and the methods it calls) does: the
+counts, rounded counts, each key's buckets in order, the positions, the changed-key log and the work
+counters, after every insert and delete, on every query shape, plain and grouped; weights beyond 64
+bits included. An engine on the compiled steps draws the same sample as one on the Python steps."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivmstream.services.reservoir import kernels
+from ivmstream.services.reservoir.index import JoinIndex
+from ivmstream.services.reservoir.query import parse_query
+from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
+
+if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
+    pytest.fail(
+        "the compiled reservoir kernels ivmstream.services.reservoir._kernels are not built. Build them "
+        "with `make setup` (installs gcc and the Python headers if missing, then `pip install -e .` "
+        "compiles services/reservoir/_kernels.c), or, with a C compiler and the Python headers present, "
+        "`.venv/bin/pip install -e .`",
+        pytrace=False,
+    )
+
+SHAPES: dict[str, dict[str, Any]] = {"line3": LINE3, "two": TWO_TABLE, "star3": STAR3, "branch": BRANCH}
+
+
+def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
+    """(compiled, Python) rounded indexes over the same query."""
+    q = parse_query(options(SHAPES[shape]))
+
+    def make() -> JoinIndex:
+        return JoinIndex([n.attrs for n in q.nodes], q.neighbours(), q.columns, grouped=grouped)
+
+    compiled, python = make(), make()
+    compiled.native, python.native = kernels.compiled.reweigh, None
+    return compiled, python, q
+
+
+def state(ix: JoinIndex) -> list[Any]:
+    """Everything the re-weighing writes, with every dict's and list's order."""
+    out: list[Any] = [ix.places, ix.propagations, sorted(ix.dirty, key=repr)]
+    for d in ix.ds:
+        buckets = [(v, list(per.items())) for v, per in d.buckets.items()]
+        counts = [list(d.cnt.items()), list(d.rcnt.items())]
+        out.append([*counts, buckets, list(d.exps.items()), list(d.where.items())])
+    return out
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str, grouped: bool, data: Any):
+    """Random inserts and deletes over a small domain (duplicates of keys, skewed by the domain size,
+    rounded counts crossing powers of two both ways), the changed-key log on or off, and optionally a
+    child's rounded count forged beyond 64 bits in both indexes (the products and sums then run on
+    Python's integers): the two indexes agree after every step."""
+    compiled, python, q = pair(shape, grouped)
+    track = data.draw(st.booleans())
+    compiled.tracking = python.tracking = track
+    domain = data.draw(st.integers(2, 4))
+    if data.draw(st.booleans()):  # a huge rounded count under one key of a leaf structure
+        leaf = next(d for d in compiled.ds if not d.children and d.parent >= 0)
+        v = tuple(data.draw(st.integers(0, domain - 1)) for _ in leaf.key_pos)
+        for ix in (compiled, python):
+            ix.ds[leaf.idx].rcnt[v] = 2**70
+    present: list[tuple[int, tuple[int, ...]]] = []
+    for _ in range(data.draw(st.integers(1, 40))):
+        if present and data.draw(st.integers(0, 2)) == 0:
+            e, t = present.pop(data.draw(st.integers(0, len(present) - 1)))
+            assert compiled.remove(e, t) and python.remove(e, t)
+        else:
+            e = data.draw(st.integers(0, len(q.nodes) - 1))
+            t = tuple(data.draw(st.integers(0, domain - 1)) for _ in q.nodes[e].attrs)
+            added = compiled.insert(e, t)
+            assert python.insert(e, t) == added
+            if added:
+                present.append((e, t))
+        assert state(compiled) == state(python)
+
+
+@pytest.mark.parametrize("strategy", ["rsjoin", "rsjoin-opt"])
+@pytest.mark.parametrize("query", [LINE3, STAR3, DUMBBELL], ids=["line3", "star3", "dumbbell"])
+def test_an_engine_on_the_compiled_steps_draws_the_same_sample(query: dict[str, Any], strategy: str):
+    """Same seed, same stream (inserts, then deletes of a third of the tuples): the same sample, the
+    same generator state, the same snapshot of the index."""
+    rng = random.Random(5)
+    engines = [engine(query, strategy=strategy, k=8, seed=3) for _ in range(2)]
+    engines[1].index.native = None
+    assert engines[0].index.native is not None
+    rels = list(engines[0].query.bases.items())
+    stream = []
+    for _ in range(300):
+        rel, cols = rng.choice(rels)
+        stream.append(event(rel, cols, [rng.randrange(6) for _ in cols]))
+    done: list[Any] = []
+    for e in engines:
+        rejected = {r.index for r in e.apply(stream)}
+        kept = [ev for i, ev in enumerate(stream) if i not in rejected]
+        e.apply([event(ev.relation, list(ev.row), list(ev.row.values()), -1) for ev in kept[::3]])
+        done.append((e.sampler.rows(), e.rng.getstate(), e.index.dump_directed(), e.index.places))
+    assert done[0] == done[1]
+    assert done[0][0]  # a non-empty sample was compared
+
+
+def test_pure_python_switch_turns_the_compiled_steps_off():
+    """IVMSTREAM_PURE_PYTHON=1 gives the Python steps (as for the event decoder); unset, the compiled."""
+    probe = "from ivmstream.services.reservoir import kernels; print(kernels.ACTIVE, kernels.reweigh is None)"
+    runs = {
+        flag: subprocess.run(
+            [sys.executable, "-c", probe],
+            env={"IVMSTREAM_PURE_PYTHON": flag, "PATH": ""},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for flag in ("1", "0")
+    }
+    assert runs == {"1": ["python", "True"], "0": ["compiled", "False"]}
