@@ -194,10 +194,7 @@ def measure_case(a: argparse.Namespace, edges: int, k: int, workdir: Path) -> di
         order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
         for variant in order:
             print(f"{edges:,} edges, k = {k:,}: {variant} (repeat {rep + 1})", flush=True)
-            if variant == "cpp":
-                got = run_cpp(a.cpp, path, k, 3 * edges)
-            else:
-                got = run_engine(edges, k, variant)
+            got = run_cpp(a.cpp, path, k, 3 * edges) if variant == "cpp" else run_engine(edges, k, variant)
             runs.append({"repeat": rep, "variant": variant, "load": load_average()[0], **got})
     digests = {r["sample_digest"] for r in runs if r["variant"] != "cpp"}
     if len(digests) != 1:
@@ -224,7 +221,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"Run of `{report['command']}`, created {report['created']}; load average "
         f"{report['load_start'][0]:.1f} at the start, {report['load_end'][0]:.1f} at the end (2 cores). "
-        f"Line-3 over an Epinions-like graph, each edge once in each relation (tuples = 3 × edges). "
+        f"Line-3 over an Epinions-like graph, each edge once in each relation (tuples = 3 {TIMES} edges). "
         f"Medians of {cfg['repeats']} interleaved repeats, tuples per second of CPU time; the ratios are "
         "the medians of the per-repeat ratios. "
         + ("" if cpp else "The C++ binary was not given: its columns are left out."),
