@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent, json_bytes
-from ivmstream.services.vwap import auto
+from ivmstream.services.vwap import auto, kernels
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
 from ivmstream.services.vwap.exact import exact_context
@@ -68,11 +68,8 @@ class VwapEngine:
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejections: list[Rejection] = []
         bag = self.bag
-        columns = self._columns
         reads = self._reads
         book = self.info.book
-        changed = self._changed.add
-        net = 0
         # Under ``auto``, a batch that starts on an empty book goes to the ledger alone, and the plan the
         # cost model picks for the book it leaves is then built from that book (docs/vwap/algorithm.md
         # §6.5): the first batch is not paid for twice, once in a plan chosen blind and once in a rebuild.
@@ -85,49 +82,21 @@ class VwapEngine:
         if book and not deferred and hasattr(self.plan, "apply_levels"):
             netted = {rel: {} for rel in reads}
         with exact_context():
-            for i, ev in enumerate(events):
-                rel = ev.relation
-                ledger = bag.get(rel)
-                if ledger is None:
-                    rejections.append(Rejection(i, "unknown-relation", f"query {self.query} has no {rel!r}"))
-                    continue
-                row = ev.row
-                delta = ev.delta
-                if book:
-                    reason = self._check_book_row(row)
-                    if reason is not None:
-                        rejections.append(Rejection(i, reason[0], reason[1]))
-                        continue
-                vals = tuple([row[c] for c in columns[rel]])
-                have = ledger.get(vals, 0)
-                new = have + delta
-                if new < 0:
-                    rejections.append(
-                        Rejection(
-                            i,
-                            "absent-tuple",
-                            f"delete of {-delta} {rel} tuple(s) {dict(row)} but {have} live",
-                        )
-                    )
-                    continue
-                if new:
-                    ledger[vals] = new
-                else:
-                    del ledger[vals]
-                changed((rel, vals))
-                net += delta
-                if rel in reads:
-                    if netted is not None:
-                        levels = netted[rel]
-                        price = row["price"]
-                        acc = levels.get(price)
-                        if acc is None:
-                            levels[price] = [delta, delta * row["volume"]]
-                        else:
-                            acc[0] += delta
-                            acc[1] += delta * row["volume"]
-                    else:
-                        update(rel, row, delta)
+            # Touched tuples are only logged once a checkpoint took the state (``_logging``); before that
+            # the log would be cleared at the end of the batch.
+            changed = self._changed if self._logging else None
+            net = kernels.ledger_pass(
+                events,
+                bag,
+                self._columns,
+                reads,
+                netted,
+                update,
+                changed,
+                book,
+                self.brokers if book else None,
+                self._rejecter(rejections),
+            )
             if netted is not None:
                 for rel, changes in netted.items():
                     if changes:
@@ -149,6 +118,25 @@ class VwapEngine:
         if not self._logging:
             self._changed.clear()
         return rejections
+
+    def _rejecter(self, rejections: list[Rejection]) -> Callable[[int, UpdateEvent, Any], None]:
+        """The ledger loop's ``reject``: the refusal of event i, with its reason, appended to
+        ``rejections`` (``have``: the live copies of a tuple deleted more often than it is live)."""
+
+        def reject(i: int, ev: UpdateEvent, have: Any) -> None:
+            rel, row = ev.relation, ev.row
+            if have is not None:
+                detail = f"delete of {-ev.delta} {rel} tuple(s) {dict(row)} but {have} live"
+                rejections.append(Rejection(i, "absent-tuple", detail))
+            elif rel not in self.bag:
+                rejections.append(Rejection(i, "unknown-relation", f"query {self.query} has no {rel!r}"))
+            else:
+                reason = self._check_book_row(row)
+                if reason is None:
+                    raise EngineError(f"the ledger refused a valid {rel} row {dict(row)}")
+                rejections.append(Rejection(i, reason[0], reason[1]))
+
+        return reject
 
     # --- strategy auto (docs/vwap/algorithm.md §6.5) -------------------------------------------------
 
