@@ -132,6 +132,12 @@ def events_by_relation(decoded: DataFrame, schema: Schema) -> dict[str, DataFram
     return out
 
 
+def append_events(parts: Mapping[str, list[DataFrame]], decoded: DataFrame, schema: Schema) -> None:
+    """Each relation's valid decoded events (key, columns, ``__mult``) added to its frames in ``parts``."""
+    for name, events in events_by_relation(decoded, schema).items():
+        parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
+
+
 def net_bags(parts: Mapping[str, list[DataFrame]], schema: Schema) -> dict[str, DataFrame]:
     """Union the pieces of each relation (snapshot rows, log events) and net their multiplicities."""
     out = {}

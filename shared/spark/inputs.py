@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,18 @@ from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY, slot_topic
 from ivmstream.service import ServiceDefinition
 from ivmstream.spark.changes import Specs, change_file, decode_changes, events_of, file_spec, images_of
 from ivmstream.spark.changes import read_change_file as _read_change_file
-from ivmstream.spark.decode import DECIMAL, KEY, MULT, SPARK_TYPES, events_by_relation, net_bags
+from ivmstream.spark.decode import (
+    DECIMAL,
+    KEY,
+    MULT,
+    SPARK_TYPES,
+    append_events,
+    events_by_relation,
+    net_bags,
+)
 from ivmstream.spark.kafka_source import read_kafka
 from ivmstream.spark.snapshot import SUFFIXES, SnapshotError, read_snapshot
-from ivmstream.state import StateChanges, StateStore, envelope_for
+from ivmstream.state import StateStore
 
 Image = tuple[str, str, str, str]  # input (topic or file), relation, primary key, image JSON
 RelationsOf = Callable[[SparkSession, dict[str, DataFrame]], dict[str, DataFrame]]
@@ -109,7 +118,7 @@ def _tables(spark: SparkSession, path: Path, schema: Schema, skip: set[str]) -> 
     return read_snapshot(spark, path, rest)
 
 
-def _read_inputs(
+def read_inputs(
     spark: SparkSession,
     bootstrap: str,
     config: ServiceConfig,
@@ -117,21 +126,13 @@ def _read_inputs(
     ends: Mapping[str, Mapping[int, int]],
     kafka: Mapping[str, str],
 ) -> DataFrame | None:
-    frames = []
-    for spec in config.inputs:
-        start, end = starts[spec.topic], ends[spec.topic]
-        if all(end.get(p, s) <= s for p, s in start.items()):
-            continue
-        frames.append(
-            read_kafka(
-                spark,
-                bootstrap,
-                spec.topic,
-                starting=orjson.dumps({str(p): o for p, o in start.items()}).decode(),
-                ending=orjson.dumps({str(p): end.get(p, o) for p, o in start.items()}).decode(),
-                options={f"kafka.{k}": v for k, v in kafka.items()},
-            ).select("key", "value", "topic", "partition", "offset")
-        )
+    """Every input topic's records from ``starts`` up to ``ends``, in one frame; None when there are none."""
+    frames = [
+        f
+        for spec in config.inputs
+        if (f := read_input(spark, bootstrap, spec.topic, starts[spec.topic], ends[spec.topic], kafka))
+        is not None
+    ]
     if not frames:
         return None
     out = frames[0]
@@ -140,7 +141,28 @@ def _read_inputs(
     return out
 
 
-def _input_offsets(
+def read_input(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    start: Mapping[int, int],
+    end: Mapping[int, int],
+    kafka: Mapping[str, str],
+) -> DataFrame | None:
+    """One input topic's records from ``start`` up to ``end`` (per partition); None when there are none."""
+    if all(end.get(p, s) <= s for p, s in start.items()):
+        return None
+    return read_kafka(
+        spark,
+        bootstrap,
+        topic,
+        starting=orjson.dumps({str(p): o for p, o in start.items()}).decode(),
+        ending=orjson.dumps({str(p): end.get(p, o) for p, o in start.items()}).decode(),
+        options={f"kafka.{k}": v for k, v in kafka.items()},
+    ).select("key", "value", "topic", "partition", "offset")
+
+
+def input_offsets(
     bootstrap_servers: str, config: ServiceConfig, where: str, kafka: Mapping[str, str]
 ) -> dict[str, dict[int, int]]:
     """``where`` (earliest, latest or P:O,...) resolved in every input topic: topic -> partition -> offset."""
@@ -172,7 +194,7 @@ def empty_relation(spark: SparkSession, schema: Schema, name: str) -> DataFrame:
     )
 
 
-def _require_every_relation(
+def require_every_relation(
     spark: SparkSession, parts: dict[str, list[DataFrame]], schema: Schema, topics_read: bool
 ) -> None:
     """Every relation has a frame: its rows, or none when its topics were read and held none."""
@@ -180,7 +202,50 @@ def _require_every_relation(
         parts[name].append(empty_relation(spark, schema, name))
 
 
-def _image_owner(source: str, relation: str, config: ServiceConfig) -> str:
+@dataclass
+class InputChanges:
+    """The rows a view over inputs starts from: each relation's frames, the images kept for upsert-mode
+    inputs, and the offset up to which each input partition was read."""
+
+    parts: dict[str, list[DataFrame]]
+    images: list[Image]
+    offsets: dict[tuple[str, int], int]
+
+
+def read_input_changes(
+    spark: SparkSession,
+    config: ServiceConfig,
+    schema: Schema,
+    snapshot: str | None,
+    bootstrap_servers: str | None,
+    from_offsets: str,
+    kafka: Mapping[str, str],
+) -> InputChanges:
+    """The snapshot's rows and images, then (with ``bootstrap_servers``) every input topic from its
+    beginning up to ``from_offsets``, decoded by the stream's codecs in each partition's order; every
+    relation has a frame (an empty one for a relation whose topics held no records)."""
+    specs = input_specs(config)
+    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    images: list[Image] = []
+    if snapshot is not None:
+        frames, images = read_snapshot_changes(spark, snapshot, schema, specs)
+        for name, df in frames.items():
+            parts[name].append(df)
+    offsets: dict[tuple[str, int], int] = {}
+    if bootstrap_servers:
+        starts = input_offsets(bootstrap_servers, config, "earliest", kafka)
+        ends = input_offsets(bootstrap_servers, config, from_offsets, kafka)
+        offsets = {(t, p): o for t, per in ends.items() for p, o in per.items()}
+        records = read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
+        if records is not None:
+            decoded = decode_changes(records, schema, specs).cache()
+            append_events(parts, events_of(decoded), schema)
+            images += images_of(decoded)
+    require_every_relation(spark, parts, schema, topics_read=bool(bootstrap_servers))
+    return InputChanges(parts, images, offsets)
+
+
+def image_owner(source: str, relation: str, config: ServiceConfig) -> str:
     """The input whose images a kept image joins: its own topic, or for a change file the upsert-mode
     input of its relation."""
     from ivmstream.spark.jobs import BatchError
@@ -216,9 +281,10 @@ def bootstrap_inputs(
     from ivmstream.spark.jobs import (
         BatchError,
         BootstrapReport,
-        _place,
+        commit_states,
         kafka_settings,
         load_jobs,
+        place_states,
     )
 
     refuse_rekeyed(config)
@@ -235,47 +301,30 @@ def bootstrap_inputs(
             "a view over inputs resumes every input at its end (latest: the topics are read up to it) "
             f"or at its beginning (earliest: the snapshot alone), not at {from_offsets!r}"
         )
-    specs = input_specs(config)
-    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
-    images: list[Image] = []
-    if snapshot is not None:
-        frames, images = read_snapshot_changes(spark, snapshot, schema, specs)
-        for name, df in frames.items():
-            parts[name].append(df)
-    offsets: dict[tuple[str, int], int] = {}
-    if bootstrap_servers:
-        kafka = kafka_settings(config)
-        starts = _input_offsets(bootstrap_servers, config, "earliest", kafka)
-        ends = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
-        offsets = {(t, p): o for t, per in ends.items() for p, o in per.items()}
-        records = _read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
-        if records is not None:
-            decoded = decode_changes(records, schema, specs).cache()
-            for name, events in events_by_relation(events_of(decoded), schema).items():
-                parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-            images += images_of(decoded)
-    _require_every_relation(spark, parts, schema, topics_read=bool(bootstrap_servers))
-    changes = StateChanges()
-    keys = 0
-    bags = net_bags(parts, schema)
+    read = read_input_changes(
+        spark, config, schema, snapshot, bootstrap_servers, from_offsets, kafka_settings(config)
+    )
+    bags = net_bags(read.parts, schema)
     if relations_of is not None:
         bags = relations_of(spark, bags)
-    for key, state in jobs.build_state(spark, bags, config.options):
+
+    def keyless(key: str) -> int:
         if key != KEYLESS:
             raise BatchError(f"{service.name}'s batch job built a state for key {key!r} of a keyless view")
-        _place(changes, key, state, lambda: service.engine(config.options), config.state_layout)
-        keys += 1
+        return 0
+
+    per_partition, keys = place_states(spark, jobs, bags, service, config, [0], keyless)
+    changes, offsets = per_partition[0], read.offsets
     spec_text = orjson.dumps([s.describe() for s in config.inputs])
     reserved: list[tuple[str, bytes, bytes | None]] = [
         ("offsets", f"{t}:{p}".encode(), str(o).encode()) for (t, p), o in sorted(offsets.items())
     ]
     changes.entries[INPUTS_KEY] = [*reserved, ("spec", b"inputs", spec_text)]
-    for source, relation, identity, image in images:
-        owner = _image_owner(source, relation, config)
+    for source, relation, identity, image in read.images:
+        owner = image_owner(source, relation, config)
         entry = ("images", json_bytes([relation, identity]), image.encode())  # kept in bulk until written
         changes.entries.setdefault(IMAGES_KEY + owner, []).append(entry)  # type: ignore[arg-type]
-    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
-    size = store.commit(slot, 0, sum(offsets.values()), changes, envelope).bytes
+    size = commit_states(store, slot, per_partition, {0: sum(offsets.values())}, service, config)
     store.close()
     resumes = {f"{t}:{p}": o for (t, p), o in sorted(offsets.items())}
     return BootstrapReport(keys, {0: sum(offsets.values())}, size, time.monotonic() - started, resumes)
@@ -291,30 +340,17 @@ def reconcile_inputs(
     snapshot: str | None,
     from_offsets: str,
 ) -> Any:
-    from ivmstream.spark.jobs import (
-        BatchError,
-        ReconcileReport,
-        kafka_settings,
-        load_jobs,
-        read_published,
-        result_differences,
-    )
+    from ivmstream.spark.jobs import BatchError, Reconciliation
 
     refuse_rekeyed(config)
-    started = time.monotonic()
-    jobs = load_jobs(service)
-    schema = schema_of(service, config)
-    kafka = kafka_settings(config)
-    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
-    report = ReconcileReport(
-        service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
-    )
-    record = published.get(KEYLESS)
+    run = Reconciliation.begin(service, config, bootstrap_servers, redis_client)
+    schema, kafka, report = run.schema, run.kafka, run.report
+    record = run.published.get(KEYLESS)
     if record is None:
         return report
     reflects: dict[str, int] = record["offsets"]
     topics = {s.topic for s in config.inputs}
-    starts = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
+    starts = input_offsets(bootstrap_servers, config, from_offsets, kafka)
     ends: dict[str, dict[int, int]] = {t: dict(starts[t]) for t in topics}
     for where, end in reflects.items():
         topic, _, partition = where.rpartition(":")
@@ -322,11 +358,11 @@ def reconcile_inputs(
             raise BatchError(f"the published result reflects {topic}, which the config's inputs do not name")
         ends[topic][int(partition)] = int(end)
     report.offsets = {f"{t}:{p}": o for t in sorted(ends) for p, o in sorted(ends[t].items())}
-    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    parts = run.empty_parts()
     if snapshot is not None:
         for name, df in read_snapshot_changes(spark, snapshot, schema, input_specs(config))[0].items():
             parts[name].append(df)
-    records = _read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
+    records = read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
     if records is not None:
         dead = {
             (d.topic, d.partition, d.offset)
@@ -340,17 +376,22 @@ def reconcile_inputs(
         report.engine_refused = len(dead)
         decoded = events_of(decode_changes(records, schema, input_specs(config))).cache()
         report.undecodable = decoded.where(F.col("error").isNotNull()).count()
-        for name, events in events_by_relation(decoded, schema).items():
-            parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-    _require_every_relation(spark, parts, schema, topics_read=True)
-    expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
-    report.keys = 1
-    differences = result_differences(jobs, expected, KEYLESS, record["result"], config.options)
-    if differences:
-        report.mismatches[KEYLESS] = differences
-    report.verdict = "mismatch" if report.mismatches else "match"
-    report.seconds = time.monotonic() - started
-    return report
+        append_events(parts, decoded, schema)
+    require_every_relation(spark, parts, schema, topics_read=True)
+    return run.finish(spark, parts, {KEYLESS: record["result"]})
 
 
-__all__ = ["SnapshotError", "bootstrap_inputs", "read_snapshot_changes", "reconcile_inputs", "refuse_rekeyed"]
+__all__ = [
+    "InputChanges",
+    "SnapshotError",
+    "bootstrap_inputs",
+    "image_owner",
+    "input_offsets",
+    "read_input",
+    "read_input_changes",
+    "read_inputs",
+    "read_snapshot_changes",
+    "reconcile_inputs",
+    "refuse_rekeyed",
+    "require_every_relation",
+]

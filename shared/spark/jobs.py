@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from ivmstream.compare import diff
 from ivmstream.config import ConfigError, ServiceConfig, schema_of
 from ivmstream.engine import is_incremental
+from ivmstream.events import Schema
 from ivmstream.partitioner import partition_for
 from ivmstream.runtime.dlq import latest_results, read_dead_letters
 from ivmstream.runtime.kafka import client_security
@@ -172,20 +173,47 @@ def bootstrap_topic(
                 "bootstrap only into an empty state store"
             )
     bags = net_bags({n: [df] for n, df in read_snapshot(spark, snapshot, schema).items()}, schema)
-    per_partition: dict[int, StateChanges] = {p: StateChanges() for p in offsets}
-    keyed = schema.key_field is not None
     n = len(offsets)
-    keys = 0
-    for key, state in jobs.build_state(spark, bags, config.options):
-        p = partition_for(key, n) if keyed else 0
-        _place(per_partition[p], key, state, lambda: service.engine(config.options), config.state_layout)
-        keys += 1
-    size = 0
-    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
-    for p, changes in per_partition.items():
-        size += store.commit(topic, p, offsets[p], changes, envelope).bytes
+    keyed = schema.key_field is not None
+    per_partition, keys = place_states(
+        spark, jobs, bags, service, config, offsets, lambda key: partition_for(key, n) if keyed else 0
+    )
+    size = commit_states(store, topic, per_partition, offsets, service, config)
     store.close()
     return BootstrapReport(keys, offsets, size, time.monotonic() - started)
+
+
+def place_states(
+    spark: SparkSession,
+    jobs: BatchJobs,
+    bags: Mapping[str, DataFrame],
+    service: ServiceDefinition,
+    config: ServiceConfig,
+    partitions: Iterable[int],
+    partition_of: Callable[[str], int],
+) -> tuple[dict[int, StateChanges], int]:
+    """Each key's state the batch job builds from ``bags``, in its partition's changes (``partition_of``
+    the key) as the workers keep it; and the number of keys."""
+    per_partition = {p: StateChanges() for p in partitions}
+    keys = 0
+    for key, state in jobs.build_state(spark, bags, config.options):
+        changes = per_partition[partition_of(key)]
+        _place(changes, key, state, lambda: service.engine(config.options), config.state_layout)
+        keys += 1
+    return per_partition, keys
+
+
+def commit_states(
+    store: StateStore,
+    topic: str,
+    per_partition: Mapping[int, StateChanges],
+    offsets: Mapping[int, int],
+    service: ServiceDefinition,
+    config: ServiceConfig,
+) -> int:
+    """Each partition's changes as one checkpoint at the offset its workers resume from; bytes written."""
+    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
+    return sum(store.commit(topic, p, offsets[p], c, envelope).bytes for p, c in per_partition.items())
 
 
 def _place(changes: StateChanges, key: str, state: bytes, new_engine: Callable[[], Any], layout: str) -> None:
@@ -259,6 +287,59 @@ def result_differences(
     return ["no rows in the recomputation for this key"]
 
 
+@dataclass
+class Reconciliation:
+    """What every reconcile reads first (the service's jobs, the view's schema, the published records)
+    and how each ends (the query recomputed from the bags, compared with each published result)."""
+
+    config: ServiceConfig
+    jobs: BatchJobs
+    schema: Schema
+    kafka: dict[str, str]
+    published: dict[str, dict[str, Any]]
+    report: ReconcileReport
+    started: float
+
+    @classmethod
+    def begin(
+        cls, service: ServiceDefinition, config: ServiceConfig, bootstrap_servers: str, redis_client: Any
+    ) -> Reconciliation:
+        started = time.monotonic()
+        kafka = kafka_settings(config)
+        return cls(
+            config,
+            load_jobs(service),
+            schema_of(service, config),
+            kafka,
+            read_published(redis_client, bootstrap_servers, config.output_topic, kafka),
+            ReconcileReport(
+                service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
+            ),
+            started,
+        )
+
+    def empty_parts(self) -> dict[str, list[DataFrame]]:
+        """One list of frames per relation, for the rows the published results reflect."""
+        return {name: [] for name in self.schema.relations}
+
+    def finish(
+        self, spark: SparkSession, parts: Mapping[str, list[DataFrame]], results: Mapping[str, Any]
+    ) -> ReconcileReport:
+        """The report once the query, recomputed from ``parts``' net bags, is compared with each key's
+        published result in ``results``."""
+        options = self.config.options
+        expected = self.jobs.recompute(spark, net_bags(parts, self.schema), options)
+        report = self.report
+        report.keys = len(results)
+        for key, result in results.items():
+            differences = result_differences(self.jobs, expected, key, result, options)
+            if differences:
+                report.mismatches[key] = differences
+        report.verdict = "mismatch" if report.mismatches else "match"
+        report.seconds = time.monotonic() - self.started
+        return report
+
+
 def _engine_refused(
     spark: SparkSession, bootstrap: str, dlq_topic: str, input_topic: str, kafka: Mapping[str, str]
 ) -> DataFrame | None:
@@ -283,15 +364,9 @@ def reconcile_topic(
     """Recompute every published key's result at exactly the offsets it reflects, and compare, for a view
     over one input topic (``ivmstream.spark.runs.run_reconcile`` chooses between this and a view over
     ``inputs``)."""
-    started = time.monotonic()
-    jobs = load_jobs(service)
-    schema = schema_of(service, config)
+    run = Reconciliation.begin(service, config, bootstrap_servers, redis_client)
+    jobs, schema, kafka, published, report = run.jobs, run.schema, run.kafka, run.published, run.report
     topic = config.input_topic
-    kafka = kafka_settings(config)
-    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
-    report = ReconcileReport(
-        service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
-    )
     if not published:
         return report
     # Each key's result covers its partition's records before its offset; read up to the largest.
@@ -305,7 +380,7 @@ def reconcile_topic(
     starts = topic_offsets(bootstrap_servers, topic, from_offsets, kafka)
     ends = {p: max((e for _k, pp, e in key_ends if pp == p), default=starts[p]) for p in starts}
     report.offsets = {f"{topic}:{p}": e for p, e in sorted(ends.items())}
-    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    parts = run.empty_parts()
     if snapshot is not None:
         for name, df in read_snapshot(spark, snapshot, schema).items():
             parts[name].append(
@@ -331,15 +406,8 @@ def reconcile_topic(
             (F.col("partition") == F.col("_p")) & (F.col("offset") < F.col("_end"))
         )
         parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-    expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
+    run.finish(spark, parts, {key: rec["result"] for key, rec in published.items()})
     decoded.unpersist()
-    report.keys = len(published)
-    for key, rec in published.items():
-        differences = result_differences(jobs, expected, key, rec["result"], config.options)
-        if differences:
-            report.mismatches[key] = differences
-    report.verdict = "mismatch" if report.mismatches else "match"
-    report.seconds = time.monotonic() - started
     return report
 
 

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import orjson
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 from ivmstream.config import ServiceConfig, schema_of
@@ -34,19 +34,10 @@ from ivmstream.partitioner import partition_for
 from ivmstream.runtime.merged import IMAGES_KEY, INPUTS_KEY
 from ivmstream.runtime.rekey import ORIGIN_HEADER, step_envelope, step_slot, step_spec
 from ivmstream.service import ServiceDefinition
-from ivmstream.spark.changes import decode_changes, events_of, images_of
-from ivmstream.spark.decode import KEY, MULT, events_by_relation, net_bags
-from ivmstream.spark.inputs import (
-    Image,
-    _image_owner,
-    _input_offsets,
-    _read_inputs,
-    _require_every_relation,
-    input_specs,
-    read_snapshot_changes,
-)
-from ivmstream.spark.kafka_source import read_kafka
-from ivmstream.state import StateChanges, StateStore, envelope_for
+from ivmstream.spark.changes import decode_changes, events_of
+from ivmstream.spark.decode import KEY, append_events, net_bags
+from ivmstream.spark.inputs import image_owner, input_offsets, input_specs, read_input, read_input_changes
+from ivmstream.state import StateChanges, StateStore
 
 BOOTSTRAPPED = 2**31  # the index of a bootstrap's mark: past every event of the record it names
 
@@ -78,9 +69,10 @@ def bootstrap_rekeyed(
     from ivmstream.spark.jobs import (
         BatchError,
         BootstrapReport,
-        _place,
+        commit_states,
         kafka_settings,
         load_jobs,
+        place_states,
         topic_offsets,
     )
 
@@ -103,46 +95,34 @@ def bootstrap_rekeyed(
         raise BatchError(
             f"state for {out} or the step {slot} already exists; bootstrap only into empty stores"
         )
-    specs = input_specs(config)
-    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
-    images: list[Image] = []
-    if snapshot is not None:
-        frames, images = read_snapshot_changes(spark, snapshot, schema, specs)
-        for name, df in frames.items():
-            parts[name].append(df)
-    starts = _input_offsets(bootstrap_servers, config, "earliest", kafka)
-    ends = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
-    records = _read_inputs(spark, bootstrap_servers, config, starts, ends, kafka)
-    if records is not None:
-        decoded = decode_changes(records, schema, specs).cache()
-        for name, events in events_by_relation(events_of(decoded), schema).items():
-            parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-        images += images_of(decoded)
-    _require_every_relation(spark, parts, schema, topics_read=True)
-    per_partition = {p: StateChanges() for p in out_ends}
-    keys = 0
-    for key, state in jobs.build_state(spark, net_bags(parts, schema), config.options):
-        p = partition_for(str(key).encode(), len(out_ends))
-        _place(per_partition[p], key, state, lambda: service.engine(config.options), config.state_layout)
-        keys += 1
-    offsets = {(t, p): o for t, per in ends.items() for p, o in per.items()}
+    read = read_input_changes(spark, config, schema, snapshot, bootstrap_servers, from_offsets, kafka)
+    n = len(out_ends)
+    per_partition, keys = place_states(
+        spark,
+        jobs,
+        net_bags(read.parts, schema),
+        service,
+        config,
+        out_ends,
+        lambda key: partition_for(key, n),
+    )
+    offsets = read.offsets
     # every re-keyed partition has applied every input record read here: its origin marks say so (the
     # step's next writes are tagged above them), and so do the results its workers publish
     marks = orjson.dumps(
         {f"{t}:{p}": [o - 1, BOOTSTRAPPED] for (t, p), o in sorted(offsets.items()) if o > 0}
     )
-    envelope = envelope_for(service, config.options, config.state_layout).to_bytes()
     for changes in per_partition.values():
         changes.origins = marks
-    size = sum(store.commit(out, p, out_ends[p], c, envelope).bytes for p, c in per_partition.items())
+    size = commit_states(store, out, per_partition, out_ends, service, config)
     step = StateChanges()
     step.entries[INPUTS_KEY] = [  # type: ignore[assignment]
         *(("offsets", f"{t}:{p}".encode(), str(o).encode()) for (t, p), o in sorted(offsets.items())),
         ("spec", b"inputs", step_spec(config, len(out_ends))),
     ]
-    for source, relation, identity, image in images:
+    for source, relation, identity, image in read.images:
         entry = ("images", orjson.dumps([relation, identity]), image.encode())
-        step.entries.setdefault(IMAGES_KEY + _image_owner(source, relation, config), []).append(entry)  # type: ignore[arg-type]
+        step.entries.setdefault(IMAGES_KEY + image_owner(source, relation, config), []).append(entry)  # type: ignore[arg-type]
     size += step_store.commit(
         slot, 0, sum(offsets.values()), step, step_envelope(service, config).to_bytes()
     ).bytes
@@ -203,25 +183,12 @@ def reconcile_rekeyed(
 ) -> Any:
     """Recompute every published key's result from the input records it reflects (by its origin marks),
     decoded from the input topics, and compare."""
-    from ivmstream.spark.jobs import (
-        BatchError,
-        ReconcileReport,
-        kafka_settings,
-        load_jobs,
-        read_published,
-        result_differences,
-    )
+    from ivmstream.spark.jobs import BatchError, Reconciliation
     from ivmstream.spark.snapshot import read_snapshot
 
     _refuse_unkeyed(config)
-    started = time.monotonic()
-    jobs = load_jobs(service)
-    schema = schema_of(service, config)
-    kafka = kafka_settings(config)
-    published = read_published(redis_client, bootstrap_servers, config.output_topic, kafka)
-    report = ReconcileReport(
-        service.name, config.output_topic, "nothing-published", 0, checked_at=time.time()
-    )
+    run = Reconciliation.begin(service, config, bootstrap_servers, redis_client)
+    schema, kafka, published, report = run.schema, run.kafka, run.published, run.report
     if not published:
         return report
     topics = {s.topic for s in config.inputs}
@@ -231,13 +198,13 @@ def reconcile_rekeyed(
             if where.rpartition(":")[0] not in topics:
                 raise BatchError(f"the result for key {key!r} reflects {where}, which no input names")
             covered.append((key, where, int(offset), int(index)))
-    starts = _input_offsets(bootstrap_servers, config, from_offsets, kafka)
+    starts = input_offsets(bootstrap_servers, config, from_offsets, kafka)
     ends: dict[str, dict[int, int]] = {t: dict(starts[t]) for t in topics}
     for _key, where, offset, _index in covered:
         topic, _, partition = where.rpartition(":")
         ends[topic][int(partition)] = max(ends[topic].get(int(partition), 0), offset + 1)
     report.offsets = {f"{t}:{p}": o for t in sorted(ends) for p, o in sorted(ends[t].items())}
-    parts: dict[str, list[DataFrame]] = {n: [] for n in schema.relations}
+    parts = run.empty_parts()
     if snapshot is not None:
         for name, df in read_snapshot(spark, snapshot, schema).items():
             parts[name].append(df)
@@ -246,17 +213,11 @@ def reconcile_rekeyed(
     report.engine_refused = len(refused)
     refused_events = spark.createDataFrame(refused, "_where string, offset long, _i long")
     for spec in config.inputs:
-        start, end = starts[spec.topic], ends[spec.topic]
-        if all(end.get(p, o) <= o for p, o in start.items()):
-            continue
-        records = read_kafka(
-            spark,
-            bootstrap_servers,
-            spec.topic,
-            starting=orjson.dumps({str(p): o for p, o in start.items()}).decode(),
-            ending=orjson.dumps({str(p): end.get(p, o) for p, o in start.items()}).decode(),
-            options={f"kafka.{k}": v for k, v in kafka.items()},
+        records = read_input(
+            spark, bootstrap_servers, spec.topic, starts[spec.topic], ends[spec.topic], kafka
         )
+        if records is None:
+            continue
         decoded = events_of(decode_changes(records, schema, input_specs(config))).cache()
         report.undecodable += decoded.where(F.col("error").isNotNull()).count()
         # each event's index in its record (the records of one task keep their events' order)
@@ -269,17 +230,8 @@ def reconcile_rekeyed(
             (F.col("offset") < F.col("_offset"))
             | ((F.col("offset") == F.col("_offset")) & (F.col("_i") <= F.col("_index")))
         )
-        for name, events in events_by_relation(applied, schema).items():
-            parts[name].append(events.select(KEY, *schema.relations[name].column_names, MULT))
-    expected = jobs.recompute(spark, net_bags(parts, schema), config.options)
-    report.keys = len(published)
-    for key, rec in published.items():
-        differences = result_differences(jobs, expected, key, rec["result"], config.options)
-        if differences:
-            report.mismatches[key] = differences
-    report.verdict = "mismatch" if report.mismatches else "match"
-    report.seconds = time.monotonic() - started
-    return report
+        append_events(parts, applied, schema)
+    return run.finish(spark, parts, {key: rec["result"] for key, rec in published.items()})
 
 
 __all__ = ["bootstrap_rekeyed", "reconcile_rekeyed"]

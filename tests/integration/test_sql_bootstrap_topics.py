@@ -136,13 +136,13 @@ def test_relations_of_empty_topics_are_empty_frames(spark: Any) -> None:
     from ivmstream.config import build_config, schema_of
     from ivmstream.service import load_service
     from ivmstream.spark.decode import DECIMAL, KEY, MULT
-    from ivmstream.spark.inputs import _require_every_relation
+    from ivmstream.spark.inputs import require_every_relation
 
     service = load_service("reference")
     relations = {"bids": {"broker": "int", "price": "decimal", "note": "str"}, "asks": {"volume": "float"}}
     config = build_config(service, {"relations": relations})
     parts: dict[str, list[Any]] = {"bids": [], "asks": ["rows"]}
-    _require_every_relation(spark, parts, schema_of(service, config), topics_read=True)
+    require_every_relation(spark, parts, schema_of(service, config), topics_read=True)
     assert parts["asks"] == ["rows"]
     (frame,) = parts["bids"]
     assert [(f.name, f.dataType) for f in frame.schema.fields] == [
