@@ -347,14 +347,14 @@ CHILDREN: dict[str, Callable[[str, int], dict[str, Any]]] = {
 }
 
 
-def measure(kind: str, service: str, n: int) -> dict[str, Any]:
+def measure(kind: str, service: str, n: int, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     """One child's figures (bytes, and per retained tuple), or the reason it gave none."""
     cmd = [sys.executable, __file__, "--child", kind, service, str(n)]
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return {"error": f"over {CHILD_TIMEOUT:.0f} s"}
+        return {"error": f"over {timeout:.0f} s"}
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -414,7 +414,9 @@ def fits(n: int, done: dict[str, Any]) -> str | None:
 KINDS = ("floor", "replay", "worker", "log", "nolog")
 
 
-def run(sizes: list[int], services: list[str], kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+def run(
+    sizes: list[int], services: list[str], kinds: tuple[str, ...] = KINDS, timeout: float = CHILD_TIMEOUT
+) -> dict[str, Any]:
     report: dict[str, Any] = {
         "machine": machine_info(mem_available=available_memory()),
         "sizes": sizes,
@@ -429,7 +431,7 @@ def run(sizes: list[int], services: list[str], kinds: tuple[str, ...] = KINDS) -
                 skipped[str(n)] = why
                 progress(f"{service} n={n}: skipped, {why}")
                 continue
-            row = {kind: measure(kind, service, n) for kind in kinds}
+            row = {kind: measure(kind, service, n, timeout) for kind in kinds}
             if "log" in row and "nolog" in row:
                 row["log"].update(log_share(row["log"], row["nolog"]))
             done[str(n)] = row
@@ -472,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("SERVICE", "N", "KIND", "TEXT"),
         help="with --merge: why a child that gave no figure was stopped (in place of its exit status)",
     )
+    ap.add_argument(
+        "--child-timeout",
+        type=float,
+        default=CHILD_TIMEOUT,
+        help="seconds a child may take (default %(default)s)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SERVICE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -497,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.with_suffix(".json").write_text(json.dumps(merged, indent=2) + "\n")
         print(markdown(merged))
         return 0
-    report = run(sorted(QUICK_SIZES if args.quick else args.sizes), args.services, tuple(args.kinds))
+    sizes = sorted(QUICK_SIZES if args.quick else args.sizes)
+    report = run(sizes, args.services, tuple(args.kinds), args.child_timeout)
     report["command"] = command_line("bench/memory.py", argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     png = args.out.with_suffix(".png")
