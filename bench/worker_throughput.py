@@ -140,10 +140,15 @@ def measure(a: argparse.Namespace, paths: dict[str, str | None], tmp: Path) -> d
             "config": workload.config,
             "values": workload.values,
             "keys": workload.record_keys(),
+            "passes": workload.passes,
         }
         specs[name] = tmp / f"{name}.pickle"
         specs[name].write_bytes(pickle.dumps(spec))
-        services[name] = {"workload": workload.description, "events": len(workload.values)}
+        services[name] = {
+            "workload": workload.description,
+            "events": len(workload.values),
+            "passes": workload.passes,
+        }
         progress(f"{name}: {workload.description} ({len(workload.values):,} records)")
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {s: [] for s in SIDES} for n in a.services}
     for rep in range(a.repeats):
@@ -204,8 +209,9 @@ def markdown(report: dict[str, Any]) -> str:
             )
             continue
         load = f"{min(s['load']):.1f}-{max(s['load']):.1f}"
+        events = f"{s['events']:,}" + (f" x {s['passes']} runs" if s.get("passes", 1) > 1 else "")
         lines.append(
-            f"| {name} | {s['workload']} | {s['events']:,} | {s['batch_size']:,} "
+            f"| {name} | {s['workload']} | {events} | {s['batch_size']:,} "
             f"| {s['baseline_events_per_cpu_second']:,.0f} | {s['head_events_per_cpu_second']:,.0f} "
             f"| {s['ratio_events_per_cpu_second']:.2f}x "
             f"| {s['baseline_events_per_second']:,.0f} | {s['head_events_per_second']:,.0f} "
