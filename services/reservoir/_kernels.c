@@ -149,7 +149,7 @@ static int bucket_add(PyObject *d, PyObject *v, PyObject *x, PyObject *item) {
         Py_ssize_t at = sorted_slot(exps, x);
         if (at < 0 || PyList_Insert(exps, at, x) < 0) return -1;
     }
-    PyObject *slot = Py_BuildValue("(On)", x, PyList_GET_SIZE(arr));
+    PyObject *slot = PyLong_FromSsize_t(PyList_GET_SIZE(arr));
     if (slot == NULL) return -1;
     int rc = PyDict_SetItem(where, item, slot);
     Py_DECREF(slot);
@@ -166,7 +166,7 @@ static int bucket_remove(PyObject *d, PyObject *v, PyObject *x, PyObject *item) 
     if (arr == NULL || !PyList_Check(arr)) return -1;
     PyObject *slot = item_or_keyerror(where, item);
     if (slot == NULL) return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(slot, 1));
+    Py_ssize_t i = PyLong_AsSsize_t(slot);
     if (i == -1 && PyErr_Occurred()) return -1;
     if (PyDict_DelItem(where, item) < 0) return -1;
     Py_ssize_t n = PyList_GET_SIZE(arr);
@@ -177,7 +177,7 @@ static int bucket_remove(PyObject *d, PyObject *v, PyObject *x, PyObject *item) 
         return -1;
     }
     if (i < n - 1) {
-        PyObject *moved = Py_BuildValue("(On)", x, i);
+        PyObject *moved = PyLong_FromSsize_t(i);
         if (moved == NULL) {
             Py_DECREF(last);
             return -1;
@@ -274,7 +274,8 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
             Py_INCREF(f);
             if (cx->grouped) {
                 PyObject *members = item_or_keyerror(items, item);
-                PyObject *size = members == NULL ? NULL : PyLong_FromSsize_t(PyList_Size(members));
+                Py_ssize_t n = members == NULL ? -1 : PyObject_Size(members);
+                PyObject *size = n < 0 ? NULL : PyLong_FromSsize_t(n);
                 Py_DECREF(f);
                 f = size == NULL ? NULL : nextpow2(size);
                 Py_XDECREF(size);

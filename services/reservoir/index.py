@@ -46,22 +46,24 @@ class NodeStore:
     does exactly that): a group's members in arrival order, and each key's items in the arrival order
     of their first member, which a delete of a group's first member restores (``remove``)."""
 
-    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "next_seq", "tuples")
+    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "next_seq", "tuples", "whole")
 
     def __init__(self, attrs: tuple[str, ...], neighbours: dict[int, tuple[str, ...]], grouped: bool) -> None:
         self.attrs = attrs
         joined = [a for a in attrs if any(a in shared for shared in neighbours.values())]
         self.item_attrs = tuple(joined) if grouped else attrs
         self.item_pos = positions(self.item_attrs, attrs)
-        self.items: dict[Tup, list[Tup]] = {}
+        # items are the tuples themselves (ungrouped, or every column joined): one member each, kept
+        # in a tuple, which the garbage collector stops tracking, where a group's members are a list
+        self.whole = self.item_pos == tuple(range(len(attrs)))
+        self.items: dict[Tup, list[Tup] | tuple[Tup]] = {}
         self.tuples: dict[Tup, int] = {}  # tuple -> arrival number (increasing, never reused)
         self.next_seq = 0
         self.key_pos = {n: positions(shared, self.item_attrs) for n, shared in neighbours.items()}
         self.by_key: dict[int, dict[Tup, dict[Tup, None]]] = {n: {} for n in neighbours}
 
     def item_of(self, t: Tup) -> Tup:
-        pos = self.item_pos
-        return t if len(pos) == len(t) and pos == tuple(range(len(t))) else tuple(t[i] for i in pos)
+        return t if self.whole else tuple(t[i] for i in self.item_pos)
 
     def add(self, t: Tup, seq: int | None = None) -> tuple[Tup, bool]:
         """Record ``t`` (with arrival number ``seq``, default the next one); returns its item and
@@ -71,12 +73,16 @@ class NodeStore:
         self.tuples[t] = seq
         if seq >= self.next_seq:
             self.next_seq = seq + 1
-        item = self.item_of(t)
-        members = self.items.get(item)
-        if members is not None:
-            members.append(t)
-            return item, False
-        self.items[item] = [t]
+        if self.whole:
+            item = t
+            self.items[t] = (t,)
+        else:
+            item = tuple(t[i] for i in self.item_pos)
+            members = self.items.get(item)
+            if members is not None:
+                members.append(t)  # type: ignore[union-attr]
+                return item, False
+            self.items[item] = [t]
         for n, pos in self.key_pos.items():
             self.by_key[n].setdefault(tuple(item[i] for i in pos), {})[item] = None
         return item, True
@@ -86,22 +92,24 @@ class NodeStore:
         del self.tuples[t]
         item = self.item_of(t)
         members = self.items[item]
-        first = members[0] == t
-        members.remove(t)
-        for n, pos in self.key_pos.items():
-            v = tuple(item[i] for i in pos)
-            at = self.by_key[n][v]
-            if not members:
+        if len(members) == 1:  # t alone: the item goes
+            for n, pos in self.key_pos.items():
+                v = tuple(item[i] for i in pos)
+                at = self.by_key[n][v]
                 del at[item]
                 if not at:
                     del self.by_key[n][v]
-            elif first:  # the item now ranks by its next member's arrival
-                seq = self.tuples
+            del self.items[item]
+            return item, True
+        first = members[0] == t
+        members.remove(t)  # type: ignore[union-attr]
+        if first:  # the item now ranks by its next member's arrival
+            seq = self.tuples
+            for n, pos in self.key_pos.items():
+                v = tuple(item[i] for i in pos)
+                at = self.by_key[n][v]
                 self.by_key[n][v] = dict.fromkeys(sorted(at, key=lambda it: seq[self.items[it][0]]))
-        if members:
-            return item, False
-        del self.items[item]
-        return item, True
+        return item, False
 
 
 class Directed:
@@ -136,7 +144,7 @@ class Directed:
         self.rcnt: dict[Tup, int] = {}  # rounded counts (rounded mode); the counts again (exact mode)
         self.buckets: dict[Tup, dict[int, list[Tup]]] = {}  # rounded: key -> exponent -> items
         self.exps: dict[Tup, list[int]] = {}  # rounded: key -> sorted non-empty exponents
-        self.where: dict[Tup, Any] = {}  # rounded: item -> (exponent, index); exact: item -> index
+        self.where: dict[Tup, int] = {}  # item -> its index in its bucket (rounded) or its key's rows
         self.rows: dict[Tup, list[Tup]] = {}  # exact: key -> items in arrival order
         self.fen: dict[Tup, list[int]] = {}  # exact: key -> Fenwick tree over the items' weights
 
@@ -360,16 +368,16 @@ class JoinIndex:
             exps = d.exps.setdefault(v, [])
             exps.append(x)
             exps.sort()
-        d.where[item] = (x, len(arr))
+        d.where[item] = len(arr)
         arr.append(item)
 
     def _bucket_remove(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
         arr = d.buckets[v][x]
-        _, i = d.where.pop(item)
+        i = d.where.pop(item)
         last = arr.pop()
         if i < len(arr):
             arr[i] = last
-            d.where[last] = (x, i)
+            d.where[last] = i
         if not arr:
             del d.buckets[v][x]
             d.exps[v].remove(x)
@@ -550,7 +558,7 @@ class JoinIndex:
                 for x, items_ in entries:
                     arr = per[x] = [tuple(it) for it in items_]
                     for i, it in enumerate(arr):
-                        d.where[it] = (x, i)
+                        d.where[it] = i
                     total += len(arr) << x
                 d.exps[v] = sorted(per)
                 d.cnt[v] = total

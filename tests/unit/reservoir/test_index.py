@@ -72,7 +72,7 @@ def check_index(index: JoinIndex) -> None:
                 assert d.exps[v] == sorted(per)
                 for x, arr in per.items():
                     for i, item in enumerate(arr):
-                        assert d.where[item] == (x, i)
+                        assert d.where[item] == i
                         weight = (nextpow2(len(node.items[item])) if index.grouped else 1) * _children(
                             index, d, item
                         )
