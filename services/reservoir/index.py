@@ -46,7 +46,17 @@ class NodeStore:
     does exactly that): a group's members in arrival order, and each key's items in the arrival order
     of their first member, which a delete of a group's first member restores (``remove``)."""
 
-    __slots__ = ("attrs", "by_key", "item_attrs", "item_pos", "items", "key_pos", "next_seq", "tuples", "whole")
+    __slots__ = (
+        "attrs",
+        "by_key",
+        "item_attrs",
+        "item_pos",
+        "items",
+        "key_pos",
+        "next_seq",
+        "tuples",
+        "whole",
+    )
 
     def __init__(self, attrs: tuple[str, ...], neighbours: dict[int, tuple[str, ...]], grouped: bool) -> None:
         self.attrs = attrs
