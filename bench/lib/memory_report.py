@@ -160,6 +160,12 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     for rep in reports:
         runs = rep.get("runs") or [{"command": rep.get("command"), "machine": rep.get("machine")}]
         out["runs"].extend(runs)
+        earlier = [
+            *rep.get("earlier_merges", []),
+            *([rep["merge_command"]] if "merge_command" in rep else []),
+        ]
+        if earlier:  # a stored merge merged again: how its parts were put together stays on record
+            out.setdefault("earlier_merges", []).extend(earlier)
         out["sizes"] = sorted(set(out["sizes"]) | set(rep.get("sizes", [])))
         for service, entry in rep["services"].items():
             mine = out["services"].setdefault(service, {"workload": entry["workload"], "runs": {}})
