@@ -144,7 +144,7 @@ class Worker:
             config.checkpoint_interval,
             self.hooks,
             self.broker_watch.check,
-            self.mode.publish_pending,
+            self._publish_pending,
         )
         self.rebalance = Rebalance(
             store=store,
@@ -247,7 +247,7 @@ class Worker:
                         self._process_broadcast(side)
                     msgs = msgs or side
                 if not msgs:
-                    self.mode.publish_pending(self.partitions.values())  # caught up: nothing held back
+                    self._publish_pending(self.partitions.values())  # caught up: nothing held back
                     self.producer.poll(0)
                 health.last_beat = now = time.monotonic()  # liveness (shared/health.py)
                 if self.checkpointer.due(now):
@@ -334,6 +334,13 @@ class Worker:
         )
 
     # --- checkpoints -------------------------------------------------------------------------------
+
+    def _publish_pending(self, partitions: Iterable[PartitionState]) -> int:
+        """Publish the results the apply mode holds back (``emit: checkpoint``), counted as results out."""
+        published = self.mode.publish_pending(partitions)
+        if published:
+            self.metrics.events_out.inc(published)
+        return published
 
     def checkpoint(self, *, periodic: bool = False) -> None:
         """Publish again what Redis lost, then checkpoint every owned partition (``periodic``: without
