@@ -14,18 +14,21 @@ anything moved and the per-tuple trigger runs instead.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ivmstream.services.fivm import kernels
 from ivmstream.services.fivm.rings.cofactor import (
     Cofactor,
     CofactorRing,
     CofactorRows,
     mul_rows,
     sum_by,
-    triu,
+    tri_size,
 )
 from ivmstream.services.fivm.triggers import GET, INDEX, LeafPlan, Step
 from ivmstream.services.fivm.views import Key, View
@@ -50,17 +53,26 @@ def leaf_rows(ring: CofactorRing, plan: LeafPlan, delta: Mapping[Key, int]) -> t
     mults = np.fromiter(delta.values(), dtype=np.int64, count=len(tuples)) if _fits(delta) else None
     if mults is None:
         raise Unrepresentable
-    key_pos = plan.key_pos
-    keys = [tuple([t[i] for i in key_pos]) for t in tuples]
+    keys = project(tuples, plan.key_pos)
+    n = len(tuples)
     if not plan.lifted:
-        n = len(tuples)
         return keys, CofactorRows(0, mults, np.zeros((n, 0)), np.zeros((n, 0)))
     positions = [i for _, i in plan.lifted]
     lo = ring.index[plan.lifted[0][0]]
-    x = np.array([[t[i] for i in positions] for t in tuples], dtype=np.float64)
-    rows, cols = triu(len(positions))
-    m = mults.astype(np.float64)[:, None]
-    return keys, CofactorRows(lo, mults, m * x, m * (x[:, rows] * x[:, cols]))
+    values = map(itemgetter(*positions), tuples)
+    x = np.array(list(values), dtype=np.float64).reshape(n, len(positions))
+    sums, quad = np.empty((n, len(positions))), np.empty((n, tri_size(len(positions))))
+    kernels.lift_into(x, mults, sums, quad)
+    return keys, CofactorRows(lo, mults, sums, quad)
+
+
+def project(rows: Sequence[Key], positions: Sequence[int]) -> list[Key]:
+    """``tuple(row[i] for i in positions)`` of every row, in C-level loops."""
+    if len(positions) == 1:
+        return list(zip(map(itemgetter(positions[0]), rows)))
+    if not positions:
+        return [()] * len(rows)
+    return list(map(itemgetter(*positions), rows))
 
 
 def _fits(delta: Mapping[Key, int]) -> bool:
@@ -69,12 +81,11 @@ def _fits(delta: Mapping[Key, int]) -> bool:
 
 def group(keys: Sequence[Key], rows: CofactorRows) -> tuple[list[Key], CofactorRows]:
     """Equal keys summed, keys in order of first appearance, zero rows dropped (§2.5 step 1)."""
-    ids: dict[Key, int] = {}
-    gid = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64, count=len(keys))
-    distinct = list(ids)
+    distinct = list(dict.fromkeys(keys))
     if len(distinct) < len(keys):
-        order, rows = sum_by(gid, rows)
-        distinct = [distinct[i] for i in order.tolist()]
+        ids = {k: i for i, k in enumerate(distinct)}
+        gid = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+        _, rows = sum_by(gid, rows)  # ids 0, 1, ... in order of first appearance: ``distinct``'s order
     live = (rows.counts != 0) | rows.sums.any(axis=1) | rows.quad.any(axis=1)
     if live.all():
         return distinct, rows
@@ -100,13 +111,10 @@ def step_rows(
         keep: list[int] = []
         before = len(rows)
         if probe.mode == GET:
-            pos = probe.probe
-            for j, row in enumerate(rows):
-                q = data.get(tuple([row[i] for i in pos]))
-                if q is not None:
-                    keep.append(j)
-                    found.append(q)
-            if len(keep) < len(rows):
+            hits: list[Any] = list(map(data.get, project(rows, probe.probe)))  # a payload or None
+            keep = list(compress(range(before), map(is_not, hits, repeat(None))))
+            found = hits if len(keep) == before else [hits[j] for j in keep]
+            if len(keep) < before:
                 rows = [rows[j] for j in keep]
         else:
             ext = probe.extend
@@ -179,10 +187,9 @@ def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofacto
     lo, counts, sums, quad = rows.lo, rows.counts.tolist(), rows.sums, rows.quad
     sums.flags.writeable = False
     quad.flags.writeable = False
-    block = Cofactor.block
-    return [(key, block(lo, counts[i], sums[i], quad[i])) for i, key in enumerate(keys)]
+    return list(zip(keys, map(Cofactor.block, repeat(lo), counts, sums, quad), strict=True))
 
 
 def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:
     for view, delta in changes:
-        view.add_all(delta)
+        view.add_nonzero(delta)

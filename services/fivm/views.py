@@ -12,10 +12,12 @@ from entries that arrive in any order iterates exactly as the original did (§4.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 Key = tuple[Any, ...]
+_FIRST = itemgetter(0)
 
 
 class View:
@@ -77,6 +79,32 @@ class View:
     def add_all(self, delta: Iterable[tuple[Key, Any]]) -> None:
         for key, payload in delta:
             self.add(key, payload)
+
+    def add_nonzero(self, delta: Sequence[tuple[Key, Any]]) -> None:
+        """``add_all`` for distinct keys with non-zero payloads (a grouped batch of column rows): keys
+        new to the view are installed with C-level dict updates, in ``delta``'s order, as the loop
+        would install them."""
+        if self.indexes:
+            self.add_all(delta)
+            return
+        data = self.data
+        keys = list(map(_FIRST, delta))
+        self.changed.update(dict.fromkeys(keys))
+        present = data.keys() & keys
+        fresh: Sequence[tuple[Key, Any]] = delta
+        if present:
+            for key, payload in delta:
+                if key in present:
+                    new = self._add(data[key], payload)
+                    if self._is_zero(new):
+                        self._remove(key)
+                    else:
+                        data[key] = new
+            fresh = [kv for kv in delta if kv[0] not in present]
+        nxt = self.next_seq
+        data.update(fresh)
+        self.seq.update(zip(map(_FIRST, fresh), range(nxt, nxt + len(fresh)), strict=True))
+        self.next_seq = nxt + len(fresh)
 
     def add_counts(self, delta: Iterable[tuple[Key, int]]) -> None:
         """``add`` for a view of int payloads, inlined: its per-tuple cost is most of a batch."""

@@ -19,11 +19,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ivmstream.services.fivm import kernels
+from ivmstream.services.fivm.kernels import product_layout
 from ivmstream.services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,30 +53,6 @@ def _frozen(values: Any) -> FloatArray:
 def tri_size(k: int) -> int:
     """Entries of a k-by-k upper triangle including the diagonal."""
     return k * (k + 1) // 2
-
-
-@lru_cache(maxsize=4096)
-def _product_layout(ka: int, kb: int) -> npt.NDArray[np.intp]:
-    """Gather indexes assembling the product's upper triangle from ``[Q_a | s_a s_bᵀ | Q_b]`` (§2.3).
-
-    Row i < ka of the result is row i of Q_a followed by row i of the cross block; rows i >= ka are
-    the rows of Q_b. Only block widths matter, so the layout is computed once per (ka, kb).
-    """
-    k = ka + kb
-    rows, cols = triu(k)
-    cross_at = tri_size(ka)
-    qb_at = cross_at + ka * kb
-    out = np.empty(len(rows), dtype=np.intp)
-    in_a = cols < ka
-    in_b = rows >= ka
-    cross = ~in_a & ~in_b
-    ra, ca = rows[in_a], cols[in_a]
-    out[in_a] = ra * ka - ra * (ra - 1) // 2 + (ca - ra)
-    out[cross] = cross_at + rows[cross] * kb + (cols[cross] - ka)
-    rb, cb = rows[in_b] - ka, cols[in_b] - ka
-    out[in_b] = qb_at + rb * kb - rb * (rb - 1) // 2 + (cb - rb)
-    out.flags.writeable = False
-    return out
 
 
 def exact_array(values: Sequence[int]) -> FloatArray:
@@ -244,7 +223,7 @@ class CofactorRing:
         ca, cb = self._coefficient(a.count), self._coefficient(b.count)
         sums = np.concatenate((cb * a.sums, ca * b.sums))
         parts = np.concatenate((cb * a.quad, np.outer(a.sums, b.sums).ravel(), ca * b.quad))
-        return Cofactor(a.lo, a.count * b.count, sums, parts[_product_layout(a.k, b.k)])
+        return Cofactor(a.lo, a.count * b.count, sums, parts[product_layout(a.k, b.k)])
 
     def neg(self, a: Cofactor) -> Cofactor:
         return Cofactor(a.lo, -a.count, -a.sums, -a.quad)
@@ -367,6 +346,9 @@ def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
     return CofactorRing(lifted, options.get("decimals"))
 
 
+_LO, _COUNT, _SUMS, _QUAD = (attrgetter(name) for name in ("lo", "count", "sums", "quad"))
+
+
 class CofactorRows:
     """n payloads of one block in columns, for batch evaluation (§2.7): counts int64[n] (exact while
     they fit in 64 bits), sums float64[n, k], quad float64[n, k(k+1)/2]."""
@@ -387,15 +369,17 @@ class CofactorRows:
     @classmethod
     def of(cls, payloads: Sequence[Cofactor]) -> CofactorRows:
         """Payloads of one block (empty blocks allowed only when all are empty) as columns."""
-        blocks = {(p.lo, p.k) for p in payloads}
-        if len(blocks) > 1:
+        widths = set(map(len, map(_SUMS, payloads)))
+        los = set(map(_LO, payloads))
+        if len(widths) > 1 or len(los) > 1:
+            blocks = {(p.lo, p.k) for p in payloads}
             raise BlockLayoutError(f"rows of different blocks {sorted(blocks)}")
-        lo, k = blocks.pop() if blocks else (0, 0)
+        lo, k = (los.pop(), widths.pop()) if payloads else (0, 0)
         return cls(
             lo,
-            [p.count for p in payloads],
-            np.array([p.sums for p in payloads]).reshape(len(payloads), k),
-            np.array([p.quad for p in payloads]).reshape(len(payloads), tri_size(k)),
+            list(map(_COUNT, payloads)),
+            np.array(list(map(_SUMS, payloads))).reshape(len(payloads), k),
+            np.array(list(map(_QUAD, payloads))).reshape(len(payloads), tri_size(k)),
         )
 
     def __len__(self) -> int:
@@ -414,12 +398,15 @@ def mul_rows(a: CofactorRows, b: CofactorRows) -> CofactorRows:
         a, b, ka, kb = b, a, kb, ka
     if ka and kb and a.lo + ka != b.lo:
         raise BlockLayoutError(f"multiplying non-adjacent or overlapping blocks at {a.lo}+{ka} and {b.lo}")
-    ca, cb = a.counts.astype(np.float64)[:, None], b.counts.astype(np.float64)[:, None]
-    sums = np.concatenate((cb * a.sums, ca * b.sums), axis=1)
-    cross = (a.sums[:, :, None] * b.sums[:, None, :]).reshape(len(a), ka * kb)
-    parts = np.concatenate((cb * a.quad, cross, ca * b.quad), axis=1)
-    lo = a.lo if ka else b.lo
-    return CofactorRows(lo, a.counts * b.counts, sums, parts[:, _product_layout(ka, kb)])
+    n, k = len(a), ka + kb
+    counts = np.empty(n, dtype=np.int64)
+    sums = np.empty((n, k), dtype=np.float64)
+    quad = np.empty((n, tri_size(k)), dtype=np.float64)
+    c = np.ascontiguousarray
+    kernels.mul_rows_into(
+        c(a.counts), c(a.sums), c(a.quad), c(b.counts), c(b.sums), c(b.quad), counts, sums, quad
+    )
+    return CofactorRows(a.lo if ka else b.lo, counts, sums, quad)
 
 
 def sum_by(groups: npt.ArrayLike, rows: CofactorRows) -> tuple[npt.NDArray[Any], CofactorRows]:
