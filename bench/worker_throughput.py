@@ -158,6 +158,9 @@ def measure(a: argparse.Namespace, paths: dict[str, str | None], tmp: Path) -> d
                 runs[name][side].append(got)
                 if "error" in got:
                     continue
+                imported = got.pop("ivmstream")  # a path of this machine: checked, not recorded
+                if paths[side] is not None and not imported.startswith(str(paths[side])):
+                    raise SystemExit(f"the {side} run imported ivmstream from {imported}, not {paths[side]}")
                 progress(
                     f"  {name} {side} (repeat {rep + 1}/{a.repeats}): "
                     f"{got['events_per_second']:,.0f} events/s, "
@@ -261,6 +264,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def without_baseline_dir(command: str) -> str:
+    """The recorded command without ``--baseline-dir``: where the baseline was built is a path of the
+    machine that ran it, not part of what was measured."""
+    words, kept = command.split(" "), []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--baseline-dir":
+            skip = True
+        elif not word.startswith("--baseline-dir="):
+            kept.append(word)
+    return " ".join(kept)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     if a.markdown is not None:
@@ -283,7 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 paths["head"] = str(build_baseline(a.head, built / "head"))
         services = measure(a, paths, Path(tmp))
     report = {
-        "command": command_line("bench/worker_throughput.py", list(argv) if argv is not None else None),
+        "command": without_baseline_dir(
+            command_line("bench/worker_throughput.py", list(argv) if argv is not None else None)
+        ),
         "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
         "baseline": {"commit": "this checkout" if a.same_code else a.baseline},
         "head": head if a.head is not None else f"{head} (working tree)",
