@@ -139,6 +139,36 @@ class Bench:
         assert probe is not None
         return timed(lambda: probe.maintain(batch))
 
+    def series(
+        self, table: str, delta: int, repeats: int, make: Callable[[tuple[Any, ...], int], tuple[Any, ...]]
+    ) -> dict[str, Any]:
+        """``repeats`` batches of ``delta`` tuples, each maintained by IMP (and the probe-join engine when
+        there is one) and then recaptured by DuckDB, so load changes hit both alike: medians of wall and
+        CPU seconds, every batch's wall seconds, the speed-ups."""
+        imp, duck, moved, probe, imp_cpu, duck_cpu = [], [], [], [], [], []
+        for _ in range(repeats):
+            batch = self.batch(table, delta, make)
+            imp.append(self.imp(batch))
+            imp_cpu.append(CPU[0])
+            if self.probe is not None:
+                probe.append(self.imp_probe(batch))
+            capture_s, apply_s = self.full_duckdb(batch)
+            duck_cpu.append(CPU[0])
+            duck.append(capture_s)
+            moved.append(apply_s)
+        rec: dict[str, Any] = {
+            "delta": delta,
+            "imp_s": median(imp),
+            "full_duckdb_s": median(duck),
+            "duckdb_apply_batch_s": median(moved),
+            "imp_all_s": imp,
+            "duckdb_all_s": duck,
+        }
+        if probe:
+            rec["imp_probe_s"] = median(probe)
+        rec["speedup_duckdb"] = rec["full_duckdb_s"] / rec["imp_s"]
+        return rec | cpu_ratio(imp_cpu, duck_cpu)
+
     def full_python(self) -> float:
         return timed(lambda: P.capture_sketch(self.engine.compiled.root, self.engine.view(None)))
 

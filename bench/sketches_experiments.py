@@ -18,7 +18,7 @@ from typing import Any
 import sqlglot
 
 from bench.lib.progress import progress
-from bench.sketches_db import CPU, SLOPES, SYNTH, Bench, Updates, cpu_ratio, median, options
+from bench.sketches_db import CPU, SLOPES, SYNTH, Bench, Updates, median, options
 from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line
 from ivmstream.services.sketches.engine import SketchEngine
 from ivmstream.services.sketches.values import exact
@@ -62,30 +62,10 @@ def delta_runs(
         py_cpu.append(CPU[0])
     full_py = median(py_wall)
     for d in deltas:
-        imp, duck, moved, probe, imp_cpu, duck_cpu = [], [], [], [], [], []
-        for _ in range(repeats):
-            batch = b.batch(table, d, make)
-            imp.append(b.imp(batch))
-            imp_cpu.append(CPU[0])
-            if b.probe is not None:
-                probe.append(b.imp_probe(batch))
-            capture_s, apply_s = b.full_duckdb(batch)
-            duck_cpu.append(CPU[0])
-            duck.append(capture_s)
-            moved.append(apply_s)
+        rec = b.series(table, d, repeats, make)
         b.check()
-        rec = {
-            "delta": d,
-            "imp_s": median(imp),
-            "full_python_s": full_py,
-            "full_duckdb_s": median(duck),
-            "duckdb_apply_batch_s": median(moved),
-        }
-        if probe:
-            rec["imp_probe_s"] = median(probe)
-        rec["speedup_python"] = rec["full_python_s"] / rec["imp_s"]
-        rec["speedup_duckdb"] = rec["full_duckdb_s"] / rec["imp_s"]
-        rec.update(cpu_ratio(imp_cpu, duck_cpu))
+        rec["full_python_s"] = full_py
+        rec["speedup_python"] = full_py / rec["imp_s"]
         rec["full_python_cpu_s"] = median(py_cpu)
         rec["speedup_python_cpu"] = rec["full_python_cpu_s"] / max(rec["imp_cpu_s"], 1e-9)
         progress(

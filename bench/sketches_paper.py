@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from bench.lib.progress import progress
-from bench.sketches_db import CPU, Bench, cpu_ratio, median, options
+from bench.sketches_db import Bench, median, options
 from bench.sketches_experiments import by_a, fresh_id
 
 # b..k = c_i * a + noise, the artifact generator's slopes (b..j) and k = 3a (syncGen)
@@ -77,17 +77,7 @@ def _runs(
     full_py = median([b.full_python() for _ in range(python_repeats)]) if python_repeats else None
     out = []
     for d in deltas:
-        imp, duck, imp_cpu, duck_cpu = [], [], [], []
-        for _ in range(repeats):
-            batch = b.batch("t", d, make)
-            imp.append(b.imp(batch))
-            imp_cpu.append(CPU[0])
-            duck.append(b.full_duckdb(batch)[0])
-            duck_cpu.append(CPU[0])
-        rec: dict[str, Any] = {"delta": d, "imp_s": median(imp), "full_duckdb_s": median(duck)}
-        rec["imp_all_s"], rec["duckdb_all_s"] = imp, duck
-        rec["speedup_duckdb"] = rec["full_duckdb_s"] / rec["imp_s"]
-        rec.update(cpu_ratio(imp_cpu, duck_cpu))
+        rec = b.series("t", d, repeats, make)
         if full_py is not None:
             rec["full_python_s"] = full_py
             rec["speedup_python"] = full_py / rec["imp_s"]

@@ -82,7 +82,12 @@ TIMES: list[Column] = [
     ("full Python ms", lambda r: _ms(r["full_python_s"])),
     ("full DuckDB ms", lambda r: _ms(r["full_duckdb_s"])),
 ]
-SPEEDUPS: list[Column] = [X_PYTHON, X_DUCKDB, X_DUCKDB_CPU]
+SPEEDUPS: list[Column] = [
+    X_PYTHON,
+    ("x Python (CPU)", lambda r: f"{r['speedup_python_cpu']:.0f}" if "speedup_python_cpu" in r else "—"),
+    X_DUCKDB,
+    X_DUCKDB_CPU,
+]
 
 
 def _paper_x(paper: float) -> Column:

@@ -17,7 +17,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import sqlglot
 
 from bench.lib.progress import progress
-from bench.sketches_db import CPU, Bench, cpu_ratio, duck_type, median, options
+from bench.sketches_db import Bench, duck_type, options
 from bench.sketches_experiments import TPCH_QUERIES, new_linenumber, tpch_data, tpch_folder
 from bench.sketches_paper import rss_gb
 from ivmstream.events.tpch import TPCH_TABLES
@@ -83,16 +83,7 @@ def exp_tpch_big(
         b = Bench(options(sql, "tpch", part, **flags), data, seed=7, duck_load=_copy, duck=con.cursor())
         runs = []
         for d in deltas:
-            imp, duck, imp_cpu, duck_cpu = [], [], [], []
-            for _ in range(repeats):
-                batch = b.batch("lineitem", d, new_linenumber)
-                imp.append(b.imp(batch))
-                imp_cpu.append(CPU[0])
-                duck.append(b.full_duckdb(batch)[0])
-                duck_cpu.append(CPU[0])
-            r = {"delta": d, "imp_s": median(imp), "full_duckdb_s": median(duck)}
-            r["speedup_duckdb"] = r["full_duckdb_s"] / r["imp_s"]
-            r.update(cpu_ratio(imp_cpu, duck_cpu))
+            r = b.series("lineitem", d, repeats, new_linenumber)
             progress(f"  Δ={d}: imp {r['imp_s'] * 1e3:.2f} ms, duckdb {r['full_duckdb_s'] * 1e3:.1f} ms")
             runs.append(r)
         b.check(python)  # its Python capture over the final tables is the Python recapture's time

@@ -23,6 +23,7 @@ def test_sketches_bench_smoke(tmp_path):
         assert [r["delta"] for r in rec["runs"]] == [10, 100]
         for r in rec["runs"]:
             assert r["imp_s"] > 0 and r["full_python_s"] > 0 and r["full_duckdb_s"] > 0
+            assert r["imp_cpu_s"] > 0 and r["duckdb_cpu_s"] > 0  # CPU beside wall time
     assert {r["query"] for r in data["tpch"]} == {"Q3", "Q6"}
     assert {r["safety"] for r in data["tpch"]} == {"S2", "S1"}  # Q3 groups by the order key; Q6 is monotone
     for rec in data["tpch"]:  # the join query also times probe joins on the same batches
@@ -34,6 +35,9 @@ def test_sketches_bench_smoke(tmp_path):
     assert set(data["sections"]) >= {"having_big", "slope", "tpch_big", "crimes", "joins", "joinsel", "selpd"}
     assert [c["aggregates"] for c in data["slope"]["configs"]] == [1, 3]
     assert {q["query"] for q in data["tpch_big"]["queries"]} == {"Q3", "Q7"}
+    # the SF 1 section's quick size: one query, checked against DuckDB's capture only, no Python recapture
+    assert [q["query"] for q in data["tpch_sf1"]["queries"]] == ["Q14"]
+    assert not any("full_python_s" in r for q in data["tpch_sf1"]["queries"] for r in q["runs"])
     assert {p["partition"].split(" ")[0] for p in data["crimes"]["partitions"]} == {
         "explicit",
         "equal",
