@@ -77,6 +77,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--queries", default=",".join(FINANCE_QUERIES))
     p.add_argument("--window", type=int, default=None, help="events per case (at least 2 batches; 4000)")
     p.add_argument("--budget", type=float, default=None, help="seconds per case (default 1)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="most timings of an engine window, within --budget (5)",
+    )
     p.add_argument("--full-max", type=int, default=None, help="largest whole-prefix run (5000)")
     p.add_argument("--worker-events", type=int, default=None, help="events through the worker (10000)")
     p.add_argument("--worker-strategies", default="rpai,crosscheck,dbtoaster,auto")
@@ -154,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "other_sizes": args.other_sizes,
             "batches": args.batches,
             "budget_s": args.budget,
+            "repeats": args.repeats,
             "window": args.window,
             "python": sys.version.split()[0],
             "machine": platform.machine(),

@@ -39,13 +39,14 @@ def batched_cases(
     batch: int,
     window: int,
     budget: float,
+    repeats: int = 5,
 ) -> dict[str, dict[str, Any]]:
     """Per strategy: µs per event over up to ``window`` events ending at prefix n, in batches of
     ``batch`` with one result per batch.
 
     Every strategy is brought to the state before the window first; then the windows are timed in
     rounds, each strategy once per round, so that a burst of load on the shared machine falls on all
-    of them rather than on whichever ran during it. An engine's window is timed up to ``REPEATS`` times
+    of them rather than on whichever ran during it. An engine's window is timed up to ``repeats`` times
     (each in a forked child, on its own copy of the state) while its budget lasts, and the fastest
     counts; the DuckDB peer holds a connection and is timed once, here, after the engines."""
     first = max(0, n - window)
@@ -64,7 +65,7 @@ def batched_cases(
     raw = [events[i : min(i + batch, n)] for i in range(first, n, batch)]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in targets}
     while True:
-        due = [s for s in targets if s not in out and _wants_another(runs[s], s, n - first, budget)]
+        due = [s for s in targets if s not in out and _wants_another(runs[s], s, n - first, budget, repeats)]
         if due != ["duckdb"] and "duckdb" in due:
             due.remove("duckdb")  # its threads and allocations are not left to the engines' rounds
         if not due:
@@ -105,10 +106,10 @@ def batched_cases(
     return {s: out[s] for s in strategies}
 
 
-def _wants_another(runs: list[dict[str, Any]], strategy: str, full: int, budget: float) -> bool:
+def _wants_another(runs: list[dict[str, Any]], strategy: str, full: int, budget: float, repeats: int) -> bool:
     if not runs:
         return True
-    if strategy == "duckdb" or len(runs) == REPEATS or runs[-1]["done"] < full:
+    if strategy == "duckdb" or len(runs) >= repeats or runs[-1]["done"] < full:
         return False
     return sum(r["spent"] for r in runs) <= budget
 
@@ -132,7 +133,6 @@ def _warmed(query: str, strategy: str, events: Sequence[Event], first: int, batc
     return target
 
 
-REPEATS = 5  # an engine's window is timed at most this many times, while its budget lasts
 STOP_AFTER = 4  # a single batch is stopped after this many budgets (a cubic baseline can run hours)
 BEAT = 0.05  # an engine's child reports progress at most this often (seconds)
 
@@ -269,6 +269,7 @@ def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tup
                     batch,
                     window,
                     args.budget,
+                    args.repeats,
                 )
                 for strategy in strategies:
                     if (strategy, batch) in over:
