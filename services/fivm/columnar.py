@@ -67,7 +67,9 @@ def leaf_rows(ring: CofactorRing, plan: LeafPlan, delta: Mapping[Key, int]) -> t
 
 
 def project(rows: Sequence[Key], positions: Sequence[int]) -> list[Key]:
-    """``tuple(row[i] for i in positions)`` of every row, in C-level loops."""
+    """``tuple(row[i] for i in positions)`` of every row, in C-level loops (rows of one arity)."""
+    if rows and len(rows[0]) == len(positions) and tuple(positions) == tuple(range(len(positions))):
+        return list(rows)  # every row whole: a star's probes and the leaf keys of its root
     if len(positions) == 1:
         return list(zip(map(itemgetter(positions[0]), rows)))
     if not positions:
@@ -144,11 +146,10 @@ def step_rows(
     for i in order[1:]:
         prod = mul_rows(prod, slots[i])
     if step.lift_pos >= 0 and step.lift_var in ring.index:
-        x = np.array([row[step.lift_pos] for row in rows], dtype=np.float64)
+        x = np.array(list(map(itemgetter(step.lift_pos), rows)), dtype=np.float64)
         ones = np.ones(len(x), dtype=np.int64)
         prod = mul_rows(CofactorRows(ring.index[step.lift_var], ones, x[:, None], (x * x)[:, None]), prod)
-    out = step.out
-    return group([tuple([row[i] for i in out]) for row in rows], prod)
+    return group(project(rows, step.out), prod)
 
 
 def _check_counts(slots: Sequence[CofactorRows]) -> None:
