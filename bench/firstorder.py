@@ -9,7 +9,8 @@ query, `visited` tuples), recompute per read (the whole join). Strategies altern
 times are the median over repeats; the ratio is recompute's time to first-order's per repeat, median.
 
 The worker point (``firstorder_worker.py``) runs axfinder over the whole trace through a real ``Worker``
-on the embedded broker at its default batch size, beside the engine alone on the same batches.
+on the embedded broker in batches of ``--worker-batch`` events (default 100: a result published every
+100 updates, the first table's R = 100), beside the engine alone on the same batches.
 
 Writes ``bench/results/firstorder.json`` and ``.png`` (``firstorder_quick`` with ``--quick``);
 ``--markdown FILE.json`` prints docs/firstorder/benchmark.md's table from a report.
@@ -162,7 +163,7 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="300 events, reads every 1 and 100, 1 repeat, worker batches of 100",
+        help="300 events, reads every 1 and 100, 1 repeat",
     )
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--events", type=int, help="at most this many update events per query (default 1000)")
@@ -170,6 +171,12 @@ def main() -> None:
         "--worker-events",
         type=int,
         help="update events of the worker point (axfinder; default the whole trace, 300 with --quick)",
+    )
+    parser.add_argument(
+        "--worker-batch",
+        type=int,
+        default=100,
+        help="the worker point's batch size: it publishes the result after every batch (default 100)",
     )
     parser.add_argument("--out", type=Path, help="the report (a .png beside it)")
     parser.add_argument("--markdown", type=Path, metavar="FILE.json", help="print the docs table of a report")
@@ -187,8 +194,7 @@ def main() -> None:
     report = bench(["axfinder", "brokerspread"], reads, repeats, limit)
     report["load_start"] = load_start
     options, events = workload("axfinder", TRACE, args.worker_events or (300 if args.quick else None))
-    # --quick: batches of 100 so that the smoke run publishes several results; else the worker's default
-    report["worker"] = worker_point("axfinder", options, events, repeats, 100 if args.quick else None)
+    report["worker"] = worker_point("axfinder", options, events, repeats, args.worker_batch)
     report["command"] = command_line("bench/firstorder.py", None)
     report["machine"] = machine_info()
     out.parent.mkdir(parents=True, exist_ok=True)

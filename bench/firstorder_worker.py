@@ -1,8 +1,10 @@
 """The firstorder benchmark's worker point: each strategy through a real ``Worker`` on the embedded broker
-(the worker's default batch size, the result published after every batch, incremental checkpoints in
+(batches of ``batch_size`` events, the result published after every batch, incremental checkpoints in
 RocksDB), beside the engine alone on the same events in the same batches, the result read after each.
 The engine takes exactly the batches the worker's consumer handed it (at most the batch size each).
-Strategies alternate within each repeat; the load average is recorded before and after."""
+Strategies alternate within each repeat; wall and process CPU seconds are both recorded (the broker
+runs in its own process, so the CPU seconds are the worker's and the engine's own); the load average
+is recorded before and after."""
 
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ STRATEGIES = ("first-order", "recompute")
 
 
 def worker_point(
-    query: str, options: dict[str, Any], events: list[UpdateEvent], repeats: int, batch_size: int | None
+    query: str, options: dict[str, Any], events: list[UpdateEvent], repeats: int, batch_size: int
 ) -> dict[str, Any]:
     """Seconds through the worker (first batch to caught up, final checkpoint included) and through the
-    engine alone, per strategy, median of ``repeats``; the per-repeat recompute/first-order ratios."""
+    engine alone, per strategy, median of ``repeats``; the per-repeat recompute/first-order ratios, of
+    wall and of CPU time."""
     from bench.lib.broker import produce_checked
     from ivmstream.config import build_config
     from ivmstream.dev.broker import BrokerProcess
@@ -39,6 +42,8 @@ def worker_point(
     load_start = load_average()
     worker_s: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     engine_s: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    worker_cpu: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    engine_cpu: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     batches: dict[str, list[int]] = {s: [] for s in STRATEGIES}
     tmp = Path(tempfile.mkdtemp(prefix="ivmstream-firstorder-bench-"))
     try:
@@ -55,9 +60,8 @@ def worker_point(
                         "input_topic": topic,
                         "output_topic": f"{topic}.{strategy}.{rep}.out",
                         "dlq_topic": f"{topic}.dlq",
+                        "batch_size": batch_size,
                     }
-                    if batch_size is not None:
-                        raw["batch_size"] = batch_size
                     config = build_config(service, raw)
                     store = open_store("rocksdb", f"firstorder.{topic}.{strategy}.{rep}", state_dir=tmp)
                     worker = Worker(
@@ -65,10 +69,14 @@ def worker_point(
                     )
                     sizes: list[int] = []  # the batches the consumer handed the worker (up to batch_size)
                     worker.hooks.batch_received.append(sizes.append)
+                    cpu = time.process_time()
                     seconds, results = run_until_caught_up(worker, {0: end}, timeout=900)
+                    worker_cpu[strategy].append(time.process_time() - cpu)
                     worker_s[strategy].append(seconds)
                     batches[strategy].append(len(sizes))
+                    cpu = time.process_time()
                     engine_seconds, result = _engine_run(service, config, events, sizes)
+                    engine_cpu[strategy].append(time.process_time() - cpu)
                     engine_s[strategy].append(engine_seconds)
                     (published,) = results.values()
                     if published != result:
@@ -77,7 +85,6 @@ def worker_point(
                         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    ratios = [r / f for f, r in zip(worker_s["first-order"], worker_s["recompute"], strict=True)]
     n = len(events)
     return {
         "query": query,
@@ -90,10 +97,20 @@ def worker_point(
         "worker_batches": batches,
         "worker_us_per_update": {s: statistics.median(v) / n * 1e6 for s, v in worker_s.items()},
         "engine_us_per_update": {s: statistics.median(v) / n * 1e6 for s, v in engine_s.items()},
-        "worker_ratio": statistics.median(ratios),
+        "worker_cpu_seconds": worker_cpu,
+        "engine_cpu_seconds": engine_cpu,
+        "worker_cpu_us_per_update": {s: statistics.median(v) / n * 1e6 for s, v in worker_cpu.items()},
+        "worker_ratio": _median_ratio(worker_s),
+        "worker_cpu_ratio": _median_ratio(worker_cpu),
+        "engine_cpu_ratio": _median_ratio(engine_cpu),
         "load_start": load_start,
         "load_end": load_average(),
     }
+
+
+def _median_ratio(seconds: dict[str, list[float]]) -> float:
+    """recompute / first-order, per repeat (the two ran side by side), median."""
+    return statistics.median(r / f for f, r in zip(seconds["first-order"], seconds["recompute"], strict=True))
 
 
 def _engine_run(service: Any, config: Any, events: list[UpdateEvent], sizes: list[int]) -> tuple[float, Any]:
@@ -113,26 +130,33 @@ def _engine_run(service: Any, config: Any, events: list[UpdateEvent], sizes: lis
 
 def markdown(point: dict[str, Any]) -> list[str]:
     """The worker point's table and its note (docs/firstorder/benchmark.md)."""
+    n = point["events"]
     w, e = point["worker_us_per_update"], point["engine_us_per_update"]
+    w_cpu = point["worker_cpu_us_per_update"]
+    e_cpu = {s: statistics.median(v) / n * 1e6 for s, v in point["engine_cpu_seconds"].items()}
     lines = [
         "| query | update events | batch size | strategy | batches received (results published) "
-        "| through the worker (µs per update) | engine alone, same batches (µs per update) "
-        "| engine / worker |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
+        "| through the worker, wall (µs per update) | through the worker, CPU (µs per update) "
+        "| engine alone, same batches, wall (µs per update) | engine alone, CPU (µs per update) "
+        "| engine / worker, CPU |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in STRATEGIES:
-        received = "/".join(str(n) for n in point["worker_batches"][s])
+        received = "/".join(str(b) for b in point["worker_batches"][s])
         lines.append(
-            f"| `{point['query']}` | {point['events']:,} | {point['batch_size']:,} | {s} | {received} | "
-            f"{w[s]:,.1f} | {e[s]:,.1f} | {e[s] / w[s]:.2f} |"
+            f"| `{point['query']}` | {n:,} | {point['batch_size']:,} | {s} | {received} | {w[s]:,.1f} | "
+            f"{w_cpu[s]:,.1f} | {e[s]:,.1f} | {e_cpu[s]:,.1f} | {e_cpu[s] / w_cpu[s]:.2f} |"
         )
     lines += [
         "",
-        f"Total time per update event, median of {point['repeats']} repeats with the strategies alternating "
+        f"Time per update event, median of {point['repeats']} repeats with the strategies alternating "
         f"(the worker: from its first batch until caught up, its final checkpoint included, the result "
-        f"published after every batch; the engine: the batches the worker received, the result read "
-        f"after each; the batches received are listed per repeat); "
-        f"recompute / first-order through the worker {point['worker_ratio']:.2f} (median of the per-repeat "
-        f"ratios); load average {point['load_start'][0]} before, {point['load_end'][0]} after.",
+        f"published after every batch of at most {point['batch_size']:,} events; the engine: the batches "
+        f"the worker received, the result read after each; the batches received are listed per repeat). "
+        f"Wall is elapsed time, CPU the process's CPU time (the broker is another process): on a shared "
+        f"machine CPU time is the steadier measure. recompute / first-order through the worker "
+        f"{point['worker_ratio']:.2f} in wall time and {point['worker_cpu_ratio']:.2f} in CPU time, the "
+        f"engine alone {point['engine_cpu_ratio']:.2f} in CPU time (medians of the per-repeat ratios); "
+        f"load average {point['load_start'][0]} before, {point['load_end'][0]} after.",
     ]
     return lines
