@@ -15,7 +15,8 @@
 
 static PyObject *S_key_pos, *S_buckets, *S_exps, *S_where, *S_cnt, *S_rcnt, *S_parent, *S_node,
     *S_parents, *S_children, *S_child_pos, *S_idx, *S_by_key, *S_items, *S_ds, *S_nodes, *S_grouped,
-    *S_tracking, *S_dirty, *S_places, *S_propagations, *S_out;
+    *S_tracking, *S_dirty, *S_places, *S_propagations, *S_out, *S_tuples, *S_next_seq, *S_whole,
+    *S_item_pos, *S_neighbours, *S_into;
 static PyObject *ZERO, *ONE;
 
 typedef struct {
@@ -384,62 +385,278 @@ static int bump_counter(PyObject *o, PyObject *name, long long extra) {
     return rc;
 }
 
+/* The context of one call on the index: its structures, node stores and what it tracks. */
+static int open_ctx(Ctx *cx, PyObject *ix) {
+    cx->ds = held(ix, S_ds);
+    cx->nodes = held(ix, S_nodes);
+    PyObject *grouped = held(ix, S_grouped), *tracking = held(ix, S_tracking);
+    if (cx->ds == NULL || cx->nodes == NULL || grouped == NULL || tracking == NULL) return -1;
+    if (!PyList_Check(cx->ds) || !PyList_Check(cx->nodes)) {
+        PyErr_SetString(PyExc_TypeError, "the index's ds and nodes are lists");
+        return -1;
+    }
+    cx->grouped = PyObject_IsTrue(grouped);
+    int track = PyObject_IsTrue(tracking);
+    if (cx->grouped < 0 || track < 0) return -1;
+    cx->dirty = NULL;
+    if (track && (cx->dirty = held(ix, S_dirty)) == NULL) return -1;
+    return 0;
+}
+
+/* The loop of JoinIndex._reweigh over the structures D[e->*]. */
+static int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f) {
+    PyObject *out = held(ix, S_out);
+    if (out == NULL) return -1;
+    PyObject *mine = PyList_Check(out) ? PyList_GetItem(out, e) : NULL;
+    if (mine == NULL || !PyList_Check(mine)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "the index's out is a list of lists");
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(mine); j++) {
+        Py_ssize_t di = PyLong_AsSsize_t(PyList_GET_ITEM(mine, j));
+        if (di == -1 && PyErr_Occurred()) return -1;
+        PyObject *d = PyList_GET_ITEM(cx->ds, di);
+        PyObject *base = children_product(cx, d, item, -1, ONE);
+        if (base == NULL) return -1;
+        int nz = PyObject_IsTrue(base);
+        int rc = nz < 0 ? -1 : 0;
+        if (nz > 0) {
+            PyObject *a = PyNumber_Multiply(old_f, base), *b = PyNumber_Multiply(f, base);
+            rc = (a == NULL || b == NULL) ? -1 : place(cx, d, item, a, b);
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+        }
+        Py_DECREF(base);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static int close_ctx(Ctx *cx, PyObject *ix, int rc) {
+    if (bump_counter(ix, S_places, cx->places) < 0 || bump_counter(ix, S_propagations, cx->propagations) < 0)
+        return -1;
+    return rc;
+}
+
+/* NodeStore.add: record t (arrival number seq, None: the next) in the node; its item (new reference)
+ * and whether the item is new. */
+static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_new) {
+    PyObject *tuples = held(node, S_tuples), *items = held(node, S_items), *by_key = held(node, S_by_key);
+    PyObject *key_pos = held(node, S_key_pos), *whole = held(node, S_whole), *next = held(node, S_next_seq);
+    if (tuples == NULL || items == NULL || by_key == NULL || key_pos == NULL || whole == NULL || next == NULL)
+        return NULL;
+    if (seq == Py_None) seq = next;
+    Py_INCREF(seq);
+    Py_INCREF(next);
+    int later = PyObject_RichCompareBool(seq, next, Py_GE);
+    Py_DECREF(next);
+    if (later < 0 || PyDict_SetItem(tuples, t, seq) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    if (later) {
+        PyObject *after = PyNumber_Add(seq, ONE);
+        int rc = after == NULL ? -1 : PyObject_SetAttr(node, S_next_seq, after);
+        Py_XDECREF(after);
+        if (rc < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    int w = PyObject_IsTrue(whole);
+    if (w < 0) return NULL;
+    PyObject *item;
+    if (w) {
+        item = t;
+        Py_INCREF(item);
+        PyObject *one = PyTuple_Pack(1, t);
+        int rc = one == NULL ? -1 : PyDict_SetItem(items, t, one);
+        Py_XDECREF(one);
+        if (rc < 0) goto fail_item;
+    } else {
+        PyObject *item_pos = held(node, S_item_pos);
+        if (item_pos == NULL || (item = key_of(t, item_pos)) == NULL) return NULL;
+        PyObject *members = PyDict_GetItemWithError(items, item);
+        if (members != NULL) {
+            if (PyList_Append(members, t) < 0) goto fail_item;
+            *is_new = 0;
+            return item;
+        }
+        if (PyErr_Occurred()) goto fail_item;
+        PyObject *list = PyList_New(1);
+        if (list == NULL) goto fail_item;
+        Py_INCREF(t);
+        PyList_SET_ITEM(list, 0, t);
+        int rc = PyDict_SetItem(items, item, list);
+        Py_DECREF(list);
+        if (rc < 0) goto fail_item;
+    }
+    if (!PyDict_Check(key_pos) || !PyDict_Check(by_key)) {
+        PyErr_SetString(PyExc_TypeError, "a node's key_pos and by_key are dicts");
+        goto fail_item;
+    }
+    Py_ssize_t at = 0;
+    PyObject *n, *pos;
+    while (PyDict_Next(key_pos, &at, &n, &pos)) {
+        PyObject *keyed = item_or_keyerror(by_key, n);
+        PyObject *v = keyed == NULL ? NULL : key_of(item, pos);
+        if (v == NULL) goto fail_item;
+        PyObject *inner = PyDict_GetItemWithError(keyed, v);
+        if (inner == NULL) {
+            if (PyErr_Occurred() || (inner = PyDict_New()) == NULL) {
+                Py_DECREF(v);
+                goto fail_item;
+            }
+            int rc = PyDict_SetItem(keyed, v, inner);
+            Py_DECREF(inner);
+            if (rc < 0) {
+                Py_DECREF(v);
+                goto fail_item;
+            }
+        }
+        Py_DECREF(v);
+        if (PyDict_SetItem(inner, item, Py_None) < 0) goto fail_item;
+    }
+    *is_new = 1;
+    return item;
+fail_item:
+    Py_DECREF(item);
+    return NULL;
+}
+
+/* JoinIndex.insert in rounded mode with counts: t into node e (arrival number seq or None), the item
+ * re-weighed when it is new or its rounded group size changes; False if t was there. */
+static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "insert(index, e, t, seq)");
+        return NULL;
+    }
+    PyObject *ix = args[0], *t = args[2], *seq = args[3];
+    Py_ssize_t e = PyLong_AsSsize_t(args[1]);
+    if (e == -1 && PyErr_Occurred()) return NULL;
+    Ctx cx = {0};
+    if (open_ctx(&cx, ix) < 0) return NULL;
+    PyObject *node = PyList_GetItem(cx.nodes, e);
+    PyObject *tuples = node == NULL ? NULL : held(node, S_tuples);
+    if (tuples == NULL) return NULL;
+    int there = PyDict_Contains(tuples, t);
+    if (there < 0) return NULL;
+    if (there) Py_RETURN_FALSE;
+    int is_new = 0;
+    PyObject *item = node_add(node, t, seq, &is_new);
+    if (item == NULL) return NULL;
+    int rc;
+    if (is_new) {
+        rc = reweigh(&cx, ix, e, item, ZERO, ONE);
+    } else {
+        PyObject *items = held(node, S_items);
+        PyObject *members = items == NULL ? NULL : item_or_keyerror(items, item);
+        Py_ssize_t size = members == NULL ? -1 : PyObject_Size(members);
+        PyObject *now = size < 0 ? NULL : PyLong_FromSsize_t(size);
+        PyObject *before = size < 0 ? NULL : PyLong_FromSsize_t(size - 1);
+        PyObject *old_f = before == NULL ? NULL : nextpow2(before), *f = now == NULL ? NULL : nextpow2(now);
+        rc = -1;
+        if (old_f != NULL && f != NULL) {
+            int differ = PyObject_RichCompareBool(f, old_f, Py_NE);
+            rc = differ < 0 ? -1 : differ ? reweigh(&cx, ix, e, item, old_f, f) : 0;
+        }
+        Py_XDECREF(now);
+        Py_XDECREF(before);
+        Py_XDECREF(old_f);
+        Py_XDECREF(f);
+    }
+    Py_DECREF(item);
+    if (close_ctx(&cx, ix, rc) < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* JoinIndex.delta_size: |dJ| of t just inserted into node e (the product of the counts of its
+ * neighbours' structures at its keys) and those counts, the radices. */
+static PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "delta_size(index, e, t)");
+        return NULL;
+    }
+    PyObject *ix = args[0], *e = args[1], *t = args[2];
+    PyObject *ds = held(ix, S_ds), *nodes = held(ix, S_nodes), *neighbours = held(ix, S_neighbours);
+    PyObject *into = held(ix, S_into);
+    if (ds == NULL || nodes == NULL || neighbours == NULL || into == NULL) return NULL;
+    Py_ssize_t ei = PyLong_AsSsize_t(e);
+    if (ei == -1 && PyErr_Occurred()) return NULL;
+    PyObject *node = PyList_GetItem(nodes, ei), *mine = PyList_GetItem(neighbours, ei);
+    if (node == NULL || mine == NULL) return NULL;
+    PyObject *whole = held(node, S_whole), *key_pos = held(node, S_key_pos);
+    if (whole == NULL || key_pos == NULL) return NULL;
+    int w = PyObject_IsTrue(whole);
+    if (w < 0) return NULL;
+    PyObject *item;
+    if (w) {
+        item = t;
+        Py_INCREF(item);
+    } else {
+        PyObject *item_pos = held(node, S_item_pos);
+        if (item_pos == NULL || (item = key_of(t, item_pos)) == NULL) return NULL;
+    }
+    PyObject *radices = PyList_New(0), *size = ONE;
+    Py_INCREF(size);
+    if (radices == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(mine); j++) {
+        PyObject *c = PyList_GET_ITEM(mine, j);
+        PyObject *edge = PyTuple_Pack(2, c, e);
+        if (edge == NULL) goto fail;
+        PyObject *di = item_or_keyerror(into, edge);
+        Py_DECREF(edge);
+        if (di == NULL) goto fail;
+        PyObject *d = PyList_GetItem(ds, PyLong_AsSsize_t(di));
+        PyObject *cnt = d == NULL ? NULL : held(d, S_cnt);
+        PyObject *pos = item_or_keyerror(key_pos, c);
+        if (cnt == NULL || pos == NULL) goto fail;
+        PyObject *v = key_of(item, pos);
+        if (v == NULL) goto fail;
+        PyObject *r = get_or_zero(cnt, v);
+        Py_DECREF(v);
+        if (r == NULL || PyList_Append(radices, r) < 0) goto fail;
+        PyObject *prod = PyNumber_Multiply(size, r);
+        if (prod == NULL) goto fail;
+        Py_SETREF(size, prod);
+    }
+    Py_DECREF(item);
+    PyObject *pair = PyTuple_Pack(2, size, radices);
+    Py_DECREF(size);
+    Py_DECREF(radices);
+    return pair;
+fail:
+    Py_DECREF(item);
+    Py_XDECREF(radices);
+    Py_DECREF(size);
+    return NULL;
+}
+
 static PyObject *k_reweigh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "reweigh(index, e, item, old_f, f)");
         return NULL;
     }
-    PyObject *ix = args[0], *item = args[2], *old_f = args[3], *f = args[4];
     Py_ssize_t e = PyLong_AsSsize_t(args[1]);
     if (e == -1 && PyErr_Occurred()) return NULL;
     Ctx cx = {0};
-    cx.ds = held(ix, S_ds);
-    cx.nodes = held(ix, S_nodes);
-    PyObject *out = held(ix, S_out), *grouped = held(ix, S_grouped), *tracking = held(ix, S_tracking);
-    if (cx.ds == NULL || cx.nodes == NULL || out == NULL || grouped == NULL || tracking == NULL) return NULL;
-    if (!PyList_Check(cx.ds) || !PyList_Check(cx.nodes) || !PyList_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "the index's ds, nodes and out are lists");
-        return NULL;
-    }
-    cx.grouped = PyObject_IsTrue(grouped);
-    int track = PyObject_IsTrue(tracking);
-    if (cx.grouped < 0 || track < 0) return NULL;
-    if (track && (cx.dirty = held(ix, S_dirty)) == NULL) return NULL;
-    PyObject *mine = PyList_GetItem(out, e);
-    if (mine == NULL) return NULL;
-    int rc = 0;
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(mine) && rc == 0; j++) {
-        Py_ssize_t di = PyLong_AsSsize_t(PyList_GET_ITEM(mine, j));
-        if (di == -1 && PyErr_Occurred()) {
-            rc = -1;
-            break;
-        }
-        PyObject *d = PyList_GET_ITEM(cx.ds, di);
-        PyObject *base = children_product(&cx, d, item, -1, ONE);
-        if (base == NULL) {
-            rc = -1;
-            break;
-        }
-        int nz = PyObject_IsTrue(base);
-        rc = nz < 0 ? -1 : 0;
-        if (nz > 0) {
-            PyObject *a = PyNumber_Multiply(old_f, base), *b = PyNumber_Multiply(f, base);
-            rc = (a == NULL || b == NULL) ? -1 : place(&cx, d, item, a, b);
-            Py_XDECREF(a);
-            Py_XDECREF(b);
-        }
-        Py_DECREF(base);
-    }
-    if (bump_counter(ix, S_places, cx.places) < 0 || bump_counter(ix, S_propagations, cx.propagations) < 0)
-        return NULL;
-    if (rc < 0) return NULL;
+    if (open_ctx(&cx, args[0]) < 0) return NULL;
+    int rc = reweigh(&cx, args[0], e, args[2], args[3], args[4]);
+    if (close_ctx(&cx, args[0], rc) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"reweigh", (PyCFunction)(void (*)(void))k_reweigh, METH_FASTCALL,
      "Re-weigh an item of node e (factor old_f -> f) in every D[e->*], propagating rounded-count changes."},
+    {"insert", (PyCFunction)(void (*)(void))k_insert, METH_FASTCALL,
+     "Add tuple t to node e (arrival number seq or None) and re-weigh its item; False if t was there."},
+    {"delta_size", (PyCFunction)(void (*)(void))k_delta_size, METH_FASTCALL,
+     "|dJ| of tuple t just inserted into node e, and the radices."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -477,6 +694,12 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     INTERN(S_places, "places");
     INTERN(S_propagations, "propagations");
     INTERN(S_out, "out");
+    INTERN(S_tuples, "tuples");
+    INTERN(S_next_seq, "next_seq");
+    INTERN(S_whole, "whole");
+    INTERN(S_item_pos, "item_pos");
+    INTERN(S_neighbours, "neighbours");
+    INTERN(S_into, "into");
     if ((ZERO = PyLong_FromLong(0)) == NULL || (ONE = PyLong_FromLong(1)) == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -229,8 +229,9 @@ class JoinIndex:
         self.places = self.propagations = self.retrieves = 0
         self.dirty: set[tuple[int, Tup]] = set()  # (structure, key) changed since the last checkpoint
         self.tracking = False  # whether ``dirty`` is kept: not until a checkpoint will read it
-        # the compiled re-weighing (rounded mode, where built); None: the Python methods below
-        self.native: kernels.Reweigh | None = None if exact else kernels.reweigh
+        # the compiled steps (rounded mode with counts, where built; kernels.py); None: the Python
+        # methods below
+        self.native = None if exact or not counting else kernels.native
         self.ds: list[Directed] = []
         self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
         self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
@@ -270,6 +271,8 @@ class JoinIndex:
     def insert(self, e: int, t: Tup, seq: int | None = None) -> bool:
         """Add tuple ``t`` to node ``e`` (arrival number ``seq``, default the node's next); False if it
         was already there (set semantics)."""
+        if self.native is not None:
+            return bool(self.native.insert(self, e, t, seq))
         node = self.nodes[e]
         if t in node.tuples:
             return False
@@ -307,7 +310,7 @@ class JoinIndex:
         that factor times its children's (rounded) counts. Rounded mode runs the compiled step where
         it is built (kernels.py), the same container operations as these methods."""
         if self.native is not None:
-            self.native(self, e, item, old_f, f)
+            self.native.reweigh(self, e, item, old_f, f)
             return
         for di in self.out[e]:
             d = self.ds[di]
@@ -424,6 +427,9 @@ class JoinIndex:
 
     def delta_size(self, e: int, t: Tup) -> tuple[int, list[int]]:
         """|ΔJ| of tuple t just inserted into node e, and the radices (exact sums at the top level)."""
+        if self.native is not None:
+            size, radices = self.native.delta_size(self, e, t)
+            return size, radices
         item = self.nodes[e].item_of(t)
         radices = []
         size = 1

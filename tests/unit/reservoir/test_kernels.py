@@ -40,7 +40,7 @@ def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
         return JoinIndex([n.attrs for n in q.nodes], q.neighbours(), q.columns, grouped=grouped)
 
     compiled, python = make(), make()
-    compiled.native, python.native = kernels.compiled.reweigh, None
+    compiled.native, python.native = kernels.compiled, None
     return compiled, python, q
 
 
@@ -113,7 +113,7 @@ def test_an_engine_on_the_compiled_steps_draws_the_same_sample(query: dict[str, 
 
 def test_pure_python_switch_turns_the_compiled_steps_off():
     """IVMSTREAM_PURE_PYTHON=1 gives the Python steps (as for the event decoder); unset, the compiled."""
-    probe = "from ivmstream.services.reservoir import kernels; print(kernels.ACTIVE, kernels.reweigh is None)"
+    probe = "from ivmstream.services.reservoir import kernels; print(kernels.ACTIVE, kernels.native is None)"
     runs = {
         flag: subprocess.run(
             [sys.executable, "-c", probe],
