@@ -199,16 +199,17 @@ def markdown(report: dict[str, Any]) -> str:
         f"Through the worker (`InMemoryCluster`, RocksDB checkpoints, the service's batch size), "
         f"baseline `{base['commit']}` against `{report['head']}`, {report['repeats']} interleaved "
         f"repeat(s), load {report['load_start'][0]} at the start and {report['load_end'][0]} at the end "
-        f"(`{report['command']}`).",
+        f"(`{report['command']}`). Same results: every run of both sides published the same last result "
+        "per key.",
         "",
         "| service | workload | events | batch | baseline events/CPU s | events/CPU s | ratio (CPU) "
-        "| baseline events/s | events/s | ratio (wall) | load |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| baseline events/s | events/s | ratio (wall) | load | same results |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, s in report["services"].items():
         if "error" in s:
             lines.append(
-                f"| {name} | {s['workload']} | {s['events']:,} | | failed: {s['error']} | | | | | | |"
+                f"| {name} | {s['workload']} | {s['events']:,} | | failed: {s['error']} | | | | | | | |"
             )
             continue
         load = f"{min(s['load']):.1f}-{max(s['load']):.1f}"
@@ -218,7 +219,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {s['baseline_events_per_cpu_second']:,.0f} | {s['head_events_per_cpu_second']:,.0f} "
             f"| {s['ratio_events_per_cpu_second']:.2f}x "
             f"| {s['baseline_events_per_second']:,.0f} | {s['head_events_per_second']:,.0f} "
-            f"| {s['ratio_events_per_second']:.2f}x | {load} |"
+            f"| {s['ratio_events_per_second']:.2f}x | {load} "
+            f"| {'yes' if s['same_published_results'] else 'no'} |"
         )
     profiled = {n: s["profile"] for n, s in report["services"].items() if s.get("profile")}
     if profiled:
