@@ -1,5 +1,6 @@
-"""The compiled re-weighing of the rounded join index (services/reservoir/_kernels.c) leaves every
-container exactly as its Python reference (``JoinIndex._reweigh`` and the methods it calls) does: the
+"""The compiled steps of the rounded join index (services/reservoir/_kernels.c: an insert, the
+re-weighing it makes, an insert's virtual batch size) leave every container exactly as their Python
+reference (``JoinIndex.insert``, ``_reweigh``, ``delta_size`` and the methods they call) does: the
 counts, rounded counts, each key's buckets in order, the positions, the changed-key log and the work
 counters, after every insert and delete, on every query shape, plain and grouped; weights beyond 64
 bits included. An engine on the compiled steps draws the same sample as one on the Python steps."""
@@ -84,6 +85,7 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
             assert python.insert(e, t) == added
             if added:
                 present.append((e, t))
+                assert compiled.delta_size(e, t) == python.delta_size(e, t)  # the virtual batch's size
         assert state(compiled) == state(python)
 
 
