@@ -121,6 +121,7 @@ class RuntimeMetrics:
             ("service", "relation"),
             registry=r,
         )
+        self._relation_series: dict[str, Any] = {}  # relation -> its ivmstream_relation_events child
         self.engine_stat = Gauge(
             "ivmstream_engine_stat",
             "Engine-reported gauges summed over its keys",
@@ -129,9 +130,14 @@ class RuntimeMetrics:
         )
 
     def count_relations(self, counts: Mapping[str, int]) -> None:
-        """Add a batch's events per relation; zero counts create the series (declared relations)."""
+        """Add a batch's events per relation; zero counts create the series (declared relations). Each
+        relation's series is looked up once (``labels`` validates and locks on every call)."""
+        series = self._relation_series
         for relation, n in counts.items():
-            self.relation_events.labels(self.service, relation).inc(n)
+            counter = series.get(relation)
+            if counter is None:
+                counter = series[relation] = self.relation_events.labels(self.service, relation)
+            counter.inc(n)
 
     def reject(self, reason: str, n: int = 1) -> None:
         self.events_rejected.labels(self.service, reason).inc(n)
