@@ -40,6 +40,7 @@ class VwapEngine:
         self.relations = {r.name: r for r in info.relations}
         self._columns = {r.name: r.column_names for r in info.relations}
         self._reads = frozenset(info.reads)
+        self._read_order = tuple(info.reads)
         self.brokers: int | None = self.params.get("brokers") if query == "mst" else None
         self.bag: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in self.relations}
         # ``auto`` (docs/vwap/algorithm.md §6.5): the strategy running now, the observed shape of the
@@ -61,12 +62,14 @@ class VwapEngine:
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
         self._changed: set[tuple[str, tuple[Any, ...]]] = set()  # bag tuples touched since a checkpoint
+        self._rejections: list[Rejection] = []  # the refusals of the batch being applied
         self._logging = False  # whether ``_changed`` is kept past a batch: once a checkpoint took the state
 
     # --- Engine protocol -------------------------------------------------------------------------------
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejections: list[Rejection] = []
+        self._rejections = rejections
         bag = self.bag
         reads = self._reads
         book = self.info.book
@@ -75,12 +78,16 @@ class VwapEngine:
         # §6.5): the first batch is not paid for twice, once in a plan chosen blind and once in a rebuild.
         deferred = self._modelled and not self.live_tuples
         held: list[tuple[str, Any, int]] = []  # a deferred batch's valid updates, for plans built by replay
-        update = _held_update(held) if deferred else self.plan.update
         # Plans with ``apply_levels`` take the batch netted per price level (docs/vwap/algorithm.md §3.6):
-        # the ledger still checks every event in order, the plan moves once per level touched.
+        # the ledger still checks every event in order, the plan moves once per level touched. A deferred
+        # batch of a price-domain query is netted too: from an empty book its levels are the book's.
         netted: dict[str, dict[Any, list[Any]]] | None = None
-        if book and not deferred and hasattr(self.plan, "apply_levels"):
-            netted = {rel: {} for rel in reads}
+        if deferred:
+            update = None if self._domain_col == "price" else _held_update(held)
+        else:
+            update = self.plan.update
+        if book and (update is None or (not deferred and hasattr(self.plan, "apply_levels"))):
+            netted = {rel: {} for rel in self._read_order}
         with exact_context():
             # Touched tuples are only logged once a checkpoint took the state (``_logging``); before that
             # the log would be cleared at the end of the batch.
@@ -95,9 +102,9 @@ class VwapEngine:
                 changed,
                 book,
                 self.brokers if book else None,
-                self._rejecter(rejections),
+                self._reject,
             )
-            if netted is not None:
+            if netted is not None and not deferred:
                 for rel, changes in netted.items():
                     if changes:
                         self.plan.apply_levels(rel, changes)
@@ -106,7 +113,9 @@ class VwapEngine:
         self.rejected += len(rejections)
         self.live_tuples += net
         if self._modelled and valid:
-            if deferred:
+            if deferred and netted is not None:
+                self._start_from_levels(valid, netted)
+            elif deferred:
                 self._start_from_book(valid, held)
             else:
                 touched = valid
@@ -119,24 +128,21 @@ class VwapEngine:
             self._changed.clear()
         return rejections
 
-    def _rejecter(self, rejections: list[Rejection]) -> Callable[[int, UpdateEvent, Any], None]:
-        """The ledger loop's ``reject``: the refusal of event i, with its reason, appended to
-        ``rejections`` (``have``: the live copies of a tuple deleted more often than it is live)."""
-
-        def reject(i: int, ev: UpdateEvent, have: Any) -> None:
-            rel, row = ev.relation, ev.row
-            if have is not None:
-                detail = f"delete of {-ev.delta} {rel} tuple(s) {dict(row)} but {have} live"
-                rejections.append(Rejection(i, "absent-tuple", detail))
-            elif rel not in self.bag:
-                rejections.append(Rejection(i, "unknown-relation", f"query {self.query} has no {rel!r}"))
-            else:
-                reason = self._check_book_row(row)
-                if reason is None:
-                    raise EngineError(f"the ledger refused a valid {rel} row {dict(row)}")
-                rejections.append(Rejection(i, reason[0], reason[1]))
-
-        return reject
+    def _reject(self, i: int, ev: UpdateEvent, have: Any) -> None:
+        """The ledger loop's ``reject``: the refusal of event i of the batch, with its reason (``have``: the
+        live copies of a tuple deleted more often than it is live)."""
+        rel, row = ev.relation, ev.row
+        rejections = self._rejections
+        if have is not None:
+            detail = f"delete of {-ev.delta} {rel} tuple(s) {dict(row)} but {have} live"
+            rejections.append(Rejection(i, "absent-tuple", detail))
+        elif rel not in self.bag:
+            rejections.append(Rejection(i, "unknown-relation", f"query {self.query} has no {rel!r}"))
+        else:
+            reason = self._check_book_row(row)
+            if reason is None:
+                raise EngineError(f"the ledger refused a valid {rel} row {dict(row)}")
+            rejections.append(Rejection(i, reason[0], reason[1]))
 
     # --- strategy auto (docs/vwap/algorithm.md §6.5) -------------------------------------------------
 
@@ -207,6 +213,35 @@ class VwapEngine:
             with exact_context():
                 for rel, row, delta in held:
                     plan.update(rel, row, delta)
+        self.plan = plan
+        self._domain = _domain_counter(plan)
+        self._settled = auto.coarse_range(domain)
+
+    def _start_from_levels(self, valid: int, netted: Mapping[str, Mapping[Any, list[Any]]]) -> None:
+        """``_start_from_book`` for a batch netted per price level from an empty book: the levels left
+        with live tuples are the book's levels (count, W, and PV = price·W), so the plan is built from them
+        or fed them, without a pass over the book's tuples."""
+        live = {
+            rel: sorted((p, acc) for p, acc in changes.items() if acc[0]) for rel, changes in netted.items()
+        }
+        domain = sum(len(levels) for levels in live.values())
+        self._smooth(valid, domain)  # every level of the batch is new
+        batch, touched = self.shape
+        self.running, self._why, self.credit = auto.decide(self.query, None, batch, touched, domain, 0, 0)
+        plan = make_plan(self.query, self.running, self.params)
+        with exact_context():
+            if hasattr(plan, "load_levels"):
+                levels = {rel: [(p, dw, dc, p * dw) for p, (dc, dw) in lv] for rel, lv in live.items()}
+                for rel in ("bids", "asks"):
+                    if rel not in levels:
+                        levels[rel] = snap.book_levels(self.bag[rel], self._columns[rel])
+                plan.load_levels(levels)
+            elif hasattr(plan, "apply_levels"):
+                for rel, lv in live.items():
+                    if lv:
+                        plan.apply_levels(rel, dict(lv))
+            else:
+                plan = self._build_plan(self.running, self.bag, None)
         self.plan = plan
         self._domain = _domain_counter(plan)
         self._settled = auto.coarse_range(domain)

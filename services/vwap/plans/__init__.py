@@ -27,7 +27,7 @@ def make_plan(query: str, strategy: str, params: Mapping[str, Any]) -> Any:
 
         return make_rpai_plan(query, params)
     if strategy == "crosscheck":
-        from ivmstream.services.vwap.plans.finance_rpai import make_crosscheck_plan
+        from ivmstream.services.vwap.plans.finance_native import make_plan as make_crosscheck_plan
 
         return make_crosscheck_plan(query, params)
     # ``brokers`` only bounds the RPAI payload vector; the baselines group by whatever ids they see.

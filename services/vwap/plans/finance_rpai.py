@@ -494,6 +494,7 @@ class CrossCheckPlan:
     def __init__(self, params: Mapping[str, Any], paper: bool) -> None:
         f: Fraction = params["fraction"]
         self.g = f if paper else 1 - f
+        self._g_num, self._g_den = self.g.numerator, self.g.denominator
         self.w = RPAITree()
         self.pv = RPAITree()
         self.cnt: dict[Any, int] = {}
@@ -546,7 +547,10 @@ class CrossCheckPlan:
     def result(self) -> Any:
         if not self.cnt:
             return {"vwap": 0}
-        star = self.w.min_key_prefix_gt(scaled_floor(self.g, self.total))
+        t = self.total
+        # k > g·t ⇔ k > ⌊g·t⌋ for integer keys: one integer division, no Fraction arithmetic
+        bound = self._g_num * t // self._g_den if type(t) is int else scaled_floor(self.g, t)
+        star = self.w.min_key_prefix_gt(bound)
         return {"vwap": to_json(0 if star is None else self.pv.suffix_ge(star))}
 
     def stats(self) -> dict[str, float]:

@@ -10,6 +10,7 @@ import copy
 import subprocess
 import sys
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -76,7 +77,7 @@ def run(loop: Any, evs: list[UpdateEvent], bag: Any, netted: Any, logged: bool, 
     return net, {rel: list(ledger.items()) for rel, ledger in bag.items()}, levels, changed, refused, updates
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events, events, st.booleans(), st.booleans(), st.sampled_from([None, 3]))
 def test_the_compiled_ledger_loop_leaves_what_the_python_loop_leaves(first, batch, netting, logged, brokers):
     # A bag left by an earlier batch, so deletes meet live tuples and tuples cancel to zero.
@@ -97,11 +98,15 @@ def test_the_compiled_loop_raises_where_the_python_loop_raises():
         C.ledger_pass([], {}, COLUMNS, frozenset(), None, None, [], True, None, print)  # changed: a list
 
 
-def test_the_engine_uses_the_compiled_loop_unless_told_not_to():
+def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.ledger_pass is C.ledger_pass
+    plan = vwap_engine.VwapEngine("vwap", "crosscheck").plan
+    assert type(plan).__name__ == "NativeCrossCheckPlan"
     code = (
         "from ivmstream.services.vwap import kernels; "
-        "print(kernels.ACTIVE, kernels.ledger_pass is kernels.py_ledger_pass)"
+        "from ivmstream.services.vwap.engine import VwapEngine; "
+        "print(kernels.ACTIVE, kernels.ledger_pass is kernels.py_ledger_pass, "
+        "type(VwapEngine('vwap', 'crosscheck').plan).__name__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -110,7 +115,7 @@ def test_the_engine_uses_the_compiled_loop_unless_told_not_to():
         text=True,
         check=True,
     ).stdout.split()
-    assert out == ["python", "True"]
+    assert out == ["python", "True", "CrossCheckPlan"]
 
 
 # Order-book events as a plan takes them: positive prices (ints or decimals), volumes that are mostly
@@ -140,13 +145,14 @@ book_batches = st.lists(
     st.sampled_from(["auto", "rpai", "crosscheck", "dbtoaster"]),
     st.sampled_from(["vwap", "vwap-paper", "mst"]),
 )
-def test_an_engine_reaches_the_same_state_on_either_loop(batches, strategy, query):
+def test_an_engine_reaches_the_same_state_on_either_kernels(batches, strategy, query):
     if query == "mst" and strategy == "crosscheck":
         strategy = "rpai"
     engines = []
-    for loop in (C.ledger_pass, kernels.py_ledger_pass):
-        kernels_loop = kernels.ledger_pass
-        kernels.ledger_pass = loop
+    # The engine reads ``ledger_pass`` per batch and ``ACTIVE`` when it makes a crosscheck plan.
+    for loop, active in ((C.ledger_pass, "compiled"), (kernels.py_ledger_pass, "python")):
+        saved = kernels.ledger_pass, kernels.ACTIVE
+        kernels.ledger_pass, kernels.ACTIVE = loop, active
         try:
             eng = vwap_engine.VwapEngine(query, strategy, {"brokers": 3} if query == "mst" else None)
             said = []
@@ -156,6 +162,92 @@ def test_an_engine_reaches_the_same_state_on_either_loop(batches, strategy, quer
                 refusals = eng.apply(batch)
                 said.append((list(refusals), eng.result()))
             engines.append((said, eng.snapshot(), sorted(eng.changed_entries())))
+            engines.append(type(eng.plan).__name__)
         finally:
-            kernels.ledger_pass = kernels_loop
-    assert engines[0] == engines[1]
+            kernels.ledger_pass, kernels.ACTIVE = saved
+    assert engines[0] == engines[2]
+    if strategy == "crosscheck":
+        assert engines[1::2] == ["NativeCrossCheckPlan", "CrossCheckPlan"]
+
+
+# --- the crosscheck plan on the compiled level tree ----------------------------------------------------
+
+# Netted level changes as the engine hands them over: a price, a count change and a weight change that
+# keep every live level's count and weight positive. Prices and weights are mostly small ints; some are
+# decimals, negative prices or near 2^62, which move the native plan to its Python trees.
+prices = st.one_of(st.integers(0, 12), st.sampled_from([Decimal("3.5"), -2, 2**61, 2**63]))
+volumes = st.one_of(st.integers(1, 9), st.sampled_from([Decimal("0.5"), 2**60]))
+steps = st.lists(st.tuples(prices, st.integers(-2, 2), volumes), max_size=30)
+
+
+def run_plan(plan: Any, batches: list[list[tuple[Any, int, Any]]], netted: bool) -> list[Any]:
+    """Feed per-price changes (netted per batch, or as single updates); the answer after each batch."""
+    live: dict[Any, list[Any]] = {}  # price -> live [(volume, copies)] so deletes only take live copies
+    answers = []
+    for batch in batches:
+        changes: dict[Any, list[Any]] = {}
+        for p, d, v in batch:
+            have = live.setdefault(p, [])
+            if d < 0:
+                if not have:
+                    continue
+                v = have.pop()
+                d = -1
+            else:
+                have.extend([v] * d)
+            if netted:
+                acc = changes.setdefault(p, [0, 0])
+                acc[0] += d
+                acc[1] += d * v
+            elif d:
+                plan.update("bids", {"price": p, "volume": v}, d if d > 0 else -1)
+        if netted:
+            plan.apply_levels("bids", changes)
+        answers.append(plan.result())
+    return answers
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=5), st.booleans(), st.booleans())
+def test_the_native_crosscheck_plan_answers_as_the_python_trees(batches, netted, paper):
+    from ivmstream.services.vwap.exact import exact_context
+    from ivmstream.services.vwap.plans.finance_native import NativeCrossCheckPlan
+    from ivmstream.services.vwap.plans.finance_rpai import CrossCheckPlan
+
+    params = {"fraction": Fraction(3, 4) if paper else Fraction(1, 4)}
+    with exact_context():
+        want = run_plan(CrossCheckPlan(params, paper), batches, netted)
+        native = NativeCrossCheckPlan(params, paper)
+        got = run_plan(native, batches, netted)
+    assert got == want
+    values = [p for batch in batches for p, _d, _v in batch] + [v for batch in batches for *_, v in batch]
+    if all(type(x) is int and 0 <= x < 2**40 for x in values):
+        assert native.levels is not None  # plain ints never leave the compiled tree
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 5)), max_size=40), st.integers(-3, 200))
+def test_the_level_tree_finds_what_a_sorted_list_finds(levels, x):
+    tree = C.LevelTree()
+    book: dict[int, int] = {}
+    for p, w in levels:
+        tree.add(p, w, p * w)
+        book[p] = book.get(p, 0) + w
+    for p in list(book)[::3]:  # some levels leave
+        tree.delete(p)
+        del book[p]
+    ordered = sorted(book.items())
+    assert tree.items() == [(p, w, p * w) for p, w in ordered] and len(tree) == len(ordered)
+    run, star = 0, None
+    for p, w in ordered:
+        run += w
+        if run > x:
+            star = p
+            break
+    assert tree.min_key_prefix_gt(x) == star
+    k = x // 4
+    assert tree.suffix_ge(k) == sum(p * w for p, w in ordered if p >= k)
+    with pytest.raises(OverflowError):
+        tree.add(1, 2**62, 0)
+    with pytest.raises(KeyError):
+        tree.delete(1000)
