@@ -50,6 +50,7 @@ def test_typed_with_stubs_for_the_compiled_modules(wheel: zipfile.ZipFile) -> No
         "ivmstream/events/_fastjson.pyi",
         "ivmstream/runtime/_deadletters.pyi",
         "ivmstream/services/triangles/_kernels.pyi",
+        "ivmstream/services/reservoir/_kernels.pyi",
     } <= names
 
 
