@@ -323,6 +323,11 @@ def _ms_of(key: str) -> Callable[[Record], str]:
     return lambda r: _ms(r[key])
 
 
+def _paper(claim: str, ok: bool, otherwise: str) -> list[str]:
+    """The paper's claim (figure and statement) and whether the run reproduces it."""
+    return ["", f"Paper ({claim} — {'reproduced' if ok else otherwise}."]
+
+
 def _joinsel(rows: Any) -> tuple[str, list[str]]:
     title = (
         f"### Join selectivity and Bloom filters (Q_join 1-n, {rows[0]['rows']:,} fact rows, "
@@ -348,18 +353,14 @@ def _joinsel(rows: Any) -> tuple[str, list[str]]:
     stats = rows[0]["stats"].get("probe_bloom", {})
     filtered = stats.get("bloom_filtered", 0.0)
     probes = stats.get("bloom_probes", 0.0)
-    v = (
-        "reproduced"
-        if wins == total
-        else f"partly: Bloom filters were faster in {wins} of {total} pairs; they skip "
-        f"{filtered:,.0f} of {probes:,.0f} probes at {rows[0]['selectivity'] * 100:g} % selectivity, but a "
-        "skipped lookup here is a Python dict probe, about what a Bloom probe costs, not the paper's "
-        "database round trip"
+    why = (
+        f"partly: Bloom filters were faster in {wins} of {total} pairs; they skip {filtered:,.0f} of "
+        f"{probes:,.0f} probes at {rows[0]['selectivity'] * 100:g} % selectivity, but a skipped lookup here "
+        "is a Python dict probe, about what a Bloom probe costs, not the paper's database round trip"
     )
     return title, [
         *lines,
-        "",
-        f"Paper (Fig. 10b/d): Bloom filters effective for every selectivity and Δ — {v}.",
+        *_paper("Fig. 10b/d): Bloom filters effective for every selectivity and Δ", wins == total, why),
     ]
 
 
@@ -378,18 +379,13 @@ def _selpd(rows: Any) -> tuple[str, list[str]]:
         ),
     ]
     wins = sum(r["pushdown_on_s"] <= r["pushdown_off_s"] for r in rows)
-    v = (
-        "reproduced"
-        if wins == len(rows)
-        else f"partly: push-down was faster at {wins} of {len(rows)} selectivities; here both variants "
+    why = (
+        f"partly: push-down was faster at {wins} of {len(rows)} selectivities; here both variants "
         "evaluate the predicate once per delta tuple (push-down moves it below the join, where the paper's "
         "saves fetching rejected tuples from the database)"
     )
-    return title, [
-        *lines,
-        "",
-        f"Paper (Fig. 10c): push-down always pays off, its cost linear in selectivity — {v}.",
-    ]
+    claim = "Fig. 10c): push-down always pays off, its cost linear in selectivity"
+    return title, [*lines, *_paper(claim, wins == len(rows), why)]
 
 
 def _topm(rows: Any) -> tuple[str, list[str]]:
@@ -413,8 +409,8 @@ def _topm(rows: Any) -> tuple[str, list[str]]:
     bounded = sorted((r for r in rows if r["m"]), key=lambda r: r["m"])
     full = next((r for r in rows if not r["m"]), None)
     sizes = [r["topk_entries"] for r in bounded] + ([full["topk_entries"]] if full else [])
-    v = "reproduced" if all(a <= b for a, b in pairwise(sizes)) else "not reproduced"
-    return title, [*lines, "", f"Paper (Fig. 10e/f): the top-k state shrinks with m — {v}."]
+    shrinks = all(a <= b for a, b in pairwise(sizes))
+    return title, [*lines, *_paper("Fig. 10e/f): the top-k state shrinks with m", shrinks, "not reproduced")]
 
 
 def _seconds_of(key: str) -> Callable[[Record], str]:
