@@ -117,6 +117,7 @@ bench: setup-dev
 	$(PY) bench/triangles_kernels.py
 	$(PY) bench/native_rsjoin.py
 	$(PY) bench/native_fivm.py
+	$(PY) bench/native_vwap.py
 	$(PY) bench/firstorder.py
 	$(PY) bench/worker_throughput.py --profile
 

@@ -1,6 +1,7 @@
 """VWAP on DBToaster's finance trace against DBToaster's generated C++: the vwap engine under
-``strategy: auto`` with its compiled ledger loop (services/vwap/_kernels.c), the same engine on its
-Python loop, and the batch C++ program DBToaster generates for finance/vwap.sql, on the same stream.
+``strategy: auto`` with its compiled ledger loop and level tree (services/vwap/_kernels.c), the same
+engine on its Python ones, and the batch C++ program DBToaster generates for finance/vwap.sql, on the
+same stream.
 
 The stream is the bids side of the order-book trace (finance big: ``bench/data/finance-big.csv``, or
 ``--trace`` / ``IVMSTREAM_FINANCE_TRACE``), as the worker decodes it, cut into batches of 5,000 and of 1.
@@ -9,7 +10,8 @@ Per batch size the three variants run back to back, their order rotating from on
 - **ivmstream** (in this process, a fresh engine per run, the garbage collected before the clock
   starts): ``engine.apply(batch)`` then ``engine.result()`` after every batch, as the worker reads it.
   Decoding the trace and cutting it into batches are not timed. The Python variant is the same engine
-  with the ledger loop's Python reference in place of the compiled one. Timed: the thread's CPU time
+  on the Python reference of the ledger loop and the Python trees of the plans, as with
+  ``IVMSTREAM_PURE_PYTHON=1``. Timed: the thread's CPU time
   (what a loaded shared machine inflates least) and wall time.
 - **C++** (a child process): the driver ``bench/anchors/dbtoaster_vwap.cpp`` reads the same events from a
   file and cuts them into the same batches untimed, then calls the generated batch trigger and reads
@@ -116,13 +118,15 @@ def run_engine(batches: list[list[Any]], variant: str) -> dict[str, Any]:
     from ivmstream.services.vwap import kernels
     from ivmstream.services.vwap.engine import VwapEngine
 
-    loop = kernels.compiled.ledger_pass if variant == "compiled" else kernels.py_ledger_pass
     if variant == "compiled" and kernels.ACTIVE != "compiled":
         raise SystemExit(
             "the compiled vwap kernel is not built (or IVMSTREAM_PURE_PYTHON=1): run `make setup`"
         )
-    active = kernels.ledger_pass
-    kernels.ledger_pass = loop
+    loop = kernels.compiled.ledger_pass if variant == "compiled" else kernels.py_ledger_pass
+    # The engine reads ``kernels.ledger_pass`` per batch and ``kernels.ACTIVE`` when it makes a plan
+    # (the crosscheck plan's compiled level tree): both are set as ``IVMSTREAM_PURE_PYTHON`` sets them.
+    active = kernels.ledger_pass, kernels.ACTIVE
+    kernels.ledger_pass, kernels.ACTIVE = loop, variant
     try:
         engine = VwapEngine("vwap", STRATEGY)
         checksum = Fraction(0)
@@ -132,8 +136,9 @@ def run_engine(batches: list[list[Any]], variant: str) -> dict[str, Any]:
             engine.apply(batch)
             checksum += answer_number(engine.result()["vwap"])
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+        plan = type(engine.plan).__name__
     finally:
-        kernels.ledger_pass = active
+        kernels.ledger_pass, kernels.ACTIVE = active
     events = sum(len(b) for b in batches)
     return {
         "events": events,
@@ -143,6 +148,7 @@ def run_engine(batches: list[list[Any]], variant: str) -> dict[str, Any]:
         "vwap": str(answer_number(engine.result()["vwap"])),
         "checksum": str(checksum),
         "running": engine.running,
+        "plan_class": plan,
         "switches": engine.switches,
     }
 
@@ -249,8 +255,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"VWAP (`strategy: {STRATEGY}`) over the bids of `{cfg['trace']}` ({report['cases'][0]['events']:,} "
         f"events), the answer read after every batch. Medians of {cfg['repeats']} interleaved repeats, "
         "milliseconds of CPU time for the whole stream (engine only: decoding and batching untimed); the "
-        "ratios are the medians of the per-repeat ratios. "
-        + ("" if cpp else "The C++ binary was not given: its columns are left out."),
+        "ratios are the medians of the per-repeat ratios."
+        + ("" if cpp else " The C++ binary was not given: its columns are left out."),
         "",
     ]
     head = "| batch | plan run | ivmstream compiled (ms) | ivmstream Python (ms) | compiled / Python |"

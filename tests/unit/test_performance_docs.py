@@ -1,6 +1,6 @@
-"""docs/performance.md's tables are what ``bench/profiles.py --markdown`` and
-``bench/triangles_kernels.py --markdown`` print from the stored runs, so a re-run can never leave the
-page contradicting them."""
+"""docs/performance.md's tables are what ``bench/profiles.py --markdown``,
+``bench/triangles_kernels.py --markdown`` and ``bench/native_vwap.py --markdown`` print from the stored
+runs, so a re-run can never leave the page contradicting them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ DOC = REPO / "docs" / "performance.md"
 STORED = {
     "profiles.py": REPO / "bench" / "results" / "profiles" / "summary.json",
     "triangles_kernels.py": REPO / "bench" / "results" / "triangles_kernels.json",
+    "native_vwap.py": REPO / "bench" / "results" / "native_vwap.json",
 }
 
 
