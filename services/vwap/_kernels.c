@@ -11,8 +11,42 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 
 static PyObject *s_relation, *s_row, *s_delta, *s_volume, *s_price, *s_broker_id, *zero;
+
+/* The event's fields. An event type whose fields are plain object slots (a msgspec Struct, a class with
+ * __slots__) is read at the slots' offsets, found once per type from its member descriptors; any other
+ * object, or a slot that is unset, goes through getattr. */
+typedef struct {
+    PyTypeObject *type; /* the type the offsets belong to (borrowed, compared by identity), or NULL */
+    Py_ssize_t off[3];  /* relation, row, delta; -1 where the field is not an object slot */
+} Fields;
+
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = _PyType_Lookup(type, name); /* borrowed */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return (m->type == T_OBJECT_EX || m->type == T_OBJECT) && !(m->flags & PY_AUDIT_READ) ? m->offset : -1;
+}
+
+/* ev.<field k> as a new reference. */
+static PyObject *field(Fields *f, PyObject *ev, int k) {
+    static PyObject **names[3] = {&s_relation, &s_row, &s_delta};
+    PyTypeObject *type = Py_TYPE(ev);
+    if (f->type != type) {
+        for (int j = 0; j < 3; j++) f->off[j] = slot_offset(type, *names[j]);
+        f->type = type;
+    }
+    if (f->off[k] >= 0) {
+        PyObject *v = *(PyObject **)((char *)ev + f->off[k]);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(ev, *names[k]);
+}
 
 /* Exact ints that fit in 64 bits (any other number: 0, and the caller uses the number protocol). */
 static int as_small(PyObject *v, long long *out) {
@@ -161,7 +195,14 @@ static PyObject *row_values(PyObject *row, PyObject *cols) {
     PyObject *vals = PyTuple_New(n);
     if (vals == NULL) return NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *v = PyObject_GetItem(row, PySequence_Fast_GET_ITEM(cols, k));
+        PyObject *c = PySequence_Fast_GET_ITEM(cols, k), *v;
+        if (PyDict_CheckExact(row)) {
+            v = PyDict_GetItemWithError(row, c);
+            if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, c);
+            Py_XINCREF(v);
+        } else {
+            v = PyObject_GetItem(row, c);
+        }
         if (v == NULL) {
             Py_DECREF(vals);
             return NULL;
@@ -211,22 +252,23 @@ done:
 typedef struct {
     PyObject *bag, *columns, *reads, *netted, *update, *changed, *brokers, *reject;
     int book;
+    Fields *fields;
 } Pass;
 
 /* One event; 0 when applied or rejected, -1 on an exception. `net` is the running Σ delta. */
 static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject **net) {
     PyObject *row = NULL, *delta = NULL, *vals = NULL, *new = NULL, *key = NULL;
     int rc = -1;
-    PyObject *rel = PyObject_GetAttr(ev, s_relation);
+    PyObject *rel = field(p->fields, ev, 0);
     if (rel == NULL) return -1;
     int known = rel_load(r, rel, p->bag, p->columns, p->reads, p->netted);
     if (known <= 0) {
         rc = known < 0 ? -1 : call_reject(p->reject, i, ev, NULL);
         goto done;
     }
-    row = PyObject_GetAttr(ev, s_row);
+    row = field(p->fields, ev, 1);
     if (row == NULL) goto done;
-    delta = PyObject_GetAttr(ev, s_delta);
+    delta = field(p->fields, ev, 2);
     if (delta == NULL) goto done;
     vals = row_values(row, r->cols);
     if (vals == NULL) goto done;
@@ -301,6 +343,8 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     PyObject *fast = PySequence_Fast(events, "events must be a sequence");
     if (fast == NULL) return NULL;
     Rel r = {NULL, NULL, NULL, -1, -1, 0, NULL};
+    Fields fields = {NULL, {-1, -1, -1}};
+    p.fields = &fields;
     PyObject *net = zero;
     Py_INCREF(net);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);

@@ -98,6 +98,28 @@ def test_the_compiled_loop_raises_where_the_python_loop_raises():
         C.ledger_pass([], {}, COLUMNS, frozenset(), None, None, [], True, None, print)  # changed: a list
 
 
+class PlainEvent:  # fields in an instance dict, not slots
+    def __init__(self, relation: str, row: dict[str, Any], delta: int) -> None:
+        self.relation, self.row, self.delta = relation, row, delta
+
+
+class SlotEvent:
+    __slots__ = ("delta", "relation", "row")
+
+
+def test_the_compiled_loop_reads_events_of_any_class_as_the_python_loop_does():
+    row = {"t": 1, "id": 1, "broker_id": 0, "volume": 2, "price": 3}
+    for loop in (kernels.py_ledger_pass, C.ledger_pass):
+        bag: dict[str, dict[Any, int]] = {"bids": {}, "asks": {}}
+        evs = [PlainEvent("bids", row, 2), UpdateEvent("bids", row, -1)]
+        assert loop(evs, bag, COLUMNS, frozenset(), None, None, None, True, None, print) == 1
+        assert bag["bids"] == {(1, 1, 0, 2, 3): 1}
+        unset = SlotEvent()
+        unset.relation, unset.row = "bids", row  # no delta
+        with pytest.raises(AttributeError):
+            loop([unset], bag, COLUMNS, frozenset(), None, None, None, True, None, print)
+
+
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.ledger_pass is C.ledger_pass
     plan = vwap_engine.VwapEngine("vwap", "crosscheck").plan
