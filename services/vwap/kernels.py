@@ -6,6 +6,9 @@ where a C compiler is present). The module exports the compiled loop when it is 
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the Python one; both leave the same bag, the same netted
 levels (down to their order), the same change log and the same refusals
 (tests/unit/vwap/test_kernels.py).
+
+``ACTIVE`` also decides the ``crosscheck`` plan's trees: ``_kernels.LevelTree`` where the kernels are
+active (plans/finance_native.py), the Python RPAI trees otherwise.
 """
 
 from __future__ import annotations
