@@ -141,11 +141,139 @@ fail:
     return NULL;
 }
 
+
+/* gather_into(payloads, lo, counts, sums, quad): the count, sums and upper triangle of each payload
+ * object (attributes `lo`, `count`, `sums`, `quad`, the arrays float64) copied into row i of the
+ * columns. Returns False, leaving the columns partly filled, when a payload's block is not [lo, lo + k)
+ * with k the columns' width (the caller then says which blocks differ). */
+static PyObject *s_lo, *s_count, *s_sums, *s_quad;
+
+static int copy_row(PyObject *payload, PyObject *name, double *dst, Py_ssize_t width, int *fits) {
+    PyObject *arr = PyObject_GetAttr(payload, name);
+    if (arr == NULL) return -1;
+    Buf b = {0};
+    int rc = take(arr, &b, 1, 'd', 0, "a payload's array");
+    Py_DECREF(arr);
+    if (rc < 0) {
+        release(&b, 1);
+        return -1;
+    }
+    if (dim(&b, 0) != width)
+        *fits = 0;
+    else
+        memcpy(dst, b.view.buf, (size_t)width * sizeof(double));
+    release(&b, 1);
+    return 0;
+}
+
+static PyObject *k_gather_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("gather_into", nargs, 5)) return NULL;
+    PyObject *seq = PySequence_Fast(args[0], "payloads must be a sequence");
+    if (seq == NULL) return NULL;
+    long lo = PyLong_AsLong(args[1]);
+    if (lo == -1 && PyErr_Occurred()) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Buf b[3];
+    memset(b, 0, sizeof b);
+    PyObject *result = NULL;
+    if (take(args[2], &b[0], 1, 'i', 1, "counts") < 0 || take(args[3], &b[1], 2, 'd', 1, "sums") < 0 ||
+        take(args[4], &b[2], 2, 'd', 1, "quad") < 0)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), k = dim(&b[1], 1), t = k * (k + 1) / 2;
+    if (dim(&b[0], 0) != n || dim(&b[1], 0) != n || dim(&b[2], 0) != n || dim(&b[2], 1) != t) {
+        shape_error("gather_into");
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int64_t *counts = b[0].view.buf;
+    double *sums = b[1].view.buf, *quad = b[2].view.buf;
+    int fits = 1;
+    for (Py_ssize_t i = 0; i < n && fits; i++) {
+        PyObject *p = items[i];
+        PyObject *count = PyObject_GetAttr(p, s_count);
+        if (count == NULL) goto done;
+        long long c = PyLong_AsLongLong(count);
+        Py_DECREF(count);
+        if (c == -1 && PyErr_Occurred()) goto done;
+        counts[i] = (int64_t)c;
+        if (k) {
+            PyObject *plo = PyObject_GetAttr(p, s_lo);
+            if (plo == NULL) goto done;
+            long l = PyLong_AsLong(plo);
+            Py_DECREF(plo);
+            if (l == -1 && PyErr_Occurred()) goto done;
+            if (l != lo) fits = 0;
+        }
+        if (fits && copy_row(p, s_sums, sums + i * k, k, &fits) < 0) goto done;
+        if (fits && copy_row(p, s_quad, quad + i * t, t, &fits) < 0) goto done;
+    }
+    result = PyBool_FromLong(fits);
+done:
+    release(b, 3);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* payload_rows(cls, keys, lo, counts, sums, quad): [(keys[i], p_i)], each p_i a new instance of the
+ * slotted class `cls` made without calling __init__ (as `cls.__new__(cls)`), with attributes lo,
+ * count = counts[i] (a list of ints), sums = sums[i] and quad = quad[i] (the columns' rows, read with
+ * the sequence protocol: numpy's row views). */
+static PyObject *k_payload_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("payload_rows", nargs, 6)) return NULL;
+    if (!PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "payload_rows: cls must be a class");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *keys = args[1], *lo = args[2], *counts = args[3], *sums = args[4], *quad = args[5];
+    if (!PyList_Check(keys) || !PyList_Check(counts)) {
+        PyErr_SetString(PyExc_TypeError, "payload_rows: keys and counts must be lists");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(counts) != n || PyObject_Length(sums) != n || PyObject_Length(quad) != n) {
+        if (!PyErr_Occurred()) shape_error("payload_rows");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = cls->tp_alloc(cls, 0);
+        if (p == NULL) goto fail;
+        PyObject *s = PySequence_GetItem(sums, i), *q = s ? PySequence_GetItem(quad, i) : NULL;
+        int bad = q == NULL || PyObject_SetAttr(p, s_sums, s) < 0 || PyObject_SetAttr(p, s_quad, q) < 0 ||
+                  PyObject_SetAttr(p, s_count, PyList_GET_ITEM(counts, i)) < 0 ||
+                  PyObject_SetAttr(p, s_lo, lo) < 0;
+        Py_XDECREF(s);
+        Py_XDECREF(q);
+        if (bad) {
+            Py_DECREF(p);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(keys, i), p);
+        Py_DECREF(p);
+        if (pair == NULL) goto fail;
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"mul_rows_into", (PyCFunction)(void (*)(void))k_mul_rows_into, METH_FASTCALL,
      "Row-wise block product of two cofactor columns into preallocated outputs."},
     {"lift_into", (PyCFunction)(void (*)(void))k_lift_into, METH_FASTCALL,
      "The lifts m·(x, x xᵀ) of a leaf's tuples into preallocated outputs."},
+    {"gather_into", (PyCFunction)(void (*)(void))k_gather_into, METH_FASTCALL,
+     "The counts, sums and upper triangles of payload objects of one block into preallocated columns."},
+    {"payload_rows", (PyCFunction)(void (*)(void))k_payload_rows, METH_FASTCALL,
+     "(key, payload) pairs, one new payload object per row of the columns."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -154,4 +282,11 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+    s_lo = PyUnicode_InternFromString("lo");
+    s_count = PyUnicode_InternFromString("count");
+    s_sums = PyUnicode_InternFromString("sums");
+    s_quad = PyUnicode_InternFromString("quad");
+    if (!s_lo || !s_count || !s_sums || !s_quad) return NULL;
+    return PyModule_Create(&module);
+}

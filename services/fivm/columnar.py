@@ -188,7 +188,7 @@ def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofacto
     lo, counts, sums, quad = rows.lo, rows.counts.tolist(), rows.sums, rows.quad
     sums.flags.writeable = False
     quad.flags.writeable = False
-    return list(zip(keys, map(Cofactor.block, repeat(lo), counts, sums, quad), strict=True))
+    return kernels.payload_rows(Cofactor, list(keys), lo, counts, sums, quad)
 
 
 def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:

@@ -1,5 +1,5 @@
 """The row loops of column execution (services/fivm/columnar.py): the block product of two columns of
-cofactor payloads and the lifts of a leaf's tuples.
+cofactor payloads, the lifts of a leaf's tuples, and the moves between payload objects and columns.
 
 Each is written here with numpy, the reference, and compiled in ``_kernels.c`` (built by setup.py where
 a C compiler is present). The numpy forms build concatenations and gathers of whole columns; the
@@ -12,7 +12,7 @@ element as the same IEEE product, so their results are equal bit for bit
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
@@ -81,6 +81,32 @@ def py_lift_into(x: Floats, mults: Ints, sums: Floats, quad: Floats) -> None:
     quad[:] = m * (x[:, rows] * x[:, cols])
 
 
+def py_gather_into(payloads: Sequence[Any], lo: int, counts: Ints, sums: Floats, quad: Floats) -> bool:
+    """The count, sums and upper triangle of each payload into row i of the columns; False when a
+    payload's block is not ``[lo, lo + k)`` with k the columns' width."""
+    n, k = sums.shape
+    if any(len(p.sums) != k or (k and p.lo != lo) for p in payloads):
+        return False
+    counts[:] = [p.count for p in payloads]
+    if n:
+        sums[:] = np.array([p.sums for p in payloads]).reshape(n, k)
+        quad[:] = np.array([p.quad for p in payloads]).reshape(n, quad.shape[1])
+    return True
+
+
+def py_payload_rows(
+    cls: Any, keys: list[Any], lo: int, counts: list[int], sums: Floats, quad: Floats
+) -> list[tuple[Any, Any]]:
+    """``(keys[i], p_i)``: p_i a new ``cls`` made without ``__init__``, its lo, count and the columns'
+    rows i as its sums and quad."""
+    out = []
+    for key, count, s, q in zip(keys, counts, sums, quad, strict=True):
+        p = cls.__new__(cls)
+        p.lo, p.count, p.sums, p.quad = lo, count, s, q
+        out.append((key, p))
+    return out
+
+
 def _load() -> ModuleType | None:
     try:
         from ivmstream.services.fivm import _kernels  # type: ignore[attr-defined]
@@ -94,7 +120,11 @@ ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV) 
 
 mul_rows_into: Callable[..., Any] = py_mul_rows_into
 lift_into: Callable[..., Any] = py_lift_into
+gather_into: Callable[..., bool] = py_gather_into
+payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
     lift_into = compiled.lift_into
+    gather_into = compiled.gather_into
+    payload_rows = compiled.payload_rows

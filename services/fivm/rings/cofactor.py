@@ -19,7 +19,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -109,15 +108,6 @@ class Cofactor:
             raise BlockLayoutError(f"block of {k} sums needs {tri_size(k)} products, got {self.quad.shape}")
         self.lo = lo if k else 0
         self.count = int(count)
-
-    @classmethod
-    def block(cls, lo: int, count: int, sums: FloatArray, quad: FloatArray) -> Cofactor:
-        """A payload from read-only float rows of matching widths, unchecked: column execution's rows
-        (services/fivm/columnar.py), which are shaped by construction."""
-        p = cls.__new__(cls)
-        p.sums, p.quad, p.count = sums, quad, count
-        p.lo = lo if len(sums) else 0
-        return p
 
     @property
     def k(self) -> int:
@@ -346,9 +336,6 @@ def make_cofactor_ring(lifted: Sequence[str], **options: Any) -> CofactorRing:
     return CofactorRing(lifted, options.get("decimals"))
 
 
-_LO, _COUNT, _SUMS, _QUAD = (attrgetter(name) for name in ("lo", "count", "sums", "quad"))
-
-
 class CofactorRows:
     """n payloads of one block in columns, for batch evaluation (§2.7): counts int64[n] (exact while
     they fit in 64 bits), sums float64[n, k], quad float64[n, k(k+1)/2]."""
@@ -369,18 +356,14 @@ class CofactorRows:
     @classmethod
     def of(cls, payloads: Sequence[Cofactor]) -> CofactorRows:
         """Payloads of one block (empty blocks allowed only when all are empty) as columns."""
-        widths = set(map(len, map(_SUMS, payloads)))
-        los = set(map(_LO, payloads))
-        if len(widths) > 1 or len(los) > 1:
+        n = len(payloads)
+        lo, k = (payloads[0].lo, len(payloads[0].sums)) if n else (0, 0)
+        counts = np.empty(n, dtype=np.int64)
+        sums, quad = np.empty((n, k)), np.empty((n, tri_size(k)))
+        if not kernels.gather_into(payloads, lo, counts, sums, quad):
             blocks = {(p.lo, p.k) for p in payloads}
             raise BlockLayoutError(f"rows of different blocks {sorted(blocks)}")
-        lo, k = (los.pop(), widths.pop()) if payloads else (0, 0)
-        return cls(
-            lo,
-            list(map(_COUNT, payloads)),
-            np.array(list(map(_SUMS, payloads))).reshape(len(payloads), k),
-            np.array(list(map(_QUAD, payloads))).reshape(len(payloads), tri_size(k)),
-        )
+        return cls(lo, counts, sums, quad)
 
     def __len__(self) -> int:
         return len(self.counts)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ivmstream.services.fivm import kernels
+from ivmstream.services.fivm.rings.cofactor import Cofactor
 
 if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
@@ -76,6 +77,50 @@ def test_lift_into_equals_the_numpy_lifts(data, n, k):
     assert all(same(u, v) for u, v in zip(*results, strict=True))
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.integers(0, 6), st.integers(0, 4), st.integers(0, 4))
+def test_gather_into_reads_payload_objects_as_the_numpy_form_does(data, n, lo, k):
+    # payloads of one block, or (mixed) one of another block or width: both must refuse the same ones
+    blocks = [(lo, k)] * n
+    if n and data.draw(st.booleans()):
+        blocks[data.draw(st.integers(0, n - 1))] = (
+            data.draw(st.integers(0, 4)),
+            data.draw(st.integers(0, 4)),
+        )
+    payloads = [
+        Cofactor(b_lo, data.draw(counts), data.draw(column(1, b_k))[0], data.draw(column(1, tri(b_k)))[0])
+        for b_lo, b_k in blocks
+    ]
+    want_k = payloads[0].k if n else 0
+    want_lo = payloads[0].lo if n else 0
+    results = []
+    for fn in (C.gather_into, kernels.py_gather_into):
+        out = (np.zeros(n, np.int64), np.zeros((n, want_k)), np.zeros((n, tri(want_k))))
+        ok = fn(payloads, want_lo, *out)
+        results.append((ok, out))
+    (ok_c, out_c), (ok_p, out_p) = results
+    assert ok_c == ok_p == all(p.k == want_k and (not want_k or p.lo == want_lo) for p in payloads)
+    if ok_c:
+        assert all(same(x, y) for x, y in zip(out_c, out_p, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.integers(0, 6), st.integers(0, 4))
+def test_payload_rows_makes_the_same_payloads_as_the_python_loop(data, n, k):
+    keys = [(float(i), "k") for i in range(n)]
+    ints_ = data.draw(ints(n)).tolist()
+    sums, quad = data.draw(column(n, k)), data.draw(column(n, tri(k)))
+    sums.flags.writeable = quad.flags.writeable = False
+    got = C.payload_rows(Cofactor, keys, 3, ints_, sums, quad)
+    want = kernels.py_payload_rows(Cofactor, keys, 3, ints_, sums, quad)
+    assert [key for key, _ in got] == keys == [key for key, _ in want]
+    for (_, p), (_, q) in zip(got, want, strict=True):
+        assert type(p) is Cofactor and (p.lo, p.count) == (q.lo, q.count) == (3, q.count)
+        assert same(p.sums, q.sums) and same(p.quad, q.quad)
+        assert not p.sums.flags.writeable and not p.quad.flags.writeable  # rows of read-only columns
+        assert p.sums.base is not None  # a view of the column, not a copy
+
+
 def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
     x, m = np.ones((2, 3)), np.ones(2, dtype=np.int64)
     with pytest.raises(ValueError, match="shapes"):
@@ -91,6 +136,12 @@ def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
         C.lift_into(x, m, np.empty((2, 3)), read_only)
     with pytest.raises(TypeError, match="expected 9 arguments"):
         C.mul_rows_into(m, x)
+    with pytest.raises(ValueError, match="shapes"):
+        C.gather_into([Cofactor(0, 1)], 0, np.empty(2, np.int64), np.empty((2, 0)), np.empty((2, 0)))
+    with pytest.raises(ValueError, match="shapes"):
+        C.payload_rows(Cofactor, [(1.0,)], 0, [1, 2], np.empty((1, 1)), np.empty((1, 1)))
+    with pytest.raises(TypeError, match="class"):
+        C.payload_rows(None, [], 0, [], np.empty((0, 1)), np.empty((0, 1)))
 
 
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
