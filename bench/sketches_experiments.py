@@ -5,13 +5,12 @@ fragment count), TPC-H queries, and a mixed query/update workload.
 from __future__ import annotations
 
 import gc
-import itertools
 import random
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import sqlglot
 
 from bench.lib.progress import progress
 from bench.sketches_db import CPU, SLOPES, SYNTH, Bench, Updates, median, options
+from bench.sketches_report_paper import crossings
 from ivmstream.events.tpch import TPCH_TABLES, parse_tpch_line
 from ivmstream.services.sketches.engine import SketchEngine
 from ivmstream.services.sketches.values import exact
@@ -106,34 +106,7 @@ def exp_breakeven(n: int, fractions: Sequence[float], repeats: int) -> dict[str,
     runs = delta_runs(b, [max(2, int(n * f)) for f in fractions], repeats)
     for r in runs:
         r["fraction"] = r["delta"] / n
-    return {"rows": n, "groups": g, "runs": runs, **_crossings(runs)}
-
-
-def _crossings(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Where IMP's time meets each baseline's, interpolated (log-log) between the measured Δ."""
-    out: dict[str, Any] = {}
-    for base in ("full_python_s", "full_duckdb_s"):
-        cross = None
-        for lo, hi in itertools.pairwise(runs):
-            r_lo, r_hi = lo["imp_s"] / lo[base], hi["imp_s"] / hi[base]
-            if r_lo < 1 <= r_hi:
-                import math
-
-                t = -math.log(r_lo) / (math.log(r_hi) - math.log(r_lo))
-                cross = math.exp(math.log(lo["delta"]) + t * (math.log(hi["delta"]) - math.log(lo["delta"])))
-                break
-        key = "breakeven_" + base.removeprefix("full_").removesuffix("_s")
-        out[key] = cross
-        out[key + "_note"] = (
-            None
-            if cross
-            else (
-                "IMP faster at every measured Δ"
-                if runs[-1]["imp_s"] < runs[-1][base]
-                else "IMP slower at every measured Δ"
-            )
-        )
-    return out
+    return {"rows": n, "groups": g, "runs": runs, **crossings(runs)}
 
 
 def exp_frag(n: int, frags: Sequence[int], repeats: int) -> list[dict[str, Any]]:

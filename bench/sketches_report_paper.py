@@ -5,6 +5,7 @@ where not. A section absent from the report prints nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
@@ -98,6 +99,31 @@ CPU_NOTE = (
     "over IMP's CPU seconds; unlike the wall-clock ratio it does not move with the machine's load, and it "
     "is the ratio the verdict uses where recorded."
 )
+
+
+def crossings(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where IMP's time meets each baseline's, interpolated (log-log) between the measured Δ."""
+    out: dict[str, Any] = {}
+    for base in ("full_python_s", "full_duckdb_s"):
+        cross = None
+        for lo, hi in pairwise(runs):
+            r_lo, r_hi = lo["imp_s"] / lo[base], hi["imp_s"] / hi[base]
+            if r_lo < 1 <= r_hi:
+                t = -math.log(r_lo) / (math.log(r_hi) - math.log(r_lo))
+                cross = math.exp(math.log(lo["delta"]) + t * (math.log(hi["delta"]) - math.log(lo["delta"])))
+                break
+        key = "breakeven_" + base.removeprefix("full_").removesuffix("_s")
+        out[key] = cross
+        out[key + "_note"] = (
+            None
+            if cross
+            else (
+                "IMP faster at every measured Δ"
+                if runs[-1]["imp_s"] < runs[-1][base]
+                else "IMP slower at every measured Δ"
+            )
+        )
+    return out
 
 
 def breakeven_sentence(be: Mapping[str, Any]) -> str:
