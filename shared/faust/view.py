@@ -30,7 +30,7 @@ from ivmstream.config import ConfigError, ServiceConfig, schema_of
 from ivmstream.events import EventCodec, UpdateEvent
 from ivmstream.events.coverage import RelationCoverage
 from ivmstream.metrics import RuntimeMetrics
-from ivmstream.runtime.apply import ApplyMode, PerBatch, PerEvent
+from ivmstream.runtime.apply import ApplyMode, AtCheckpoint, PerBatch, PerEvent
 from ivmstream.runtime.checkpoint import Checkpointer
 from ivmstream.runtime.clients import KafkaClients, output_settings
 from ivmstream.runtime.hooks import BatchApplied, Hooks, fire
@@ -141,7 +141,7 @@ class FaustView:
         )
         self.coverage = RelationCoverage(self.codec.schema.relations, silent_relation_after)
         self.metrics.count_relations(dict.fromkeys(self.coverage.relations, 0))
-        mode_class = PerEvent if config.emit == "every-event" else PerBatch
+        mode_class = {"batch": PerBatch, "checkpoint": AtCheckpoint, "every-event": PerEvent}[config.emit]
         self.mode: ApplyMode = mode_class(
             service.name, self.codec, self.output, Refusals(self.output, self.hooks), self._count
         )
@@ -155,6 +155,7 @@ class FaustView:
             config.checkpoint_interval,
             self.hooks,
             watch.check,  # type: ignore[arg-type]
+            self.mode.publish_pending,  # emit: checkpoint: held-back results, before each checkpoint
         )
         self._stop = threading.Event()
         self.rebalance = Rebalance(

@@ -129,3 +129,19 @@ def test_refusals_and_silent_relations_are_logged_as_on_the_default_runtime(
     assert "malformed-json 3" in text
     assert "relation items received no event in the first 2 input records" in text
     view.metadata.close()
+
+
+def test_emit_checkpoint_holds_results_for_the_faust_checkpointer_too() -> None:
+    from ivmstream.runtime.apply import AtCheckpoint
+
+    view = faust_worker(
+        load_service("reference"),
+        config(emit="checkpoint"),
+        BOOTSTRAP,
+        MemoryStore(),
+        group="g",
+        metrics=RuntimeMetrics("reference", runtime="faust"),
+    )
+    assert isinstance(view.mode, AtCheckpoint)
+    assert view.checkpointer.publish_pending == view.mode.publish_pending  # before each checkpoint's flush
+    view.metadata.close()
