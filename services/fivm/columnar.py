@@ -50,8 +50,11 @@ def leaf_rows(ring: CofactorRing, plan: LeafPlan, delta: Mapping[Key, int]) -> t
     """δ of the leaf in columns: ``m · (1, x, x xᵀ)`` per tuple over the composed lifted variables,
     one row per tuple (not yet grouped by the leaf's keys)."""
     tuples = list(delta)
-    mults = np.fromiter(delta.values(), dtype=np.int64, count=len(tuples)) if _fits(delta) else None
-    if mults is None:
+    try:
+        mults = np.fromiter(delta.values(), dtype=np.int64, count=len(tuples))
+    except OverflowError:  # beyond int64
+        raise Unrepresentable from None
+    if len(mults) and (mults.min() <= -_COUNT_LIMIT or mults.max() >= _COUNT_LIMIT):
         raise Unrepresentable
     keys = project(tuples, plan.key_pos)
     n = len(tuples)
@@ -75,10 +78,6 @@ def project(rows: Sequence[Key], positions: Sequence[int]) -> list[Key]:
     if not positions:
         return [()] * len(rows)
     return list(map(itemgetter(*positions), rows))
-
-
-def _fits(delta: Mapping[Key, int]) -> bool:
-    return all(-_COUNT_LIMIT < m < _COUNT_LIMIT for m in delta.values())
 
 
 def group(keys: Sequence[Key], rows: CofactorRows) -> tuple[list[Key], CofactorRows]:

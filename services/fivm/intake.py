@@ -127,7 +127,7 @@ class Intake:
         getter = self.float_columns[rel]
         width = len(self.columns[rel])
         run = events[start:] if start else events
-        count = sum(1 for _ in takewhile(rel.__eq__, map(_RELATION, run)))
+        count = len(list(takewhile(rel.__eq__, map(_RELATION, run))))
         if count > 1 and self._absorb_run(run[:count], getter, width, batch):
             return start + count
         i = start
