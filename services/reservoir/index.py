@@ -442,6 +442,9 @@ class JoinIndex:
 
     def delta_get(self, e: int, t: Tup, radices: Sequence[int], z: int) -> Tup | None:
         """Entry z of ΔJ for t in node e: a result row, or None for a dummy."""
+        if self.native is not None:
+            row: Tup | None = self.native.delta_get(self, e, t, radices, z)
+            return row
         self.retrieves += 1
         parts: Parts = [(e, t)]
         item = self.nodes[e].item_of(t)

@@ -1,10 +1,11 @@
 """The rounded join index's hot steps, compiled (``_kernels.c``, built by setup.py where a C compiler
 is present): an insert (the node store's bookkeeping, then the item re-weighed), the re-weighing
 itself (moving an item between exponent buckets and propagating rounded-count changes up the join
-tree, the loop where RSJoin spends its time), and an insert's virtual batch size.
+tree, the loop where RSJoin spends its time), an insert's virtual batch size, and reading an entry of
+that batch (the sampler's fill and stops).
 
-The Python reference is ``JoinIndex.insert``, ``JoinIndex._reweigh``, ``JoinIndex.delta_size`` and
-the methods they call (index.py); the compiled functions perform the same container operations in the
+The Python reference is ``JoinIndex.insert``, ``_reweigh``, ``delta_size``, ``delta_get`` and the
+methods they call (index.py); the compiled functions perform the same container operations in the
 same order, so the buckets, and so every sample drawn through them, are identical
 (tests/unit/reservoir/test_kernels.py). ``native`` is the compiled module when it is built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else None (the index then runs its Python methods). Exact mode

@@ -85,7 +85,12 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
             assert python.insert(e, t) == added
             if added:
                 present.append((e, t))
-                assert compiled.delta_size(e, t) == python.delta_size(e, t)  # the virtual batch's size
+                size, radices = python.delta_size(e, t)
+                assert compiled.delta_size(e, t) == (size, radices)  # the virtual batch, entry by entry
+                entries = range(size) if size <= 64 else [0, 1, size // 2, size - 2, size - 1]
+                for z in entries:
+                    assert compiled.delta_get(e, t, radices, z) == python.delta_get(e, t, radices, z)
+                assert compiled.retrieves == python.retrieves
         assert state(compiled) == state(python)
 
 
