@@ -15,8 +15,9 @@ Three variants, each in a child process, their order rotating from one repeat to
    given with ``--cpp`` or ``IVMSTREAM_FIVM_CPP``. The database is written to ``.tbl`` files in their
    column order, values printed exactly (``repr``), in a temporary folder the program runs in. Its own
    stopwatch gives the wall time of processing the streams (files are read before it starts). Its CPU
-   time is the process's user + system time: the program runs with ``-r 1`` and with ``-r R + 1`` and
-   the difference, divided by R, is the CPU time of processing the stream once, reading excluded.
+   time is the process's user + system time: the program runs with ``-r 1`` and with ``-r R + 1``
+   (R = ``--cpp-runs``, 10) and the difference, divided by R, is the CPU time of processing the stream
+   once, reading excluded.
    Without the binary the column is skipped, and the report says so.
 2. **ivmstream, compiled kernels**: ``FivmEngine.apply`` on the same batches (events built before the
    clock starts), engine only, in-process; the thread's CPU time and the wall time.
@@ -89,7 +90,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--postcodes", type=int, default=None, help="postcodes (25,000: 150,000 tuples)")
     p.add_argument("--batch", type=int, default=1_000)
     p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (3)")
-    p.add_argument("--cpp-runs", type=int, default=3, help="extra runs of the stream in one C++ process")
+    p.add_argument("--cpp-runs", type=int, default=10, help="extra runs of the stream in one C++ process")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
