@@ -109,10 +109,10 @@ def py_payload_rows(
 
 def _load() -> ModuleType | None:
     try:
-        from ivmstream.services.fivm import _kernels  # type: ignore[attr-defined]
+        from ivmstream.services.fivm import _kernels
     except ImportError:
         return None
-    return _kernels  # type: ignore[no-any-return]
+    return _kernels
 
 
 compiled = _load()
