@@ -1,0 +1,18 @@
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_Ints = npt.NDArray[np.int64]
+_Floats = npt.NDArray[np.float64]
+
+def mul_rows_into(
+    ac: _Ints, a_sums: _Floats, a_quad: _Floats, bc: _Ints, b_sums: _Floats, b_quad: _Floats,
+    counts: _Ints, sums: _Floats, quad: _Floats, /,
+) -> None: ...  # fmt: skip
+def lift_into(x: _Floats, mults: _Ints, sums: _Floats, quad: _Floats, /) -> None: ...
+def gather_into(payloads: Sequence[Any], lo: int, counts: _Ints, sums: _Floats, quad: _Floats, /) -> bool: ...
+def payload_rows(
+    cls: type, keys: list[Any], lo: int, counts: list[int], sums: _Floats, quad: _Floats, /
+) -> list[tuple[Any, Any]]: ...
