@@ -100,6 +100,15 @@ def _fivm(i: int) -> Event:
     return ("R", {"a": i, "b": i % 1000}) if i % 2 == 0 else ("S", {"b": i % 1000, "c": i})
 
 
+def _firstorder(i: int) -> Event:
+    """Bids and asks alternately, four of each per broker, prices 100 to 116: about two in five of a
+    broker's bid/ask pairs are more than 5 apart (axfinder's form, with many brokers)."""
+    broker = i // 8
+    if i % 2 == 0:
+        return "bids", {"broker": broker, "price": float(100 + i % 13), "volume": float(1 + i % 7)}
+    return "asks", {"broker": broker, "a_price": float(100 + i * 7 % 17), "a_volume": float(1 + i % 5)}
+
+
 WORKLOADS: dict[str, tuple[dict[str, Any], Callable[[int], Event], str]] = {
     "reference": ({}, _reference, "distinct items tuples"),
     "reservoir": (
@@ -134,6 +143,19 @@ WORKLOADS: dict[str, tuple[dict[str, Any], Callable[[int], Event], str]] = {
         {"relations": {"R": ["a", "b"], "S": ["b", "c"]}, "ring": "count"},
         _fivm,
         "R(a,b) and S(b,c) rows, count ring",
+    ),
+    "firstorder": (
+        {
+            "relations": {
+                "bids": {"broker": "int", "price": "float", "volume": "float"},
+                "asks": {"broker": "int", "a_price": "float", "a_volume": "float"},
+            },
+            "predicate": "a_price - price > 5 or price - a_price > 5",
+            "free": ["broker"],
+            "aggregates": {"spread_volume": "a_volume - volume"},
+        },
+        _firstorder,
+        "bids and asks, 4 of each per broker, joined on broker where prices differ by more than 5",
     ),
 }
 

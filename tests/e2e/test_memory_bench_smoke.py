@@ -16,7 +16,15 @@ pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 def test_memory_bench_smoke(tmp_path):
     data = run_bench("memory.py", tmp_path / "mem", timeout=900)
     assert (tmp_path / "mem.png").stat().st_size > 0
-    assert set(data["services"]) == {"reference", "reservoir", "sketches", "triangles", "vwap", "fivm"}
+    assert set(data["services"]) == {
+        "reference",
+        "reservoir",
+        "sketches",
+        "triangles",
+        "vwap",
+        "fivm",
+        "firstorder",
+    }
     for service, entry in data["services"].items():
         row = entry["runs"]["2000"]
         for kind in ("floor", "replay", "worker", "log", "nolog"):
@@ -29,4 +37,4 @@ def test_memory_bench_smoke(tmp_path):
         check=True,
         cwd=REPO,
     ).stdout
-    assert table.count("| 2,000 |") == 12 and "log per pending entry" in table
+    assert table.count("| 2,000 |") == 14 and "log per pending entry" in table

@@ -1,7 +1,8 @@
 """Memory guards: each service retains N tuples through ``replay`` in a child process (bench/memory.py's
-workloads) and its RSS per retained tuple must stay under a documented bound; the reservoir's change
-log must cost at most 200 bytes per pending entry between checkpoints. An encoded value kept at 4 KiB
-(an orjson result held as a key) or a log that grows without checkpoints breaks these by 10x or more.
+workloads) and its RSS per retained tuple must stay under a documented bound; the reservoir's and
+firstorder's change logs must cost at most 200 bytes per pending entry between checkpoints. An encoded
+value kept at 4 KiB (an orjson result held as a key) or a log that grows without checkpoints breaks
+these by 10x or more.
 
 The bounds (bytes of RSS per retained tuple, N = 20,000; docs/memory.md has the measured figures):
 
@@ -13,6 +14,7 @@ The bounds (bytes of RSS per retained tuple, N = 20,000; docs/memory.md has the 
 | triangles | 340 | 2x the dict-of-tuples floor of an edge (about 170); no change log without checkpoints |
 | vwap | 700 | the bag tuple and its RPAI tree node |
 | fivm | 200 | views only: the count ring keeps no base tuple |
+| firstorder | 400 | 2x the dict-of-tuples floor of a bid or ask (about 200): bag, index bucket, group |
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ import pytest
 from helpers import REPO, bench_markdown, generated_block
 
 N = 20_000
-BOUNDS = {"reference": 400, "reservoir": 2500, "sketches": 1600, "triangles": 340, "vwap": 700, "fivm": 200}
-LOG_BOUND = 200  # bytes per pending entry between checkpoints (the reservoir)
+BOUNDS = {
+    "reference": 400,
+    "reservoir": 2500,
+    "sketches": 1600,
+    "triangles": 340,
+    "vwap": 700,
+    "fivm": 200,
+    "firstorder": 400,
+}
+LOG_BOUND = 200  # bytes per pending entry between checkpoints (the reservoir, firstorder)
 
 
 def child(kind: str, service: str, n: int) -> dict:
@@ -50,10 +60,11 @@ def test_replay_keeps_each_tuple_within_its_bound(service):
     assert per_tuple <= BOUNDS[service], f"{service}: {per_tuple:.0f} B per retained tuple"
 
 
-def test_reservoir_log_costs_what_its_entries_hold():
-    """n edges checkpointed, n more pending: the pending log against the same state without one."""
+@pytest.mark.parametrize("service", ["reservoir", "firstorder"])
+def test_log_costs_what_its_entries_hold(service):
+    """n tuples checkpointed, n more pending: the pending log against the same state without one."""
     n = N // 2
-    log, nolog = child("log", "reservoir", n), child("nolog", "reservoir", n)
+    log, nolog = child("log", service, n), child("nolog", service, n)
     per_entry = (log["pending"] - nolog["state"]) / log["entries"]
     assert per_entry <= LOG_BOUND, f"{per_entry:.0f} B per pending entry"
 
