@@ -5,6 +5,12 @@ the timed run for a flame graph when py-spy is installed.
 cProfile inflates small, frequently called functions; the summary therefore states each function's
 share of the profiled self time and scales it onto the unprofiled per-tuple time, which is what the docs
 print. The call counts per tuple are exact and machine-independent.
+
+A compiled kernel is a built-in to cProfile (one row per call into it, its time in C as self time) and
+invisible to py-spy without native unwinding, which needs the process paused: the summary therefore
+credits each kernel's built-in row to its C source (``ivmstream/services/<service>/_kernels.c``) and
+states the compiled share of every case, while the flame graph shows kernel time under the Python
+line that calls the kernel.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import cProfile
 import gc
 import pstats
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +27,21 @@ from typing import Any
 from bench.lib.report import REPO
 
 SITE = "site-packages/"
+# a compiled kernel as cProfile names it: "<built-in method ivmstream.services.X._kernels.f>" for a
+# function, "<method 'f' of 'ivmstream.services.X._kernels.T' objects>" for a method of a C type
+KERNEL = re.compile(
+    r"(?:<built-in method |<method '(?P<method>\w+)' of ')ivmstream\.services\.(?P<service>\w+)"
+    r"\._kernels\.(?P<name>\w+)"
+)
+
+
+def kernel(func: str) -> tuple[str, str] | None:
+    """(C source, function) of a compiled kernel's cProfile row, None for any other function."""
+    m = KERNEL.match(func)
+    if m is None:
+        return None
+    name = f"{m['name']}.{m['method']}" if m["method"] else m["name"]
+    return f"ivmstream/services/{m['service']}/_kernels.c", name
 
 
 def hot_path(
@@ -81,17 +103,28 @@ def cprofile(
 
 def summarize(stats: pstats.Stats, tuples: int, us_per_tuple: float, top: int = 15) -> dict[str, Any]:
     """The top functions by self time and the self time per source file, each as a share of the profiled
-    self time, that share of the unprofiled µs per tuple, and calls per tuple."""
+    self time, that share of the unprofiled µs per tuple, and calls per tuple; the compiled kernels'
+    rows go to their C sources and their sum is the case's compiled share."""
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(tt for (_cc, _nc, tt, _ct, _callers) in raw.values()) or 1.0
     rows = []
     files: dict[str, float] = {}
+    compiled = 0.0
     for (filename, line, func), (_cc, nc, tt, ct, _callers) in raw.items():
         loc = where(filename)
+        native = kernel(func) if loc == "builtin" else None
+        if native is not None:
+            loc, func = native
+            compiled += tt
         files[loc] = files.get(loc, 0.0) + tt
         rows.append(
             {
-                "function": func if loc == "builtin" else f"{func} ({loc}:{line})",
+                "function": func
+                if loc == "builtin"
+                else f"{func} ({loc})"
+                if native
+                else f"{func} ({loc}:{line})",
+                "compiled": native is not None,
                 "self_share": tt / total,
                 "cumulative_share": ct / total,
                 "self_us_per_tuple": us_per_tuple * tt / total,
@@ -102,6 +135,8 @@ def summarize(stats: pstats.Stats, tuples: int, us_per_tuple: float, top: int = 
     by_file = sorted(files.items(), key=lambda kv: -kv[1])
     return {
         "profiled_self_seconds": total,
+        "compiled_share": round(compiled / total, 4),
+        "compiled_us_per_tuple": round(us_per_tuple * compiled / total, 3),
         "functions": [_rounded(r) for r in rows[:top]],
         "files": [
             {

@@ -14,11 +14,19 @@ def test_profiles_bench_smoke(tmp_path):
     engines = {c["engine"] for c in data["cases"]}
     assert engines == {"reservoir", "fivm", "vwap", "triangles"}
     for case in data["cases"]:
-        assert case["tuples"] > 0 and case["us_per_tuple"] > 0, case["case"]
+        assert case["tuples"] > 0 and case["us_per_tuple"] > 0 and case["cpu_us_per_tuple"] > 0, case["case"]
         assert case["functions"] and case["files"], case["case"]
         # each file's share is rounded to 4 places, so the sum may exceed 1 by half a unit per file
         slack = 0.00005 * len(case["files"])
         assert 0 < sum(f["self_share"] for f in case["files"]) <= 1 + slack, case["case"]
+        # a compiled kernel's time is credited to its C source: those files hold at most the compiled share
+        in_c = sum(f["self_share"] for f in case["files"] if f["file"].endswith("_kernels.c"))
+        assert case["kernels"] in {"compiled", "python"}, case["case"]
+        assert in_c <= case["compiled_share"] + slack, case["case"]
+    rsjoin = next(c for c in data["cases"] if c["case"] == "reservoir-rsjoin")
+    if rsjoin["kernels"] == "compiled":  # its index steps run in C
+        assert rsjoin["compiled_share"] > 0
+        assert any(f["file"] == "ivmstream/services/reservoir/_kernels.c" for f in rsjoin["files"])
     md = bench_markdown("profiles.py", str(tmp_path / "p.json"))
     assert "| case | engine | workload |" in md and "reservoir-rsjoin" in md
 
