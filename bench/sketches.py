@@ -25,7 +25,8 @@ The paper's evaluation as it runs it (``bench/sketches_paper.py``, ``sketches_jo
 * ``slope``: IMP's per-tuple cost for 1, 2, 3, 5 and 10 aggregates, engines timed round-robin.
 * ``tpch_big``: Q1, Q3, Q5, Q6, Q7, Q9, Q10, Q14 at SF 0.1, Δ ≤ 100, with the Python recapture.
 * ``tpch_sf1``: the same queries at SF 1 (the paper's smaller size) against the DuckDB recapture, which
-  reads the ``.tbl`` files itself; each finished query is stored as it ends.
+  reads the ``.tbl`` files itself; each finished query is stored as it ends, once the memory its
+  bootstrap needs is available; ``--queries`` runs some and keeps the stored others.
 * ``crimes``: a Crimes-shaped table (the published schema, the artifact's beat partition), CQ1 and CQ2;
   CQ2 under explicit, equal-width and equi-depth partitions.
 * ``joins``, ``joinsel``, ``selpd``: Q_join 1-n and m-n; join selectivity with materialised and probe
@@ -43,6 +44,7 @@ Python baseline's store update is not). Every IMP sketch is checked against both
 
     python -m bench.sketches              # about an hour on a loaded 2-core VM; JSON + PNG in bench/results/
     python -m bench.sketches --only slope,crimes --update   # re-run sections into the stored report
+    python -m bench.sketches --only tpch_sf1 --queries Q7,Q1 --update   # merged by query into the stored
     python -m bench.sketches --quick      # smoke test (small sizes)
     python -m bench.sketches --markdown   # print the tables of docs/sketches/benchmark.md from the JSON
 """
@@ -84,9 +86,11 @@ from bench.sketches_tpch import exp_tpch_big  # noqa: E402
 from bench.sketches_worker import exp_worker, exp_worker_compare  # noqa: E402
 
 
-def sections(quick: bool, keep: Callable[[str, Any], None] | None = None) -> dict[str, Callable[[], Any]]:
+def sections(
+    quick: bool, keep: Callable[[str, Any], None] | None = None, queries: list[str] | None = None
+) -> dict[str, Callable[[], Any]]:
     """Every experiment by name, at the full or the smoke-test sizes; ``keep(name, part)`` stores a long
-    section's finished part."""
+    section's finished part; ``queries`` restricts the TPC-H sections to those queries."""
 
     def keeping(name: str) -> Callable[[Any], None] | None:
         return None if keep is None else (lambda part: keep(name, part))
@@ -102,8 +106,10 @@ def sections(quick: bool, keep: Callable[[str, Any], None] | None = None) -> dic
             "worker": exp_worker,
             "having_big": lambda: exp_having_big(3000, [10, 100], 2),
             "slope": lambda: exp_slope(3000, [1, 3], [10, 100], 2),
-            "tpch_big": lambda: exp_tpch_big(0.01, ["Q3", "Q7"], [10], 2, keeping("tpch_big")),
-            "tpch_sf1": lambda: exp_tpch_big(0.01, ["Q14"], [10], 2, keeping("tpch_sf1"), python=False),
+            "tpch_big": lambda: exp_tpch_big(0.01, queries or ["Q3", "Q7"], [10], 2, keeping("tpch_big")),
+            "tpch_sf1": lambda: exp_tpch_big(
+                0.01, queries or ["Q14"], [10], 2, keeping("tpch_sf1"), python=False, need_gb=0.5
+            ),
             "crimes": lambda: exp_crimes(5000, [10], 2),
             "joins": lambda: exp_joins(4000, [50, 400], [5], [10], 2),
             "joinsel": lambda: exp_joinsel(4000, 400, [10, 1], [10], 2),
@@ -124,8 +130,12 @@ def sections(quick: bool, keep: Callable[[str, Any], None] | None = None) -> dic
         "worker": exp_worker,
         "having_big": lambda: exp_having_big(HAVING_BIG_ROWS, deltas, 7),
         "slope": lambda: exp_slope(200_000, [1, 2, 3, 5, 10], [10, 100, 500, 1000], 3),
-        "tpch_big": lambda: exp_tpch_big(TPCH_BIG_SF, list(TPCH_QUERIES), [10, 100], 5, keeping("tpch_big")),
-        "tpch_sf1": lambda: exp_tpch_big(1.0, SF1_ORDER, [10, 100], 3, keeping("tpch_sf1"), python=False),
+        "tpch_big": lambda: exp_tpch_big(
+            TPCH_BIG_SF, queries or list(TPCH_QUERIES), [10, 100], 5, keeping("tpch_big")
+        ),
+        "tpch_sf1": lambda: exp_tpch_big(
+            1.0, queries or SF1_ORDER, [10, 100], 3, keeping("tpch_sf1"), python=False, need_gb=SF1_NEED_GB
+        ),
         "crimes": lambda: exp_crimes(200_000, deltas, reps),
         "joins": lambda: exp_joins(200_000, [50, 2000, 20_000], [5, 20], deltas, 3),
         "joinsel": lambda: exp_joinsel(100_000, 2000, [100, 20, 10, 1], deltas, 3),
@@ -145,17 +155,49 @@ TPCH_BIG_SF = 0.1
 # SF 1 without the Python recapture (its captures and bootstraps take hours of Python), the queries in
 # the order of their bootstrap cost at SF 0.1, so a run stopped early holds the most queries.
 SF1_ORDER = ["Q14", "Q10", "Q3", "Q6", "Q9", "Q5", "Q7", "Q1"]
+# Memory a query at SF 1 waits for before it starts: Q7's bootstrap reached 13.5 GB resident with every
+# table loaded, about 9 GB above the loaded tables.
+SF1_NEED_GB = 10.0
+TPCH_SECTIONS = ("tpch_big", "tpch_sf1")
 WORKER_SECTIONS = ("worker", "worker_compare")
 
 
-def merge_section(path: Path, name: str, part: Any, meta: dict[str, Any]) -> dict[str, Any]:
+def merge_section(
+    path: Path, name: str, part: Any, meta: dict[str, Any], by_query: bool = False
+) -> dict[str, Any]:
     """The stored report with one section (and its run) replaced, written back and returned; read just
-    before, so another run updating other sections of the same file keeps its own."""
+    before, so another run updating other sections of the same file keeps its own. ``by_query``: a
+    TPC-H section's queries replace the stored ones of the same name and keep the others."""
     stored = json.loads(path.read_text()) if path.exists() else {}
+    runs = stored.setdefault("sections", {})
+    if by_query and stored.get(name):
+        part, meta = merge_queries(stored[name], runs.get(name, {}), part, meta)
     stored[name] = part
-    stored.setdefault("sections", {})[name] = meta
+    runs[name] = meta
     write_atomically(path, stored)
     return stored
+
+
+def merge_queries(
+    old: dict[str, Any], old_meta: dict[str, Any], new: dict[str, Any], new_meta: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A TPC-H section holding the new run's queries and the stored queries it did not re-run (in the
+    stored order, new ones after), with every run's command and load under ``runs``, each naming its
+    queries. Both must be at the same scale factor."""
+    if old["sf"] != new["sf"]:
+        raise ValueError(f"cannot merge SF {new['sf']} queries into a section at SF {old['sf']}")
+    fresh = {q["query"]: q for q in new["queries"]}
+    kept = [q for q in old["queries"] if q["query"] not in fresh]
+    order = [q["query"] for q in old["queries"]] + [
+        n for n in fresh if n not in {q["query"] for q in old["queries"]}
+    ]
+    every = {q["query"]: q for q in kept} | fresh
+    queries = [every[n] for n in order]
+    previous = old_meta.get("runs") or [{**old_meta, "queries": [q["query"] for q in old["queries"]]}]
+    runs = [{**r, "queries": [n for n in r["queries"] if n not in fresh]} for r in previous]
+    runs = [r for r in runs if r["queries"]] + [{**new_meta, "queries": list(fresh)}]
+    rss = max(old.get("rss_gb", 0.0), new.get("rss_gb", 0.0))
+    return {**old, **new, "queries": queries, "rss_gb": rss}, {**new_meta, "runs": runs}
 
 
 def write_atomically(path: Path, report: dict[str, Any]) -> None:
@@ -174,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
     ap.add_argument(
         "--update", action="store_true", help="replace only the sections run in the stored report"
+    )
+    ap.add_argument(
+        "--queries",
+        default="",
+        help="comma-separated TPC-H queries for tpch_big/tpch_sf1; with --update merged into the stored ones",
     )
     args = ap.parse_args(argv)
     out = args.out or RESULTS / ("sketches_quick.json" if args.quick else "sketches.json")
@@ -199,9 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         report[name] = part
         report.setdefault("sections", {})[name] = meta
         if args.update:
-            report.update(merge_section(out, name, part, meta))
+            report.update(
+                merge_section(out, name, part, meta, by_query=bool(queries) and name in TPCH_SECTIONS)
+            )
 
-    every = sections(args.quick, record)
+    queries = [q for q in args.queries.split(",") if q]
+    unknown_queries = sorted(set(queries) - set(TPCH_QUERIES))
+    if unknown_queries:
+        print(f"unknown queries {unknown_queries}; known: {', '.join(TPCH_QUERIES)}", file=sys.stderr)
+        return 2
+    every = sections(args.quick, record, queries or None)
     chosen = [s for s in args.only.split(",") if s] or list(every)
     unknown = sorted(set(chosen) - set(every))
     if unknown:

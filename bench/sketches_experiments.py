@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,12 +222,15 @@ def tpch_folder(sf: float) -> Path:
 INTERN_LIMIT = 100_000  # a column with more distinct values than this is not interned
 
 
-def tpch_data(sf: float) -> dict[str, dict[tuple[Any, ...], int]]:
-    """Every table as rows -> multiplicity. Equal values of a column share one object (dates, flags,
-    decimals repeat millions of times at SF 1), which keeps lineitem's rows in about half the memory."""
+def tpch_data(sf: float, tables: Collection[str] | None = None) -> dict[str, dict[tuple[Any, ...], int]]:
+    """Every table (or only ``tables``) as rows -> multiplicity. Equal values of a column share one object
+    (dates, flags, decimals repeat millions of times at SF 1), which keeps lineitem's rows in about half
+    the memory."""
     folder = tpch_folder(sf)
     out: dict[str, dict[tuple[Any, ...], int]] = {}
     for table, cols in TPCH_TABLES.items():
+        if tables is not None and table not in tables:
+            continue
         rows: dict[tuple[Any, ...], int] = {}
         shared: list[dict[Any, Any] | None] = [{} for _ in cols]
         with (folder / f"{table}.tbl").open() as lines:

@@ -47,11 +47,18 @@ def _load(values: Sequence[float] | None) -> str:
 
 
 def _run_line(report: Mapping[str, Any], name: str) -> str:
+    """The section's run; a section merged from several runs (TPC-H by query) names each with its queries."""
     run = report.get("sections", {}).get(name)
     if not run:
         return ""
+    if "runs" in run:
+        return " ".join(f"Run for {', '.join(r['queries'])}: {_one_run(r)}" for r in run["runs"])
+    return f"Run: {_one_run(run)}"
+
+
+def _one_run(run: Mapping[str, Any]) -> str:
     return (
-        f"Run: `{run['command']}`, load average {_load(run['loadavg_start'])} at the start and "
+        f"`{run['command']}`, load average {_load(run['loadavg_start'])} at the start and "
         f"{_load(run['loadavg_end'])} at the end, {run['seconds']:.0f} s."
     )
 

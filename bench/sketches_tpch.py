@@ -9,7 +9,8 @@ so no query pays a Python row loop to load the baseline.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ from ivmstream.events.tpch import TPCH_TABLES
 PREFIX = {t: "ps" if t == "partsupp" else t[0] for t in TPCH_TABLES}  # SQL names: l_orderkey, ps_partkey
 
 
-def _base(con: Any, folder: Path, boundaries: list[int]) -> None:
-    """Each table read by DuckDB from its ``.tbl`` file (no Python row loop), lineitem with the fragment
-    of its orderkey (the count of boundaries at or below it, as ``bisect_right``)."""
+def _base(con: Any, folder: Path, boundaries: list[int], tables: Collection[str]) -> None:
+    """Each of ``tables`` read by DuckDB from its ``.tbl`` file (no Python row loop), lineitem with the
+    fragment of its orderkey (the count of boundaries at or below it, as ``bisect_right``)."""
     for table, cols in TPCH_TABLES.items():
+        if table not in tables:
+            continue
         names = {f"{PREFIX[table]}_{c}": duck_type(t) for c, t in cols}
         spec = ", ".join(f"'{n}': '{t}'" for n, t in {**names, "__end": "VARCHAR"}.items())
         source = f"read_csv('{folder / f'{table}.tbl'}', delim = '|', header = false, columns = {{{spec}}})"
@@ -51,6 +54,30 @@ def _copy(con: Any, bench: Bench) -> None:
         con.execute(f"CREATE OR REPLACE TABLE __p_{name} AS SELECT * FROM __b_{name}")
 
 
+def tables_of(names: Collection[str]) -> set[str]:
+    """The TPC-H tables the queries read: only these are loaded, in Python and in DuckDB."""
+    return {t.name for n in names for t in sqlglot.parse_one(TPCH_QUERIES[n][0]).find_all(sqlglot.exp.Table)}
+
+
+def available_gb() -> float:
+    """MemAvailable: what the machine can still give this process (other jobs share it)."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1e6
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def wait_for_memory(need_gb: float, limit_s: float, poll_s: float = 30.0) -> tuple[float, float]:
+    """Wait (at most ``limit_s``) until ``need_gb`` is available, so a query's bootstrap does not start
+    while another job holds the memory it needs; returns the GB available and the seconds waited."""
+    t0 = time.monotonic()
+    while (free := available_gb()) < need_gb and time.monotonic() - t0 < limit_s:
+        progress(f"  {free:.1f} GB available, waiting for {need_gb:.1f} GB")
+        time.sleep(poll_s)
+    return free, time.monotonic() - t0
+
+
 def exp_tpch_big(
     sf: float,
     names: list[str],
@@ -58,15 +85,19 @@ def exp_tpch_big(
     repeats: int,
     keep: Callable[[Any], None] | None = None,
     python: bool = True,
+    need_gb: float = 0.0,
+    wait_limit_s: float = 1800.0,
 ) -> dict[str, Any]:
     """Per query: IMP (materialised joins) and the DuckDB recapture on the same lineitem batches, the
     Python recapture once (the final check's; ``python=False``: none, IMP checked against DuckDB's
     capture alone). ``keep`` receives the section after each query, so a long run that is stopped keeps
-    the queries it finished."""
+    the queries it finished. Each query starts once ``need_gb`` of memory is available (or after
+    ``wait_limit_s``), and its entry records what was available."""
     import duckdb
 
-    progress(f"TPC-H SF {sf}: reading the tables")
-    data = tpch_data(sf)
+    tables = tables_of(names)
+    progress(f"TPC-H SF {sf}: reading {', '.join(sorted(tables))}")
+    data = tpch_data(sf, tables)
     top = max(r[0] for r in data["lineitem"]) + 1
     part = {"lineitem": {"column": "l_orderkey", "ranges": 1000, "domain": [1, top]}}
     probe = Bench(options(TPCH_QUERIES["Q6"][0], "tpch", part), {"lineitem": {}}, seed=0)
@@ -74,12 +105,13 @@ def exp_tpch_big(
     del probe
     con = duckdb.connect()
     con.execute("SET threads TO 2")
-    _base(con, tpch_folder(sf), boundaries)
+    _base(con, tpch_folder(sf), boundaries, tables)
     progress(f"  DuckDB loaded, rss {rss_gb():.1f} GB")
     out: dict[str, Any] = {"sf": sf, "lineitem_rows": sum(data["lineitem"].values()), "queries": []}
     for name in names:
         sql, flags = TPCH_QUERIES[name]
-        progress(f"TPC-H {name} SF {sf}")
+        free, waited = wait_for_memory(need_gb, wait_limit_s)
+        progress(f"TPC-H {name} SF {sf} ({free:.1f} GB available)")
         b = Bench(options(sql, "tpch", part, **flags), data, seed=7, duck_load=_copy, duck=con.cursor())
         runs = []
         for d in deltas:
@@ -100,6 +132,8 @@ def exp_tpch_big(
                 "bootstrap_s": b.bootstrap_s,
                 "sketch_fragments": bin(b.engine.sketch()).count("1"),
                 "runs": runs,
+                "available_gb_at_start": round(free, 1),
+                "waited_for_memory_s": round(waited, 1),
             }
         )
         del b

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench.sketches import merge_section
 from bench.sketches_report_paper import NO_PYTHON, paper_markdown, runs_of, table
 
@@ -55,3 +57,39 @@ def test_merge_keeps_the_sections_another_run_wrote(tmp_path) -> None:
     stored = json.loads(path.read_text())
     assert stored["a"] == 1 and stored["b"] == [2] and set(stored["sections"]) == {"a", "b"}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no partial file left behind
+
+
+def test_a_tpch_run_of_some_queries_merges_into_the_stored_section_by_query(tmp_path) -> None:
+    path = tmp_path / "report.json"
+    first = {"command": "first", "loadavg_start": [1.0], "loadavg_end": [2.0], "seconds": 3.0}
+    stored = _tpch(1.0, ["Q14", "Q3", "Q7"], python=False)
+    path.write_text(json.dumps({"tpch_sf1": stored, "sections": {"tpch_sf1": first}}))
+    second = {"command": "second", "loadavg_start": [4.0], "loadavg_end": [5.0], "seconds": 6.0}
+    rerun = _tpch(1.0, ["Q7", "Q1"], python=False) | {"rss_gb": 12.0}
+    rerun["queries"][0]["bootstrap_s"] = 99.0
+    merge_section(path, "tpch_sf1", rerun, second, by_query=True)
+    report = json.loads(path.read_text())
+    merged = report["tpch_sf1"]
+    assert [q["query"] for q in merged["queries"]] == ["Q14", "Q3", "Q7", "Q1"]
+    assert merged["queries"][2]["bootstrap_s"] == 99.0 and merged["rss_gb"] == 12.0
+    runs = report["sections"]["tpch_sf1"]["runs"]
+    assert [(r["command"], r["queries"]) for r in runs] == [
+        ("first", ["Q14", "Q3"]),
+        ("second", ["Q7", "Q1"]),
+    ]
+    line = next(x for x in paper_markdown(report).splitlines() if x.startswith("Run for"))
+    assert line.startswith("Run for Q14, Q3: `first`, load average 1.0 at the start")
+    assert "Run for Q7, Q1: `second`, load average 4.0 at the start and 5.0 at the end, 6 s." in line
+    goal = next(x for x in paper_markdown(report).splitlines() if x.startswith("* TPC-H at SF 1.0"))
+    assert "(4 queries)" in goal and "Not finished" not in goal
+
+
+def test_queries_at_another_scale_factor_are_not_merged(tmp_path) -> None:
+    path = tmp_path / "report.json"
+    meta = {"command": "c", "loadavg_start": [1.0], "loadavg_end": [2.0], "seconds": 3.0}
+    path.write_text(
+        json.dumps({"tpch_sf1": _tpch(1.0, ["Q3"], python=False), "sections": {"tpch_sf1": meta}})
+    )
+    with pytest.raises(ValueError, match=r"SF 0\.1 queries"):
+        merge_section(path, "tpch_sf1", _tpch(0.1, ["Q1"], python=False), meta, by_query=True)
+    assert [q["query"] for q in json.loads(path.read_text())["tpch_sf1"]["queries"]] == ["Q3"]
