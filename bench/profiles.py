@@ -2,8 +2,9 @@
 engine only and in-process (events decoded before the clock starts), timed, profiled and flame-graphed.
 
 Per case (``bench/profile_workloads.py``: RSJoin and SJoin on line-3, F-IVM's Housing covariance over
-27 variables in batches of 1,000, VWAP on the finance trace at batch 5,000 (auto, dbtoaster) and 1
-(auto), triangles' graph churn (auto, ivm-eps)), one child process
+27 variables in batches of 1,000, VWAP on the finance trace at batch 5,000 (auto, dbtoaster; the trace
+replayed on 20 fresh engines, as it holds only 10 such batches) and 1 (auto), triangles' graph churn
+(auto, ivm-eps)), one child process
 
 1. prepares the engine and its batches (data generation, trace decoding, BUILD: untimed);
 2. applies the batches without a profiler until they end or ``--budget`` seconds pass: **µs per tuple**
