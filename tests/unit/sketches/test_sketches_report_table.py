@@ -81,7 +81,7 @@ def test_a_tpch_run_of_some_queries_merges_into_the_stored_section_by_query(tmp_
     assert line.startswith("Run for Q14, Q3: `first`, load average 1.0 at the start")
     assert "Run for Q7, Q1: `second`, load average 4.0 at the start and 5.0 at the end, 6 s." in line
     goal = next(x for x in paper_markdown(report).splitlines() if x.startswith("* TPC-H at SF 1.0"))
-    assert "(4 queries)" in goal and "Not finished" not in goal
+    assert "(4 queries)" in goal and "Not finished" not in goal and "not met for" in goal
 
 
 def test_queries_at_another_scale_factor_are_not_merged(tmp_path) -> None:
@@ -93,3 +93,10 @@ def test_queries_at_another_scale_factor_are_not_merged(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"SF 0\.1 queries"):
         merge_section(path, "tpch_sf1", _tpch(0.1, ["Q1"], python=False), meta, by_query=True)
     assert [q["query"] for q in json.loads(path.read_text())["tpch_sf1"]["queries"]] == ["Q3"]
+
+
+def test_goal_line_says_when_every_query_meets_the_floor() -> None:
+    meta = {"command": "c", "loadavg_start": [1.0], "loadavg_end": [2.0], "seconds": 3.0}
+    report = {"tpch_big": _tpch(0.1, ["Q1", "Q3"], python=True), "sections": {"tpch_big": meta}}
+    goal = next(x for x in paper_markdown(report).splitlines() if x.startswith("* TPC-H at SF 0.1"))
+    assert goal.endswith("Goal ≥ 3.9x: met on every one of the 2 queries.")
