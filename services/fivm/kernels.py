@@ -6,7 +6,7 @@ a C compiler is present). The numpy forms build concatenations and gathers of wh
 compiled loops write each output element once, in place. The module exports the compiled functions
 when they are built and ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the numpy ones. Both compute each
 element as the same IEEE product, so their results are equal bit for bit
-(tests/unit/fivm/test_kernels.py).
+(tests/unit/fivm/test_fivm_kernels.py).
 """
 
 from __future__ import annotations

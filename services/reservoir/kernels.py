@@ -7,7 +7,7 @@ that batch (the sampler's fill and stops).
 The Python reference is ``JoinIndex.insert``, ``_reweigh``, ``delta_size``, ``delta_get`` and the
 methods they call (index.py); the compiled functions perform the same container operations in the
 same order, so the buckets, and so every sample drawn through them, are identical
-(tests/unit/reservoir/test_kernels.py). ``native`` is the compiled module when it is built and
+(tests/unit/reservoir/test_reservoir_kernels.py). ``native`` is the compiled module when it is built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else None (the index then runs its Python methods). Exact mode
 (SJoin's Fenwick trees) runs in Python.
 """

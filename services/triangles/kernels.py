@@ -4,7 +4,7 @@ IVM^ε's deltas), IVM^ε's view steps, and the index update every strategy makes
 Each is written here in Python, the reference, and compiled in ``_kernels.c`` (built by setup.py where
 a C compiler is present). The module exports the compiled functions when they are built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the Python ones; both give the same results, down to the
-views' iteration order (tests/unit/triangles/test_kernels.py).
+views' iteration order (tests/unit/triangles/test_triangle_kernels.py).
 
 A view step adds to V entry by entry and drops entries that reach 0. Each step has two equivalent loops,
 chosen by the sign of m for speed only: a delete (m < 0) often cancels entries that inserts created, and

@@ -5,7 +5,7 @@ price level (docs/vwap/algorithm.md §3.6), which is where a large batch spends 
 where a C compiler is present). The module exports the compiled loop when it is built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the Python one; both leave the same bag, the same netted
 levels (down to their order), the same change log and the same refusals
-(tests/unit/vwap/test_kernels.py).
+(tests/unit/vwap/test_vwap_kernels.py).
 
 ``ACTIVE`` also decides the ``crosscheck`` plan's trees: ``_kernels.LevelTree`` where the kernels are
 active (plans/finance_native.py), the Python RPAI trees otherwise.

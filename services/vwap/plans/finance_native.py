@@ -4,7 +4,7 @@ price -> (W, PV) in one treap over arrays, with the prefix descent and suffix su
 It holds integer prices, weights and payloads while every sum stays within 2^62. The first value outside
 that (a decimal, a negative price, a sum that large) moves the plan to the Python trees of
 ``CrossCheckPlan``, built from the levels it holds, where it continues exactly; the answer is the same
-either way (tests/unit/vwap/test_kernels.py).
+either way (tests/unit/vwap/test_vwap_kernels.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,32 @@ class NativeCrossCheckPlan(CrossCheckPlan):
         self.levels: Any = kernels.compiled.LevelTree()  # None once the plan runs on the Python trees
 
     def _to_python(self) -> None:
-        items = self.levels.items()
+        self._python_trees(self.levels.items())
+
+    def _python_trees(self, items: list[tuple[Any, Any, Any]]) -> None:
         self.w = RPAITree.from_sorted((p, w) for p, w, _pv in items)
         self.pv = RPAITree.from_sorted((p, pv) for p, _w, pv in items)
         self.levels = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the compiled tree does not pickle: copies (deepcopy, pickle) carry its levels as a list
+        state = self.__dict__.copy()
+        if self.levels is not None:
+            state["levels"] = self.levels.items()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        items = state["levels"]
+        if items is None:
+            return
+        if kernels.compiled is None:  # restored where the kernels are not built
+            self._python_trees(items)
+            return
+        tree = kernels.compiled.LevelTree()
+        for p, w, pv in items:
+            tree.add(p, w, pv)
+        self.levels = tree
 
     def update(self, rel: str, row: Row, mult: int) -> None:
         if self.levels is None or rel != "bids":

@@ -247,6 +247,25 @@ def test_the_native_crosscheck_plan_answers_as_the_python_trees(batches, netted,
         assert native.levels is not None  # plain ints never leave the compiled tree
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(steps, min_size=2, max_size=5), st.booleans(), st.sampled_from(["deepcopy", "pickle"]))
+def test_a_copy_of_the_native_plan_continues_as_the_plan_does(batches, netted, how):
+    # benchmarks copy a loaded engine per window; the compiled tree travels as its list of levels
+    import pickle
+
+    from ivmstream.services.vwap.exact import exact_context
+    from ivmstream.services.vwap.plans.finance_native import NativeCrossCheckPlan
+
+    params = {"fraction": Fraction(1, 4)}
+    half = len(batches) // 2
+    with exact_context():
+        plan = NativeCrossCheckPlan(params, False)
+        run_plan(plan, batches[:half], netted)
+        copied = copy.deepcopy(plan) if how == "deepcopy" else pickle.loads(pickle.dumps(plan))
+        assert (copied.levels is None) == (plan.levels is None)
+        assert run_plan(copied, batches[half:], netted) == run_plan(plan, batches[half:], netted)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 5)), max_size=40), st.integers(-3, 200))
 def test_the_level_tree_finds_what_a_sorted_list_finds(levels, x):
