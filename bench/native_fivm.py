@@ -56,12 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "native_fivm.json"
 CPP_ENV = "IVMSTREAM_FIVM_CPP"
-PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 VARIANTS = ("cpp", "compiled", "python")
 LABELS = {
     "cpp": "F-IVM C++ (authors')",
@@ -199,18 +199,8 @@ def cpp_measure(binary: Path, folder: Path, a: argparse.Namespace, tuples: int) 
 
 
 def run_engine(variant: str, a: argparse.Namespace) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
-    if variant == "python":
-        env[PURE_PYTHON_ENV] = "1"
-    cmd = [sys.executable, __file__, "--child", "--postcodes", str(a.postcodes), "--batch", str(a.batch)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"ivmstream ({variant}) failed: {proc.stderr[-2000:]}")
-    got: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    if got["kernels"] != variant:
-        raise SystemExit(f"asked for {variant} kernels, ran {got['kernels']}")
-    return got
+    args = ["--postcodes", str(a.postcodes), "--batch", str(a.batch)]
+    return run_variant(__file__, args, variant, "ivmstream", ROOT)
 
 
 def measure(a: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -308,7 +298,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     if a.child:
-        print("RESULT " + json.dumps(engine_child(a)), flush=True)
+        print_result(engine_child(a))
         return 0
     if a.markdown is not None:
         print(markdown(json.loads(Path(a.markdown).read_text())))

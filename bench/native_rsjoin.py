@@ -51,12 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "native_rsjoin.json"
 BIN_ENV = "RSJOIN_BIN"
-PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 VARIANTS = ("compiled", "python", "cpp")
 BATCH = 500
 GRAPH_SEED = 1
@@ -130,19 +130,15 @@ def engine_child(edges: int, k: int) -> dict[str, Any]:
 
 
 def run_engine(edges: int, k: int, variant: str) -> dict[str, Any]:
-    env = {n: v for n, v in os.environ.items() if n != PURE_PYTHON_ENV}
-    env["OPENBLAS_NUM_THREADS"] = "1"  # numpy (the graph generator) must not leave threads spinning
-    if variant == "python":
-        env[PURE_PYTHON_ENV] = "1"
-    cmd = [sys.executable, __file__, "--child", "--edges", str(edges), "--k", str(k)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"ivmstream {variant} ({edges} edges, k={k}) failed: {proc.stderr[-2000:]}")
-    got: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    if got["kernels"] != variant:
-        raise SystemExit(f"asked for the {variant} steps, the engine ran {got['kernels']}")
-    return got
+    # numpy (the graph generator) must not leave threads spinning
+    return run_variant(
+        __file__,
+        ["--edges", str(edges), "--k", str(k)],
+        variant,
+        f"ivmstream, {edges} edges, k={k}",
+        ROOT,
+        {"OPENBLAS_NUM_THREADS": "1"},
+    )
 
 
 # --- the C++ ----------------------------------------------------------------------------------------------
@@ -273,7 +269,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     if a.child:
-        print("RESULT " + json.dumps(engine_child(a.edges[0], a.k[0])), flush=True)
+        print_result(engine_child(a.edges[0], a.k[0]))
         return 0
     if a.markdown is not None:
         print(markdown(json.loads(Path(a.markdown).read_text())))

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -42,13 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "triangles_kernels.json"
 STRATEGIES = ("auto", "ivm-eps")
 VARIANTS = ("compiled", "python")
-PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 TIMES = "\u00d7"
 
 
@@ -138,32 +136,9 @@ def worker_child(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_child(kind: str, strategy: str, variant: str, a: argparse.Namespace) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
-    if variant == "python":
-        env[PURE_PYTHON_ENV] = "1"
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        kind,
-        "--strategy",
-        strategy,
-        "--warm",
-        str(a.warm),
-        "--churn",
-        str(a.churn),
-        "--batch",
-        str(a.batch),
-        "--worker-events",
-        str(a.worker_events),
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{kind} {strategy} {variant} failed: {proc.stderr[-2000:]}")
-    got = json.loads(lines[-1][len("RESULT ") :])
-    if got["kernels"] != variant:
-        raise SystemExit(f"{kind} {strategy}: asked for {variant} kernels, ran {got['kernels']}")
+    args = [kind, "--strategy", strategy, "--warm", str(a.warm), "--churn", str(a.churn)]
+    args += ["--batch", str(a.batch), "--worker-events", str(a.worker_events)]
+    got = run_variant(__file__, args, variant, f"{kind} {strategy}", ROOT)
     return {**got, "load": load_average()[0]}
 
 
@@ -258,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     if a.child:
         got = engine_child(a) if a.child == "engine" else worker_child(a)
-        print("RESULT " + json.dumps(got), flush=True)
+        print_result(got)
         return 0
     if a.markdown is not None:
         print(markdown(json.loads(Path(a.markdown).read_text())))
