@@ -19,9 +19,14 @@ Usage (from the repo root)::
     .venv/bin/python bench/worker_throughput.py --quick               # smoke: tiny workloads, 1 repeat
     .venv/bin/python bench/worker_throughput.py --profile             # + where each side's time goes
     .venv/bin/python bench/worker_throughput.py --markdown            # the docs table of the stored run
+    .venv/bin/python bench/worker_throughput.py --services vwap --merge  # re-measure one service, merged
+
+``--merge`` keeps the stored report's other services and replaces the measured ones, under a file lock
+(several services may be re-measured at the same time); each service records the run that measured it
+(command, commit, repeats, load, time) and the tables name them when the rows come from different runs.
 
 Writes ``bench/results/worker_throughput.json`` and ``.png`` (``worker_throughput_quick.*`` with
-``--quick``).
+``--quick``); with ``--merge`` the PNG is redrawn from the merged report.
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--profile",
         action="store_true",
         help="afterwards, one more run per service and side under py-spy (not counted): the runtime's share",
+    )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge the measured services into the stored report (--out), keeping the other services' rows",
     )
     p.add_argument("--markdown", nargs="?", const=str(RESULTS / "worker_throughput.json"), default=None)
     p.add_argument("--out", type=Path, default=None, help="the report (a .png beside it)")
@@ -193,14 +203,54 @@ def measure(a: argparse.Namespace, paths: dict[str, str | None], tmp: Path) -> d
     return services
 
 
+RUN_FIELDS = ("command", "head", "created", "repeats", "load_start", "load_end")
+
+
+def run_of(report: dict[str, Any], name: str) -> dict[str, Any]:
+    """The run that measured service ``name``: its own record, or the report's (a report written
+    before services carried their run)."""
+    own = report["services"][name].get("run")
+    return own if own is not None else {k: report[k] for k in RUN_FIELDS}
+
+
+def merge_reports(stored: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``stored`` with ``new``'s services replacing its entries of the same names (the others kept,
+    each with the run that measured it); the report's own fields describe the latest run."""
+    if stored is None:
+        return new
+    for field in ("baseline", "quick"):
+        if stored.get(field) != new.get(field):
+            raise SystemExit(
+                f"cannot merge: the stored report's {field} is {stored.get(field)!r}, this run's "
+                f"{new.get(field)!r}"
+            )
+    services = {name: {**s, "run": run_of(stored, name)} for name, s in stored["services"].items()}
+    for name, measured in new["services"].items():
+        if "error" in measured and name in services:
+            progress(f"{name} failed ({measured['error']}): its stored row is kept")
+            continue
+        services[name] = measured
+    return {**new, "services": services}
+
+
 def markdown(report: dict[str, Any]) -> str:
     base = report["baseline"]
+    runs = {name: run_of(report, name) for name in report["services"]}
+    distinct = {json.dumps([r[k] for k in ("command", "head", "repeats")]) for r in runs.values()}
+    if len(distinct) <= 1:
+        run = next(iter(runs.values()), {k: report[k] for k in RUN_FIELDS})
+        measured = (
+            f"against `{run['head']}`, {run['repeats']} interleaved repeat(s), load "
+            f"{run['load_start'][0]} at the start and {run['load_end'][0]} at the end (`{run['command']}`)"
+        )
+    else:
+        measured = (
+            "against this checkout at the commit, repeats and load of each service's run (second table)"
+        )
     lines = [
         f"Through the worker (`InMemoryCluster`, RocksDB checkpoints, the service's batch size), "
-        f"baseline `{base['commit']}` against `{report['head']}`, {report['repeats']} interleaved "
-        f"repeat(s), load {report['load_start'][0]} at the start and {report['load_end'][0]} at the end "
-        f"(`{report['command']}`). Same results: every run of both sides published the same last result "
-        "per key.",
+        f"baseline `{base['commit']}` {measured}. Same results: every run of both sides published the "
+        "same last result per key.",
         "",
         "| service | workload | events | batch | baseline events/CPU s | events/CPU s | ratio (CPU) "
         "| baseline events/s | events/s | ratio (wall) | load | same results |",
@@ -222,6 +272,17 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {s['ratio_events_per_second']:.2f}x | {load} "
             f"| {'yes' if s['same_published_results'] else 'no'} |"
         )
+    if len(distinct) > 1:
+        lines += [
+            "",
+            "| service | measured at | interleaved repeats | load (start, end) | run at | command |",
+            "|---|---|---:|---|---|---|",
+        ]
+        for name, run in runs.items():
+            lines.append(
+                f"| {name} | `{run['head']}` | {run['repeats']} | {run['load_start'][0]}, "
+                f"{run['load_end'][0]} | {run['created']} | `{run['command']}` |"
+            )
     profiled = {n: s["profile"] for n, s in report["services"].items() if s.get("profile")}
     if profiled:
         lines += [
@@ -302,24 +363,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress(f"building {a.head}")
                 paths["head"] = str(build_baseline(a.head, built / "head"))
         services = measure(a, paths, Path(tmp))
-    report = {
+    run = {
         "command": without_baseline_dir(
             command_line("bench/worker_throughput.py", list(argv) if argv is not None else None)
         ),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
-        "baseline": {"commit": "this checkout" if a.same_code else a.baseline},
         "head": head if a.head is not None else f"{head} (working tree)",
-        "harness": "InMemoryCluster (in-process), RocksDB state store, worker GC policy",
+        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
         "repeats": a.repeats,
-        "quick": a.quick,
         "load_start": load_start,
         "load_end": load_average(),
-        "machine": machine_info(),
-        "services": services,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, a.out.with_suffix(".png"))
+    report = {
+        **run,
+        "baseline": {"commit": "this checkout" if a.same_code else a.baseline},
+        "harness": "InMemoryCluster (in-process), RocksDB state store, worker GC policy",
+        "quick": a.quick,
+        "machine": machine_info(),
+        "services": {name: {**s, "run": run} for name, s in services.items()},
+    }
+    if a.merge:
+        from bench.lib.locked_report import update_report
+
+        report = update_report(
+            a.out,
+            lambda stored: merge_reports(stored, report),
+            lambda merged: plot(merged, a.out.with_suffix(".png")),
+        )
+    else:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(report, indent=1) + "\n")
+        plot(report, a.out.with_suffix(".png"))
     print(markdown(report))
     print(f"wrote {shown(a.out)}")
     return 0
