@@ -27,6 +27,7 @@ import orjson
 
 from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes, relation_columns
 
+from .codegen import DeltaFunction, generate
 from .plan import DeltaPlan, Query
 
 Bag = dict[tuple[Any, ...], int]
@@ -51,7 +52,9 @@ _MEMBER_FORM: dict[str, Callable[[Any], Any]] = {"float": _float_member, "number
 class FirstOrderEngine:
     """Strategy ``first-order``: materialised aggregates, one delta query per update (§3)."""
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, generated: bool = True) -> None:
+        """``generated``: run the delta plans as generated Python (``codegen.py``); False walks them
+        with the expression closures (the reference the generated code is tested against)."""
         self.query = query
         self.bags: dict[str, Bag] = {r: {} for r in query.relations}
         self.indexes: dict[tuple[str, tuple[int, ...]], dict[tuple[Any, ...], Bag]] = {
@@ -70,6 +73,16 @@ class FirstOrderEngine:
         self._tuple_forms = {r: [_MEMBER_FORM.get(t) for t in cols.values()] for r, cols in types.items()}
         self._group_forms = [_MEMBER_FORM.get(query.type_of(v)) for v in query.free]
         self._owner = json_bytes([query.describe_query(), type(self).__name__])
+        self._factories = {r: made for r in query.relations if generated and (made := generate(query, r))}
+        self._deltas: dict[str, DeltaFunction] = {}
+        self._bind_deltas()
+
+    def _bind_deltas(self) -> None:
+        """The generated delta functions over the current bags and indexes (rebound when bags change)."""
+        self._deltas = {
+            r: factory(*(self.indexes[w] if isinstance(w, tuple) else self.bags[w] for _name, w in stores))
+            for r, (factory, stores) in self._factories.items()
+        }
 
     # --- updates ---------------------------------------------------------------------------------
 
@@ -105,11 +118,15 @@ class FirstOrderEngine:
 
     def delta(self, relation: str, tup: tuple[Any, ...], delta: int) -> dict[tuple[Any, ...], Accumulator]:
         """δQ for ``delta`` copies of ``tup`` in ``relation``, against the other relations as stored."""
+        out: dict[tuple[Any, ...], Accumulator] = {}
+        generated = self._deltas.get(relation)
+        if generated is not None:
+            self.visited += generated(tup, delta, out)
+            return out
         plan = self.query.plans[relation]
         env: list[Any] = [None] * len(self.query.variables)
         for col, pos in plan.bind:
             env[pos] = tup[col]
-        out: dict[tuple[Any, ...], Accumulator] = {}
         if all(c.fn(env) for c in plan.checks):
             self._probe(plan, 0, env, delta, out)
         return out
@@ -210,6 +227,7 @@ class FirstOrderEngine:
         self.bags = {r: {} for r in self.query.relations}
         for index in self.indexes.values():
             index.clear()
+        self._bind_deltas()
         for r, values, m in tuples:
             self._store(r, tuple(values), m)
         self.groups = {tuple(k): list(acc) for k, acc in groups}
