@@ -40,6 +40,7 @@ setup(
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
         _extension("ivmstream.services.vwap._kernels", "services/vwap/_kernels.c"),
         _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
+        _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),
         _extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c"),
     ],
 )

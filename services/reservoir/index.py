@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ivmstream.services.reservoir import kernels
+from ivmstream.services.reservoir import exact_kernels, kernels
 
 Tup = tuple[Any, ...]
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
@@ -232,6 +232,8 @@ class JoinIndex:
         # the compiled steps (rounded mode with counts, where built; kernels.py); None: the Python
         # methods below
         self.native = None if exact or not counting else kernels.native
+        # exact mode's compiled re-weighing (exact_kernels.py); None: the Python methods below
+        self.exact_native = exact_kernels.native if exact and counting else None
         self.ds: list[Directed] = []
         self.out: list[list[int]] = [[] for _ in attrs]  # node -> its D[node→*]
         self.into: dict[tuple[int, int], int] = {}  # (c, e) -> index of D[c→e]
@@ -311,6 +313,9 @@ class JoinIndex:
         it is built (kernels.py), the same container operations as these methods."""
         if self.native is not None:
             self.native.reweigh(self, e, item, old_f, f)
+            return
+        if self.exact_native is not None:
+            self.exact_native.reweigh(self, e, item, old_f, f)
             return
         for di in self.out[e]:
             d = self.ds[di]

@@ -51,6 +51,7 @@ def test_typed_with_stubs_for_the_compiled_modules(wheel: zipfile.ZipFile) -> No
         "ivmstream/runtime/_deadletters.pyi",
         "ivmstream/services/triangles/_kernels.pyi",
         "ivmstream/services/reservoir/_kernels.pyi",
+        "ivmstream/services/reservoir/_exact_kernels.pyi",
         "ivmstream/services/vwap/_kernels.pyi",
         "ivmstream/services/fivm/_kernels.pyi",
     } <= names
