@@ -34,6 +34,20 @@ static PyObject *held(PyObject *o, PyObject *name) {
     return r;
 }
 
+/* Stop the collector tracking a tuple of atoms (ints, strings, floats, None, untracked tuples). Such a
+ * tuple cannot be part of a reference cycle, and a dict whose keys and values are all untracked is
+ * itself untracked: a key or value still tracked when it enters one of the index's large dicts puts the
+ * whole dict back under watch, and every young collection then walks all of it. CPython untracks such
+ * tuples itself, but only once a collection meets them, after the dict has been re-tracked. */
+static void settle(PyObject *t) {
+    if (!PyTuple_CheckExact(t) || !PyObject_GC_IsTracked(t)) return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        PyObject *x = PyTuple_GET_ITEM(t, i);
+        if (PyObject_IS_GC(x) && (!PyTuple_CheckExact(x) || PyObject_GC_IsTracked(x))) return;
+    }
+    PyObject_GC_UnTrack(t);
+}
+
 /* tuple(item[i] for i in pos), a new reference. */
 static PyObject *key_of(PyObject *item, PyObject *pos) {
     if (!PyTuple_Check(item) || !PyTuple_Check(pos)) {
@@ -54,6 +68,7 @@ static PyObject *key_of(PyObject *item, PyObject *pos) {
         Py_INCREF(x);
         PyTuple_SET_ITEM(k, i, x);
     }
+    settle(k);
     return k;
 }
 
@@ -471,6 +486,7 @@ static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_ne
         item = t;
         Py_INCREF(item);
         PyObject *one = PyTuple_Pack(1, t);
+        if (one != NULL) settle(one);
         int rc = one == NULL ? -1 : PyDict_SetItem(items, t, one);
         Py_XDECREF(one);
         if (rc < 0) goto fail_item;
@@ -536,6 +552,7 @@ static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *ix = args[0], *t = args[2], *seq = args[3];
     Py_ssize_t e = PyLong_AsSsize_t(args[1]);
     if (e == -1 && PyErr_Occurred()) return NULL;
+    settle(t);
     Ctx cx = {0};
     if (open_ctx(&cx, ix) < 0) return NULL;
     PyObject *node = PyList_GetItem(cx.nodes, e);
@@ -819,6 +836,7 @@ static PyObject *assemble(PyObject *ix, Parts *p) {
             Py_SETREF(((PyTupleObject *)row)->ob_item[col], value);
         }
     }
+    settle(row);
     return row;
 fail:
     Py_DECREF(row);
@@ -914,7 +932,32 @@ static PyObject *k_reweigh(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* tuple(row[c] for c in columns), settled: an event's tuple, ready to enter the relations' dicts. */
+static PyObject *k_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "project(row, columns: tuple)");
+        return NULL;
+    }
+    PyObject *row = args[0], *columns = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(columns);
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyObject_GetItem(row, PyTuple_GET_ITEM(columns, i));
+        if (x == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    settle(t);
+    return t;
+}
+
 static PyMethodDef methods[] = {
+    {"project", (PyCFunction)(void (*)(void))k_project, METH_FASTCALL,
+     "tuple(row[c] for c in columns), untracked by the garbage collector when it holds atoms only."},
     {"reweigh", (PyCFunction)(void (*)(void))k_reweigh, METH_FASTCALL,
      "Re-weigh an item of node e (factor old_f -> f) in every D[e->*], propagating rounded-count changes."},
     {"insert", (PyCFunction)(void (*)(void))k_insert, METH_FASTCALL,

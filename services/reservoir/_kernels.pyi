@@ -1,7 +1,9 @@
 """Types of the compiled steps of the rounded join index (``_kernels.c``)."""
 
+from collections.abc import Mapping
 from typing import Any
 
+def project(row: Mapping[str, Any], columns: tuple[str, ...], /) -> tuple[Any, ...]: ...
 def insert(index: Any, e: int, t: tuple[Any, ...], seq: int | None, /) -> bool: ...
 def reweigh(index: Any, e: int, item: tuple[Any, ...], old_f: int, f: int, /) -> None: ...
 def delta_get(

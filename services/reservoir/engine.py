@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes
+from ivmstream.services.reservoir import kernels
 from ivmstream.services.reservoir.bags import BagLayer
 from ivmstream.services.reservoir.exact import ExactJoin
 from ivmstream.services.reservoir.index import JoinIndex, Tup
@@ -126,8 +127,9 @@ class ReservoirEngine:
         rejected: list[Rejection] = []
         self._meta_changed = True
         q = self.query
+        project = _project if kernels.native is None else kernels.native.project
         for i, ev in enumerate(events):
-            t = tuple(ev.row[c] for c in q.bases[ev.relation])
+            t = project(ev.row, q.bases[ev.relation])
             aliases = q.fanout[ev.relation]
             if ev.delta == 1:
                 if t in self.rels[aliases[0]]:
@@ -586,6 +588,11 @@ def _key(owner: str | int, t: Tup) -> bytes:
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:
     return tuple((type(v).__name__, v) for v in row)
+
+
+def _project(row: Mapping[str, Any], columns: tuple[str, ...]) -> Tup:
+    """An event's tuple (``project`` of the compiled steps, which also stops the collector tracking it)."""
+    return tuple(row[c] for c in columns)
 
 
 def _projector(pos: tuple[int, ...]) -> Callable[[Tup], Tup]:
