@@ -30,14 +30,19 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     return (m->type == T_OBJECT_EX || m->type == T_OBJECT) && !(m->flags & PY_AUDIT_READ) ? m->offset : -1;
 }
 
-/* ev.<field k> as a new reference. */
-static PyObject *field(Fields *f, PyObject *ev, int k) {
-    static PyObject **names[3] = {&s_relation, &s_row, &s_delta};
+static PyObject **field_names[3] = {&s_relation, &s_row, &s_delta};
+
+/* Make `f` hold the offsets of ev's type (found once per type). */
+static inline void fields_of(Fields *f, PyObject *ev) {
     PyTypeObject *type = Py_TYPE(ev);
     if (f->type != type) {
-        for (int j = 0; j < 3; j++) f->off[j] = slot_offset(type, *names[j]);
+        for (int j = 0; j < 3; j++) f->off[j] = slot_offset(type, *field_names[j]);
         f->type = type;
     }
+}
+
+/* ev.<field k> as a new reference (`f` holds the offsets of ev's type). */
+static inline PyObject *field(const Fields *f, PyObject *ev, int k) {
     if (f->off[k] >= 0) {
         PyObject *v = *(PyObject **)((char *)ev + f->off[k]);
         if (v != NULL) {
@@ -45,12 +50,25 @@ static PyObject *field(Fields *f, PyObject *ev, int k) {
             return v;
         }
     }
-    return PyObject_GetAttr(ev, *names[k]);
+    return PyObject_GetAttr(ev, *field_names[k]);
 }
 
-/* Exact ints that fit in 64 bits (any other number: 0, and the caller uses the number protocol). */
-static int as_small(PyObject *v, long long *out) {
+/* Exact ints that fit in 64 bits (any other number: 0, and the caller uses the number protocol). An int
+ * of one digit is read from its digit, without the general conversion. */
+static inline int as_small(PyObject *v, long long *out) {
     if (!PyLong_CheckExact(v)) return 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 1;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(v);
+    if (size >= -1 && size <= 1) {
+        *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
+        return 1;
+    }
+#endif
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
@@ -87,6 +105,26 @@ static int list_add(PyObject *acc, Py_ssize_t k, PyObject *v) {
     PyList_SET_ITEM(acc, k, sum);
     Py_DECREF(old);
     return 0;
+}
+
+/* `acc[k] += a * b` on a list: in 64 bits where the operands, the product and the sum fit, else as
+ * the Python loop computes it (the product, then the in-place sum). */
+static int list_add_product(PyObject *acc, Py_ssize_t k, PyObject *a, PyObject *b) {
+    PyObject *old = PyList_GET_ITEM(acc, k);
+    long long x, y, z, p, s;
+    if (as_small(a, &x) && as_small(b, &y) && as_small(old, &z) && !__builtin_mul_overflow(x, y, &p) &&
+        !__builtin_add_overflow(z, p, &s)) {
+        PyObject *sum = PyLong_FromLongLong(s);
+        if (sum == NULL) return -1;
+        PyList_SET_ITEM(acc, k, sum);
+        Py_DECREF(old);
+        return 0;
+    }
+    PyObject *prod = mul(a, b);
+    if (prod == NULL) return -1;
+    int rc = list_add(acc, k, prod);
+    Py_DECREF(prod);
+    return rc;
 }
 
 static int call_reject(PyObject *reject, Py_ssize_t i, PyObject *ev, PyObject *have) {
@@ -179,7 +217,8 @@ static PyObject *column(PyObject *row, PyObject *vals, Py_ssize_t k, PyObject *n
 static int book_row_ok(PyObject *row, PyObject *vals, Py_ssize_t iv, PyObject *brokers) {
     PyObject *vol = column(row, vals, iv, s_volume);
     if (vol == NULL) return -1;
-    int ok = PyObject_RichCompareBool(vol, zero, Py_GT);
+    long long x;
+    int ok = as_small(vol, &x) ? x > 0 : PyObject_RichCompareBool(vol, zero, Py_GT);
     Py_DECREF(vol);
     if (ok <= 0 || brokers == Py_None) return ok;
     PyObject *g = PyObject_GetItem(row, s_broker_id);
@@ -190,13 +229,22 @@ static int book_row_ok(PyObject *row, PyObject *vals, Py_ssize_t iv, PyObject *b
     return ok;
 }
 
+/* The row's values in the order of `cols`, as a tuple (the ledger's key). A dict row whose keys come in
+ * the columns' order, as the same string objects, is read by walking its entries; from the first key that
+ * is not the column's, the rest are looked up. A key tuple of numbers and strings cannot be part of a
+ * reference cycle, so the garbage collector is not made to track it (as it would stop doing itself). */
 static PyObject *row_values(PyObject *row, PyObject *cols) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(cols);
     PyObject *vals = PyTuple_New(n);
     if (vals == NULL) return NULL;
+    int walk = PyDict_CheckExact(row), atomic = 1;
+    Py_ssize_t pos = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *c = PySequence_Fast_GET_ITEM(cols, k), *v;
-        if (PyDict_CheckExact(row)) {
+        PyObject *c = PySequence_Fast_GET_ITEM(cols, k), *v, *key;
+        if (walk && !(PyDict_Next(row, &pos, &key, &v) && key == c)) walk = 0;
+        if (walk) {
+            Py_INCREF(v);
+        } else if (PyDict_CheckExact(row)) {
             v = PyDict_GetItemWithError(row, c);
             if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, c);
             Py_XINCREF(v);
@@ -207,8 +255,10 @@ static PyObject *row_values(PyObject *row, PyObject *cols) {
             Py_DECREF(vals);
             return NULL;
         }
+        atomic &= !PyType_IS_GC(Py_TYPE(v));
         PyTuple_SET_ITEM(vals, k, v);
     }
+    if (atomic) PyObject_GC_UnTrack(vals);
     return vals;
 }
 
@@ -238,9 +288,8 @@ static int net_level(const Rel *r, PyObject *row, PyObject *vals, PyObject *delt
         goto done;
     }
     Py_INCREF(acc);
-    if (list_add(acc, 0, delta) == 0 && (vol = column(row, vals, r->iv, s_volume)) != NULL &&
-        (dw = mul(delta, vol)) != NULL)
-        rc = list_add(acc, 1, dw);
+    if (list_add(acc, 0, delta) == 0 && (vol = column(row, vals, r->iv, s_volume)) != NULL)
+        rc = list_add_product(acc, 1, delta, vol);
     Py_DECREF(acc);
 done:
     Py_XDECREF(dw);
@@ -255,10 +304,43 @@ typedef struct {
     Fields *fields;
 } Pass;
 
-/* One event; 0 when applied or rejected, -1 on an exception. `net` is the running Σ delta. */
-static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject **net) {
+/* The running Σ delta: int deltas summed in 64 bits (`small`) while they fit, into `obj` otherwise; once
+ * `obj` is not an int (a decimal delta), every delta is added to it in order, as the Python loop does. */
+typedef struct {
+    PyObject *obj;
+    long long small;
+} Net;
+
+static int fold_net(Net *net) {
+    if (net->small == 0) return 0;
+    PyObject *s = PyLong_FromLongLong(net->small);
+    if (s == NULL) return -1;
+    PyObject *sum = PyNumber_Add(net->obj, s);
+    Py_DECREF(s);
+    if (sum == NULL) return -1;
+    Py_SETREF(net->obj, sum);
+    net->small = 0;
+    return 0;
+}
+
+static int add_net(Net *net, PyObject *delta) {
+    long long d, s;
+    if (PyLong_CheckExact(net->obj) && as_small(delta, &d) && !__builtin_add_overflow(net->small, d, &s)) {
+        net->small = s;
+        return 0;
+    }
+    if (fold_net(net) < 0) return -1;
+    PyObject *sum = add(net->obj, delta);
+    if (sum == NULL) return -1;
+    Py_SETREF(net->obj, sum);
+    return 0;
+}
+
+/* One event; 0 when applied or rejected, -1 on an exception. */
+static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net) {
     PyObject *row = NULL, *delta = NULL, *vals = NULL, *new = NULL, *key = NULL;
     int rc = -1;
+    fields_of(p->fields, ev);
     PyObject *rel = field(p->fields, ev, 0);
     if (rel == NULL) return -1;
     int known = rel_load(r, rel, p->bag, p->columns, p->reads, p->netted);
@@ -289,15 +371,24 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject
         have = zero;
     }
     Py_INCREF(have);
-    new = add(have, delta);
-    int neg = new == NULL ? -1 : PyObject_RichCompareBool(new, zero, Py_LT);
+    long long h, d, m;
+    int neg, live;
+    if (as_small(have, &h) && as_small(delta, &d) && !__builtin_add_overflow(h, d, &m)) {
+        neg = m < 0;
+        live = m != 0;
+        new = neg ? NULL : PyLong_FromLongLong(m);
+        if (new == NULL && !neg) neg = -1;
+    } else {
+        new = add(have, delta);
+        neg = new == NULL ? -1 : PyObject_RichCompareBool(new, zero, Py_LT);
+        live = neg == 0 ? PyObject_IsTrue(new) : 0;
+    }
     if (neg != 0) {
         rc = neg < 0 ? -1 : call_reject(p->reject, i, ev, have);
         Py_DECREF(have);
         goto done;
     }
     Py_DECREF(have);
-    int live = PyObject_IsTrue(new);
     if (live < 0) goto done;
     if ((live ? _PyDict_SetItem_KnownHash(r->ledger, vals, new, hash)
               : _PyDict_DelItem_KnownHash(r->ledger, vals, hash)) < 0)
@@ -306,9 +397,7 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject
         key = PyTuple_Pack(2, rel, vals);
         if (key == NULL || PySet_Add(p->changed, key) < 0) goto done;
     }
-    PyObject *sum = add(*net, delta);
-    if (sum == NULL) goto done;
-    Py_SETREF(*net, sum);
+    if (add_net(net, delta) < 0) goto done;
     if (r->reads) {
         if (r->levels != NULL) {
             if (net_level(r, row, vals, delta) < 0) goto done;
@@ -345,18 +434,16 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     Rel r = {NULL, NULL, NULL, -1, -1, 0, NULL};
     Fields fields = {NULL, {-1, -1, -1}};
     p.fields = &fields;
-    PyObject *net = zero;
-    Py_INCREF(net);
+    Net net = {zero, 0};
+    Py_INCREF(zero);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (apply_one(&p, &r, i, PySequence_Fast_GET_ITEM(fast, i), &net) < 0) {
-            Py_CLEAR(net);
-            break;
-        }
-    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = apply_one(&p, &r, i, PySequence_Fast_GET_ITEM(fast, i), &net);
+    if (rc == 0) rc = fold_net(&net);
+    if (rc < 0) Py_CLEAR(net.obj);
     rel_clear(&r);
     Py_DECREF(fast);
-    return net;
+    return net.obj;
 }
 
 /* --- LevelTree: price levels in a treap over arrays ------------------------------------------------

@@ -41,7 +41,7 @@ numbers = st.one_of(
     st.sampled_from([Decimal("1.5"), Decimal("2.50"), Decimal("-0.5"), Decimal("0")]),
 )
 deltas = st.one_of(st.integers(-3, 3), st.sampled_from([2**63, -(2**63) - 1, 2**70])).filter(bool)
-rows = st.fixed_dictionaries(
+plain_rows = st.fixed_dictionaries(
     {
         "t": st.integers(0, 2),
         "id": st.integers(0, 2),
@@ -49,6 +49,23 @@ rows = st.fixed_dictionaries(
         "volume": numbers,
         "price": numbers,
     }
+)
+
+
+def _copied_key(key: str) -> str:
+    """An equal key, as another string object where CPython makes one (the compiled loop matches a row's
+    keys against the columns by identity and must look up any other)."""
+    return "".join(list(key))
+
+
+# Rows as the decoder makes them (keys in the columns' order) and in any other shape: keys shuffled,
+# equal but not identical key strings, an extra column.
+rows = st.one_of(
+    plain_rows,
+    plain_rows.flatmap(lambda r: st.permutations(list(r.items()))).map(dict),
+    plain_rows.map(lambda r: {_copied_key(k): v for k, v in r.items()}),
+    plain_rows.map(lambda r: {**r, "extra": 0}),
+    plain_rows.map(lambda r: {"extra": 0, **r}),
 )
 events = st.lists(
     st.builds(UpdateEvent, st.sampled_from(["bids", "bids", "asks", "trades"]), rows, deltas), max_size=40
