@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -142,11 +143,13 @@ fail:
 }
 
 
-/* gather_into(payloads, lo, counts, sums, quad): the count, sums and upper triangle of each payload
- * object (attributes `lo`, `count`, `sums`, `quad`, the arrays float64) copied into row i of the
- * columns. Returns False, leaving the columns partly filled, when a payload's block is not [lo, lo + k)
- * with k the columns' width (the caller then says which blocks differ). */
-static PyObject *s_lo, *s_count, *s_sums, *s_quad;
+/* gather_into(payloads, lo, counts, sums, quad[, row_cls]): the count, sums and upper triangle of each
+ * payload object (attributes `lo`, `count`, `sums`, `quad`, the arrays float64) copied into row i of
+ * the columns. A payload whose type is exactly `row_cls` (RowCofactor) is row `row` of the columns
+ * `block` (attributes `sums`, `quad`): its row is copied from those columns, their buffers taken once
+ * per run of payloads of one block. Returns False, leaving the columns partly filled, when a payload's
+ * block is not [lo, lo + k) with k the columns' width (the caller then says which blocks differ). */
+static PyObject *s_lo, *s_count, *s_sums, *s_quad, *s_block, *s_row;
 
 static int copy_row(PyObject *payload, PyObject *name, double *dst, Py_ssize_t width, int *fits) {
     PyObject *arr = PyObject_GetAttr(payload, name);
@@ -166,9 +169,68 @@ static int copy_row(PyObject *payload, PyObject *name, double *dst, Py_ssize_t w
     return 0;
 }
 
+/* The columns of a run of row payloads: the block object (borrowed: a payload holds it) and its
+ * sums and quad buffers. */
+typedef struct {
+    PyObject *block;
+    Buf cols[2];
+} Source;
+
+static int source_of(Source *src, PyObject *block) {
+    if (src->block == block) return 0;
+    release(src->cols, 2);
+    src->block = NULL;
+    PyObject *sums = PyObject_GetAttr(block, s_sums);
+    if (sums == NULL) return -1;
+    int rc = take(sums, &src->cols[0], 2, 'd', 0, "a row payload's sums column");
+    Py_DECREF(sums);
+    if (rc < 0) return -1;
+    PyObject *quad = PyObject_GetAttr(block, s_quad);
+    if (quad == NULL) return -1;
+    rc = take(quad, &src->cols[1], 2, 'd', 0, "a row payload's quad column");
+    Py_DECREF(quad);
+    if (rc < 0) return -1;
+    src->block = block;
+    return 0;
+}
+
+/* Row `row` of the payload's block into dst rows: sets *fits = 0 when the block's width differs. */
+static int copy_block_row(PyObject *p, Source *src, double *sums, double *quad, Py_ssize_t k,
+                          Py_ssize_t t, int *fits) {
+    PyObject *block = PyObject_GetAttr(p, s_block);
+    if (block == NULL) return -1;
+    int rc = source_of(src, block);
+    Py_DECREF(block);  /* the payload keeps it alive, and with it the buffers */
+    if (rc < 0) return -1;
+    PyObject *row = PyObject_GetAttr(p, s_row);
+    if (row == NULL) return -1;
+    Py_ssize_t r = PyLong_AsSsize_t(row);
+    Py_DECREF(row);
+    if (r == -1 && PyErr_Occurred()) return -1;
+    if (r < 0 || r >= dim(&src->cols[0], 0) || dim(&src->cols[1], 0) != dim(&src->cols[0], 0)) {
+        PyErr_SetString(PyExc_IndexError, "gather_into: a row payload's row is outside its columns");
+        return -1;
+    }
+    if (dim(&src->cols[0], 1) != k || dim(&src->cols[1], 1) != t) {
+        *fits = 0;
+        return 0;
+    }
+    memcpy(sums, (double *)src->cols[0].view.buf + r * k, (size_t)k * sizeof(double));
+    memcpy(quad, (double *)src->cols[1].view.buf + r * t, (size_t)t * sizeof(double));
+    return 0;
+}
+
 static PyObject *k_gather_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!positional("gather_into", nargs, 5)) return NULL;
+    if (nargs != 6 && !positional("gather_into", nargs, 5)) return NULL;
+    PyTypeObject *row_cls = NULL;
+    if (nargs == 6 && args[5] != Py_None) {
+        if (!PyType_Check(args[5])) {
+            PyErr_SetString(PyExc_TypeError, "gather_into: row_cls must be a class or None");
+            return NULL;
+        }
+        row_cls = (PyTypeObject *)args[5];
+    }
     PyObject *seq = PySequence_Fast(args[0], "payloads must be a sequence");
     if (seq == NULL) return NULL;
     long lo = PyLong_AsLong(args[1]);
@@ -178,6 +240,8 @@ static PyObject *k_gather_into(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     Buf b[3];
     memset(b, 0, sizeof b);
+    Source src;
+    memset(&src, 0, sizeof src);
     PyObject *result = NULL;
     if (take(args[2], &b[0], 1, 'i', 1, "counts") < 0 || take(args[3], &b[1], 2, 'd', 1, "sums") < 0 ||
         take(args[4], &b[2], 2, 'd', 1, "quad") < 0)
@@ -207,35 +271,40 @@ static PyObject *k_gather_into(PyObject *self, PyObject *const *args, Py_ssize_t
             if (l == -1 && PyErr_Occurred()) goto done;
             if (l != lo) fits = 0;
         }
-        if (fits && copy_row(p, s_sums, sums + i * k, k, &fits) < 0) goto done;
+        if (!fits) break;
+        if (row_cls != NULL && Py_TYPE(p) == row_cls) {
+            if (copy_block_row(p, &src, sums + i * k, quad + i * t, k, t, &fits) < 0) goto done;
+            continue;
+        }
+        if (copy_row(p, s_sums, sums + i * k, k, &fits) < 0) goto done;
         if (fits && copy_row(p, s_quad, quad + i * t, t, &fits) < 0) goto done;
     }
     result = PyBool_FromLong(fits);
 done:
+    release(src.cols, 2);
     release(b, 3);
     Py_DECREF(seq);
     return result;
 }
 
-/* payload_rows(cls, keys, lo, counts, sums, quad): [(keys[i], p_i)], each p_i a new instance of the
- * slotted class `cls` made without calling __init__ (as `cls.__new__(cls)`), with attributes lo,
- * count = counts[i] (a list of ints), sums = sums[i] and quad = quad[i] (the columns' rows, read with
- * the sequence protocol: numpy's row views). */
+/* payload_rows(cls, keys, lo, counts, block): [(keys[i], p_i)], each p_i a new instance of the slotted
+ * class `cls` (RowCofactor) made without calling __init__ (as `cls.__new__(cls)`), with attributes
+ * lo, count = counts[i] (a list of ints), block and row = i: the payloads of the rows of `block`. */
 static PyObject *k_payload_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!positional("payload_rows", nargs, 6)) return NULL;
+    if (!positional("payload_rows", nargs, 5)) return NULL;
     if (!PyType_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "payload_rows: cls must be a class");
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *keys = args[1], *lo = args[2], *counts = args[3], *sums = args[4], *quad = args[5];
+    PyObject *keys = args[1], *lo = args[2], *counts = args[3], *block = args[4];
     if (!PyList_Check(keys) || !PyList_Check(counts)) {
         PyErr_SetString(PyExc_TypeError, "payload_rows: keys and counts must be lists");
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(counts) != n || PyObject_Length(sums) != n || PyObject_Length(quad) != n) {
+    if (PyList_GET_SIZE(counts) != n || PyObject_Length(block) != n) {
         if (!PyErr_Occurred()) shape_error("payload_rows");
         return NULL;
     }
@@ -244,12 +313,12 @@ static PyObject *k_payload_rows(PyObject *self, PyObject *const *args, Py_ssize_
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *p = cls->tp_alloc(cls, 0);
         if (p == NULL) goto fail;
-        PyObject *s = PySequence_GetItem(sums, i), *q = s ? PySequence_GetItem(quad, i) : NULL;
-        int bad = q == NULL || PyObject_SetAttr(p, s_sums, s) < 0 || PyObject_SetAttr(p, s_quad, q) < 0 ||
+        PyObject *row = PyLong_FromSsize_t(i);
+        int bad = row == NULL || PyObject_SetAttr(p, s_block, block) < 0 ||
+                  PyObject_SetAttr(p, s_row, row) < 0 ||
                   PyObject_SetAttr(p, s_count, PyList_GET_ITEM(counts, i)) < 0 ||
                   PyObject_SetAttr(p, s_lo, lo) < 0;
-        Py_XDECREF(s);
-        Py_XDECREF(q);
+        Py_XDECREF(row);
         if (bad) {
             Py_DECREF(p);
             goto fail;
@@ -265,6 +334,110 @@ fail:
     return NULL;
 }
 
+/* absorb_run(run, columns, batch): a run of one all-float relation's events (attributes `delta`,
+ * `row`) added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the order
+ * the tuples first appear, -0.0 stored as 0.0. Returns False, leaving `batch` untouched, when any event
+ * needs the per-event checks: a delta that is not an exact non-zero int, a row that is not a dict of
+ * exactly `columns`, a value that is not a finite float. */
+static PyObject *s_delta, *s_event_row;
+
+static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("absorb_run", nargs, 3)) return NULL;
+    PyObject *batch = args[2];
+    if (!PyDict_Check(batch)) {
+        PyErr_SetString(PyExc_TypeError, "absorb_run: batch must be a dict");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "absorb_run: run must be a sequence");
+    if (seq == NULL) return NULL;
+    PyObject *cols = PySequence_Fast(args[1], "absorb_run: columns must be a sequence");
+    if (cols == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    PyObject *acc = PyDict_New(), *zero = PyFloat_FromDouble(0.0), *result = NULL;
+    if (acc == NULL || zero == NULL) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), width = PySequence_Fast_GET_SIZE(cols);
+    PyObject **events = PySequence_Fast_ITEMS(seq), **names = PySequence_Fast_ITEMS(cols);
+    int fits = 1;
+    for (Py_ssize_t i = 0; i < n && fits; i++) {
+        PyObject *delta = PyObject_GetAttr(events[i], s_delta);
+        if (delta == NULL) goto done;
+        PyObject *row = PyLong_CheckExact(delta) && PyObject_IsTrue(delta) == 1
+                            ? PyObject_GetAttr(events[i], s_event_row)
+                            : (fits = 0, NULL);
+        if (!fits) {
+            Py_DECREF(delta);
+            break;
+        }
+        if (row == NULL) {
+            Py_DECREF(delta);
+            goto done;
+        }
+        PyObject *key = NULL;
+        if (PyDict_CheckExact(row) && PyDict_GET_SIZE(row) == width && (key = PyTuple_New(width)) != NULL) {
+            for (Py_ssize_t j = 0; j < width; j++) {
+                PyObject *v = PyDict_GetItemWithError(row, names[j]);
+                if (v == NULL || !PyFloat_CheckExact(v) || !isfinite(PyFloat_AS_DOUBLE(v))) {
+                    fits = 0;
+                    break;
+                }
+                v = PyFloat_AS_DOUBLE(v) == 0.0 ? zero : v;  /* -0.0 == 0.0: one encoding of zero */
+                Py_INCREF(v);
+                PyTuple_SET_ITEM(key, j, v);
+            }
+        } else if (key == NULL && !PyErr_Occurred()) {
+            fits = 0;
+        }
+        Py_DECREF(row);
+        if (PyErr_Occurred()) {
+            Py_XDECREF(key);
+            Py_DECREF(delta);
+            goto done;
+        }
+        if (fits) {
+            PyObject *old = PyDict_GetItemWithError(acc, key);
+            PyObject *sum = old != NULL ? PyNumber_Add(old, delta) : (PyErr_Occurred() ? NULL : (Py_INCREF(delta), delta));
+            int rc = sum == NULL ? -1 : PyDict_SetItem(acc, key, sum);
+            Py_XDECREF(sum);
+            if (rc < 0) {
+                Py_DECREF(key);
+                Py_DECREF(delta);
+                goto done;
+            }
+        }
+        Py_XDECREF(key);
+        Py_DECREF(delta);
+    }
+    if (!fits) {
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    if (PyDict_GET_SIZE(batch) == 0) {
+        if (PyDict_Update(batch, acc) < 0) goto done;
+    } else {
+        Py_ssize_t pos = 0;
+        PyObject *key, *m;
+        while (PyDict_Next(acc, &pos, &key, &m)) {
+            PyObject *old = PyDict_GetItemWithError(batch, key);
+            if (old == NULL && PyErr_Occurred()) goto done;
+            PyObject *sum = old != NULL ? PyNumber_Add(old, m) : Py_NewRef(m);
+            if (sum == NULL) goto done;
+            int rc = PyDict_SetItem(batch, key, sum);
+            Py_DECREF(sum);
+            if (rc < 0) goto done;
+        }
+    }
+    result = Py_NewRef(Py_True);
+done:
+    Py_XDECREF(acc);
+    Py_XDECREF(zero);
+    Py_DECREF(cols);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"mul_rows_into", (PyCFunction)(void (*)(void))k_mul_rows_into, METH_FASTCALL,
      "Row-wise block product of two cofactor columns into preallocated outputs."},
@@ -273,7 +446,9 @@ static PyMethodDef methods[] = {
     {"gather_into", (PyCFunction)(void (*)(void))k_gather_into, METH_FASTCALL,
      "The counts, sums and upper triangles of payload objects of one block into preallocated columns."},
     {"payload_rows", (PyCFunction)(void (*)(void))k_payload_rows, METH_FASTCALL,
-     "(key, payload) pairs, one new payload object per row of the columns."},
+     "(key, payload) pairs, one new row payload object per row of the columns."},
+    {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
+     "A run of one all-float relation's events consolidated into a batch, or False."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -287,6 +462,10 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     s_count = PyUnicode_InternFromString("count");
     s_sums = PyUnicode_InternFromString("sums");
     s_quad = PyUnicode_InternFromString("quad");
-    if (!s_lo || !s_count || !s_sums || !s_quad) return NULL;
+    s_block = PyUnicode_InternFromString("block");
+    s_row = PyUnicode_InternFromString("row");
+    s_event_row = s_row;
+    s_delta = PyUnicode_InternFromString("delta");
+    if (!s_lo || !s_count || !s_sums || !s_quad || !s_block || !s_row || !s_delta) return NULL;
     return PyModule_Create(&module);
 }

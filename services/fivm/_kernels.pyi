@@ -12,7 +12,16 @@ def mul_rows_into(
     counts: _Ints, sums: _Floats, quad: _Floats, /,
 ) -> None: ...  # fmt: skip
 def lift_into(x: _Floats, mults: _Ints, sums: _Floats, quad: _Floats, /) -> None: ...
-def gather_into(payloads: Sequence[Any], lo: int, counts: _Ints, sums: _Floats, quad: _Floats, /) -> bool: ...
+def gather_into(
+    payloads: Sequence[Any],
+    lo: int,
+    counts: _Ints,
+    sums: _Floats,
+    quad: _Floats,
+    row_cls: type | None = ...,
+    /,
+) -> bool: ...
 def payload_rows(
-    cls: type, keys: list[Any], lo: int, counts: list[int], sums: _Floats, quad: _Floats, /
+    cls: type, keys: list[Any], lo: int, counts: list[int], block: Any, /
 ) -> list[tuple[Any, Any]]: ...
+def absorb_run(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int], /) -> bool: ...

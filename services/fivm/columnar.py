@@ -26,6 +26,7 @@ from ivmstream.services.fivm.rings.cofactor import (
     Cofactor,
     CofactorRing,
     CofactorRows,
+    RowCofactor,
     mul_rows,
     sum_by,
     tri_size,
@@ -182,12 +183,14 @@ def propagate(
 
 
 def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofactor]]:
-    """One payload per row: read-only row views of the columns, made read-only once (a view of a
-    read-only array is read-only), so no row is copied or checked again."""
-    lo, counts, sums, quad = rows.lo, rows.counts.tolist(), rows.sums, rows.quad
-    sums.flags.writeable = False
-    quad.flags.writeable = False
-    return kernels.payload_rows(Cofactor, list(keys), lo, counts, sums, quad)
+    """One payload per row: a ``RowCofactor`` naming its row of the columns, made read-only once (a
+    view of a read-only array is read-only), so no row is copied, viewed or checked again."""
+    block = CofactorRows.__new__(CofactorRows)  # contiguous, so the compiled gather reads its rows
+    block.lo, block.counts = rows.lo, rows.counts
+    block.sums, block.quad = np.ascontiguousarray(rows.sums), np.ascontiguousarray(rows.quad)
+    block.sums.flags.writeable = False
+    block.quad.flags.writeable = False
+    return kernels.payload_rows(RowCofactor, list(keys), rows.lo, rows.counts.tolist(), block)
 
 
 def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:

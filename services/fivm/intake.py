@@ -12,24 +12,20 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import chain, takewhile
+from itertools import takewhile
 from typing import Any
 
 import orjson
 
 from ivmstream.sdk import Rejection, UpdateEvent
+from ivmstream.services.fivm import kernels
 from ivmstream.services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.views import Key
 
 _FLOAT_ONLY = {float}
-_INT_ONLY = {int}
-_ONE_ONLY = {1}
 _RELATION = operator.attrgetter("relation")
-_ROW = operator.attrgetter("row")
-_DELTA = operator.attrgetter("delta")
 
 
 def _columns_getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -128,7 +124,7 @@ class Intake:
         width = len(self.columns[rel])
         run = events[start:] if start else events
         count = len(list(takewhile(rel.__eq__, map(_RELATION, run))))
-        if count > 1 and self._absorb_run(run[:count], getter, width, batch):
+        if count > 1 and kernels.absorb_run(run[:count], self.all_float[rel], batch):
             return start + count
         i = start
         n = len(events)
@@ -151,49 +147,6 @@ class Intake:
             batch[floats] = batch.get(floats, 0) + m
             i += 1
         return i
-
-    @staticmethod
-    def _absorb_run(
-        run: Sequence[UpdateEvent],
-        getter: Callable[[Mapping[str, Any]], tuple[Any, ...]],
-        width: int,
-        batch: dict[Key, int],
-    ) -> bool:
-        """Add a run of one all-float relation's events to ``batch`` with whole-run checks (each a
-        C-level pass over the run), or return False, leaving ``batch`` untouched, when any event needs
-        the per-event path. Per tuple this costs a fraction of the per-event loop."""
-        deltas = list(map(_DELTA, run))
-        if set(map(type, deltas)) != _INT_ONLY or 0 in deltas:
-            return False
-        rows = list(map(_ROW, run))
-        if set(map(len, rows)) != {width}:
-            return False
-        try:
-            keys = list(map(getter, rows))
-        except KeyError:
-            return False
-        if set(map(type, chain.from_iterable(keys))) != _FLOAT_ONLY:
-            return False
-        # Every value finite: NaN and ±inf make the total non-finite (a total that overflows from finite
-        # values goes the per-event way, which accepts it).
-        if not -_INF < sum(map(sum, keys)) < _INF:
-            return False
-        if 0.0 in chain.from_iterable(keys):  # -0.0 == 0.0: one encoding of zero
-            keys = [k if 0.0 not in k else tuple([v + 0.0 for v in k]) for k in keys]
-        if set(deltas) == _ONE_ONLY:
-            counts: Mapping[Key, int] = Counter(keys)
-        else:
-            acc: dict[Key, int] = {}
-            for k, m in zip(keys, deltas, strict=True):
-                acc[k] = acc.get(k, 0) + m
-            counts = acc
-        if not batch:
-            batch.update(counts)
-        else:
-            get = batch.get
-            for k, m in counts.items():
-                batch[k] = get(k, 0) + m
-        return True
 
     def parse_factorized(self, i: int, ev: UpdateEvent) -> FactorizedDelta | Rejection:
         """An event of ``R:factorized``: ``delta`` copies of the product its row's factors spell."""

@@ -11,9 +11,13 @@ element as the same IEEE product, so their results are equal bit for bit
 
 from __future__ import annotations
 
+import math
+import operator
 import os
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from itertools import chain
 from types import ModuleType
 from typing import Any
 
@@ -81,9 +85,13 @@ def py_lift_into(x: Floats, mults: Ints, sums: Floats, quad: Floats) -> None:
     quad[:] = m * (x[:, rows] * x[:, cols])
 
 
-def py_gather_into(payloads: Sequence[Any], lo: int, counts: Ints, sums: Floats, quad: Floats) -> bool:
+def py_gather_into(
+    payloads: Sequence[Any], lo: int, counts: Ints, sums: Floats, quad: Floats, row_cls: Any = None
+) -> bool:
     """The count, sums and upper triangle of each payload into row i of the columns; False when a
-    payload's block is not ``[lo, lo + k)`` with k the columns' width."""
+    payload's block is not ``[lo, lo + k)`` with k the columns' width. Payloads of class ``row_cls``
+    (rows of columns, ``RowCofactor``) are read like any other here; the compiled loop copies their rows
+    from the columns directly."""
     n, k = sums.shape
     if any(len(p.sums) != k or (k and p.lo != lo) for p in payloads):
         return False
@@ -95,16 +103,66 @@ def py_gather_into(payloads: Sequence[Any], lo: int, counts: Ints, sums: Floats,
 
 
 def py_payload_rows(
-    cls: Any, keys: list[Any], lo: int, counts: list[int], sums: Floats, quad: Floats
+    cls: Any, keys: list[Any], lo: int, counts: list[int], block: Any
 ) -> list[tuple[Any, Any]]:
-    """``(keys[i], p_i)``: p_i a new ``cls`` made without ``__init__``, its lo, count and the columns'
-    rows i as its sums and quad."""
+    """``(keys[i], p_i)``: p_i a new ``cls`` (``RowCofactor``) made without ``__init__``: its lo, its
+    count ``counts[i]``, the columns ``block`` and its row number i."""
+    if len(counts) != len(keys) or len(block) != len(keys):
+        raise ValueError("payload_rows: array shapes do not match")
     out = []
-    for key, count, s, q in zip(keys, counts, sums, quad, strict=True):
+    for i, (key, count) in enumerate(zip(keys, counts, strict=True)):
         p = cls.__new__(cls)
-        p.lo, p.count, p.sums, p.quad = lo, count, s, q
+        p.lo, p.count, p.block, p.row = lo, count, block, i
         out.append((key, p))
     return out
+
+
+_INT_ONLY = {int}
+_ONE_ONLY = {1}
+_FLOAT_ONLY = {float}
+_INF = math.inf
+_DELTA = operator.attrgetter("delta")
+_ROW = operator.attrgetter("row")
+
+
+def py_absorb_run(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int]) -> bool:
+    """Add a run of one all-float relation's events to ``batch`` (the tuple of each row's values at
+    ``columns`` -> summed multiplicity, tuples in order of first appearance, -0.0 stored as 0.0) with
+    whole-run checks, each a C-level pass over the run; or return False, leaving ``batch`` untouched,
+    when any event needs the per-event checks (services/fivm/intake.py)."""
+    deltas = list(map(_DELTA, run))
+    if set(map(type, deltas)) - _INT_ONLY or 0 in deltas:
+        return False
+    rows = list(map(_ROW, run))
+    if set(map(type, rows)) - {dict} or set(map(len, rows)) - {len(columns)}:
+        return False
+    get = operator.itemgetter(*columns)
+    try:
+        keys = list(map(get, rows)) if len(columns) > 1 else [(get(r),) for r in rows]
+    except KeyError:
+        return False
+    if set(map(type, chain.from_iterable(keys))) - _FLOAT_ONLY:
+        return False
+    # Every value finite: NaN and ±inf make a row's total non-finite; a row whose total overflows from
+    # finite values is checked value by value.
+    if not all(-_INF < sum(k) < _INF or all(map(math.isfinite, k)) for k in keys):
+        return False
+    if 0.0 in chain.from_iterable(keys):  # -0.0 == 0.0: one encoding of zero
+        keys = [k if 0.0 not in k else tuple([v + 0.0 for v in k]) for k in keys]
+    if set(deltas) == _ONE_ONLY:
+        counts: Mapping[tuple[Any, ...], int] = Counter(keys)
+    else:
+        acc: dict[tuple[Any, ...], int] = {}
+        for k, m in zip(keys, deltas, strict=True):
+            acc[k] = acc.get(k, 0) + m
+        counts = acc
+    if not batch:
+        batch.update(counts)
+    else:
+        got = batch.get
+        for k, m in counts.items():
+            batch[k] = got(k, 0) + m
+    return True
 
 
 def _load() -> ModuleType | None:
@@ -122,9 +180,11 @@ mul_rows_into: Callable[..., Any] = py_mul_rows_into
 lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
+absorb_run: Callable[..., bool] = py_absorb_run
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
     lift_into = compiled.lift_into
     gather_into = compiled.gather_into
     payload_rows = compiled.payload_rows
+    absorb_run = compiled.absorb_run

@@ -147,6 +147,32 @@ class Cofactor:
         return f"Cofactor(lo={self.lo}, count={self.count}, sums={sums}, quad={quad})"
 
 
+class RowCofactor(Cofactor):
+    """The payload in row ``row`` of a batch's read-only columns ``block`` (a ``CofactorRows``).
+
+    Column execution stores one payload per key a batch adds to a view; this form keeps the batch's
+    columns and the row number instead of two array views per payload, so making it costs no numpy
+    call. ``sums`` and ``quad`` are the row's views, made when read; the compiled gather copies the row
+    straight from the columns. It equals, pickles and copies as the plain ``Cofactor`` it stands for.
+    """
+
+    __slots__ = ("block", "row")
+
+    block: CofactorRows
+    row: int
+
+    @property
+    def sums(self) -> FloatArray:  # type: ignore[override]
+        return self.block.sums[self.row]  # type: ignore[no-any-return]
+
+    @property
+    def quad(self) -> FloatArray:  # type: ignore[override]
+        return self.block.quad[self.row]  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Cofactor, (self.lo, self.count, self.sums, self.quad)
+
+
 # lo: u32, k: u32, byte length of the count: u8, then the count (signed little-endian), the sums and
 # the upper triangle as little-endian float64 (§2.5). Exact payloads (§8) follow the count with a u32
 # width w and every sum and product as a w-byte signed little-endian int; w is 8 whenever every value
@@ -360,7 +386,7 @@ class CofactorRows:
         lo, k = (payloads[0].lo, len(payloads[0].sums)) if n else (0, 0)
         counts = np.empty(n, dtype=np.int64)
         sums, quad = np.empty((n, k)), np.empty((n, tri_size(k)))
-        if not kernels.gather_into(payloads, lo, counts, sums, quad):
+        if not kernels.gather_into(payloads, lo, counts, sums, quad, RowCofactor):
             blocks = {(p.lo, p.k) for p in payloads}
             raise BlockLayoutError(f"rows of different blocks {sorted(blocks)}")
         return cls(lo, counts, sums, quad)

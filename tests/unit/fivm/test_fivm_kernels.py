@@ -3,8 +3,11 @@ bit for bit, on randomized columns; without the extension these tests fail, sayi
 
 from __future__ import annotations
 
+import math
+import pickle
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm import kernels
-from ivmstream.services.fivm.rings.cofactor import Cofactor
+from ivmstream.services.fivm.rings.cofactor import Cofactor, CofactorRows, RowCofactor
 
 if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
@@ -77,31 +81,47 @@ def test_lift_into_equals_the_numpy_lifts(data, n, k):
     assert all(same(u, v) for u, v in zip(*results, strict=True))
 
 
+def row_payloads(data, n: int, lo: int, k: int) -> list[RowCofactor]:
+    """Payloads that are rows of read-only columns, as column execution stores them."""
+    block = CofactorRows(lo, data.draw(ints(n)), data.draw(column(n, k)), data.draw(column(n, tri(k))))
+    block.sums.flags.writeable = block.quad.flags.writeable = False
+    return [
+        p for _, p in kernels.py_payload_rows(RowCofactor, [()] * n, block.lo, block.counts.tolist(), block)
+    ]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.data(), st.integers(0, 6), st.integers(0, 4), st.integers(0, 4))
 def test_gather_into_reads_payload_objects_as_the_numpy_form_does(data, n, lo, k):
-    # payloads of one block, or (mixed) one of another block or width: both must refuse the same ones
+    # payloads of one block, or (mixed) one of another block or width: both must refuse the same ones;
+    # some are rows of columns (two different column blocks among them), read from their columns
     blocks = [(lo, k)] * n
     if n and data.draw(st.booleans()):
         blocks[data.draw(st.integers(0, n - 1))] = (
             data.draw(st.integers(0, 4)),
             data.draw(st.integers(0, 4)),
         )
-    payloads = [
+    payloads: list[Cofactor] = [
         Cofactor(b_lo, data.draw(counts), data.draw(column(1, b_k))[0], data.draw(column(1, tri(b_k)))[0])
         for b_lo, b_k in blocks
     ]
+    for b_lo, b_k in ((lo, k), (lo, k)) if n else ():
+        rows = row_payloads(data, data.draw(st.integers(1, 3)), b_lo, b_k)
+        for p in rows:
+            payloads[data.draw(st.integers(0, n - 1))] = p
     want_k = payloads[0].k if n else 0
     want_lo = payloads[0].lo if n else 0
     results = []
     for fn in (C.gather_into, kernels.py_gather_into):
         out = (np.zeros(n, np.int64), np.zeros((n, want_k)), np.zeros((n, tri(want_k))))
-        ok = fn(payloads, want_lo, *out)
+        ok = fn(payloads, want_lo, *out, RowCofactor)
         results.append((ok, out))
     (ok_c, out_c), (ok_p, out_p) = results
     assert ok_c == ok_p == all(p.k == want_k and (not want_k or p.lo == want_lo) for p in payloads)
     if ok_c:
         assert all(same(x, y) for x, y in zip(out_c, out_p, strict=True))
+        for i, q in enumerate(payloads):  # each row as the payload object reads
+            assert out_c[0][i] == q.count and same(out_c[1][i], q.sums) and same(out_c[2][i], q.quad)
 
 
 @settings(max_examples=100, deadline=None)
@@ -109,16 +129,21 @@ def test_gather_into_reads_payload_objects_as_the_numpy_form_does(data, n, lo, k
 def test_payload_rows_makes_the_same_payloads_as_the_python_loop(data, n, k):
     keys = [(float(i), "k") for i in range(n)]
     ints_ = data.draw(ints(n)).tolist()
-    sums, quad = data.draw(column(n, k)), data.draw(column(n, tri(k)))
-    sums.flags.writeable = quad.flags.writeable = False
-    got = C.payload_rows(Cofactor, keys, 3, ints_, sums, quad)
-    want = kernels.py_payload_rows(Cofactor, keys, 3, ints_, sums, quad)
+    block = CofactorRows(3, ints_, data.draw(column(n, k)), data.draw(column(n, tri(k))))
+    block.sums.flags.writeable = block.quad.flags.writeable = False
+    lo = block.lo  # 3, or 0 for an empty block (k = 0), as for any payload
+    got = C.payload_rows(RowCofactor, keys, lo, ints_, block)
+    want = kernels.py_payload_rows(RowCofactor, keys, lo, ints_, block)
     assert [key for key, _ in got] == keys == [key for key, _ in want]
-    for (_, p), (_, q) in zip(got, want, strict=True):
-        assert type(p) is Cofactor and (p.lo, p.count) == (q.lo, q.count) == (3, q.count)
-        assert same(p.sums, q.sums) and same(p.quad, q.quad)
+    for i, ((_, p), (_, q)) in enumerate(zip(got, want, strict=True)):
+        assert type(p) is RowCofactor and (p.lo, p.count, p.row) == (q.lo, q.count, q.row)
+        assert p.block is block and (p.lo, p.count) == (3 if k else 0, ints_[i])
+        assert same(p.sums, block.sums[i]) and same(p.quad, block.quad[i]) and same(p.sums, q.sums)
         assert not p.sums.flags.writeable and not p.quad.flags.writeable  # rows of read-only columns
-        assert p.sums.base is not None  # a view of the column, not a copy
+        plain = Cofactor(lo, ints_[i], block.sums[i], block.quad[i])
+        assert p == plain and plain == p
+        copied = pickle.loads(pickle.dumps(p))
+        assert type(copied) is Cofactor and same(copied.sums, p.sums) and copied.count == p.count
 
 
 def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
@@ -138,14 +163,20 @@ def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
         C.mul_rows_into(m, x)
     with pytest.raises(ValueError, match="shapes"):
         C.gather_into([Cofactor(0, 1)], 0, np.empty(2, np.int64), np.empty((2, 0)), np.empty((2, 0)))
+    block = CofactorRows(0, [1], np.empty((1, 1)), np.empty((1, 1)))
     with pytest.raises(ValueError, match="shapes"):
-        C.payload_rows(Cofactor, [(1.0,)], 0, [1, 2], np.empty((1, 1)), np.empty((1, 1)))
+        C.payload_rows(RowCofactor, [(1.0,)], 0, [1, 2], block)
     with pytest.raises(TypeError, match="class"):
-        C.payload_rows(None, [], 0, [], np.empty((0, 1)), np.empty((0, 1)))
+        C.payload_rows(None, [], 0, [], block)
+    with pytest.raises(TypeError, match="row_cls"):
+        C.gather_into([], 0, np.empty(0, np.int64), np.empty((0, 0)), np.empty((0, 0)), 1)
+    with pytest.raises(TypeError, match="dict"):
+        C.absorb_run([], ["x"], [])
 
 
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.mul_rows_into is C.mul_rows_into
+    assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
     code = (
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
@@ -158,3 +189,55 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
         check=True,
     ).stdout.split()
     assert out == ["python", "True"]
+
+
+# Events of one all-float relation (columns k, x): good rows, rows a run must leave to the per-event
+# checks (a missing, extra or non-float value, NaN, ±inf, a bool or zero delta), signed zeros, repeats.
+GOOD_VALUE = st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, 1e308, -1e308])
+BAD_VALUE = st.sampled_from([math.nan, math.inf, -math.inf, 2, True, "1", None])
+
+
+@st.composite
+def run_event(draw: st.DrawFn, bad: bool) -> UpdateEvent:
+    value = st.one_of(GOOD_VALUE, GOOD_VALUE, GOOD_VALUE, BAD_VALUE) if bad else GOOD_VALUE
+    row: dict[str, Any] = {"k": draw(value), "x": draw(value)}
+    shape = draw(st.integers(0, 12)) if bad else 2
+    if shape == 0:
+        del row["k"]
+    elif shape == 1:
+        row["z"] = 1.0
+    delta = (
+        st.one_of(st.just(1), st.integers(-3, 3), st.just(True)) if bad else st.sampled_from([1, 1, -1, 2])
+    )
+    return UpdateEvent("A", row, draw(delta))
+
+
+def brute_absorb(run: list[UpdateEvent], batch: dict) -> bool:
+    """One event at a time, the definition: every value a finite float, the delta a non-zero int."""
+    out = dict(batch)
+    for ev in run:
+        if type(ev.delta) is not int or not ev.delta or set(ev.row) != {"k", "x"}:
+            return False
+        values = (ev.row["k"], ev.row["x"])
+        if any(type(v) is not float or not math.isfinite(v) for v in values):
+            return False
+        key = tuple(v + 0.0 for v in values)
+        out[key] = out.get(key, 0) + ev.delta
+    batch.clear()
+    batch.update(out)
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.booleans())
+def test_absorb_run_consolidates_a_run_as_the_python_form_and_one_event_at_a_time_do(data, bad):
+    run = data.draw(st.lists(run_event(bad), max_size=12))
+    before = data.draw(st.dictionaries(st.tuples(GOOD_VALUE, GOOD_VALUE), st.integers(-2, 2), max_size=3))
+    before = {tuple(v + 0.0 for v in k): m for k, m in before.items()}
+    got, want, brute = dict(before), dict(before), dict(before)
+    ok = C.absorb_run(run, ("k", "x"), got)
+    assert ok == kernels.py_absorb_run(run, ("k", "x"), want) == brute_absorb(run, brute)
+    assert list(got.items()) == list(want.items()) == list(brute.items())  # same order, same sums
+    assert all(math.copysign(1.0, v) > 0 for key in got for v in key if v == 0.0)  # no -0.0 stored
+    if not ok:
+        assert got == before  # untouched
