@@ -2,11 +2,12 @@
  * batch per price level (services/vwap/kernels.py holds the same loop in Python, the reference this is
  * tested against and the fallback where this is not built).
  *
- * The loop makes the Python loop's container operations one for one, in the same order (dict lookups,
- * stores and deletes on the ledger and the netted levels, set adds on the change log), so the bag,
- * the netted levels and the change log come out identical, iteration order included. Arithmetic goes
- * through Python's number protocol (ints and exact Decimals alike); integers that fit in 64 bits take
- * a shortcut that gives the same values.
+ * The loop makes the Python loop's container operations on the ledger and the change log one for one,
+ * in the same order (dict lookups, stores and deletes, set adds), so the bag and the change log come out
+ * identical, iteration order included. The netting per price level is summed in C while its values are
+ * 64-bit ints and reaches the netted dict in the order of each level's first event (LevelSums), so the
+ * netted levels come out identical too. Arithmetic goes through Python's number protocol (ints and exact
+ * Decimals alike); integers that fit in 64 bits take a shortcut that gives the same values.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -134,6 +135,141 @@ static int call_reject(PyObject *reject, Py_ssize_t i, PyObject *ev, PyObject *h
     return 0;
 }
 
+/* A batch's netting per price level, summed in C while prices, volumes, deltas and sums are ints held
+ * in 64 bits: price -> (Σ delta, Σ delta·volume), the levels in the order of their first event. Flushed
+ * into the netted dict (`levels.get(price)`, then a new list or the two sums added to the one there, in
+ * that order) before anything else may read the dict: when the loop meets a value outside that range,
+ * moves to another relation, hands a refusal to Python, and at its end. Int sums are exact whatever the
+ * grouping, so the dict ends with the same keys, in the same order, and the same values as from adding
+ * event by event. */
+typedef struct {
+    PyObject **price; /* the first price object of each level (new references) */
+    int64_t *key, *count, *weight;
+    Py_ssize_t n, cap;
+    int32_t *index; /* open addressing over `mask + 1` slots: a level's position + 1, 0 when empty */
+    uint64_t mask;
+    int bits;
+} LevelSums;
+
+static void sums_free(LevelSums *t) {
+    for (Py_ssize_t i = 0; i < t->n; i++) Py_DECREF(t->price[i]);
+    PyMem_Free(t->price);
+    PyMem_Free(t->key);
+    PyMem_Free(t->count);
+    PyMem_Free(t->weight);
+    PyMem_Free(t->index);
+    memset(t, 0, sizeof(*t));
+}
+
+static inline uint64_t sums_slot(const LevelSums *t, int64_t k) {
+    return ((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> (64 - t->bits);
+}
+
+static int sums_grow(LevelSums *t) {
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? 2 * t->cap : 64;
+        PyObject **price = PyMem_Realloc(t->price, (size_t)cap * sizeof(PyObject *));
+        if (price != NULL) t->price = price;
+        int64_t *key = PyMem_Realloc(t->key, (size_t)cap * sizeof(int64_t));
+        if (key != NULL) t->key = key;
+        int64_t *count = PyMem_Realloc(t->count, (size_t)cap * sizeof(int64_t));
+        if (count != NULL) t->count = count;
+        int64_t *weight = PyMem_Realloc(t->weight, (size_t)cap * sizeof(int64_t));
+        if (weight != NULL) t->weight = weight;
+        if (price == NULL || key == NULL || count == NULL || weight == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->cap = cap;
+    }
+    if (t->index == NULL || (uint64_t)(2 * (t->n + 1)) > t->mask + 1) {
+        int bits = t->index == NULL ? 7 : t->bits + 1;
+        uint64_t size = (uint64_t)1 << bits;
+        int32_t *index = PyMem_Calloc((size_t)size, sizeof(int32_t));
+        if (index == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyMem_Free(t->index);
+        t->index = index;
+        t->bits = bits;
+        t->mask = size - 1;
+        for (Py_ssize_t i = 0; i < t->n; i++) {
+            uint64_t j = sums_slot(t, t->key[i]);
+            while (index[j]) j = (j + 1) & t->mask;
+            index[j] = (int32_t)(i + 1);
+        }
+    }
+    return 0;
+}
+
+/* Add (d, dw) to level k: 1 when added, 0 when a sum would leave 64 bits (nothing changed), -1 on an
+ * exception. */
+static int sums_add(LevelSums *t, PyObject *price, int64_t k, int64_t d, int64_t dw) {
+    if (t->index != NULL) {
+        for (uint64_t j = sums_slot(t, k); t->index[j]; j = (j + 1) & t->mask) {
+            Py_ssize_t i = t->index[j] - 1;
+            if (t->key[i] == k) {
+                int64_t c, w;
+                if (__builtin_add_overflow(t->count[i], d, &c) || __builtin_add_overflow(t->weight[i], dw, &w))
+                    return 0;
+                t->count[i] = c;
+                t->weight[i] = w;
+                return 1;
+            }
+        }
+    }
+    if (sums_grow(t) < 0) return -1;
+    uint64_t j = sums_slot(t, k);
+    while (t->index[j]) j = (j + 1) & t->mask;
+    Py_ssize_t i = t->n++;
+    t->index[j] = (int32_t)(i + 1);
+    Py_INCREF(price);
+    t->price[i] = price;
+    t->key[i] = k;
+    t->count[i] = d;
+    t->weight[i] = dw;
+    return 1;
+}
+
+static int list_add(PyObject *acc, Py_ssize_t k, PyObject *v);
+
+/* Move the sums into the netted dict `levels` and empty the table. */
+static int sums_flush(LevelSums *t, PyObject *levels) {
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < t->n && rc == 0; i++) {
+        PyObject *c = PyLong_FromLongLong(t->count[i]), *w = c ? PyLong_FromLongLong(t->weight[i]) : NULL;
+        PyObject *acc = w ? PyDict_GetItemWithError(levels, t->price[i]) : NULL;
+        if (w == NULL || (acc == NULL && PyErr_Occurred())) {
+            rc = -1;
+        } else if (acc == NULL) {
+            PyObject *fresh = PyList_New(2);
+            if (fresh == NULL) {
+                rc = -1;
+            } else {
+                PyList_SET_ITEM(fresh, 0, c);
+                PyList_SET_ITEM(fresh, 1, w);
+                c = w = NULL;
+                rc = PyDict_SetItem(levels, t->price[i], fresh);
+                Py_DECREF(fresh);
+            }
+        } else if (!PyList_Check(acc) || PyList_GET_SIZE(acc) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a netted level must be a list [count, weight]");
+            rc = -1;
+        } else {
+            Py_INCREF(acc);
+            rc = list_add(acc, 0, c) < 0 || list_add(acc, 1, w) < 0 ? -1 : 0;
+            Py_DECREF(acc);
+        }
+        Py_XDECREF(c);
+        Py_XDECREF(w);
+    }
+    for (Py_ssize_t i = 0; i < t->n; i++) Py_DECREF(t->price[i]);
+    t->n = 0;
+    if (t->index != NULL) memset(t->index, 0, (size_t)(t->mask + 1) * sizeof(int32_t));
+    return rc;
+}
+
 /* What the loop needs of one relation, looked up once per run of events of that relation. */
 typedef struct {
     PyObject *rel;    /* the relation name these fields belong to (a new reference), NULL: none yet */
@@ -143,13 +279,34 @@ typedef struct {
     Py_ssize_t ip;
     int reads;        /* rel in reads */
     PyObject *levels; /* netted[rel] (a new reference) where rel is read and netted is given */
+    LevelSums sums;   /* the levels' sums not yet in `levels` */
 } Rel;
 
-static void rel_clear(Rel *r) {
+/* Flush the level sums into the netted dict (keeping an exception already raised). */
+static int rel_flush(Rel *r) {
+    if (r->sums.n == 0) return 0;
+    if (!PyErr_Occurred()) return sums_flush(&r->sums, r->levels);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int rc = sums_flush(&r->sums, r->levels);
+    if (rc < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else {
+        PyErr_Restore(type, value, tb);
+    }
+    return rc;
+}
+
+/* Let go of the relation, its level sums flushed first. */
+static int rel_clear(Rel *r) {
+    int rc = rel_flush(r);
     Py_CLEAR(r->rel);
     Py_CLEAR(r->cols);
     Py_CLEAR(r->levels);
     r->ledger = NULL;
+    return rc;
 }
 
 static Py_ssize_t position(PyObject *cols, PyObject *name) {
@@ -169,7 +326,7 @@ static int rel_load(Rel *r, PyObject *rel, PyObject *bag, PyObject *columns, PyO
         if (same < 0) return -1;
         if (same) return 1;
     }
-    rel_clear(r);
+    if (rel_clear(r) < 0) return -1;
     PyObject *ledger = PyDict_GetItemWithError(bag, rel);
     if (ledger == NULL) return PyErr_Occurred() ? -1 : 0;
     if (!PyDict_Check(ledger)) {
@@ -199,7 +356,7 @@ static int rel_load(Rel *r, PyObject *rel, PyObject *bag, PyObject *columns, PyO
     r->rel = rel;
     return 1;
 fail:
-    rel_clear(r);
+    (void)rel_clear(r);
     return -1;
 }
 
@@ -262,12 +419,24 @@ static PyObject *row_values(PyObject *row, PyObject *cols) {
     return vals;
 }
 
-/* levels[price] += [delta, delta·volume] */
-static int net_level(const Rel *r, PyObject *row, PyObject *vals, PyObject *delta) {
+/* levels[price] += [delta, delta·volume]: in the level sums where every value is an int in 64 bits,
+ * else (the sums flushed first) on the dict. */
+static int net_level(Rel *r, PyObject *row, PyObject *vals, PyObject *delta) {
     PyObject *price = column(row, vals, r->ip, s_price);
     if (price == NULL) return -1;
     int rc = -1;
     PyObject *vol = NULL, *dw = NULL;
+    long long k, d, v, w;
+    if (vals != NULL && r->iv >= 0 && as_small(price, &k) && as_small(delta, &d) &&
+        as_small(PyTuple_GET_ITEM(vals, r->iv), &v) && !__builtin_mul_overflow(d, v, &w)) {
+        rc = sums_add(&r->sums, price, k, d, w);
+        if (rc != 0) {
+            Py_DECREF(price);
+            return rc < 0 ? -1 : 0;
+        }
+        rc = -1;
+    }
+    if (rel_flush(r) < 0) goto done;
     PyObject *acc = PyDict_GetItemWithError(r->levels, price);
     if (acc == NULL && PyErr_Occurred()) goto done;
     if (acc != NULL && (!PyList_Check(acc) || PyList_GET_SIZE(acc) != 2)) {
@@ -358,7 +527,7 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
         int ok = book_row_ok(row, vals, r->iv, p->brokers);
         if (ok < 0) goto done;
         if (!ok) {
-            rc = call_reject(p->reject, i, ev, NULL);
+            rc = rel_flush(r) < 0 ? -1 : call_reject(p->reject, i, ev, NULL);
             goto done;
         }
     }
@@ -384,7 +553,7 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
         live = neg == 0 ? PyObject_IsTrue(new) : 0;
     }
     if (neg != 0) {
-        rc = neg < 0 ? -1 : call_reject(p->reject, i, ev, have);
+        rc = neg < 0 || rel_flush(r) < 0 ? -1 : call_reject(p->reject, i, ev, have);
         Py_DECREF(have);
         goto done;
     }
@@ -431,7 +600,9 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     }
     PyObject *fast = PySequence_Fast(events, "events must be a sequence");
     if (fast == NULL) return NULL;
-    Rel r = {NULL, NULL, NULL, -1, -1, 0, NULL};
+    Rel r;
+    memset(&r, 0, sizeof(r));
+    r.iv = r.ip = -1;
     Fields fields = {NULL, {-1, -1, -1}};
     p.fields = &fields;
     Net net = {zero, 0};
@@ -440,8 +611,9 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     int rc = 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = apply_one(&p, &r, i, PySequence_Fast_GET_ITEM(fast, i), &net);
     if (rc == 0) rc = fold_net(&net);
+    if (rel_clear(&r) < 0) rc = -1;
+    sums_free(&r.sums);
     if (rc < 0) Py_CLEAR(net.obj);
-    rel_clear(&r);
     Py_DECREF(fast);
     return net.obj;
 }

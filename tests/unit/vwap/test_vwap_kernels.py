@@ -34,10 +34,11 @@ C = kernels.compiled
 COLUMNS = {rel: ("t", "id", "broker_id", "volume", "price") for rel in ("bids", "asks")}
 
 # A small domain so tuples repeat and deletes hit live tuples; volumes of both signs and zero, ints
-# beyond 64 bits and exact decimals; deltas of both signs beyond 64 bits too.
+# whose products or sums leave 64 bits, ints beyond 64 bits and exact decimals; deltas of both signs
+# beyond 64 bits too.
 numbers = st.one_of(
     st.integers(-2, 6),
-    st.sampled_from([2**64 + 1, 2**70, -(2**65)]),
+    st.sampled_from([2**62, 2**61 + 3, 2**64 + 1, 2**70, -(2**65)]),
     st.sampled_from([Decimal("1.5"), Decimal("2.50"), Decimal("-0.5"), Decimal("0")]),
 )
 deltas = st.one_of(st.integers(-3, 3), st.sampled_from([2**63, -(2**63) - 1, 2**70])).filter(bool)
@@ -67,6 +68,12 @@ rows = st.one_of(
     plain_rows.map(lambda r: {**r, "extra": 0}),
     plain_rows.map(lambda r: {"extra": 0, **r}),
 )
+# Netted levels a batch meets (empty, or left by an earlier pass), decimal and large keys and sums among them.
+netted_levels = st.dictionaries(
+    st.one_of(st.integers(-2, 6), st.sampled_from([Decimal("1.5"), Decimal("3"), 2**70])),
+    st.tuples(numbers, numbers).map(list),
+    max_size=4,
+)
 events = st.lists(
     st.builds(UpdateEvent, st.sampled_from(["bids", "bids", "asks", "trades"]), rows, deltas), max_size=40
 )
@@ -95,15 +102,42 @@ def run(loop: Any, evs: list[UpdateEvent], bag: Any, netted: Any, logged: bool, 
 
 
 @settings(max_examples=150, deadline=None)
-@given(events, events, st.booleans(), st.booleans(), st.sampled_from([None, 3]))
-def test_the_compiled_ledger_loop_leaves_what_the_python_loop_leaves(first, batch, netting, logged, brokers):
+@given(events, events, st.one_of(st.none(), netted_levels), st.booleans(), st.sampled_from([None, 3]))
+def test_the_compiled_ledger_loop_leaves_what_the_python_loop_leaves(first, batch, levels, logged, brokers):
     # A bag left by an earlier batch, so deletes meet live tuples and tuples cancel to zero.
     bag: dict[str, dict[Any, int]] = {"bids": {}, "asks": {}}
     kernels.py_ledger_pass(first, bag, COLUMNS, frozenset(), None, None, None, False, None, lambda *a: None)
-    netted = {"bids": {}} if netting else None
+    netted = None if levels is None else {"bids": levels}
     want = run(kernels.py_ledger_pass, batch, bag, netted, logged, brokers)
     got = run(C.ledger_pass, batch, bag, netted, logged, brokers)
     assert got == want
+
+
+# Long batches of valid events on a few price levels: a level's sums grow over many events (the compiled
+# loop sums them in C before they reach the netted dict).
+valid_rows = st.fixed_dictionaries(
+    {
+        "t": st.integers(0, 3),
+        "id": st.integers(0, 3),
+        "broker_id": st.integers(0, 2),
+        "volume": st.integers(1, 5),
+        "price": st.integers(1, 3),
+    }
+)
+long_batches = st.lists(
+    st.builds(UpdateEvent, st.just("bids"), valid_rows, st.sampled_from([1, 1, 2, -1])), max_size=300
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(long_batches, long_batches, st.one_of(st.none(), netted_levels))
+def test_the_compiled_loop_nets_long_batches_as_the_python_loop_does(first, batch, levels):
+    bag: dict[str, dict[Any, int]] = {"bids": {}, "asks": {}}
+    kernels.py_ledger_pass(first, bag, COLUMNS, frozenset(), None, None, None, False, None, lambda *a: None)
+    netted = {"bids": {} if levels is None else levels}
+    assert run(C.ledger_pass, batch, bag, netted, False, None) == run(
+        kernels.py_ledger_pass, batch, bag, netted, False, None
+    )
 
 
 def test_the_compiled_loop_raises_where_the_python_loop_raises():
