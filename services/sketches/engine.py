@@ -17,8 +17,10 @@ changed entries only (§6), so a restore reads the state back instead of recompu
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -51,6 +53,8 @@ class SketchEngine:
         self.compiled: Compiled = compile_options(options)
         self.tables: dict[str, Table] = self.compiled.tables
         self.specs: dict[str, RangeSpec] = {s.table: s for s in self.compiled.specs}
+        # Per table the event columns in row order and where its partition column is (apply's reads).
+        self._readers = {t: (table.event_columns, self._partition_of(t)) for t, table in self.tables.items()}
         self.store: dict[str, dict[int, dict[P.Row, int]]] = {t: {} for t in self.tables}
         self.rows: dict[str, int] = {t: 0 for t in self.tables}
         self.merge = P.Merge()
@@ -85,20 +89,36 @@ class SketchEngine:
     def multiplicity(self, table: str, row: P.Row) -> int:
         return self.store[table].get(self._fragment(table, row), {}).get(row, 0)
 
-    def row_of(self, ev: UpdateEvent) -> P.Row:
-        return tuple(exact(ev.row.get(c)) for c in self.tables[ev.relation].event_columns)
+    def _partition_of(self, table: str) -> tuple[int, tuple[Any, ...]] | None:
+        """The partition column's position and the sorted boundaries (None: unpartitioned), for
+        computing fragments inline (``RangeSpec.fragment``: NULL in 0, else ``bisect_right``)."""
+        spec = self.specs.get(table)
+        return None if spec is None else (spec.position, spec.boundaries)
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         """Validate the events in order against the store plus the batch so far, then maintain once."""
         rejected: list[Rejection] = []
         batch: dict[str, dict[P.Row, int]] = {}
         for i, ev in enumerate(events):
-            if ev.relation not in self.tables:
-                rejected.append(Rejection(i, "unknown-relation", f"the query does not read {ev.relation!r}"))
+            relation = ev.relation
+            reader = self._readers.get(relation)
+            if reader is None:
+                rejected.append(Rejection(i, "unknown-relation", f"the query does not read {relation!r}"))
                 continue
-            row = self.row_of(ev)
-            pending = batch.setdefault(ev.relation, {})
-            have = self.multiplicity(ev.relation, row) + pending.get(row, 0)
+            columns, partition = reader
+            row = tuple(map(ev.row.get, columns))
+            if Decimal in map(type, row):
+                row = tuple(map(exact, row))
+            if partition is None:
+                frag = 0
+            else:
+                v = row[partition[0]]
+                frag = 0 if v is None else bisect_right(partition[1], v)
+            pending = batch.get(relation)
+            if pending is None:
+                pending = batch[relation] = {}
+            stored = self.store[relation].get(frag)
+            have = (stored.get(row, 0) if stored else 0) + pending.get(row, 0)
             if have + ev.delta < 0:
                 rejected.append(
                     Rejection(i, "absent-tuple", f"delete of {-ev.delta} copies of {row!r} which has {have}")
@@ -161,8 +181,16 @@ class SketchEngine:
 
     def _store(self, table: str, delta: Mapping[P.Row, int]) -> None:
         frags = self.store[table]
+        partition = self._partition_of(table)
+        indexed = bool(self.indexes.by_table.get(table))  # probe joins' indexes (built on first lookup)
+        mark = self._dirty.add
+        total = 0
         for row, n in delta.items():
-            f = self._fragment(table, row)
+            if partition is None:
+                f = 0
+            else:
+                v = row[partition[0]]
+                f = 0 if v is None else bisect_right(partition[1], v)
             rows = frags.get(f)
             if rows is None:
                 rows = frags[f] = {}
@@ -175,9 +203,11 @@ class SketchEngine:
                 del rows[row]
                 if not rows:
                     del frags[f]
-            self.indexes.update(table, row, c)
-            self.rows[table] += n
-            self._dirty.add((table, row))
+            if indexed:
+                self.indexes.update(table, row, c)
+            total += n
+            mark((table, row))
+        self.rows[table] += total
 
     def _bootstrap(self) -> None:
         """Operator state from the stored database: all of it one batch of inserts into an empty store
@@ -349,9 +379,13 @@ class SketchEngine:
             self._forget_changes()
             return list(self.all_entries())
         out: list[EntryChange] = []
-        for table, row in sorted(self._dirty, key=lambda tr: (tr[0], row_key(tr[1]))):
-            n = self.multiplicity(table, row)
-            out.append((STORE, self._key(table, row), str(n).encode() if n else None))
+        store = self.store
+        for table, row in self._dirty:
+            f = self._fragment(table, row)
+            n = store[table].get(f, {}).get(row, 0)
+            key = json_bytes([table, f, list(row)], default=_encode_default)  # as _key()
+            out.append((STORE, key, str(n).encode() if n else None))
+        out.sort(key=_entry_key)  # by the key's bytes: one order whatever order the rows changed in
         self._dirty.clear()
         out.extend(sorted(self._node_entries(True), key=lambda e: (e[0], e[1])))
         return out
@@ -399,6 +433,9 @@ class SketchEngine:
     def restore(self, data: bytes) -> None:
         self.restore_entries((name, k.encode(), v.encode()) for name, k, v in orjson.loads(data))
         self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
+
+
+_entry_key = itemgetter(1)
 
 
 def _negative(v: Any) -> bool:

@@ -15,9 +15,11 @@ Deltas are Z-sets: ``{(row, P): signed multiplicity}``, zero entries removed.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ivmstream.services.sketches import folds
 from ivmstream.services.sketches import state as S
 from ivmstream.services.sketches.bloom import BloomFilter
 from ivmstream.services.sketches.partition import RangeSpec
@@ -119,14 +121,26 @@ class Scan(Node):
         return 1 << (spec.offset + spec.fragment(row[spec.position]))
 
     def capture(self, db: DbView) -> Annotated:
-        ann = self.annotate
-        return [(row, ann(row), n) for row, n in db.rows(self.table)]
+        spec = self.spec
+        if spec is None:
+            return [(row, 0, n) for row, n in db.rows(self.table)]
+        pos, bounds, offset = spec.position, spec.boundaries, spec.offset  # annotate(), inline
+        return [
+            (row, 1 << (offset + (0 if (v := row[pos]) is None else bisect_right(bounds, v))), n)
+            for row, n in db.rows(self.table)
+        ]
 
     def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
         if table != self.table:
             return {}
-        ann = self.annotate
-        return {(row, ann(row)): n for row, n in delta.items()}
+        spec = self.spec
+        if spec is None:
+            return {(row, 0): n for row, n in delta.items()}
+        pos, bounds, offset = spec.position, spec.boundaries, spec.offset  # annotate(), inline
+        return {
+            (row, 1 << (offset + (0 if (v := row[pos]) is None else bisect_right(bounds, v)))): n
+            for row, n in delta.items()
+        }
 
     def flush(self) -> ZSet:
         return {}
@@ -172,9 +186,7 @@ class Project(Node):
     def __init__(self, child: Node, exprs: Sequence[Expr]) -> None:
         self.children = (child,)
         self.exprs = tuple(exprs)
-
-    def _row(self, row: Row) -> Row:
-        return tuple(f(row) for f in self.exprs)
+        self._row = folds.tuple_of(self.exprs)
 
     def capture(self, db: DbView) -> Annotated:
         return [(self._row(r), p, n) for r, p, n in self.children[0].capture(db)]
@@ -394,6 +406,11 @@ class Aggregate(Node):
         self.before: dict[Row, tuple[Row, int] | None] = {}
         self.touched: dict[Row, set[int]] = {}
         self.emitted_scalar = False
+        # The per-row steps as generated straight-line code (``folds``): the group key, the fold (None
+        # with MIN/MAX, which keep ``_fold``) and the output values.
+        self.key = folds.tuple_of(self.group)
+        self.fast_fold = folds.fold(self.aggs)
+        self.output_values = folds.values(self.aggs)
 
     def set_top_m(self, m: int | None) -> None:
         self.top_m = m
@@ -401,6 +418,7 @@ class Aggregate(Node):
     # --- aggregate values --------------------------------------------------------------------------
 
     def _values(self, st: GroupState) -> Row:
+        """The generic form of ``self.values`` (the generated one is checked against it)."""
         out: list[Any] = []
         for i, (kind, _) in enumerate(self.aggs):
             nn = st.nns[i]
@@ -420,9 +438,10 @@ class Aggregate(Node):
     def _image(self, g: Row, st: GroupState | None) -> tuple[Row, int] | None:
         if st is None or (st.cnt == 0 and not self.scalar):
             return None
-        return g + self._values(st), st.P
+        return g + self.output_values(st), st.P
 
     def _fold(self, st: GroupState, row: Row, n: int) -> None:
+        """The generic fold (MIN/MAX; the generated ``fast_fold`` is checked against it)."""
         st.cnt += n
         for i, (kind, f) in enumerate(self.aggs):
             if f is None:
@@ -441,26 +460,28 @@ class Aggregate(Node):
 
     def capture(self, db: DbView) -> Annotated:
         groups: dict[Row, GroupState] = {}
-        gk = self.group
+        key, fold = self.key, self.fast_fold or self._fold
         n_aggs = len(self.aggs)
         for row, p, n in self.children[0].capture(db):
-            g = tuple(f(row) for f in gk)
+            g = key(row)
             st = groups.get(g)
             if st is None:
                 st = groups[g] = GroupState(n_aggs)
-            self._fold(st, row, n)
+            fold(st, row, n)
             st.P |= p
         if self.scalar and not groups:
             groups[()] = GroupState(n_aggs)
-        return [(g + self._values(st), st.P, 1) for g, st in groups.items()]
+        values = self.output_values
+        return [(g + values(st), st.P, 1) for g, st in groups.items()]
 
     # --- incremental ---------------------------------------------------------------------------------
 
     def absorb(self, delta: ZSet) -> None:
-        gk, groups, before, touched = self.group, self.groups, self.before, self.touched
+        key, groups, before, touched = self.key, self.groups, self.before, self.touched
+        fold = self.fast_fold or self._fold
         n_aggs = len(self.aggs)
         for (row, p), n in delta.items():
-            g = tuple(f(row) for f in gk)
+            g = key(row)
             st = groups.get(g)
             if g not in before:  # the pre-batch image, taken at first touch (§2.4.6)
                 before[g] = st.image if st is not None and st.image is not UNSET else self._image(g, st)
@@ -473,7 +494,7 @@ class Aggregate(Node):
                     buf = st.buffers[i] = PrefixBuffer(self.top_m)
                 if buf.changed is None:
                     buf.changed = self.changed_values.setdefault((g, i), {})
-            self._fold(st, row, n)
+            fold(st, row, n)
             F = st.F
             mark = touched[g]
             while p:
@@ -503,9 +524,9 @@ class Aggregate(Node):
             raise AssertionError("a drained top-m buffer needs the table store to refill from")
         self.refills += len(drained)
         values: dict[tuple[Row, int], dict[Any, int]] = {}
-        gk = self.group
+        key = self.key
         for row, _, n in self.children[0].capture(self.source()):
-            g = tuple(f(row) for f in gk)
+            g = key(row)
             for i in drained.get(g, ()):
                 v = self.aggs[i][1](row)  # type: ignore[misc]
                 if v is not None:

@@ -43,6 +43,28 @@ class Ratio(Fraction):
             h = self._hash = Fraction.__hash__(self)
         return h
 
+    # Against an int (HAVING AVG(x) < 750), compare the cross products directly: what Fraction's own
+    # comparison computes (its denominator is positive), without its generic numeric-tower checks.
+    def __lt__(self, other: Any) -> bool:
+        if type(other) is int:
+            return bool(self.numerator < other * self.denominator)
+        return Fraction.__lt__(self, other)
+
+    def __le__(self, other: Any) -> bool:
+        if type(other) is int:
+            return bool(self.numerator <= other * self.denominator)
+        return Fraction.__le__(self, other)
+
+    def __gt__(self, other: Any) -> bool:
+        if type(other) is int:
+            return bool(self.numerator > other * self.denominator)
+        return Fraction.__gt__(self, other)
+
+    def __ge__(self, other: Any) -> bool:
+        if type(other) is int:
+            return bool(self.numerator >= other * self.denominator)
+        return Fraction.__ge__(self, other)
+
 
 def average(total: Any, count: int) -> Fraction:
     """``total / count`` exactly (count > 0): integer sums skip Fraction's generic constructor."""

@@ -1,0 +1,99 @@
+"""An aggregation's per-row steps generated as Python source once per plan (docs/sketches/algorithm.md
+§2.4.6): the group key, the fold of one row into a group's counts and exact sums, and the output values.
+
+The generic loops in ``plan.Aggregate`` look up each aggregate's kind and call each expression per row;
+here every aggregate is one straight-line statement, and an expression that only reads a column (an
+``operator.itemgetter``) becomes an index into the row. The steps compute exactly what the generic
+loops compute (same operations, same order); ``tests/unit/sketches/test_sketches_folds.py`` checks
+them against the generic loops and against sums over the rows. MIN/MAX keep the generic fold (their
+top-m buffers record changes for the checkpoint as they go).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ivmstream.services.sketches.values import add, average
+
+Row = tuple[Any, ...]
+Expr = Callable[[Row], Any]
+Fold = Callable[[Any, Row, int], None]  # (GroupState, row, multiplicity)
+
+
+def column_position(f: Expr | None) -> int | None:
+    """The row position an expression reads if it is a plain single-column ``itemgetter``, else None."""
+    if type(f) is not operator.itemgetter:
+        return None
+    reduced = f.__reduce__()  # (itemgetter, the positions it was made with)
+    args: tuple[Any, ...] = reduced[1] if isinstance(reduced, tuple) else ()
+    if len(args) == 1 and type(args[0]) is int:
+        return int(args[0])
+    return None
+
+
+def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Any:
+    code = compile("\n".join(lines), f"<sketches {name}>", "exec")
+    exec(code, env)  # the source is built above from row positions and fixed templates only
+    return env[name]
+
+
+def _read(f: Expr, slot: str, env: dict[str, Any]) -> str:
+    """The expression's source: ``row[k]`` for a column read, else a call of the function itself."""
+    pos = column_position(f)
+    if pos is not None:
+        return f"row[{pos}]"
+    env[slot] = f
+    return f"{slot}(row)"
+
+
+def tuple_of(exprs: Sequence[Expr]) -> Callable[[Row], Row]:
+    """The tuple of the expressions' values over a row (GROUP BY values, projections)."""
+    env: dict[str, Any] = {}
+    parts = [_read(f, f"e{i}", env) for i, f in enumerate(exprs)]
+    body = "()" if not parts else f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+    return _compile("key", ["def key(row):", f"    return {body}"], env)  # type: ignore[no-any-return]
+
+
+def fold(aggs: Sequence[tuple[str, Expr | None]]) -> Fold | None:
+    """``fold(st, row, n)``: add ``n`` copies of ``row`` to a group's count, non-NULL counts and sums
+    (as ``Aggregate._fold``); None when an aggregate is MIN or MAX."""
+    if any(kind in ("min", "max") for kind, _ in aggs):
+        return None
+    env: dict[str, Any] = {"add": add}
+    lines = ["def fold(st, row, n):", "    st.cnt += n", "    nns = st.nns", "    sums = st.sums"]
+    for i, (kind, f) in enumerate(aggs):
+        if f is None:
+            continue  # COUNT(*): the group's count
+        lines += [f"    v = {_read(f, f'a{i}', env)}", "    if v is not None:", f"        nns[{i}] += n"]
+        if kind in ("sum", "avg"):
+            lines += [
+                f"        s = sums[{i}]",
+                "        try:",
+                f"            sums[{i}] = s + v * n",
+                "        except TypeError:",  # NULL or Decimal with Fraction: add() decides, as the loop does
+                f"            sums[{i}] = add(s, v * n)",
+            ]
+    return _compile("fold", lines, env)  # type: ignore[no-any-return]
+
+
+def values(aggs: Sequence[tuple[str, Expr | None]]) -> Callable[[Any], Row]:
+    """``values(st)``: a group's aggregate values in output order (as ``Aggregate._values``)."""
+    env: dict[str, Any] = {"average": average}
+    parts = []
+    for i, (kind, _) in enumerate(aggs):
+        if kind == "count_star":
+            parts.append("st.cnt")
+        elif kind == "count":
+            parts.append(f"nns[{i}]")
+        elif kind == "sum":
+            parts.append(f"(sums[{i}] if nns[{i}] else None)")
+        elif kind == "avg":
+            parts.append(f"(average(sums[{i}], nns[{i}]) if nns[{i}] else None)")
+        else:
+            parts.append(f"(buffers[{i}].first() if buffers[{i}] is not None else None)")
+    body = "()" if not parts else f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+    lines = ["def values(st):", "    nns = st.nns", "    sums = st.sums", "    buffers = st.buffers"]
+    lines.append(f"    return {body}")
+    return _compile("values", lines, env)  # type: ignore[no-any-return]

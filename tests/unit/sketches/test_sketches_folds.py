@@ -1,0 +1,117 @@
+"""The aggregation's generated per-row steps (``folds``) against the generic loops they replace and against
+sums over the rows: group keys, folds of inserts and deletes (NULLs, ints, Decimals, Fractions mixed) and
+the output values; and an average's comparisons with ints against Fraction's."""
+
+from __future__ import annotations
+
+import operator
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivmstream.services.sketches import folds
+from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.values import add, average, mul
+
+WIDTH = 4
+numbers = st.one_of(
+    st.none(),
+    st.integers(-50, 50),
+    st.decimals(-50, 50, places=2, allow_nan=False, allow_infinity=False),
+)
+rows = st.tuples(*[numbers] * WIDTH)
+kinds = st.sampled_from(["sum", "count", "count_star", "avg"])
+
+
+def _expr(draw: st.DrawFn) -> Any:
+    """A column read (inlined as ``row[k]``) or a computed expression (called), NULL-aware like SQL's."""
+    a, b = draw(st.integers(0, WIDTH - 1)), draw(st.integers(0, WIDTH - 1))
+    if draw(st.booleans()):
+        return operator.itemgetter(a)
+    if draw(st.booleans()):
+        return lambda row: mul(row[a], row[b])
+    if draw(st.booleans()):  # Decimals and Fractions into one sum (add() mixes them exactly)
+        return lambda row: (
+            row[a] if type(row[b]) is not Decimal or row[a] is None else Fraction(str(row[a])) / 3
+        )
+    return lambda row: None if row[a] is None or not row[b] else Fraction(str(row[a])) / Fraction(str(row[b]))
+
+
+@st.composite
+def aggregates(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(kinds)
+        out.append((kind, None if kind == "count_star" else _expr(draw)))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(type(a) is type(b) and a == b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    aggs=aggregates(),
+    work=st.lists(st.tuples(rows, st.integers(-3, 3).filter(bool)), max_size=25),
+    group=st.lists(st.integers(0, WIDTH - 1), max_size=3),
+)
+def test_generated_fold_equals_the_loop_and_the_sums(
+    aggs: list[tuple[str, Any]], work: list[tuple[tuple[Any, ...], int]], group: list[int]
+) -> None:
+    node = P.Aggregate(P.Scan("t", None), [operator.itemgetter(i) for i in group], aggs)
+    assert node.fast_fold is not None
+    fast, loop = P.GroupState(len(aggs)), P.GroupState(len(aggs))
+    for row, n in work:
+        assert node.key(row) == tuple(row[i] for i in group)
+        node.fast_fold(fast, row, n)
+        node._fold(loop, row, n)
+        assert fast.cnt == loop.cnt and fast.nns == loop.nns
+        assert all(_same(a, b) for a, b in zip(fast.sums, loop.sums, strict=True))
+        assert all(_same(a, b) for a, b in zip(node.output_values(fast), node._values(loop), strict=True))
+    # brute force: the count, each aggregate's non-NULL count and exact sum over the signed rows
+    assert fast.cnt == sum(n for _, n in work)
+    for i, (kind, f) in enumerate(aggs):
+        if f is None:
+            continue
+        seen = [(f(row), n) for row, n in work if f(row) is not None]
+        assert fast.nns[i] == sum(n for _, n in seen)
+        if kind in ("sum", "avg"):
+            total: Any = 0
+            for v, n in seen:
+                total = add(total, v * n)
+            assert Fraction(str(fast.sums[i])) == Fraction(str(total))
+            if kind == "avg" and fast.nns[i] > 0:
+                assert node.output_values(fast)[i] == Fraction(str(total)) / fast.nns[i]
+
+
+def test_minmax_keeps_the_generic_fold() -> None:
+    node = P.Aggregate(
+        P.Scan("t", None), [], [("sum", operator.itemgetter(0)), ("min", operator.itemgetter(1))]
+    )
+    assert node.fast_fold is None
+
+
+def test_tuple_of_reads_columns_and_calls_expressions() -> None:
+    row = (1, Decimal("2.5"), None, "x")
+    assert folds.tuple_of([])(row) == ()
+    assert folds.tuple_of([operator.itemgetter(3)])(row) == ("x",)
+    assert folds.tuple_of([operator.itemgetter(1), lambda r: r[0] + 1, operator.itemgetter(2)])(row) == (
+        Decimal("2.5"),
+        2,
+        None,
+    )
+    assert folds.column_position(operator.itemgetter(2)) == 2
+    assert folds.column_position(operator.itemgetter(1, 2)) is None
+    assert folds.column_position(lambda r: r[0]) is None
+
+
+@given(st.integers(-(10**12), 10**12), st.integers(1, 10**6), st.integers(-(10**7), 10**7))
+def test_average_compares_with_ints_as_fraction_does(total: int, count: int, k: int) -> None:
+    a, f = average(total, count), Fraction(total, count)
+    for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq):
+        assert op(a, k) == op(f, k) and op(k, a) == op(k, f)
+    assert (a < Fraction(k, 3)) == (f < Fraction(k, 3)) and (a >= 0.5) == (f >= 0.5)
