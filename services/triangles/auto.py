@@ -17,16 +17,17 @@ nanosecond estimates, so decisions are deterministic and survive snapshot and re
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.triangles.base import REL_NAMES, VIEW_NAMES, Index, TriangleEngine, json_int
 from ivmstream.services.triangles.baselines import FirstOrderEngine, ViewEngine, _FullRelations
 from ivmstream.services.triangles.ivm_eps import IvmEpsEngine
+from ivmstream.services.triangles.simple_graph import PRICE, PYTHON
 
 FIRST_ORDER = "first-order"
 IVM_EPS = "ivm-eps"
@@ -309,6 +310,40 @@ class AutoEngine(TriangleEngine):
             raise EngineError(f"auto cannot run plan {plan.strategy!r}")
         right = plan.fwd[(j + 1) % 3]
         return sum(len(col) * len(right.get(v, ())) for v, col in plan.bwd[j].items())
+
+    def _apply_graph(
+        self,
+        events: Sequence[UpdateEvent],
+        rejected: list[Rejection],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
+        """Graph events through the first-order plan's compiled mirror (simple_graph.py) while that plan
+        runs: it stops after each update the rule above prices, so a switch takes effect before the
+        next event, exactly as on the Python path."""
+        plan = self.plan
+        g = plan.simple_graph() if stop is None and isinstance(plan, FirstOrderEngine) else None
+        if g is None or not isinstance(plan, FirstOrderEngine):
+            super()._apply_graph(events, rejected, start, stop)
+            return
+        batch = events if events.__class__ is list else list(events)
+        changes = None if self._all_changed else self._edge_changes
+        stride, cheap = self._stride, self._cheap_pair
+        i, n = start, len(batch)
+        while i < n:
+            i, status, dq, dsize, dwork, devents, work_last, self._skip, u, v, work, weight = g.run(
+                batch, i, changes, self._skip, stride, cheap
+            )
+            plan.absorb(self, dq, dsize, dwork, devents, work_last)
+            if status == PRICE:
+                self._price(0, u, v, work // 2, weight)
+            elif status == PYTHON:  # an event the Python path rejects (or, if E changed, applies)
+                super()._apply_graph(batch, rejected, i, i + 1)
+                i += 1
+                g = plan.simple_graph()
+            if self.plan is not plan or g is None:
+                self._apply_graph(batch, rejected, i)
+                return
 
     # --- switching ----------------------------------------------------------------------------------
 

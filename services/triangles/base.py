@@ -205,12 +205,19 @@ class TriangleEngine:
             self.work_last = self.work - w0
             self.events += 1
 
-    def _apply_graph(self, events: Sequence[UpdateEvent], rejected: list[Rejection]) -> None:
+    def _apply_graph(
+        self,
+        events: Sequence[UpdateEvent],
+        rejected: list[Rejection],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
+        """Graph events ``events[start:stop]`` in order (``Rejection`` indexes count from events[0])."""
         update = self._update
         pair = self._update_pair
         changed = self._edge_changes
         mult = self._mult
-        for i, ev in enumerate(events):
+        for i, ev in enumerate(events[start:stop] if start or stop is not None else events, start):
             if ev.relation != EDGE_RELATION:
                 rejected.append(
                     Rejection(i, "unknown-relation", f"graph mode accepts only {EDGE_RELATION!r}")

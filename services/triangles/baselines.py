@@ -15,9 +15,11 @@ and ``factorized`` and ``recursive`` coincide (one view, maintained for every up
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ivmstream.sdk import Rejection, UpdateEvent
+from ivmstream.services.triangles import simple_graph
 from ivmstream.services.triangles.base import (
     Index,
     TriangleEngine,
@@ -29,6 +31,7 @@ from ivmstream.services.triangles.base import (
     transpose,
 )
 from ivmstream.services.triangles.kernels import dot
+from ivmstream.services.triangles.simple_graph import PYTHON
 
 View = dict[tuple[Any, Any], int]
 _EMPTY: dict[Any, int] = {}
@@ -119,8 +122,13 @@ class FirstOrderEngine(_FullRelations):
     def __init__(self, mode: str = "graph", always_iterate_s: bool = False) -> None:
         super().__init__(mode)
         self.always_iterate_s = always_iterate_s
+        # Graph mode: the compiled mirror of E (simple_graph.py), None until built, False while E is
+        # not a simple graph; an update through ``_update`` drops it.
+        self._fast: Any = None
 
     def _update(self, k: int, x: Any, y: Any, m: int) -> None:
+        if self._fast:
+            self._fast = None
         row = self.fwd[self._nxt[k]].get(y)  # S(y, ·) for an update to R(x, y)
         col = self.bwd[self._prv[k]].get(x)  # T(·, x)
         d = 0
@@ -144,6 +152,58 @@ class FirstOrderEngine(_FullRelations):
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "always_iterate_s": self.always_iterate_s}
+
+    def _rebuild_derived(self) -> None:
+        self._fast = None  # new relations: the mirror is rebuilt from them when a batch needs it
+
+    def simple_graph(self) -> Any:
+        """The compiled mirror of E for a batch of graph events, or None (the Python path runs)."""
+        g = self._fast
+        if g is None or (g is not False and (g.fwd is not self.fwd[0] or g.tuples != self.rsize[0])):
+            usable = self.graph and not self.always_iterate_s
+            g = self._fast = (simple_graph.mirror(self.fwd[0], self.bwd[0]) if usable else None) or False
+        return g or None
+
+    def _apply_graph(
+        self,
+        events: Sequence[UpdateEvent],
+        rejected: list[Rejection],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
+        g = self.simple_graph() if stop is None else None
+        if g is None:
+            super()._apply_graph(events, rejected, start, stop)
+            return
+        batch = events if events.__class__ is list else list(events)
+        changes = None if self._all_changed else self._edge_changes
+        i, n = start, len(batch)
+        while i < n:
+            i, status, dq, dsize, dwork, devents, work_last, *_ = g.run(batch, i, changes, 0, 0, 0)
+            self.absorb(self, dq, dsize, dwork, devents, work_last)
+            if status == PYTHON:  # an event the Python path rejects (or, if E changed, applies)
+                super()._apply_graph(batch, rejected, i, i + 1)
+                i += 1
+                g = self.simple_graph()
+                if g is None:
+                    super()._apply_graph(batch, rejected, i)
+                    return
+
+    def absorb(
+        self, owner: TriangleEngine, dq: int, dsize: int, dwork: int, devents: int, work_last: int
+    ) -> None:
+        """The counters of ``devents`` graph events the mirror applied: Q, sizes, work and tuple updates
+        here, events and the last event's work on ``owner`` (this engine or ``auto`` running it)."""
+        if devents:
+            self.q += dq
+            self.size += dsize
+            self.rsize[0] += dsize
+            self.work += dwork
+            self.tuple_updates += 2 * devents
+            owner.events += devents
+            owner.work_last = work_last
+            if owner is not self:
+                owner.work += dwork
 
 
 class ViewEngine(_FullRelations):

@@ -1,0 +1,665 @@
+/* First-order triangle maintenance of a simple undirected graph, a whole batch of edge events per call
+ * (services/triangles/simple_graph.py says when it applies; the engines' Python path is the reference
+ * it is tested against and the fallback where this is not built).
+ *
+ * A SimpleGraph mirrors the engine's edge index E (the dicts fwd[x][y] = 1 and bwd[y][x] = 1) as
+ * integer adjacency sets: each node id is interned to a small int and its neighbours are an
+ * open-addressing hash set of ints, so the common-neighbour count of an edge's endpoints probes
+ * int arrays instead of dicts. `run` applies edge events in order, each one seeing the state the
+ * previous one left: it validates the event, counts |N(u) ∩ N(v)|, adds 6·m·|N(u) ∩ N(v)| to Q (the
+ * two directed first-order updates of docs/triangles/algorithm.md §2.11 on a graph without
+ * self-loops), and updates the engine's dicts exactly as the two Python updates do, in the same
+ * order. It stops at the first event it does not apply (the Python path then rejects it or applies
+ * it) and, when `stride` > 0, after each event that strategy `auto` prices, so the caller can price
+ * it and possibly switch plans before the next event is applied.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* --- a set of node ids: linear probing, backward-shift deletion, load between 1/8 and 3/4 ------- */
+
+typedef struct {
+    int32_t *slots; /* -1 marks an empty slot; NULL while the set is empty */
+    uint32_t n;
+    uint8_t bits; /* capacity 1 << bits */
+} NSet;
+
+static inline uint32_t home(int32_t x, uint8_t bits) {
+    return ((uint32_t)x * 0x9E3779B1u) >> (32 - bits);
+}
+
+static int nset_contains(const NSet *s, int32_t x) {
+    if (s->n == 0) return 0;
+    uint32_t mask = (1u << s->bits) - 1, i = home(x, s->bits);
+    for (;;) {
+        int32_t v = s->slots[i];
+        if (v == x) return 1;
+        if (v < 0) return 0;
+        i = (i + 1) & mask;
+    }
+}
+
+static void place(int32_t *slots, uint8_t bits, int32_t x) {
+    uint32_t mask = (1u << bits) - 1, i = home(x, bits);
+    while (slots[i] >= 0) i = (i + 1) & mask;
+    slots[i] = x;
+}
+
+static int nset_resize(NSet *s, uint8_t bits) {
+    uint32_t cap = 1u << bits;
+    int32_t *slots = PyMem_Malloc(sizeof(int32_t) * cap);
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(slots, 0xff, sizeof(int32_t) * cap);
+    if (s->slots != NULL) {
+        uint32_t old = 1u << s->bits;
+        for (uint32_t i = 0; i < old; i++)
+            if (s->slots[i] >= 0) place(slots, bits, s->slots[i]);
+        PyMem_Free(s->slots);
+    }
+    s->slots = slots;
+    s->bits = bits;
+    return 0;
+}
+
+/* Adds x, which is absent. */
+static int nset_add(NSet *s, int32_t x) {
+    if (s->slots == NULL) {
+        if (nset_resize(s, 2) < 0) return -1;
+    } else if ((s->n + 1) * 4 > (3u << s->bits)) {
+        if (nset_resize(s, s->bits + 1) < 0) return -1;
+    }
+    place(s->slots, s->bits, x);
+    s->n++;
+    return 0;
+}
+
+/* Removes x, which is present. */
+static int nset_remove(NSet *s, int32_t x) {
+    uint32_t mask = (1u << s->bits) - 1, i = home(x, s->bits);
+    while (s->slots[i] != x) i = (i + 1) & mask;
+    uint32_t j = i;
+    for (;;) { /* shift back every later entry of the run whose home is not in (i, j] */
+        j = (j + 1) & mask;
+        int32_t v = s->slots[j];
+        if (v < 0) break;
+        uint32_t k = home(v, s->bits);
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+        s->slots[i] = v;
+        i = j;
+    }
+    s->slots[i] = -1;
+    s->n--;
+    if (s->n == 0) {
+        PyMem_Free(s->slots);
+        s->slots = NULL;
+        s->bits = 0;
+    } else if (s->bits > 2 && s->n * 8 < (1u << s->bits)) {
+        uint8_t bits = 2;
+        while ((1u << bits) < s->n * 2) bits++;
+        return nset_resize(s, bits);
+    }
+    return 0;
+}
+
+/* |a ∩ b|, walking the smaller set and probing the larger. */
+static Py_ssize_t nset_common(const NSet *a, const NSet *b) {
+    if (a->n > b->n) {
+        const NSet *t = a;
+        a = b;
+        b = t;
+    }
+    if (a->n == 0) return 0;
+    Py_ssize_t d = 0;
+    uint32_t cap = 1u << a->bits;
+    for (uint32_t i = 0; i < cap; i++) {
+        int32_t c = a->slots[i];
+        if (c >= 0 && nset_contains(b, c)) d++;
+    }
+    return d;
+}
+
+/* --- the graph ---------------------------------------------------------------------------------- */
+
+/* Int node ids (int64 values) -> node index: open addressing, backward-shift deletion. */
+typedef struct {
+    long long key;
+    int32_t id; /* -1: empty */
+} IdSlot;
+
+typedef struct {
+    IdSlot *slots;
+    uint32_t n;
+    uint8_t bits;
+} IdMap;
+
+static inline uint32_t id_home(long long key, uint8_t bits) {
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> (64 - bits));
+}
+
+static int32_t idmap_get(const IdMap *m, long long key) {
+    if (m->n == 0) return -1;
+    uint32_t mask = (1u << m->bits) - 1, i = id_home(key, m->bits);
+    for (;;) {
+        const IdSlot *e = &m->slots[i];
+        if (e->id < 0) return -1;
+        if (e->key == key) return e->id;
+        i = (i + 1) & mask;
+    }
+}
+
+static void idmap_place(IdSlot *slots, uint8_t bits, long long key, int32_t id) {
+    uint32_t mask = (1u << bits) - 1, i = id_home(key, bits);
+    while (slots[i].id >= 0) i = (i + 1) & mask;
+    slots[i].key = key;
+    slots[i].id = id;
+}
+
+static int idmap_put(IdMap *m, long long key, int32_t id) { /* key is absent */
+    if (m->slots == NULL || (m->n + 1) * 2 > (1u << m->bits)) {
+        uint8_t bits = m->slots == NULL ? 6 : m->bits + 1;
+        IdSlot *slots = PyMem_Malloc(sizeof(IdSlot) << bits);
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (uint32_t i = 0; i < (1u << bits); i++) slots[i].id = -1;
+        if (m->slots != NULL) {
+            for (uint32_t i = 0; i < (1u << m->bits); i++)
+                if (m->slots[i].id >= 0) idmap_place(slots, bits, m->slots[i].key, m->slots[i].id);
+            PyMem_Free(m->slots);
+        }
+        m->slots = slots;
+        m->bits = bits;
+    }
+    idmap_place(m->slots, m->bits, key, id);
+    m->n++;
+    return 0;
+}
+
+static void idmap_del(IdMap *m, long long key) { /* key is present */
+    uint32_t mask = (1u << m->bits) - 1, i = id_home(key, m->bits);
+    while (m->slots[i].key != key || m->slots[i].id < 0) i = (i + 1) & mask;
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        IdSlot e = m->slots[j];
+        if (e.id < 0) break;
+        uint32_t k = id_home(e.key, m->bits);
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+        m->slots[i] = e;
+        i = j;
+    }
+    m->slots[i].id = -1;
+    m->n--;
+}
+
+/* A node: its neighbours, the node itself and its rows in the engine's two indexes (references). */
+typedef struct {
+    NSet adj;
+    PyObject *obj, *frow, *brow; /* obj NULL: a free index */
+} Node;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fwd, *bwd; /* the engine's index of E by first and by second variable, kept in step */
+    IdMap ints;          /* int node -> its index */
+    PyObject *others;    /* any other node -> its index (a Python int) */
+    Node *nodes;
+    int32_t *free_ids; /* indexes of nodes whose last edge was deleted, for reuse */
+    Py_ssize_t nfree, used, cap; /* free indexes, indexes handed out so far, room in nodes/free_ids */
+    Py_ssize_t tuples;           /* directed tuples (two per edge) */
+} Graph;
+
+static PyObject *s_relation, *s_row, *s_delta, *s_edges, *s_src, *s_dst, *one, *zero, *minus_one;
+
+/* A node as the index keys it: an int in int64 (is_int, value v) or any other object. */
+typedef struct {
+    PyObject *obj;
+    long long v;
+    int is_int;
+} Key;
+
+static int make_key(PyObject *x, Key *k) { /* 0 and an exception only when x is unhashable */
+    k->obj = x;
+    k->is_int = 0;
+    if (PyLong_CheckExact(x)) {
+        int overflow = 0;
+        k->v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (k->v == -1 && PyErr_Occurred()) return -1;
+        k->is_int = !overflow;
+    }
+    return 0;
+}
+
+/* The index of node k, -1 when it has none, -2 on error. */
+static int32_t node_id(Graph *g, const Key *k) {
+    if (k->is_int) return idmap_get(&g->ints, k->v);
+    PyObject *id = PyDict_GetItemWithError(g->others, k->obj);
+    if (id == NULL) return PyErr_Occurred() ? -2 : -1;
+    return (int32_t)PyLong_AsLong(id);
+}
+
+static int32_t intern(Graph *g, const Key *k) {
+    int32_t i = node_id(g, k);
+    if (i != -1) return i;
+    if (g->nfree) {
+        i = g->free_ids[--g->nfree];
+    } else {
+        if (g->used == g->cap) {
+            Py_ssize_t cap = g->cap ? 2 * g->cap : 64;
+            if (cap > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "too many nodes");
+                return -2;
+            }
+            Node *nodes = PyMem_Realloc(g->nodes, sizeof(Node) * cap);
+            if (nodes == NULL) goto nomem;
+            g->nodes = nodes;
+            int32_t *free_ids = PyMem_Realloc(g->free_ids, sizeof(int32_t) * cap);
+            if (free_ids == NULL) goto nomem;
+            g->free_ids = free_ids;
+            g->cap = cap;
+        }
+        i = (int32_t)g->used++;
+        g->nodes[i].obj = NULL;
+    }
+    if (k->is_int) {
+        if (idmap_put(&g->ints, k->v, i) < 0) goto undo;
+    } else {
+        PyObject *id = PyLong_FromLong(i);
+        if (id == NULL || PyDict_SetItem(g->others, k->obj, id) < 0) {
+            Py_XDECREF(id);
+            goto undo;
+        }
+        Py_DECREF(id);
+    }
+    Py_INCREF(k->obj);
+    g->nodes[i] = (Node){{NULL, 0, 0}, k->obj, NULL, NULL};
+    return i;
+nomem:
+    PyErr_NoMemory();
+    return -2;
+undo:
+    g->free_ids[g->nfree++] = i;
+    return -2;
+}
+
+/* Forget node i, which has no edges left (its rows have left the indexes). */
+static int release(Graph *g, int32_t i) {
+    Node *node = &g->nodes[i];
+    PyObject *x = node->obj;
+    int rc = 0;
+    Key k;
+    if (make_key(x, &k) < 0) return -1;
+    if (k.is_int)
+        idmap_del(&g->ints, k.v);
+    else
+        rc = PyDict_DelItem(g->others, x);
+    Py_CLEAR(node->frow);
+    Py_CLEAR(node->brow);
+    node->obj = NULL;
+    Py_DECREF(x);
+    g->free_ids[g->nfree++] = i;
+    return rc;
+}
+
+/* index[x][y] += m for x's row *row (NULL: x has none) in a graph of unit multiplicities: an insert
+ * adds y -> 1 (creating the row), a delete removes y (and the row when it empties), as kernels.py's
+ * py_bump does. */
+static int bump(PyObject *index, PyObject **row, PyObject *x, PyObject *y, long m) {
+    if (m == 1) {
+        if (*row == NULL) {
+            PyObject *r = PyDict_New();
+            if (r == NULL) return -1;
+            if (PyDict_SetItem(r, y, one) < 0 || PyDict_SetItem(index, x, r) < 0) {
+                Py_DECREF(r);
+                return -1;
+            }
+            *row = r;
+            return 0;
+        }
+        return PyDict_SetItem(*row, y, one);
+    }
+    if (PyDict_DelItem(*row, y) < 0) return -1;
+    if (PyDict_GET_SIZE(*row) == 0) {
+        Py_CLEAR(*row);
+        return PyDict_DelItem(index, x);
+    }
+    return 0;
+}
+
+static void graph_clear(Graph *g) {
+    for (Py_ssize_t i = 0; i < g->used; i++) {
+        Node *node = &g->nodes[i];
+        if (node->obj != NULL) {
+            Py_DECREF(node->obj);
+            Py_XDECREF(node->frow);
+            Py_XDECREF(node->brow);
+            PyMem_Free(node->adj.slots);
+        }
+    }
+    PyMem_Free(g->nodes);
+    PyMem_Free(g->free_ids);
+    PyMem_Free(g->ints.slots);
+    g->nodes = NULL;
+    g->free_ids = NULL;
+    g->ints = (IdMap){NULL, 0, 0};
+    g->used = g->cap = g->nfree = g->tuples = 0;
+    Py_CLEAR(g->fwd);
+    Py_CLEAR(g->bwd);
+    Py_CLEAR(g->others);
+}
+
+static void graph_dealloc(Graph *g) {
+    graph_clear(g);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static int not_simple(const char *why) {
+    PyErr_Format(PyExc_ValueError, "not a simple undirected graph: %s", why);
+    return -1;
+}
+
+static int32_t intern_obj(Graph *g, PyObject *x) {
+    Key k;
+    if (make_key(x, &k) < 0) return -2;
+    return intern(g, &k);
+}
+
+/* SimpleGraph(fwd, bwd): the mirror of a symmetric E with every multiplicity 1 and no self-loop
+ * (ValueError otherwise); bwd must hold a row of the same size for every row of fwd. */
+static int graph_init(Graph *g, PyObject *args, PyObject *kwds) {
+    PyObject *fwd, *bwd;
+    static char *kwlist[] = {"fwd", "bwd", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyDict_Type, &fwd, &PyDict_Type, &bwd))
+        return -1;
+    graph_clear(g);
+    g->others = PyDict_New();
+    if (g->others == NULL) return -1;
+    Py_INCREF(fwd);
+    g->fwd = fwd;
+    Py_INCREF(bwd);
+    g->bwd = bwd;
+    if (PyDict_GET_SIZE(fwd) != PyDict_GET_SIZE(bwd)) return not_simple("the two indexes differ");
+    Py_ssize_t pos = 0;
+    PyObject *x, *row;
+    while (PyDict_Next(fwd, &pos, &x, &row)) {
+        if (!PyDict_CheckExact(row)) return not_simple("a row is not a dict");
+        int32_t ix = intern_obj(g, x);
+        if (ix < 0) return -1;
+        PyObject *brow = PyDict_GetItemWithError(bwd, x);
+        if (brow == NULL) return PyErr_Occurred() ? -1 : not_simple("a row is missing from the second index");
+        if (!PyDict_CheckExact(brow) || PyDict_GET_SIZE(brow) != PyDict_GET_SIZE(row))
+            return not_simple("the two indexes differ");
+        Py_INCREF(row);
+        Py_XSETREF(g->nodes[ix].frow, row);
+        Py_INCREF(brow);
+        Py_XSETREF(g->nodes[ix].brow, brow);
+        Py_ssize_t rpos = 0;
+        PyObject *y, *m;
+        while (PyDict_Next(row, &rpos, &y, &m)) {
+            if (!PyLong_CheckExact(m) || PyLong_AsLong(m) != 1) {
+                if (PyErr_Occurred()) PyErr_Clear();
+                return not_simple("a multiplicity is not 1");
+            }
+            int32_t iy = intern_obj(g, y);
+            if (iy < 0) return -1;
+            if (iy == ix) return not_simple("a self-loop");
+            if (nset_add(&g->nodes[ix].adj, iy) < 0) return -1;
+            g->tuples++;
+        }
+    }
+    for (Py_ssize_t i = 0; i < g->used; i++) {
+        NSet *s = &g->nodes[i].adj;
+        if (s->n == 0) return not_simple("an edge's reverse is missing");
+        for (uint32_t k = 0; k < (1u << s->bits); k++)
+            if (s->slots[k] >= 0 && !nset_contains(&g->nodes[s->slots[k]].adj, (int32_t)i))
+                return not_simple("an edge's reverse is missing");
+    }
+    return 0;
+}
+
+/* An id the service accepts: an int in int64 or a string. */
+static int valid_id(PyObject *x, Key *k) {
+    k->obj = x;
+    k->is_int = 0;
+    if (PyLong_CheckExact(x)) {
+        int overflow = 0;
+        k->v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow || (k->v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        k->is_int = 1;
+        return 1;
+    }
+    return PyUnicode_CheckExact(x);
+}
+
+/* -1: x before y, 0: equal, 1: after (ints before strings, each ordered as Python orders them). */
+static int order(const Key *x, const Key *y) {
+    if (x->is_int != y->is_int) return x->is_int ? -1 : 1;
+    if (x->is_int) return x->v < y->v ? -1 : x->v > y->v;
+    int c = PyUnicode_Compare(x->obj, y->obj);
+    return c < 0 ? -1 : c > 0;
+}
+
+enum { DONE = 0, PYTHON = 1, PRICE = 2 };
+
+/* run(events, start, changes, skip, stride, cheap_pair) -> (next, status, dq, dsize, dwork, devents,
+ * work_last, skip, u, v, price_work, weight). Applies events[start:] until the end (status DONE), an
+ * event this does not apply (PYTHON: events[next] is left to the caller) or an event to price
+ * (PRICE: events[next - 1] was applied; u, v, its work and weight are returned). `changes`: a dict
+ * that gets {(a, b): 1 or 0} per applied edge (its stored direction), or None. */
+static PyObject *graph_run(Graph *g, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "run expects 6 arguments");
+        return NULL;
+    }
+    PyObject *events = args[0], *changes = args[2];
+    if (!PyList_CheckExact(events) || (changes != Py_None && !PyDict_CheckExact(changes))) {
+        PyErr_SetString(PyExc_TypeError, "run expects a list of events and a dict or None");
+        return NULL;
+    }
+    if (g->fwd == NULL) {
+        PyErr_SetString(PyExc_ValueError, "SimpleGraph is not initialised");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    long skip = PyLong_AsLong(args[3]), stride = PyLong_AsLong(args[4]);
+    long long cheap = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events), i;
+    long long dq = 0, dwork = 0, work_last = 0, price_work = 0;
+    Py_ssize_t dsize = 0, devents = 0;
+    long weight = 0;
+    int status = DONE;
+    PyObject *pu = Py_None, *pv = Py_None;
+    for (i = start; i < n; i++) {
+        PyObject *ev = PyList_GET_ITEM(events, i);
+        PyObject *rel = PyObject_GetAttr(ev, s_relation);
+        if (rel == NULL) return NULL;
+        int is_edges = rel == s_edges || (PyUnicode_CheckExact(rel) && PyUnicode_Compare(rel, s_edges) == 0);
+        Py_DECREF(rel);
+        if (!is_edges) break;
+        PyObject *row = PyObject_GetAttr(ev, s_row);
+        if (row == NULL) return NULL;
+        PyObject *u = PyDict_CheckExact(row) ? PyDict_GetItemWithError(row, s_src) : NULL;
+        PyObject *v = u != NULL ? PyDict_GetItemWithError(row, s_dst) : NULL;
+        Py_XINCREF(u);
+        Py_XINCREF(v);
+        Py_DECREF(row);
+        if (PyErr_Occurred()) goto fail_uv;
+        Key ku, kv;
+        if (u == NULL || v == NULL || !valid_id(u, &ku) || !valid_id(v, &kv)) goto python_uv;
+        PyObject *delta = PyObject_GetAttr(ev, s_delta);
+        if (delta == NULL) goto fail_uv;
+        long m = PyLong_CheckExact(delta) ? PyLong_AsLong(delta) : 0;
+        Py_DECREF(delta);
+        if (m == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            m = 0;
+        }
+        if ((m != 1 && m != -1) || order(&ku, &kv) == 0) goto python_uv;
+        if (PyErr_Occurred()) goto fail_uv;
+        int32_t iu = node_id(g, &ku), iv = node_id(g, &kv);
+        if (iu == -2 || iv == -2) goto fail_uv;
+        int present = iu >= 0 && iv >= 0 && nset_contains(&g->nodes[iu].adj, iv);
+        if ((m == 1) == present) goto python_uv; /* a duplicate insert or an absent delete */
+        if (m == 1) {
+            iu = intern(g, &ku);
+            if (iu < 0) goto fail_uv;
+            iv = intern(g, &kv);
+            if (iv < 0) goto fail_uv;
+        }
+        Node *nu = &g->nodes[iu], *nv = &g->nodes[iv];
+        long long du = nu->adj.n, dv = nv->adj.n;
+        long long d = nset_common(&nu->adj, &nv->adj);
+        /* the two directed updates' work: min of the degrees before the first and after it */
+        long long work = (du < dv ? du : dv) + (du + m < dv + m ? du + m : dv + m);
+        /* the Python path's order: fwd[u][v], bwd[v][u], then fwd[v][u], bwd[u][v] */
+        if (bump(g->fwd, &nu->frow, nu->obj, nv->obj, m) < 0 || bump(g->bwd, &nv->brow, nv->obj, nu->obj, m) < 0 ||
+            bump(g->fwd, &nv->frow, nv->obj, nu->obj, m) < 0 || bump(g->bwd, &nu->brow, nu->obj, nv->obj, m) < 0)
+            goto fail_uv;
+        if (m == 1) {
+            if (nset_add(&nu->adj, iv) < 0 || nset_add(&nv->adj, iu) < 0) goto fail_uv;
+        } else {
+            if (nset_remove(&nu->adj, iv) < 0 || nset_remove(&nv->adj, iu) < 0) goto fail_uv;
+            if (nu->adj.n == 0 && release(g, iu) < 0) goto fail_uv;
+            if (nv->adj.n == 0 && release(g, iv) < 0) goto fail_uv;
+        }
+        g->tuples += 2 * m;
+        dq += 6 * m * d;
+        dsize += 2 * m;
+        dwork += work;
+        devents++;
+        work_last = work;
+        if (changes != Py_None) {
+            PyObject *key = order(&ku, &kv) < 0 ? PyTuple_Pack(2, u, v) : PyTuple_Pack(2, v, u);
+            if (key == NULL) goto fail_uv;
+            int rc = PyDict_SetItem(changes, key, m == 1 ? one : zero);
+            Py_DECREF(key);
+            if (rc < 0) goto fail_uv;
+        }
+        if (stride > 0) {
+            if (work < cheap) {
+                if (--skip == 0) {
+                    skip = stride;
+                    weight = 2 * stride;
+                }
+            } else {
+                weight = 2;
+            }
+            if (weight) {
+                status = PRICE;
+                pu = u;
+                pv = v;
+                price_work = work;
+                i++;
+                break;
+            }
+        }
+        Py_DECREF(u);
+        Py_DECREF(v);
+        continue;
+    python_uv:
+        Py_XDECREF(u);
+        Py_XDECREF(v);
+        break;
+    fail_uv:
+        Py_XDECREF(u);
+        Py_XDECREF(v);
+        return NULL;
+    }
+    if (status != PRICE && i < n) status = PYTHON;
+    PyObject *out = Py_BuildValue("(niLnLnLlOOLl)", i, status, dq, dsize, dwork, devents, work_last, skip, pu,
+                                  pv, price_work, weight);
+    if (status == PRICE) {
+        Py_DECREF(pu);
+        Py_DECREF(pv);
+    }
+    return out;
+}
+
+static PyObject *graph_has_edge(Graph *g, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || g->others == NULL) {
+        PyErr_SetString(PyExc_TypeError, "has_edge expects 2 arguments (on an initialised graph)");
+        return NULL;
+    }
+    Key ku, kv;
+    if (make_key(args[0], &ku) < 0 || make_key(args[1], &kv) < 0) return NULL;
+    int32_t iu = node_id(g, &ku), iv = node_id(g, &kv);
+    if (iu == -2 || iv == -2) return NULL;
+    return PyBool_FromLong(iu >= 0 && iv >= 0 && nset_contains(&g->nodes[iu].adj, iv));
+}
+
+static PyObject *graph_nodes(Graph *g, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSsize_t(g->used - g->nfree);
+}
+
+static PyObject *graph_get_tuples(Graph *g, void *Py_UNUSED(closure)) { return PyLong_FromSsize_t(g->tuples); }
+
+static PyObject *graph_get_fwd(Graph *g, void *Py_UNUSED(closure)) {
+    PyObject *out = g->fwd ? g->fwd : Py_None;
+    Py_INCREF(out);
+    return out;
+}
+
+static PyMethodDef graph_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))graph_run, METH_FASTCALL,
+     "Apply a batch's edge events from `start` on (see the module comment)."},
+    {"has_edge", (PyCFunction)(void (*)(void))graph_has_edge, METH_FASTCALL, "Whether u-v is an edge."},
+    {"node_count", (PyCFunction)graph_nodes, METH_NOARGS, "Nodes with at least one edge."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef graph_getset[] = {
+    {"tuples", (getter)graph_get_tuples, NULL, "Directed tuples of E (two per edge).", NULL},
+    {"fwd", (getter)graph_get_fwd, NULL, "The index this graph keeps in step (by first variable).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject GraphType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ivmstream.services.triangles._simple_graph.SimpleGraph",
+    .tp_basicsize = sizeof(Graph),
+    .tp_dealloc = (destructor)graph_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A simple undirected graph's adjacency as int sets, kept in step with an engine's E index.",
+    .tp_methods = graph_methods,
+    .tp_getset = graph_getset,
+    .tp_init = (initproc)graph_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_simple_graph",
+    "First-order triangle maintenance of a simple graph, a batch of edge events per call.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__simple_graph(void) {
+    if (PyType_Ready(&GraphType) < 0) return NULL;
+    s_relation = PyUnicode_InternFromString("relation");
+    s_row = PyUnicode_InternFromString("row");
+    s_delta = PyUnicode_InternFromString("delta");
+    s_edges = PyUnicode_InternFromString("edges");
+    s_src = PyUnicode_InternFromString("src");
+    s_dst = PyUnicode_InternFromString("dst");
+    one = PyLong_FromLong(1);
+    zero = PyLong_FromLong(0);
+    minus_one = PyLong_FromLong(-1);
+    if (!s_relation || !s_row || !s_delta || !s_edges || !s_src || !s_dst || !one || !zero || !minus_one)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&GraphType);
+    if (PyModule_AddObject(m, "SimpleGraph", (PyObject *)&GraphType) < 0) {
+        Py_DECREF(&GraphType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
