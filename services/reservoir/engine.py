@@ -583,7 +583,8 @@ class ReservoirEngine:
 
 
 def _key(owner: str | int, t: Tup) -> bytes:
-    return json_bytes([owner, list(t)])
+    """``[owner, [*t]]`` in JSON (a tuple is a JSON array as it is)."""
+    return json_bytes((owner, t))
 
 
 def _canonical(row: Tup) -> tuple[tuple[str, Any], ...]:

@@ -550,7 +550,7 @@ class JoinIndex:
         if self.exact:
             return [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(d.rows.get(v, ()))]
         per = d.buckets.get(v, {})
-        return [[x, [list(it) for it in per[x]]] for x in d.exps.get(v, ())]
+        return [[x, list(per[x])] for x in d.exps.get(v, ())]  # items are tuples: JSON arrays as they are
 
     def holds(self, d: Directed, v: Tup) -> bool:
         return v in (d.rows if self.exact else d.buckets)
