@@ -400,7 +400,7 @@ class VwapEngine:
         bag = self.bag
         for rel, vals in self._changed:
             m = bag[rel].get(vals)
-            out.append(("b", _bag_key(rel, vals), json_bytes(m) if m else None))
+            out.append(("b", snap.bag_key(rel, vals), json_bytes(m) if m else None))
         self._changed.clear()
         out.extend(self._scalar_entries())
         return out
@@ -413,7 +413,7 @@ class VwapEngine:
     def _entries(self) -> Iterator[Entry]:
         for rel in sorted(self.bag):
             for vals, m in self.bag[rel].items():
-                yield "b", _bag_key(rel, vals), json_bytes(m)
+                yield "b", snap.bag_key(rel, vals), json_bytes(m)
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
@@ -481,10 +481,6 @@ def _towards(old: int, seen: int) -> int:
     """old + (seen - old) / 4, rounded away from old: it reaches a steady ``seen`` exactly."""
     d = seen - old
     return old + (d + 3) // 4 if d > 0 else old - (3 - d) // 4
-
-
-def _bag_key(rel: str, vals: tuple[Any, ...]) -> bytes:
-    return json_bytes([rel, *snap.encode_row(vals)])
 
 
 def create_engine(query: str, strategy: str = "rpai", params: Mapping[str, Any] | None = None) -> VwapEngine:

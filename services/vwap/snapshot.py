@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Relation
+from ivmstream.sdk import Relation, json_bytes
 from ivmstream.services.vwap.exact import exact_context, from_json, to_json
 
 VERSION = 1
@@ -33,6 +33,20 @@ Level = tuple[Any, Any, int, Any]  # price, W, cnt, PV
 def encode_row(values: Sequence[Any]) -> list[Any]:
     """A bag tuple as JSON: exact decimals as exact strings, ints and text unchanged."""
     return [to_json(v) if isinstance(v, Decimal) else v for v in values]
+
+
+def _exact_decimal(v: Any) -> Any:
+    """orjson's ``default`` for ``bag_key``: an exact decimal as ``encode_row`` writes it; no other type
+    becomes JSON."""
+    if isinstance(v, Decimal):
+        return to_json(v)
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
+def bag_key(rel: str, values: Sequence[Any]) -> bytes:
+    """A bag tuple's key in the engine's state entries: ``[rel, *encode_row(values)]`` as JSON, in one
+    orjson call (decimals through its ``default``)."""
+    return json_bytes((rel, *values), default=_exact_decimal)
 
 
 def column_types(relation: Relation) -> list[str]:

@@ -185,3 +185,30 @@ def test_unknown_query_and_strategy_are_engine_errors():
         create_engine("nope")
     with pytest.raises(EngineError, match="crosscheck"):
         create_engine("mst", "crosscheck")
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**63 - 1),
+            st.decimals(allow_nan=False, allow_infinity=False, places=3),
+            st.text(max_size=4),
+        ),
+        max_size=6,
+    )
+)
+def test_a_bag_key_is_the_json_of_its_encoded_row(values):
+    import orjson
+
+    from ivmstream.services.vwap import snapshot as snap
+
+    assert snap.bag_key("bids", tuple(values)) == orjson.dumps(["bids", *snap.encode_row(values)])
+
+
+def test_a_bag_key_refuses_what_is_not_json():
+    from fractions import Fraction
+
+    from ivmstream.services.vwap import snapshot as snap
+
+    with pytest.raises(TypeError):
+        snap.bag_key("bids", (1, Fraction(1, 3)))
