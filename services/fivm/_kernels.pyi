@@ -11,6 +11,10 @@ def mul_rows_into(
     ac: _Ints, a_sums: _Floats, a_quad: _Floats, bc: _Ints, b_sums: _Floats, b_quad: _Floats,
     counts: _Ints, sums: _Floats, quad: _Floats, /,
 ) -> None: ...  # fmt: skip
+def mul_chain_into(
+    slots: Sequence[tuple[_Ints, _Floats, _Floats]], swaps: Sequence[bool], counts: _Ints, sums: _Floats,
+    quad: _Floats, /,
+) -> None: ...  # fmt: skip
 def lift_into(x: _Floats, mults: _Ints, sums: _Floats, quad: _Floats, /) -> None: ...
 def gather_into(
     payloads: Sequence[Any],

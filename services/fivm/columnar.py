@@ -27,7 +27,7 @@ from ivmstream.services.fivm.rings.cofactor import (
     CofactorRing,
     CofactorRows,
     RowCofactor,
-    mul_rows,
+    mul_chain,
     sum_by,
     tri_size,
 )
@@ -141,15 +141,12 @@ def step_rows(
     slots = [delta if source is None else take(delta, np.asarray(source, dtype=np.intp))]
     slots.extend(CofactorRows.of(payloads) for payloads in gathered)
     _check_counts(slots)
-    order = step.mul_order
-    prod = slots[order[0]]
-    for i in order[1:]:
-        prod = mul_rows(prod, slots[i])
+    factors = [slots[i] for i in step.mul_order]
     if step.lift_pos >= 0 and step.lift_var in ring.index:
         x = np.array(list(map(itemgetter(step.lift_pos), rows)), dtype=np.float64)
         ones = np.ones(len(x), dtype=np.int64)
-        prod = mul_rows(CofactorRows(ring.index[step.lift_var], ones, x[:, None], (x * x)[:, None]), prod)
-    return group(project(rows, step.out), prod)
+        factors.append(CofactorRows(ring.index[step.lift_var], ones, x[:, None], (x * x)[:, None]))
+    return group(project(rows, step.out), mul_chain(factors))
 
 
 def _check_counts(slots: Sequence[CofactorRows]) -> None:

@@ -77,6 +77,32 @@ def py_mul_rows_into(
     quad[:] = parts[:, product_layout(ka, kb)]
 
 
+def py_mul_chain_into(
+    slots: Sequence[tuple[Ints, Floats, Floats]],
+    swaps: Sequence[bool],
+    counts: Ints,
+    sums: Floats,
+    quad: Floats,
+) -> None:
+    """Row i of the outputs is the product of row i of every slot (a ``(counts, sums, quad)`` triple) in
+    order: ``P = slot 0``, then ``P = P·s_j``, or ``s_j·P`` where ``swaps[j - 1]`` (s_j's block first),
+    each step ``py_mul_rows_into``."""
+    if len(slots) < 2 or len(swaps) != len(slots) - 1:
+        raise ValueError("mul_chain_into: at least two slots and one swap flag per step")
+    pc, ps, pq = slots[0]
+    for j, (sc, ss, sq) in enumerate(slots[1:], start=1):
+        n, k = len(pc), ps.shape[1] + ss.shape[1]
+        if j == len(slots) - 1:
+            nc, ns, nq = counts, sums, quad
+        else:
+            nc, ns, nq = np.empty(n, np.int64), np.empty((n, k)), np.empty((n, k * (k + 1) // 2))
+        if swaps[j - 1]:
+            py_mul_rows_into(sc, ss, sq, pc, ps, pq, nc, ns, nq)
+        else:
+            py_mul_rows_into(pc, ps, pq, sc, ss, sq, nc, ns, nq)
+        pc, ps, pq = nc, ns, nq
+
+
 def py_lift_into(x: Floats, mults: Ints, sums: Floats, quad: Floats) -> None:
     """Row i: ``sums = m_i·x_i`` and ``quad = m_i·(x_i x_iᵀ)``'s upper triangle, as ``m·(x_r·x_c)``."""
     rows, cols = _triu(x.shape[1])
@@ -177,6 +203,7 @@ compiled = _load()
 ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV) != "1" else "python"
 
 mul_rows_into: Callable[..., Any] = py_mul_rows_into
+mul_chain_into: Callable[..., Any] = py_mul_chain_into
 lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
@@ -184,6 +211,7 @@ absorb_run: Callable[..., bool] = py_absorb_run
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
+    mul_chain_into = compiled.mul_chain_into
     lift_into = compiled.lift_into
     gather_into = compiled.gather_into
     payload_rows = compiled.payload_rows

@@ -418,6 +418,38 @@ def mul_rows(a: CofactorRows, b: CofactorRows) -> CofactorRows:
     return CofactorRows(a.lo if ka else b.lo, counts, sums, quad)
 
 
+def mul_chain(factors: Sequence[CofactorRows]) -> CofactorRows:
+    """Row i is the product of the factors' rows i, multiplied in order, as ``mul_rows`` would one
+    after the other (the same products, each element the same IEEE product), in one pass over the rows:
+    a row's partial products never leave the row's buffers."""
+    first = factors[0]
+    if len(factors) == 1:
+        return first
+    n = len(first)
+    lo, k = first.lo, first.sums.shape[1]
+    swaps = []
+    for b in factors[1:]:
+        if len(b) != n:
+            raise ValueError(f"row counts differ: {n} and {len(b)}")
+        kb = b.sums.shape[1]
+        swap = bool(k and kb and lo > b.lo)
+        a_lo, a_k, b_lo = (b.lo, kb, lo) if swap else (lo, k, b.lo)
+        if k and kb and a_lo + a_k != b_lo:
+            raise BlockLayoutError(
+                f"multiplying non-adjacent or overlapping blocks at {a_lo}+{a_k} and {b_lo}"
+            )
+        lo = a_lo if (kb if swap else k) else b_lo
+        k += kb
+        swaps.append(swap)
+    counts = np.empty(n, dtype=np.int64)
+    sums = np.empty((n, k), dtype=np.float64)
+    quad = np.empty((n, tri_size(k)), dtype=np.float64)
+    c = np.ascontiguousarray
+    slots = [(c(f.counts), c(f.sums), c(f.quad)) for f in factors]
+    kernels.mul_chain_into(slots, swaps, counts, sums, quad)
+    return CofactorRows(lo, counts, sums, quad)
+
+
 def sum_by(groups: npt.ArrayLike, rows: CofactorRows) -> tuple[npt.NDArray[Any], CofactorRows]:
     """The ring sum of the rows of each group: the distinct group ids (sorted) and one row per id.
 

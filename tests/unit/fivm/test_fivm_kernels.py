@@ -17,7 +17,15 @@ from hypothesis.extra import numpy as hnp
 
 from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm import kernels
-from ivmstream.services.fivm.rings.cofactor import Cofactor, CofactorRows, RowCofactor
+from ivmstream.services.fivm.rings.cofactor import (
+    BlockLayoutError,
+    Cofactor,
+    CofactorRing,
+    CofactorRows,
+    RowCofactor,
+    mul_chain,
+    mul_rows,
+)
 
 if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
@@ -228,7 +236,7 @@ def brute_absorb(run: list[UpdateEvent], batch: dict) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.data(), st.booleans())
 def test_absorb_run_consolidates_a_run_as_the_python_form_and_one_event_at_a_time_do(data, bad):
     run = data.draw(st.lists(run_event(bad), max_size=12))
@@ -241,3 +249,75 @@ def test_absorb_run_consolidates_a_run_as_the_python_form_and_one_event_at_a_tim
     assert all(math.copysign(1.0, v) > 0 for key in got for v in key if v == 0.0)  # no -0.0 stored
     if not ok:
         assert got == before  # untouched
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.data(), st.integers(0, 4), st.lists(st.integers(0, 3), min_size=2, max_size=5))
+def test_mul_chain_into_equals_the_products_one_at_a_time_and_the_ring_product(data, n, widths):
+    # adjacent blocks [lo_j, lo_j + k_j) multiplied in a random order that keeps each partial product
+    # one contiguous range (as trigger plans do): start anywhere, grow to the left or to the right
+    starts = [sum(widths[:j]) for j in range(len(widths))]
+    order = [data.draw(st.integers(0, len(widths) - 1))]
+    while len(order) < len(widths):
+        left, right = min(order) - 1, max(order) + 1
+        sides = [j for j in (left, right) if 0 <= j < len(widths)]
+        order.append(data.draw(st.sampled_from(sides)))
+    factors = [
+        CofactorRows(
+            starts[j],
+            data.draw(small_ints(n)),
+            data.draw(column(n, widths[j])),
+            data.draw(column(n, tri(widths[j]))),
+        )
+        for j in order
+    ]
+    got = mul_chain(factors)
+    c = np.ascontiguousarray
+    slots = [(c(f.counts), c(f.sums), c(f.quad)) for f in factors]
+    swaps = [bool(a) for a in got_swaps(factors)]
+    k = sum(widths)
+    want = (np.empty(n, np.int64), np.empty((n, k)), np.empty((n, tri(k))))
+    kernels.py_mul_chain_into(slots, swaps, *want)
+    assert same(got.counts, want[0]) and same(got.sums, want[1]) and same(got.quad, want[2])
+    one_by_one = factors[0]
+    for f in factors[1:]:
+        one_by_one = mul_rows(one_by_one, f)
+    assert one_by_one.lo == got.lo
+    assert same(got.counts, one_by_one.counts) and same(got.sums, one_by_one.sums)
+    assert same(got.quad, one_by_one.quad)
+    ring = CofactorRing([f"v{i}" for i in range(k)])
+    for i in range(n):  # the ring's own product of the row payloads, the definition
+        p = factors[0].row(i)
+        for f in factors[1:]:
+            p = ring.mul(p, f.row(i))
+        assert p == got.row(i)
+
+
+def small_ints(n: int) -> st.SearchStrategy[np.ndarray]:
+    """Counts whose product over five factors stays in int64 (the engine checks that before it multiplies)."""
+    return hnp.arrays(np.int64, (n,), elements=st.integers(-(2**12), 2**12))
+
+
+def got_swaps(factors: list[CofactorRows]) -> list[bool]:
+    """Whether each next factor's block comes before the running product's (then it goes first)."""
+    lo, k, out = factors[0].lo, factors[0].sums.shape[1], []
+    for f in factors[1:]:
+        kb = f.sums.shape[1]
+        swap = bool(k and kb and lo > f.lo)
+        out.append(swap)
+        lo = (f.lo if kb else lo) if swap else (lo if k else f.lo)
+        k += kb
+    return out
+
+
+def test_mul_chain_into_refuses_chains_it_cannot_multiply():
+    one = (np.ones(2, np.int64), np.ones((2, 1)), np.ones((2, 1)))
+    out = (np.empty(2, np.int64), np.empty((2, 2)), np.empty((2, 3)))
+    with pytest.raises(ValueError, match="two slots"):
+        C.mul_chain_into([one], [], *out)
+    with pytest.raises(ValueError, match="shapes"):
+        C.mul_chain_into([one, one], [False], np.empty(2, np.int64), np.empty((2, 3)), np.empty((2, 6)))
+    with pytest.raises(TypeError, match="tuple"):
+        C.mul_chain_into([one, list(one)], [False], *out)
+    with pytest.raises(BlockLayoutError):
+        mul_chain([CofactorRows(0, [1], [[1.0]], [[1.0]]), CofactorRows(2, [1], [[1.0]], [[1.0]])])
