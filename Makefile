@@ -116,6 +116,7 @@ bench: setup-dev
 	$(PY) bench/profiles.py
 	$(PY) bench/triangles_kernels.py
 	$(PY) bench/native_rsjoin.py
+	$(PY) bench/native_sjoin.py
 	$(PY) bench/native_fivm.py
 	$(PY) bench/native_vwap.py
 	$(PY) bench/firstorder.py

@@ -21,12 +21,24 @@ walk over it, and so every bucket's order, is a function of the input order alon
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ivmstream.services.reservoir import exact_kernels, kernels
 
 Tup = tuple[Any, ...]
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
+
+
+class Nodes(Protocol):
+    """A Fenwick tree's nodes: a list of ints (the Python steps), or the compiled kernels' ``Fenwick``
+    (64-bit nodes while they fit, Python ints after), which the helpers below read and write alike."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def __getitem__(self, i: int, /) -> int: ...
+    def __setitem__(self, i: int, x: int, /) -> None: ...
+    def append(self, x: int, /) -> None: ...
+    def pop(self) -> int: ...
 
 
 def nextpow2(c: int) -> int:
@@ -156,10 +168,10 @@ class Directed:
         self.exps: dict[Tup, list[int]] = {}  # rounded: key -> sorted non-empty exponents
         self.where: dict[Tup, int] = {}  # item -> its index in its bucket (rounded) or its key's rows
         self.rows: dict[Tup, list[Tup]] = {}  # exact: key -> items in arrival order
-        self.fen: dict[Tup, list[int]] = {}  # exact: key -> Fenwick tree over the items' weights
+        self.fen: dict[Tup, Nodes] = {}  # exact: key -> Fenwick tree over the items' weights
 
 
-def _fen_append(tree: list[int], w: int) -> None:
+def _fen_append(tree: Nodes, w: int) -> None:
     i = len(tree) + 1
     s, low, j = w, i - (i & -i), i - 1
     while j > low:
@@ -168,7 +180,7 @@ def _fen_append(tree: list[int], w: int) -> None:
     tree.append(s)
 
 
-def _fen_add(tree: list[int], idx: int, delta: int) -> None:
+def _fen_add(tree: Nodes, idx: int, delta: int) -> None:
     i, n = idx + 1, len(tree)
     while i <= n:
         tree[i - 1] += delta
@@ -179,7 +191,7 @@ def _canonical(v: Tup) -> bytes:
     return repr([(type(x).__name__, x) for x in v]).encode()
 
 
-def _fen_point(tree: list[int], idx: int) -> int:
+def _fen_point(tree: Nodes, idx: int) -> int:
     """The single weight at ``idx`` (difference of two prefix sums)."""
 
     def prefix(i: int) -> int:
@@ -192,7 +204,7 @@ def _fen_point(tree: list[int], idx: int) -> int:
     return prefix(idx + 1) - prefix(idx)
 
 
-def _fen_find(tree: list[int], z: int) -> tuple[int, int]:
+def _fen_find(tree: Nodes, z: int) -> tuple[int, int]:
     """The index holding position z of the concatenated weights, and z's offset inside it."""
     pos, step, n = 0, 1 << (len(tree).bit_length() - 1), len(tree)
     while step:
@@ -256,6 +268,10 @@ class JoinIndex:
         self.super = self.into[(0, -1)]
 
     # --- weights --------------------------------------------------------------------------------
+
+    def _new_tree(self) -> Nodes:
+        """An empty Fenwick tree in the layout of the exact steps in use (compiled ``Fenwick``, or a list)."""
+        return self.exact_native.Fenwick() if self.exact_native is not None else []  # type: ignore[no-any-return]
 
     def _feq(self, n: int) -> int:
         return n if self.exact else nextpow2(n)
@@ -569,7 +585,7 @@ class JoinIndex:
                 v = tuple(v_)
                 total = 0
                 if self.exact:
-                    items, tree = d.rows.setdefault(v, []), d.fen.setdefault(v, [])
+                    items, tree = d.rows.setdefault(v, []), d.fen.setdefault(v, self._new_tree())
                     for item_, w_ in entries:
                         item, w = tuple(item_), int(w_)
                         d.where[item] = len(items)

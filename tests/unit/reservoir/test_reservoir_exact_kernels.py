@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.reservoir import exact_kernels
-from ivmstream.services.reservoir.index import JoinIndex
+from ivmstream.services.reservoir.index import JoinIndex, _fen_add, _fen_append, _fen_find, _fen_point
 from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
 
@@ -49,10 +49,12 @@ def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
 
 
 def state(ix: JoinIndex) -> list[Any]:
-    """Everything the re-weighing writes, with every dict's and list's order."""
+    """Everything the re-weighing writes, with every dict's and list's order (a Fenwick tree as the list
+    of its nodes)."""
     out: list[Any] = [ix.places, ix.propagations, sorted(ix.dirty, key=repr)]
     for d in ix.ds:
-        out.append([list(getattr(d, name).items()) for name in ("cnt", "rcnt", "rows", "fen", "where")])
+        out.append([list(getattr(d, name).items()) for name in ("cnt", "rcnt", "rows", "where")])
+        out.append([(v, list(tree)) for v, tree in d.fen.items()])
     return out
 
 
@@ -111,18 +113,20 @@ def test_compiled_exact_counts_match_the_python_steps_and_the_nested_loops(
         assert compiled.full_size() == nested_loops(compiled, q)
 
 
+@pytest.mark.parametrize("forged", [2**62 + 1, 2**70], ids=["crossing-64-bits", "beyond-64-bits"])
 @pytest.mark.parametrize("grouped", [False, True])
 @settings(max_examples=20, deadline=None)
 @given(data=st.data())
-def test_compiled_exact_counts_beyond_64_bits_match_the_python_steps(grouped: bool, data: Any):
-    """A leaf's count forged to 2**70 in both indexes: the weights, Fenwick sums and counts above it run
-    on Python's integers, and the two indexes still agree after every insert and delete."""
+def test_compiled_exact_counts_beyond_64_bits_match_the_python_steps(grouped: bool, forged: int, data: Any):
+    """A leaf's count forged in both indexes: at 2**62 + 1 the Fenwick sums above it cross 64 bits while
+    the tree is being updated (its nodes move to Python ints mid-update), at 2**70 they start beyond; the
+    two indexes agree after every insert and delete."""
     compiled, python, q = pair("line3", grouped)
     # the last leaf structure: its count reaches the super-root through two levels
     leaf = [d for d in compiled.ds if not d.children and d.parent >= 0][-1]
     v = tuple(data.draw(st.integers(0, 2)) for _ in leaf.key_pos)
     for ix in (compiled, python):
-        ix.ds[leaf.idx].cnt[v] = ix.ds[leaf.idx].rcnt[v] = 2**70
+        ix.ds[leaf.idx].cnt[v] = ix.ds[leaf.idx].rcnt[v] = forged
     present: list[tuple[int, tuple[int, ...]]] = []
     for _ in range(data.draw(st.integers(1, 25))):
         if present and data.draw(st.integers(0, 2)) == 0:
@@ -162,6 +166,49 @@ def test_an_engine_on_the_compiled_exact_step_draws_the_same_sample(query: dict[
         done.append((e.sampler.rows(), e.rng.getstate(), ix.dump_directed(), ix.places, ix.propagations))
     assert done[0] == done[1]
     assert done[0][0]  # a non-empty sample was compared
+
+
+NODE_VALUES = st.one_of(
+    st.integers(-(2**64), 2**64), st.integers(2**63 - 3, 2**63 + 3), st.integers(-(2**63) - 3, -(2**63) + 3)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 4), NODE_VALUES, st.integers(0, 10**6)), max_size=40))
+def test_a_compiled_fenwick_tree_reads_and_writes_as_a_list_of_ints(ops: list[tuple[int, int, int]]):
+    """The compiled tree under index.py's helpers (append, add, point, find, pop) against a list of
+    Python ints: the same nodes and answers after every operation, values crossing 64 bits both ways."""
+    tree, ref = exact_kernels.compiled.Fenwick(), list[int]()
+    for op, x, at in ops:
+        if op == 0 or not ref:
+            _fen_append(tree, x)
+            _fen_append(ref, x)
+        elif op == 1:
+            _fen_add(tree, at % len(ref), x)
+            _fen_add(ref, at % len(ref), x)
+        elif op == 2:
+            assert _fen_point(tree, at % len(ref)) == _fen_point(ref, at % len(ref))
+            assert _fen_find(tree, x) == _fen_find(ref, x)
+        elif op == 3:
+            assert tree.pop() == ref.pop()
+        else:
+            tree[at % len(ref)] = x
+            ref[at % len(ref)] = x
+        assert list(tree) == ref and len(tree) == len(ref)
+        if any(not -(2**63) <= n < 2**63 for n in ref):
+            assert tree.wide  # a node beyond 64 bits: the tree holds Python ints (and keeps them)
+
+
+def test_a_compiled_fenwick_tree_refuses_what_a_list_of_ints_would_not_hold():
+    tree = exact_kernels.compiled.Fenwick()
+    with pytest.raises(TypeError):
+        tree.append("1")  # type: ignore[arg-type]  # what a typed caller cannot pass, refused at run time
+    with pytest.raises(IndexError):
+        tree.pop()
+    tree.append(2**80)
+    assert tree.wide and list(tree) == [2**80] and repr(tree) == f"Fenwick([{2**80}])"
+    with pytest.raises(IndexError):
+        tree[1] = 0
 
 
 def test_the_exact_kernel_refuses_a_rounded_index():
