@@ -31,6 +31,7 @@ DeltaFunction = Callable[[tuple[Any, ...], int, dict[tuple[Any, ...], list[Any]]
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _LISTED = (int, float, str, type(None))
+_BUILTINS = {"len": len, "TypeError": TypeError}  # all the generated code reads besides its constants
 
 
 class _Source:
@@ -70,9 +71,12 @@ class _Source:
         if isinstance(node, ast.BoolOp):
             return self._bool(node, depth), True
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            inner, _ = self.expr(node.operand, depth)
+            inner, nullable = self.expr(node.operand, depth)
             out = self.temp()
-            self.line(depth, f"{out} = None if {inner} is None else not {inner}")
+            if nullable:
+                self.line(depth, f"{out} = None if {inner} is None else not {inner}")
+            else:
+                self.line(depth, f"{out} = not {inner}")
             return out, True
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             inner, nullable = self.expr(node.operand, depth)
@@ -110,9 +114,12 @@ class _Source:
             if any(n for _a, n in args):
                 values = self.temp()
                 self.line(depth, f"{values} = []")
-                for atom, _n in args:
-                    self.line(depth, f"if {atom} is not None:")
-                    self.line(depth + 1, f"{values}.append({atom})")
+                for atom, nullable in args:
+                    if nullable:
+                        self.line(depth, f"if {atom} is not None:")
+                        self.line(depth + 1, f"{values}.append({atom})")
+                    else:
+                        self.line(depth, f"{values}.append({atom})")
                 self.line(depth, f"{out} = {pick}({values}) if {values} else None")
                 return out, True
             self.line(depth, f"{out} = {pick}([{', '.join(a for a, _n in args)}])")
@@ -144,10 +151,11 @@ class _Source:
             if i:
                 self.line(depth, f"if {out} is None:")
                 inner = depth + 1
-            atom, _ = self.expr(part, inner)
-            self.line(inner, f"if {atom} is None:")
-            self.line(inner + 1, f"{unknown} = True")
-            self.line(inner, f"elif {settled}{atom}:")
+            atom, nullable = self.expr(part, inner)
+            if nullable:
+                self.line(inner, f"if {atom} is None:")
+                self.line(inner + 1, f"{unknown} = True")
+            self.line(inner, f"{'elif' if nullable else 'if'} {settled}{atom}:")
             self.line(inner + 1, f"{out} = {decided}")
         undecided = "True" if conjunction else "False"
         self.line(depth, f"if {out} is None:")
@@ -168,9 +176,10 @@ class _Source:
             values = frozenset(e.value for e in right.elts if isinstance(e, ast.Constant))
             negated = isinstance(node.ops[0], ast.NotIn)
             absent = "None" if None in values else repr(negated)
-            self.line(depth, f"if {left} is None:")
-            self.line(depth + 1, f"{out} = None")
-            self.line(depth, f"elif {left} in {self.constant(values)}:")
+            if left_nullable:
+                self.line(depth, f"if {left} is None:")
+                self.line(depth + 1, f"{out} = None")
+            self.line(depth, f"{'elif' if left_nullable else 'if'} {left} in {self.constant(values)}:")
             self.line(depth + 1, f"{out} = {not negated!r}")
             self.line(depth, "else:")
             self.line(depth + 1, f"{out} = {absent}")
@@ -293,9 +302,21 @@ def generate(query: Query, relation: str) -> tuple[Factory, list[tuple[str, Any]
     """The factory of ``relation``'s delta function (called with its stores, in order) and the stores;
     None when Python refuses the source (the interpreted plan then serves)."""
     source, constants, stores = plan_source(query, query.plans[relation])
-    namespace: dict[str, Any] = {"__builtins__": {"len": len, "TypeError": TypeError}, **constants}
+    namespace: dict[str, Any] = {"__builtins__": _BUILTINS, **constants}
     try:
         exec(compile(source, f"<firstorder delta of {relation}>", "exec"), namespace)
     except (SyntaxError, RecursionError, MemoryError):
         return None
     return namespace["_factory"], stores
+
+
+def expression_function(text: str, position: Mapping[str, int]) -> Callable[[tuple[Any, ...]], Any]:
+    """One expression generated as a function of an environment tuple (what the plans inline)."""
+    src = _Source(position)
+    atom, _ = src.expr(parse(text), 1)
+    names = "".join(f"v{p}, " for p in range(len(position)))
+    unpack = [f"    {names} = env"] if names else []
+    lines = ["def _expression(env):", *unpack, *src.lines, f"    return {atom}", ""]
+    namespace: dict[str, Any] = {"__builtins__": _BUILTINS, **src.constants}
+    exec(compile("\n".join(lines), f"<firstorder expression {text!r}>", "exec"), namespace)
+    return namespace["_expression"]  # type: ignore[no-any-return]
