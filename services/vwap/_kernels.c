@@ -3,8 +3,8 @@
  * tested against and the fallback where this is not built).
  *
  * The loop makes the Python loop's container operations on the ledger and the change log one for one,
- * in the same order (dict lookups, stores and deletes, set adds), so the bag and the change log come out
- * identical, iteration order included. The netting per price level is summed in C while its values are
+ * in the same order (dict lookups, stores and deletes), so the bag and the change log come out identical,
+ * iteration order included. The netting per price level is summed in C while its values are
  * 64-bit ints and reaches the netted dict in the order of each level's first event (LevelSums), so the
  * netted levels come out identical too. Arithmetic goes through Python's number protocol (ints and exact
  * Decimals alike); integers that fit in 64 bits take a shortcut that gives the same values.
@@ -280,6 +280,7 @@ typedef struct {
     int reads;        /* rel in reads */
     PyObject *levels; /* netted[rel] (a new reference) where rel is read and netted is given */
     LevelSums sums;   /* the levels' sums not yet in `levels` */
+    PyObject *touched; /* changed[rel] (a new reference) once an event of rel was valid, with `changed` */
 } Rel;
 
 /* Flush the level sums into the netted dict (keeping an exception already raised). */
@@ -305,6 +306,7 @@ static int rel_clear(Rel *r) {
     Py_CLEAR(r->rel);
     Py_CLEAR(r->cols);
     Py_CLEAR(r->levels);
+    Py_CLEAR(r->touched);
     r->ledger = NULL;
     return rc;
 }
@@ -505,9 +507,25 @@ static int add_net(Net *net, PyObject *delta) {
     return 0;
 }
 
+/* changed[rel], made empty where absent: a new reference. */
+static PyObject *touched_of(PyObject *changed, PyObject *rel) {
+    PyObject *t = PyDict_GetItemWithError(changed, rel);
+    if (t == NULL) {
+        if (PyErr_Occurred() || (t = PyDict_New()) == NULL) return NULL;
+        if (PyDict_SetItem(changed, rel, t) < 0) Py_CLEAR(t);
+        return t;
+    }
+    if (!PyDict_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "changed must map each relation to a dict");
+        return NULL;
+    }
+    Py_INCREF(t);
+    return t;
+}
+
 /* One event; 0 when applied or rejected, -1 on an exception. */
 static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net) {
-    PyObject *row = NULL, *delta = NULL, *vals = NULL, *new = NULL, *key = NULL;
+    PyObject *row = NULL, *delta = NULL, *vals = NULL, *new = NULL;
     int rc = -1;
     fields_of(p->fields, ev);
     PyObject *rel = field(p->fields, ev, 0);
@@ -562,9 +580,9 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     if ((live ? _PyDict_SetItem_KnownHash(r->ledger, vals, new, hash)
               : _PyDict_DelItem_KnownHash(r->ledger, vals, hash)) < 0)
         goto done;
-    if (p->changed != Py_None) {
-        key = PyTuple_Pack(2, rel, vals);
-        if (key == NULL || PySet_Add(p->changed, key) < 0) goto done;
+    if (p->changed != Py_None) { /* changed.setdefault(rel, {})[vals] = None, the tuple's hash known */
+        if (r->touched == NULL && (r->touched = touched_of(p->changed, rel)) == NULL) goto done;
+        if (_PyDict_SetItem_KnownHash(r->touched, vals, Py_None, hash) < 0) goto done;
     }
     if (add_net(net, delta) < 0) goto done;
     if (r->reads) {
@@ -578,7 +596,6 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     }
     rc = 0;
 done:
-    Py_XDECREF(key);
     Py_XDECREF(new);
     Py_XDECREF(vals);
     Py_XDECREF(delta);
@@ -594,8 +611,8 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO!OOOOOpOO:ledger_pass", &events, &PyDict_Type, &p.bag, &p.columns, &p.reads,
                           &p.netted, &p.update, &p.changed, &p.book, &p.brokers, &p.reject))
         return NULL;
-    if (p.changed != Py_None && !PySet_Check(p.changed)) {
-        PyErr_SetString(PyExc_TypeError, "changed must be a set or None");
+    if (p.changed != Py_None && !PyDict_Check(p.changed)) {
+        PyErr_SetString(PyExc_TypeError, "changed must be a dict or None");
         return NULL;
     }
     PyObject *fast = PySequence_Fast(events, "events must be a sequence");

@@ -61,7 +61,7 @@ class VwapEngine:
         self.events = 0
         self.rejected = 0
         self.live_tuples = 0  # the bag's total multiplicity, kept so stats() need not sum the bag
-        self._changed: set[tuple[str, tuple[Any, ...]]] = set()  # bag tuples touched since a checkpoint
+        self._changed: kernels.Touched = {}  # per relation, the bag tuples touched since a checkpoint
         self._rejections: list[Rejection] = []  # the refusals of the batch being applied
         self._logging = False  # whether ``_changed`` is kept past a batch: once a checkpoint took the state
 
@@ -389,7 +389,7 @@ class VwapEngine:
     # trees are a function of the bag and are rebuilt on restore, as from a snapshot.
 
     def pending_changes(self) -> int:
-        return len(self._changed)
+        return sum(len(touched) for touched in self._changed.values())
 
     def changed_entries(self) -> list[EntryChange]:
         """The bag tuples touched since the previous call; at the first call every entry."""
@@ -398,9 +398,11 @@ class VwapEngine:
             return list(self.all_entries())
         out: list[EntryChange] = []
         bag = self.bag
-        for rel, vals in self._changed:
-            m = bag[rel].get(vals)
-            out.append(("b", snap.bag_key(rel, vals), json_bytes(m) if m else None))
+        for rel, touched in self._changed.items():
+            ledger = bag[rel]
+            for vals in touched:
+                m = ledger.get(vals)
+                out.append(("b", snap.bag_key(rel, vals), json_bytes(m) if m else None))
         self._changed.clear()
         out.extend(self._scalar_entries())
         return out

@@ -22,6 +22,7 @@ from ivmstream.sdk import UpdateEvent
 Bag = dict[str, dict[tuple[Any, ...], int]]
 Netted = dict[str, dict[Any, list[Any]]]
 Update = Callable[[str, Any, int], None]
+Touched = dict[str, dict[tuple[Any, ...], None]]  # per relation, the bag tuples touched, in first-touch order
 Reject = Callable[[int, UpdateEvent, Any], None]
 
 # Set to 1 to run the Python loop even where the compiled one is built (as for the event decoder).
@@ -35,7 +36,7 @@ def py_ledger_pass(
     reads: frozenset[str],
     netted: Netted | None,
     update: Update | None,
-    changed: set[tuple[str, tuple[Any, ...]]] | None,
+    changed: Touched | None,
     book: bool,
     brokers: int | None,
     reject: Reject,
@@ -45,7 +46,8 @@ def py_ledger_pass(
     An event that cannot apply changes nothing and is handed to ``reject(i, event, have)``: ``have`` is
     the live multiplicity of a tuple the event deletes more copies of than there are, else ``None``
     (an unknown relation, or an order-book row with a volume <= 0 or a ``broker_id`` outside
-    ``[0, brokers)``). A valid event's tuple goes into ``changed`` (unless it is ``None``); when its
+    ``[0, brokers)``). A valid event's tuple is recorded in ``changed[relation]`` (unless ``changed`` is
+    ``None``; a relation's dict is made at its first valid event); when its
     relation is one the plan reads, the event is added to ``netted[relation][price]`` as
     ``[Σ delta, Σ delta·volume]`` (a batch netted per level), or, without ``netted``, handed to
     ``update(relation, row, delta)``."""
@@ -76,7 +78,10 @@ def py_ledger_pass(
         else:
             del ledger[vals]
         if changed is not None:
-            changed.add((rel, vals))
+            touched = changed.get(rel)
+            if touched is None:
+                touched = changed[rel] = {}
+            touched[vals] = None
         net += delta
         if rel in reads:
             if netted is not None:
