@@ -28,10 +28,11 @@ from bench.lib.report import REPO
 
 SITE = "site-packages/"
 # a compiled kernel as cProfile names it: "<built-in method ivmstream.services.X._kernels.f>" for a
-# function, "<method 'f' of 'ivmstream.services.X._kernels.T' objects>" for a method of a C type
+# function, "<method 'f' of 'ivmstream.services.X._kernels.T' objects>" for a method of a C type (the
+# module is ``_kernels``, or ``_<what>_kernels`` for a service's second kernel file)
 KERNEL = re.compile(
     r"(?:<built-in method |<method '(?P<method>\w+)' of ')ivmstream\.services\.(?P<service>\w+)"
-    r"\._kernels\.(?P<name>\w+)"
+    r"\.(?P<module>_(?:[a-z]+_)?kernels)\.(?P<name>\w+)"
 )
 
 
@@ -41,7 +42,7 @@ def kernel(func: str) -> tuple[str, str] | None:
     if m is None:
         return None
     name = f"{m['name']}.{m['method']}" if m["method"] else m["name"]
-    return f"ivmstream/services/{m['service']}/_kernels.c", name
+    return f"ivmstream/services/{m['service']}/{m['module']}.c", name
 
 
 def hot_path(

@@ -20,6 +20,10 @@ def test_kernel_names_map_to_their_c_sources() -> None:
         "ivmstream/services/vwap/_kernels.c",
         "LevelTree.add",
     )
+    assert kernel("<built-in method ivmstream.services.reservoir._exact_kernels.reweigh>") == (
+        "ivmstream/services/reservoir/_exact_kernels.c",
+        "reweigh",
+    )
     assert kernel("<method 'get' of 'dict' objects>") is None
     assert kernel("<built-in method builtins.len>") is None
 
