@@ -2,16 +2,17 @@
  * (services/triangles/simple_graph.py says when it applies; the engines' Python path is the reference
  * it is tested against and the fallback where this is not built).
  *
- * A SimpleGraph mirrors the engine's edge index E (the dicts fwd[x][y] = 1 and bwd[y][x] = 1) as
- * integer adjacency sets: each node id is interned to a small int and its neighbours are an
- * open-addressing hash set of ints, so the common-neighbour count of an edge's endpoints probes
- * int arrays instead of dicts. `run` applies edge events in order, each one seeing the state the
- * previous one left: it validates the event, counts |N(u) ∩ N(v)|, adds 6·m·|N(u) ∩ N(v)| to Q (the
- * two directed first-order updates of docs/triangles/algorithm.md §2.11 on a graph without
- * self-loops), and updates the engine's dicts exactly as the two Python updates do, in the same
- * order. It stops at the first event it does not apply (the Python path then rejects it or applies
- * it) and, when `stride` > 0, after each event that strategy `auto` prices, so the caller can price
- * it and possibly switch plans before the next event is applied.
+ * A SimpleGraph holds E as integer adjacency sets: each node is interned to a small index (an int64
+ * node through an int hash map, any other through a dict) and its neighbours are an open-addressing
+ * hash set of indexes, so the common-neighbour count of an edge's endpoints probes int arrays instead
+ * of dicts. `run` applies edge events in order, each one seeing the state the previous one left: it
+ * validates the event, counts |N(u) ∩ N(v)|, adds 6·m·|N(u) ∩ N(v)| to Q (the two directed
+ * first-order updates of docs/triangles/algorithm.md §2.11 on a graph without self-loops) and
+ * updates the sets. The engine's dict indexes (fwd[x][y] = 1, bwd[y][x] = 1) are left behind while
+ * batches run and rewritten by `materialize` when something reads them. `run` stops at the first
+ * event it does not apply (the Python path then rejects it or applies it) and, when `stride` > 0,
+ * after each event that strategy `auto` prices, so the caller can price it and possibly switch plans
+ * before the next event is applied.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -198,15 +199,15 @@ static void idmap_del(IdMap *m, long long key) { /* key is present */
     m->n--;
 }
 
-/* A node: its neighbours, the node itself and its rows in the engine's two indexes (references). */
+/* A node: its neighbours and the node itself (a reference; NULL: a free index). */
 typedef struct {
     NSet adj;
-    PyObject *obj, *frow, *brow; /* obj NULL: a free index */
+    PyObject *obj;
 } Node;
 
 typedef struct {
     PyObject_HEAD
-    PyObject *fwd, *bwd; /* the engine's index of E by first and by second variable, kept in step */
+    PyObject *fwd, *bwd; /* the engine's index of E by first and by second variable (see materialize) */
     IdMap ints;          /* int node -> its index */
     PyObject *others;    /* any other node -> its index (a Python int) */
     Node *nodes;
@@ -278,7 +279,7 @@ static int32_t intern(Graph *g, const Key *k) {
         Py_DECREF(id);
     }
     Py_INCREF(k->obj);
-    g->nodes[i] = (Node){{NULL, 0, 0}, k->obj, NULL, NULL};
+    g->nodes[i] = (Node){{NULL, 0, 0}, k->obj};
     return i;
 nomem:
     PyErr_NoMemory();
@@ -288,7 +289,7 @@ undo:
     return -2;
 }
 
-/* Forget node i, which has no edges left (its rows have left the indexes). */
+/* Forget node i, which has no edges left. */
 static int release(Graph *g, int32_t i) {
     Node *node = &g->nodes[i];
     PyObject *x = node->obj;
@@ -299,37 +300,10 @@ static int release(Graph *g, int32_t i) {
         idmap_del(&g->ints, k.v);
     else
         rc = PyDict_DelItem(g->others, x);
-    Py_CLEAR(node->frow);
-    Py_CLEAR(node->brow);
     node->obj = NULL;
     Py_DECREF(x);
     g->free_ids[g->nfree++] = i;
     return rc;
-}
-
-/* index[x][y] += m for x's row *row (NULL: x has none) in a graph of unit multiplicities: an insert
- * adds y -> 1 (creating the row), a delete removes y (and the row when it empties), as kernels.py's
- * py_bump does. */
-static int bump(PyObject *index, PyObject **row, PyObject *x, PyObject *y, long m) {
-    if (m == 1) {
-        if (*row == NULL) {
-            PyObject *r = PyDict_New();
-            if (r == NULL) return -1;
-            if (PyDict_SetItem(r, y, one) < 0 || PyDict_SetItem(index, x, r) < 0) {
-                Py_DECREF(r);
-                return -1;
-            }
-            *row = r;
-            return 0;
-        }
-        return PyDict_SetItem(*row, y, one);
-    }
-    if (PyDict_DelItem(*row, y) < 0) return -1;
-    if (PyDict_GET_SIZE(*row) == 0) {
-        Py_CLEAR(*row);
-        return PyDict_DelItem(index, x);
-    }
-    return 0;
 }
 
 static void graph_clear(Graph *g) {
@@ -337,8 +311,6 @@ static void graph_clear(Graph *g) {
         Node *node = &g->nodes[i];
         if (node->obj != NULL) {
             Py_DECREF(node->obj);
-            Py_XDECREF(node->frow);
-            Py_XDECREF(node->brow);
             PyMem_Free(node->adj.slots);
         }
     }
@@ -395,10 +367,6 @@ static int graph_init(Graph *g, PyObject *args, PyObject *kwds) {
         if (brow == NULL) return PyErr_Occurred() ? -1 : not_simple("a row is missing from the second index");
         if (!PyDict_CheckExact(brow) || PyDict_GET_SIZE(brow) != PyDict_GET_SIZE(row))
             return not_simple("the two indexes differ");
-        Py_INCREF(row);
-        Py_XSETREF(g->nodes[ix].frow, row);
-        Py_INCREF(brow);
-        Py_XSETREF(g->nodes[ix].brow, brow);
         Py_ssize_t rpos = 0;
         PyObject *y, *m;
         while (PyDict_Next(row, &rpos, &y, &m)) {
@@ -521,10 +489,6 @@ static PyObject *graph_run(Graph *g, PyObject *const *args, Py_ssize_t nargs) {
         long long d = nset_common(&nu->adj, &nv->adj);
         /* the two directed updates' work: min of the degrees before the first and after it */
         long long work = (du < dv ? du : dv) + (du + m < dv + m ? du + m : dv + m);
-        /* the Python path's order: fwd[u][v], bwd[v][u], then fwd[v][u], bwd[u][v] */
-        if (bump(g->fwd, &nu->frow, nu->obj, nv->obj, m) < 0 || bump(g->bwd, &nv->brow, nv->obj, nu->obj, m) < 0 ||
-            bump(g->fwd, &nv->frow, nv->obj, nu->obj, m) < 0 || bump(g->bwd, &nu->brow, nu->obj, nv->obj, m) < 0)
-            goto fail_uv;
         if (m == 1) {
             if (nset_add(&nu->adj, iv) < 0 || nset_add(&nv->adj, iu) < 0) goto fail_uv;
         } else {
@@ -597,6 +561,49 @@ static PyObject *graph_has_edge(Graph *g, PyObject *const *args, Py_ssize_t narg
     return PyBool_FromLong(iu >= 0 && iv >= 0 && nset_contains(&g->nodes[iu].adj, iv));
 }
 
+static PyObject *graph_degree(Graph *g, PyObject *x) {
+    if (g->others == NULL) {
+        PyErr_SetString(PyExc_ValueError, "SimpleGraph is not initialised");
+        return NULL;
+    }
+    Key k;
+    if (make_key(x, &k) < 0) return NULL;
+    int32_t i = node_id(g, &k);
+    if (i == -2) return NULL;
+    return PyLong_FromLong(i < 0 ? 0 : (long)g->nodes[i].adj.n);
+}
+
+/* Rewrite the engine's two indexes from the adjacency sets: row x of each is {y: 1 for y in N(x)}. */
+static PyObject *graph_materialize(Graph *g, PyObject *Py_UNUSED(ignored)) {
+    if (g->fwd == NULL) {
+        PyErr_SetString(PyExc_ValueError, "SimpleGraph is not initialised");
+        return NULL;
+    }
+    PyDict_Clear(g->fwd);
+    PyDict_Clear(g->bwd);
+    for (Py_ssize_t i = 0; i < g->used; i++) {
+        Node *node = &g->nodes[i];
+        if (node->obj == NULL) continue;
+        PyObject *row = PyDict_New();
+        if (row == NULL) return NULL;
+        for (uint32_t k = 0; k < (1u << node->adj.bits); k++) {
+            int32_t c = node->adj.slots[k];
+            if (c >= 0 && PyDict_SetItem(row, g->nodes[c].obj, one) < 0) goto fail;
+        }
+        PyObject *col = PyDict_Copy(row);
+        if (col == NULL) goto fail;
+        int rc = PyDict_SetItem(g->fwd, node->obj, row) < 0 || PyDict_SetItem(g->bwd, node->obj, col) < 0;
+        Py_DECREF(col);
+        Py_DECREF(row);
+        if (rc) return NULL;
+        continue;
+    fail:
+        Py_DECREF(row);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *graph_nodes(Graph *g, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromSsize_t(g->used - g->nfree);
 }
@@ -614,6 +621,9 @@ static PyMethodDef graph_methods[] = {
      "Apply a batch's edge events from `start` on (see the module comment)."},
     {"has_edge", (PyCFunction)(void (*)(void))graph_has_edge, METH_FASTCALL, "Whether u-v is an edge."},
     {"node_count", (PyCFunction)graph_nodes, METH_NOARGS, "Nodes with at least one edge."},
+    {"degree", (PyCFunction)graph_degree, METH_O, "|N(x)|: 0 for a node without edges."},
+    {"materialize", (PyCFunction)graph_materialize, METH_NOARGS,
+     "Rewrite the engine's indexes from the adjacency sets (run() leaves them behind)."},
     {NULL, NULL, 0, NULL},
 };
 

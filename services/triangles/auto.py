@@ -275,6 +275,8 @@ class AutoEngine(TriangleEngine):
             else:
                 col = self._coldeg[prv].get(x, 0)
             return row, col
+        if isinstance(plan, FirstOrderEngine):  # its dict indexes may lag its compiled mirror
+            return plan.row_col(k, x, y)
         fwd, bwd = plan.fwd, plan.bwd  # type: ignore[attr-defined]
         return len(fwd[nxt].get(y, ())), len(bwd[prv].get(x, ()))
 

@@ -424,7 +424,7 @@ class TriangleEngine:
                     if m is None:
                         m = mult(0, a, b)
                     value = _mult_bytes(m) if m else None
-                out.append(("t", dumps((0, a, b)), value))
+                out.append(("t", _edge_key(a, b), value))
                 if stored or every_row:
                     for row in ((0, a), (0, b)):
                         if every_row or row in stored:
@@ -456,7 +456,13 @@ class TriangleEngine:
 
     def _entries(self) -> Iterator[Entry]:
         dumps = json_bytes
-        if self.graph:
+        if self.graph and not self._directed:  # symmetric: each edge from its stored direction
+            for x, row in self._rows(0):
+                for y, m in row.items():
+                    a, b = _edge(x, y)
+                    if a == x:
+                        yield "t", _edge_key(a, b), _mult_bytes(m)
+        elif self.graph:
             mult = self._mult
             for x, row in self._rows(0):
                 for y in row:
@@ -620,7 +626,16 @@ def _edge_bytes(forward: int, backward: int) -> bytes | None:
 
 
 def _mult_bytes(m: int) -> bytes:
+    if m == 1:  # every edge of a graph built from events
+        return b"1"
     return json_bytes(m if INT64_MIN <= m <= INT64_MAX else str(m))
+
+
+def _edge_key(a: Any, b: Any) -> bytes:
+    """``json_bytes((0, a, b))``, the key of an edge's entry; formatted directly for two int ids."""
+    if a.__class__ is int and b.__class__ is int:
+        return b"[0,%d,%d]" % (a, b)
+    return json_bytes((0, a, b))
 
 
 def _bad_id(v: Any) -> tuple[str, str] | None:

@@ -119,15 +119,56 @@ class FirstOrderEngine(_FullRelations):
 
     strategy = "first-order"
 
+    # Graph mode: the compiled mirror of E (simple_graph.py), None until built, False while E is not a
+    # simple graph. While ``_stale``, batches have run on the mirror only: the dict indexes are rewritten
+    # from it when read (the ``fwd``/``bwd`` properties) and the mirror is dropped by an ``_update``.
+    _fast: Any = None
+    _stale = False
+
     def __init__(self, mode: str = "graph", always_iterate_s: bool = False) -> None:
         super().__init__(mode)
         self.always_iterate_s = always_iterate_s
-        # Graph mode: the compiled mirror of E (simple_graph.py), None until built, False while E is
-        # not a simple graph; an update through ``_update`` drops it.
-        self._fast: Any = None
+
+    @property  # type: ignore[override]
+    def fwd(self) -> list[Index]:
+        if self._stale:
+            self._catch_up()
+        return self._fwd
+
+    @fwd.setter
+    def fwd(self, value: list[Index]) -> None:
+        self._fwd = value
+
+    @property  # type: ignore[override]
+    def bwd(self) -> list[Index]:
+        if self._stale:
+            self._catch_up()
+        return self._bwd
+
+    @bwd.setter
+    def bwd(self, value: list[Index]) -> None:
+        self._bwd = value
+
+    def _catch_up(self) -> None:
+        """Rewrite the dict indexes from the mirror (their rows in the mirror's order)."""
+        self._fast.materialize()
+        self._stale = False
+
+    def _mult(self, k: int, x: Any, y: Any) -> int:
+        if self._stale:
+            return 1 if self._fast.has_edge(x, y) else 0
+        return super()._mult(k, x, y)
+
+    def row_col(self, k: int, x: Any, y: Any) -> tuple[int, int]:
+        """|next(y, ·)| and |prev(·, x)|, the two rows an update to relation k at (x, y) intersects."""
+        if self._stale:
+            return self._fast.degree(y), self._fast.degree(x)
+        return len(self._fwd[self._nxt[k]].get(y, ())), len(self._bwd[self._prv[k]].get(x, ()))
 
     def _update(self, k: int, x: Any, y: Any, m: int) -> None:
-        if self._fast:
+        if self._fast:  # the Python path changes the dicts: catch them up, then drop the mirror
+            if self._stale:
+                self._catch_up()
             self._fast = None
         row = self.fwd[self._nxt[k]].get(y)  # S(y, ·) for an update to R(x, y)
         col = self.bwd[self._prv[k]].get(x)  # T(·, x)
@@ -154,14 +195,18 @@ class FirstOrderEngine(_FullRelations):
         return {**super()._config(), "always_iterate_s": self.always_iterate_s}
 
     def _rebuild_derived(self) -> None:
-        self._fast = None  # new relations: the mirror is rebuilt from them when a batch needs it
+        # new relations: the mirror is rebuilt from them when a batch needs it
+        self._fast = None
+        self._stale = False
 
     def simple_graph(self) -> Any:
         """The compiled mirror of E for a batch of graph events, or None (the Python path runs)."""
         g = self._fast
-        if g is None or (g is not False and (g.fwd is not self.fwd[0] or g.tuples != self.rsize[0])):
+        if g is None or (g is not False and (g.fwd is not self._fwd[0] or g.tuples != self.rsize[0])):
+            if self._stale:  # pragma: no cover - the indexes were replaced without _rebuild_derived
+                raise AssertionError("the mirror of E no longer matches the engine's indexes")
             usable = self.graph and not self.always_iterate_s
-            g = self._fast = (simple_graph.mirror(self.fwd[0], self.bwd[0]) if usable else None) or False
+            g = self._fast = (simple_graph.mirror(self._fwd[0], self._bwd[0]) if usable else None) or False
         return g or None
 
     def _apply_graph(
@@ -195,6 +240,7 @@ class FirstOrderEngine(_FullRelations):
         """The counters of ``devents`` graph events the mirror applied: Q, sizes, work and tuple updates
         here, events and the last event's work on ``owner`` (this engine or ``auto`` running it)."""
         if devents:
+            self._stale = True
             self.q += dq
             self.size += dsize
             self.rsize[0] += dsize
