@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .expressions import ExpressionError, parse
+from .expressions import _compile as _closure
 from .plan import DeltaPlan, Query
 
 # (updated tuple, its delta, the delta's groups out) -> tuples visited
@@ -55,6 +56,21 @@ class _Source:
         self.constants[name] = value
         return name
 
+    def literal(self, value: Any) -> str:
+        if type(value) in (int, str, bool, type(None)) or (type(value) is float and math.isfinite(value)):
+            text = repr(value)
+            return f"({text})" if text.startswith("-") else text
+        return self.constant(value)
+
+    def _fold(self, node: ast.AST) -> tuple[str, bool] | None:
+        """A subexpression over constants alone, valued once by the closures (their value is what the
+        statements would compute on every row); None when valuing it raises (left to the rows)."""
+        try:
+            value = _closure(node, {})[0](())
+        except Exception:  # the same failure then happens per row, as in the closures
+            return None
+        return self.literal(value), value is None
+
     # --- expressions: statements at ``depth`` leaving the value in the returned atom ---------------
 
     def expr(self, node: ast.AST, depth: int) -> tuple[str, bool]:
@@ -62,10 +78,11 @@ class _Source:
         if isinstance(node, ast.Constant) and node.value is None:
             return "None", True
         if isinstance(node, ast.Constant) and type(node.value) in (int, float, str):
-            value = node.value
-            if type(value) is float and not math.isfinite(value):
-                return self.constant(value), False
-            return repr(value), False
+            return self.literal(node.value), False
+        if not any(isinstance(n, ast.Name) and n.id in self.position for n in ast.walk(node)):
+            folded = self._fold(node)
+            if folded is not None:
+                return folded
         if isinstance(node, ast.Name) and node.id in self.position:
             return f"v{self.position[node.id]}", True
         if isinstance(node, ast.BoolOp):
@@ -166,14 +183,14 @@ class _Source:
         left, left_nullable = self.expr(node.left, depth)
         out = self.temp()
         if any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
-            right = node.comparators[0]
+            listed = node.comparators[0]
             if (
                 len(node.ops) != 1
-                or not isinstance(right, ast.Tuple | ast.List)
-                or not all(isinstance(e, ast.Constant) and type(e.value) in _LISTED for e in right.elts)
+                or not isinstance(listed, ast.Tuple | ast.List)
+                or not all(isinstance(e, ast.Constant) and type(e.value) in _LISTED for e in listed.elts)
             ):
                 raise ExpressionError(f"{ast.unparse(node)!r}: 'in' takes one tuple of constants, unchained")
-            values = frozenset(e.value for e in right.elts if isinstance(e, ast.Constant))
+            values = frozenset(e.value for e in listed.elts if isinstance(e, ast.Constant))
             negated = isinstance(node.ops[0], ast.NotIn)
             absent = "None" if None in values else repr(negated)
             if left_nullable:
@@ -184,18 +201,32 @@ class _Source:
             self.line(depth, "else:")
             self.line(depth + 1, f"{out} = {absent}")
             return out
+        if len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+            right, right_nullable = self.expr(node.comparators[0], depth)
+            nulls = [f"{x} is None" for x, n in ((left, left_nullable), (right, right_nullable)) if n]
+            test = depth
+            if nulls:
+                self.line(depth, f"if {' or '.join(nulls)}:")
+                self.line(depth + 1, f"{out} = None")
+                self.line(depth, "else:")
+                test = depth + 1
+            self.line(test, "try:")
+            self.line(test + 1, f"{out} = True if {left} {_COMPARE[type(node.ops[0])]} {right} else False")
+            self.line(test, "except TypeError:")
+            self.line(test + 1, f"{out} = None")
+            return out
         unknown = self.temp()
         self.line(depth, f"{out} = True")  # False at the first false link
         self.line(depth, f"{unknown} = False")
         a, a_nullable = left, left_nullable
-        for i, (op, right) in enumerate(zip(node.ops, node.comparators, strict=True)):
+        for i, (op, operand) in enumerate(zip(node.ops, node.comparators, strict=True)):
             if type(op) not in _COMPARE:
                 raise ExpressionError(f"{ast.unparse(node)!r}: {type(op).__name__} is outside the language")
             inner = depth
             if i:
                 self.line(depth, f"if {out}:")
                 inner = depth + 1
-            b, b_nullable = self.expr(right, inner)
+            b, b_nullable = self.expr(operand, inner)
             nulls = [f"{x} is None" for x, n in ((a, a_nullable), (b, b_nullable)) if n]
             test = inner
             if nulls:

@@ -20,6 +20,7 @@ indexes are a function of the bags and are rebuilt on restore.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -63,6 +64,9 @@ class FirstOrderEngine:
         self.by_relation: dict[str, list[tuple[tuple[int, ...], dict[tuple[Any, ...], Bag]]]] = {}
         for (rel, key), index in self.indexes.items():
             self.by_relation.setdefault(rel, []).append((key, index))
+        # a relation's tuple from an event's row, and an index's key from a tuple, by one C call each
+        self._tuple_of = {r: _getter(cols) for r, cols in query.relations.items()}
+        self._keys_of = {r: [(_getter(k), index) for k, index in ixs] for r, ixs in self.by_relation.items()}
         self.groups: dict[tuple[Any, ...], Accumulator] = {}
         self.visited = 0  # tuples the delta queries enumerated (the work counter, §5)
         self.applied = 0
@@ -88,24 +92,24 @@ class FirstOrderEngine:
 
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
-        relations = self.query.relations
+        tuple_of, bags, maintain, store = self._tuple_of, self.bags, self._maintain, self._store
         for i, ev in enumerate(events):
-            cols = relations[ev.relation]
-            tup = tuple(ev.row[c] for c in cols)
-            held = self.bags[ev.relation].get(tup, 0)
-            if held + ev.delta < 0:
+            relation, delta = ev.relation, ev.delta
+            tup = tuple_of[relation](ev.row)
+            held = bags[relation].get(tup, 0)
+            if held + delta < 0:
                 rejected.append(
                     Rejection(
                         i,
                         "absent-tuple",
-                        f"delete of {-ev.delta} copies of {tup!r} from {ev.relation} which holds {held}",
+                        f"delete of {-delta} copies of {tup!r} from {relation} which holds {held}",
                     )
                 )
                 continue
-            self._maintain(ev.relation, tup, ev.delta)
-            self._store(ev.relation, tup, ev.delta)
+            maintain(relation, tup, delta)
+            store(relation, tup, delta)
             if self._logging:
-                self._changed_tuples.add((ev.relation, tup))
+                self._changed_tuples.add((relation, tup))
             self.applied += 1
         return rejected
 
@@ -170,8 +174,8 @@ class FirstOrderEngine:
             bag[tup] = new
         else:
             bag.pop(tup, None)
-        for key, index in self.by_relation.get(relation, ()):
-            k = tuple(tup[c] for c in key)
+        for key_of, index in self._keys_of.get(relation, ()):
+            k = key_of(tup)
             bucket = index.setdefault(k, {})
             if new:
                 bucket[tup] = new
@@ -318,6 +322,16 @@ class RecomputeEngine(FirstOrderEngine):
         for tup, m in self.bags[first].items():
             add_to(total, self.delta(first, tup, m))
         return total
+
+
+def _getter(positions: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``lambda x: tuple(x[p] for p in positions)``, by ``itemgetter`` (which gives a bare item for one)."""
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda x: (x[only],)
+    if not positions:
+        return lambda x: ()
+    return operator.itemgetter(*positions)
 
 
 def add_to(groups: dict[tuple[Any, ...], Accumulator], delta: Mapping[tuple[Any, ...], Accumulator]) -> None:
