@@ -18,8 +18,10 @@ Pure: the store is reached only through the two callables of ``StoredMap``.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import repeat
+from operator import is_, itemgetter
 from typing import Generic, TypeVar
 
 from ivmstream.engine import Entry, EntryChange, StoredMap
@@ -103,6 +105,26 @@ class StoreBackedMap(Generic[V]):
         self._evict()
         return value
 
+    def get_many(self, keys: Sequence[bytes]) -> list[V | None]:
+        """``get`` of each key (an engine's batch of distinct members). While nothing is attached every
+        entry is resident, and the lookups run as one pass."""
+        if self._source is not None:
+            return [self.get(k) for k in keys]
+        self.hits += len(keys)
+        return list(map(self._dirty.get, keys, map(self._clean.get, keys)))  # a dirty None: deleted
+
+    def put_many(self, items: Iterable[tuple[bytes, V]]) -> None:
+        """``put`` of each (key, value), in order."""
+        if self._source is not None:
+            for k, v in items:
+                self.put(k, v)
+            return
+        items = list(items)
+        self._dirty.update(items)
+        clean = self._clean
+        if clean:  # a key is dirty or clean, never both
+            deque(map(clean.pop, map(itemgetter(0), items), repeat(None)), maxlen=0)
+
     def put(self, key: bytes, value: V) -> None:
         self._clean.pop(key, None)
         self._dirty[key] = value
@@ -117,10 +139,16 @@ class StoreBackedMap(Generic[V]):
 
     def changes(self) -> list[EntryChange]:
         """Puts and deletes since the previous call, as entry changes; they become clean (evictable)."""
-        name, encode = self.name, self._encode
-        out: list[EntryChange] = [(name, k, None if v is None else encode(v)) for k, v in self._dirty.items()]
-        clean, dirty, cap = self._clean, self._dirty, self.capacity
-        if self._source is None:  # everything stays; absent entries need no memory
+        name, encode, dirty = self.name, self._encode, self._dirty
+        deletes = any(map(is_, dirty.values(), repeat(None)))
+        if deletes:
+            out: list[EntryChange] = [(name, k, None if v is None else encode(v)) for k, v in dirty.items()]
+        else:  # puts only: encoded and paired a column at a time
+            out = list(zip(repeat(name), dirty, map(encode, dirty.values())))  # type: ignore[arg-type]
+        clean, cap = self._clean, self.capacity
+        if self._source is None and not deletes:
+            clean.update(dirty)
+        elif self._source is None:  # everything stays; absent entries need no memory
             for k, v in dirty.items():
                 if v is not None:
                     clean[k] = v

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ivmstream.events import UpdateEvent
+from ivmstream.events.columns import EventColumns
 from ivmstream.events.encoding import json_bytes as json_bytes  # re-exported to services by the SDK
 
 JSON = Any  # a value orjson can serialize
@@ -82,6 +83,28 @@ class IncrementalEngine(Protocol):
 
 def is_incremental(engine: object) -> bool:
     return isinstance(engine, IncrementalEngine)
+
+
+@runtime_checkable
+class ColumnarEngine(Protocol):
+    """Optional: an engine that also takes a batch as columns (``ivmstream.events.columns``).
+
+    The runtime hands each key's batch to ``apply_columns`` instead of ``apply`` when the engine has it,
+    so the engine can work on whole columns rather than on one event object at a time. It must leave
+    the engine exactly as ``apply`` of the same events in the same order would (state, result,
+    checkpoint entries) and refuse the same events with the same reasons; a ``Rejection`` names the
+    event's index in the batch, as from ``apply``. ``replay`` and the per-event apply mode keep
+    calling ``apply``.
+    """
+
+    def apply_columns(self, batch: EventColumns) -> list[Rejection]:
+        """Apply the batch's events in order; return the ones refused (each left the state unchanged)."""
+        ...
+
+
+def columnar_entry(engine: object) -> Callable[[EventColumns], list[Rejection]] | None:
+    """``engine``'s ``apply_columns``, or None when it takes events only."""
+    return getattr(engine, "apply_columns", None)
 
 
 @runtime_checkable

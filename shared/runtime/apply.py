@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from ivmstream import changelog
-from ivmstream.engine import Engine
+from ivmstream.engine import Engine, columnar_entry
 from ivmstream.events import EventError, Schema, UpdateEvent
+from ivmstream.events.columns import event_columns
 from ivmstream.runtime.coordinator import PartialsEngine
 from ivmstream.runtime.output import Output, build_record
 from ivmstream.runtime.partition import PartitionState
@@ -204,7 +205,8 @@ def apply_groups(
     refusals: Refusals,
 ) -> int:
     """Apply each key's events (in log order) to its engine; dead-letter what the engines refuse.
-    Returns how many were applied. An engine takes its events as a read-only ``Sequence`` (the Engine
+    Returns how many were applied. An engine with ``apply_columns`` (``ivmstream.engine.ColumnarEngine``)
+    takes each key's events as columns, any other its events as a read-only ``Sequence`` (the Engine
     protocol; ``ivmstream.replay`` relies on it too), so a rejection's index points into ``events``
     itself, and the map from event to record is built only for a batch with rejections."""
     applied = 0
@@ -212,7 +214,9 @@ def apply_groups(
     record_of = RecordOf(msgs, decoded)
     state.prefetch(groups)
     for key, events in groups.items():
-        rejections = state.engine(key).apply(events)
+        engine = state.engine(key)
+        take_columns = columnar_entry(engine)
+        rejections = take_columns(event_columns(events)) if take_columns is not None else engine.apply(events)
         if rejections:
             refused += [(record_of(events[r.index]), r.code, r.detail) for r in rejections]
         applied += len(events) - len(rejections)

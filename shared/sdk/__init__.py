@@ -10,6 +10,7 @@ internal: its names may change without notice.
 from ivmstream.backed_map import StoreBackedMap
 from ivmstream.engine import (
     JSON,
+    ColumnarEngine,
     CountsPendingChanges,
     Engine,
     EngineError,
@@ -32,6 +33,7 @@ from ivmstream.events import (
     SourceRecord,
     UpdateEvent,
 )
+from ivmstream.events.columns import EventColumns, RelationColumns
 from ivmstream.events.tpch import TPCH_TABLES
 from ivmstream.options import (
     Option,
@@ -68,6 +70,7 @@ __all__ = [
     "JSON",
     "TPCH",
     "TPCH_TABLES",
+    "ColumnarEngine",
     "CountsPendingChanges",
     "DemoWorkload",
     "Engine",
@@ -75,6 +78,7 @@ __all__ = [
     "EngineStats",
     "Entry",
     "EntryChange",
+    "EventColumns",
     "IncrementalEngine",
     "InputFormat",
     "Option",
@@ -84,6 +88,7 @@ __all__ = [
     "Rejection",
     "Relation",
     "RelationAlias",
+    "RelationColumns",
     "ServiceDefinition",
     "Sharding",
     "SourceError",

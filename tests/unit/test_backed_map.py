@@ -147,3 +147,34 @@ def test_replace_deletes_stored_entries_not_in_the_new_state():
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         new_map(0)
+
+
+@settings(max_examples=100)
+@given(ops=ops, attached=st.booleans())
+def test_batched_reads_and_writes_equal_one_at_a_time(ops, attached):
+    """``get_many``/``put_many`` (an engine's batch of distinct members) against ``get``/``put``: the
+    same values read, the same changes handed out, the same map."""
+    stores = (FakeStore(), FakeStore()) if attached else (None, None)
+    one, many = new_map(None, stores[0]), new_map(None, stores[1])
+    for op, key, value in ops:
+        wanted = [key, b"k%d" % (value % 16)]
+        if op == "get":
+            assert many.get_many(wanted) == [one.get(k) for k in wanted]
+        elif op == "put":
+            one.put(key, value)
+            one.put(wanted[1], value + 1)
+            many.put_many([(key, value), (wanted[1], value + 1)])
+        elif op == "delete":
+            one.delete(key)
+            many.delete(key)
+        else:
+            changes = one.changes()
+            assert sorted(many.changes()) == sorted(changes)
+            if attached:
+                for store in stores:
+                    assert store is not None
+                    store.committed.update({k: v for _n, k, v in changes if v is not None})
+                    for _n, k, v in changes:
+                        if v is None:
+                            store.committed.pop(k, None)
+    assert dict(many.items()) == dict(one.items())
