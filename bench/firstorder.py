@@ -12,6 +12,10 @@ The worker point (``firstorder_worker.py``) runs axfinder over the whole trace t
 on the embedded broker in batches of ``--worker-batch`` events (default 100: a result published every
 100 updates, the first table's R = 100), beside the engine alone on the same batches.
 
+The plans point (``firstorder_plans.py``) runs the first-order engine alone over the whole trace in
+batches of ``--plans-batch`` events (default 2,000, the worker benchmark's batch), its delta plans
+generated as Python against the same plans walked by the expression closures, in CPU time.
+
 Writes ``bench/results/firstorder.json`` and ``.png`` (``firstorder_quick`` with ``--quick``);
 ``--markdown FILE.json`` prints docs/firstorder/benchmark.md's table from a report.
 """
@@ -29,6 +33,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.firstorder_plans import markdown as plans_markdown  # noqa: E402
+from bench.firstorder_plans import plans_point  # noqa: E402
 from bench.firstorder_worker import markdown as worker_markdown  # noqa: E402
 from bench.firstorder_worker import worker_point  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
@@ -137,6 +143,8 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if "worker" in report:
         lines += ["", *worker_markdown(report["worker"])]
+    if "plans" in report:
+        lines += ["", *plans_markdown(report["plans"])]
     return "\n".join(lines)
 
 
@@ -178,6 +186,12 @@ def main() -> None:
         default=100,
         help="the worker point's batch size: it publishes the result after every batch (default 100)",
     )
+    parser.add_argument(
+        "--plans-batch",
+        type=int,
+        default=2000,
+        help="the plans point's batch size (generated plans against the closures; default 2,000)",
+    )
     parser.add_argument("--out", type=Path, help="the report (a .png beside it)")
     parser.add_argument("--markdown", type=Path, metavar="FILE.json", help="print the docs table of a report")
     args = parser.parse_args()
@@ -195,6 +209,8 @@ def main() -> None:
     report["load_start"] = load_start
     options, events = workload("axfinder", TRACE, args.worker_events or (300 if args.quick else None))
     report["worker"] = worker_point("axfinder", options, events, repeats, args.worker_batch)
+    whole = {q: workload(q, TRACE, 300 if args.quick else None) for q in ("axfinder", "brokerspread")}
+    report["plans"] = plans_point(whole, repeats, args.plans_batch)
     report["command"] = command_line("bench/firstorder.py", None)
     report["machine"] = machine_info()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """A tiny run of the firstorder benchmark (first-order against recompute on axfinder and brokerspread,
-the engines alone and through the worker), so it cannot rot; no timing is asserted. The docs tables are
-the stored report's."""
+the engines alone and through the worker; generated plans against the closures), so it cannot rot; no
+timing is asserted. The docs tables are the stored report's."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def test_firstorder_bench_smoke(tmp_path):
         assert sorted(times) == ["first-order", "recompute"] and all(len(t) == 1 for t in times.values())
     assert all(sum(n) >= 3 for n in worker["worker_batches"].values())  # batches of at most 100
     assert worker["worker_ratio"] > 0 and len(worker["load_start"]) == len(worker["load_end"]) == 3
+    plans = data["plans"]  # the engine alone: generated delta plans against the closures, same snapshots
+    assert [(c["query"], c["events"]) for c in plans["cases"]] == [("axfinder", 300), ("brokerspread", 300)]
+    for case in plans["cases"]:
+        assert sorted(case["cpu_seconds"]) == ["closures", "generated"] and case["ratio"] > 0
 
 
 def test_the_docs_table_is_the_stored_report():
