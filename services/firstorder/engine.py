@@ -4,6 +4,8 @@ docs/firstorder/algorithm.md. The state is the base relations (bags, indexed on 
 delta plans probe by) and the materialised aggregates per group. An update to one relation evaluates
 its delta query against the other relations' current contents (§3) and adds it to the aggregates, in
 O(size of the other relations) per update in the worst case (O(matching tuples) through the indexes).
+Each plan runs as one generated Python function (``codegen.py``); the expression closures walk a plan
+only when asked (``generated=False``, the reference) or when Python refuses the generated source.
 A self-join's occurrences are relations of their own, fed one event each: applied one after the
 other, each delta is exact (δ(X ⋈ Y) = δX ⋈ Y + X' ⋈ δY).
 
