@@ -844,6 +844,106 @@ static PyObject *lt_suffix_ge(LevelTree *t, PyObject *pk) {
     return PyLong_FromLongLong(acc);
 }
 
+/* One live level of a netted batch, for load_netted. */
+typedef struct {
+    int64_t price, w, pv;
+    PyObject *key, *count; /* borrowed from the netted dict */
+} Live;
+
+static int live_cmp(const void *a, const void *b) {
+    int64_t x = ((const Live *)a)->price, y = ((const Live *)b)->price;
+    return (x > y) - (x < y);
+}
+
+static void pull_all(TNode *n, int32_t i) {
+    if (i < 0) return;
+    pull_all(n, n[i].l);
+    pull_all(n, n[i].r);
+    pull(n, i);
+}
+
+/* load_netted(changes): an empty tree takes the live levels of a batch netted from an empty book
+ * (changes: price -> [count, W]; a level is live where its count is not 0), PV = price·W, and returns
+ * ({price: count} in ascending price, Σ W). The levels are sorted in C and the treap is built over them
+ * in one pass (each node's priority drawn in ascending price, the nodes linked as a Cartesian tree, which
+ * is the treap any order of inserts with those priorities gives). OverflowError, the tree unchanged, where
+ * a value is not an int the tree holds (a decimal, a negative price or W, a sum of 2^62 or more). */
+static PyObject *lt_load_netted(LevelTree *t, PyObject *changes) {
+    if (!PyDict_Check(changes)) return PyErr_Format(PyExc_TypeError, "load_netted takes a dict of netted levels");
+    if (t->size != 0 || t->used != 0) return PyErr_Format(PyExc_ValueError, "load_netted fills an empty tree");
+    Py_ssize_t m = PyDict_GET_SIZE(changes), n = 0, pos = 0;
+    Live *live = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(Live));
+    if (live == NULL) return PyErr_NoMemory();
+    PyObject *key, *acc, *cnt = NULL, *out = NULL;
+    int64_t sw = 0, spv = 0;
+    while (PyDict_Next(changes, &pos, &key, &acc)) {
+        if (!PyList_Check(acc) || PyList_GET_SIZE(acc) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a netted level must be a list [count, weight]");
+            goto done;
+        }
+        PyObject *count = PyList_GET_ITEM(acc, 0);
+        int nonzero = PyObject_IsTrue(count);
+        if (nonzero < 0) goto done;
+        if (!nonzero) continue;
+        long long c;
+        Live *x = &live[n];
+        if (small_arg(key, &x->price) < 0 || small_arg(PyList_GET_ITEM(acc, 1), &x->w) < 0 || !as_small(count, &c))
+            goto overflow;
+        if (x->price < 0 || x->w < 0 || __builtin_mul_overflow(x->price, x->w, &x->pv) || !in_range(sw, x->w, &sw) ||
+            !in_range(spv, x->pv, &spv))
+            goto overflow;
+        x->key = key;
+        x->count = count;
+        n++;
+    }
+    qsort(live, (size_t)n, sizeof(Live), live_cmp);
+    cnt = PyDict_New();
+    if (cnt == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyDict_SetItem(cnt, live[i].key, live[i].count) < 0) goto done;
+    if (n > 0) {
+        TNode *nodes = PyMem_Realloc(t->n, (size_t)n * sizeof(TNode));
+        int32_t *stack = PyMem_Malloc((size_t)n * sizeof(int32_t));
+        if (nodes == NULL || stack == NULL) {
+            PyMem_Free(stack);
+            if (nodes != NULL) t->n = nodes;
+            PyErr_NoMemory();
+            goto done;
+        }
+        t->n = nodes;
+        t->cap = (int32_t)n;
+        Py_ssize_t top = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            TNode *x = &nodes[i];
+            x->key = live[i].price;
+            x->w = live[i].w;
+            x->pv = live[i].pv;
+            x->pri = next_pri(t);
+            x->l = x->r = -1;
+            int32_t last = -1;
+            while (top > 0 && nodes[stack[top - 1]].pri < x->pri) last = stack[--top];
+            x->l = last;
+            if (top > 0) nodes[stack[top - 1]].r = (int32_t)i;
+            stack[top++] = (int32_t)i;
+        }
+        t->root = stack[0];
+        PyMem_Free(stack);
+        pull_all(nodes, t->root);
+        t->used = t->size = (int32_t)n;
+    }
+    out = Py_BuildValue("(OL)", cnt, (long long)sw);
+    goto done;
+overflow:
+    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_OverflowError, "a netted level outside the level tree's range");
+    }
+done:
+    Py_XDECREF(cnt);
+    PyMem_Free(live);
+    return out;
+}
+
 static int items_into(const TNode *n, int32_t i, PyObject *out) {
     if (i < 0) return 0;
     if (items_into(n, n[i].l, out) < 0) return -1;
@@ -904,6 +1004,8 @@ static PyMethodDef lt_methods[] = {
     {"suffix_ge", (PyCFunction)lt_suffix_ge, METH_O, "suffix_ge(price): Σ PV over prices >= price"},
     {"items", (PyCFunction)lt_items, METH_NOARGS, "items(): [(price, W, PV)] ascending"},
     {"depth", (PyCFunction)lt_depth, METH_NOARGS, "depth(): the treap's height"},
+    {"load_netted", (PyCFunction)lt_load_netted, METH_O,
+     "load_netted(changes): an empty tree takes a netted batch's live levels; returns ({price: count}, Σ W)"},
     {NULL, NULL, 0, NULL},
 };
 

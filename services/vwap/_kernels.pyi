@@ -8,7 +8,7 @@ def ledger_pass(
     reads: frozenset[str],
     netted: dict[str, dict[Any, list[Any]]] | None,
     update: Callable[[str, Any, int], None] | None,
-    changed: set[tuple[str, tuple[Any, ...]]] | None,
+    changed: dict[str, dict[tuple[Any, ...], None]] | None,
     book: bool,
     brokers: int | None,
     reject: Callable[[int, Any, Any], None],
@@ -23,3 +23,4 @@ class LevelTree:
     def suffix_ge(self, price: int, /) -> int: ...
     def items(self) -> list[tuple[int, int, int]]: ...
     def depth(self) -> int: ...
+    def load_netted(self, changes: Mapping[Any, list[Any]], /) -> tuple[dict[int, int], int]: ...

@@ -220,16 +220,21 @@ class VwapEngine:
     def _start_from_levels(self, valid: int, netted: Mapping[str, Mapping[Any, list[Any]]]) -> None:
         """``_start_from_book`` for a batch netted per price level from an empty book: the levels left
         with live tuples are the book's levels (count, W, and PV = price·W), so the plan is built from them
-        or fed them, without a pass over the book's tuples."""
-        live = {
-            rel: sorted((p, acc) for p, acc in changes.items() if acc[0]) for rel, changes in netted.items()
-        }
-        domain = sum(len(levels) for levels in live.values())
+        or fed them, without a pass over the book's tuples (a plan with ``load_netted`` takes them as they
+        are and sorts them itself)."""
+        domain = sum(1 for changes in netted.values() for acc in changes.values() if acc[0])
         self._smooth(valid, domain)  # every level of the batch is new
         batch, touched = self.shape
         self.running, self._why, self.credit = auto.decide(self.query, None, batch, touched, domain, 0, 0)
         plan = make_plan(self.query, self.running, self.params)
         with exact_context():
+            if hasattr(plan, "load_netted") and plan.load_netted(netted):
+                self._install_started(plan, domain)
+                return
+            live = {
+                rel: sorted((p, acc) for p, acc in changes.items() if acc[0])
+                for rel, changes in netted.items()
+            }
             if hasattr(plan, "load_levels"):
                 levels = {rel: [(p, dw, dc, p * dw) for p, (dc, dw) in lv] for rel, lv in live.items()}
                 for rel in ("bids", "asks"):
@@ -242,6 +247,10 @@ class VwapEngine:
                         plan.apply_levels(rel, dict(lv))
             else:
                 plan = self._build_plan(self.running, self.bag, None)
+        self._install_started(plan, domain)
+
+    def _install_started(self, plan: Any, domain: int) -> None:
+        """Run ``plan``, built for the first batch, on a domain of ``domain`` values."""
         self.plan = plan
         self._domain = _domain_counter(plan)
         self._settled = auto.coarse_range(domain)

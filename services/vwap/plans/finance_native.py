@@ -117,6 +117,18 @@ class NativeCrossCheckPlan(CrossCheckPlan):
         self.cnt = {p: c for p, _w, c, _pv in bids}
         self.total = sum((w for _p, w, _c, _pv in bids), 0)
 
+    def load_netted(self, netted: Mapping[str, Mapping[Any, list[Any]]]) -> bool:
+        """From an empty book: the live levels of a batch netted per price (price -> [count, W]), sorted
+        and built into the level tree in C. False, the plan unchanged, where a level is not one the tree
+        holds (the engine then builds the plan from the sorted levels in Python)."""
+        if self.levels is None or len(self.levels) or self.cnt or set(netted) - {"bids"}:
+            return False
+        try:
+            self.cnt, self.total = self.levels.load_netted(netted.get("bids", {}))
+        except OverflowError:
+            return False
+        return True
+
     def result(self) -> Any:
         if self.levels is None:
             return super().result()

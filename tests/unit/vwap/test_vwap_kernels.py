@@ -344,3 +344,110 @@ def test_the_level_tree_finds_what_a_sorted_list_finds(levels, x):
         tree.add(1, 2**62, 0)
     with pytest.raises(KeyError):
         tree.delete(1000)
+
+
+# A batch netted from an empty book as the engine hands it to ``load_netted``: price -> [count, W],
+# levels whose count nets to 0 among them; small ints, and at times levels the tree does not hold
+# (a decimal, a negative price or W, a count beyond 64 bits, sums of 2^62 or more), live or netted to 0.
+odd_levels = st.lists(
+    st.sampled_from(
+        [
+            (Decimal("2.5"), [1, 1]),
+            (Decimal("2.5"), [0, 1]),
+            (-1, [1, 1]),
+            (2**62, [1, 0]),
+            (5, [2**64, 1]),
+            (7, [1, -3]),
+            (8, [1, 2**61]),
+            (9, [2, 2**61]),
+            (2**61, [1, 4]),
+            (3, [1, Decimal("1.5")]),
+        ]
+    ),
+    max_size=2,
+)
+netted_batches = st.tuples(
+    st.dictionaries(
+        st.integers(0, 60), st.tuples(st.integers(-2, 4), st.integers(0, 40)).map(list), max_size=40
+    ),
+    st.one_of(st.just([]), odd_levels),
+).map(lambda both: {**both[0], **{p: list(acc) for p, acc in both[1]}})
+
+
+def _fits_the_tree(live: list[tuple[Any, list[Any]]]) -> bool:
+    ints = all(type(p) is int and type(c) is int and type(w) is int for p, (c, w) in live)
+    return (
+        ints
+        and all(0 <= p < 2**62 and w >= 0 and -(2**63) <= c < 2**63 for p, (c, w) in live)
+        and sum(w for _p, (_c, w) in live) < 2**62
+        and sum(p * w for p, (_c, w) in live) < 2**62
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(netted_batches, st.integers(-3, 2000), st.tuples(st.integers(0, 70), st.integers(1, 9)))
+def test_a_level_tree_loaded_from_a_netted_batch_holds_its_live_levels_in_order(changes, x, more):
+    live = sorted(((p, acc) for p, acc in changes.items() if acc[0]), key=lambda item: item[0])
+    tree = C.LevelTree()
+    if not _fits_the_tree(live):
+        with pytest.raises(OverflowError):
+            tree.load_netted(changes)
+        assert len(tree) == 0 and tree.items() == []
+        return
+    cnt, total = tree.load_netted(changes)
+    assert list(cnt.items()) == [(p, c) for p, (c, _w) in live]
+    assert total == sum(w for _p, (_c, w) in live)
+    book = {p: w for p, (_c, w) in live}
+    p, w = more  # the loaded tree takes further updates as one built by inserts does
+    tree.add(p, w, p * w)
+    book[p] = book.get(p, 0) + w
+    ordered = sorted(book.items())
+    assert tree.items() == [(p, w, p * w) for p, w in ordered] and len(tree) == len(ordered)
+    run, star = 0, None
+    for p, w in ordered:
+        run += w
+        if run > x:
+            star = p
+            break
+    assert tree.min_key_prefix_gt(x) == star
+    assert tree.suffix_ge(x // 40) == sum(p * w for p, w in ordered if p >= x // 40)
+    with pytest.raises(ValueError):
+        tree.load_netted(changes)  # only an empty tree is loaded
+
+
+first_batch_rows = st.fixed_dictionaries(
+    {
+        "t": st.integers(0, 3),
+        "id": st.integers(0, 3),
+        "broker_id": st.integers(0, 2),
+        "volume": st.integers(1, 5),
+        "price": st.one_of(st.integers(0, 80), st.just(Decimal("2.5"))),
+    }
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.builds(UpdateEvent, st.just("bids"), first_batch_rows, st.sampled_from([1, 1, 2, -1])),
+        max_size=300,
+    )
+)
+def test_an_auto_engine_starting_on_a_netted_batch_answers_as_on_the_python_kernels(batch):
+    # ``auto`` builds its plan from the first batch's netted levels: on the compiled tree through
+    # ``load_netted``, on the Python trees from the sorted levels
+    answers = []
+    for loop, active in ((C.ledger_pass, "compiled"), (kernels.py_ledger_pass, "python")):
+        saved = kernels.ledger_pass, kernels.ACTIVE
+        kernels.ledger_pass, kernels.ACTIVE = loop, active
+        try:
+            eng = vwap_engine.VwapEngine("vwap", "auto")
+            eng.apply(batch)
+            eng.apply(batch[::-1])
+            answers.append((eng.result(), eng.running, eng.plan.domain(), eng.snapshot()))
+            ints = all(type(ev.row["price"]) is int for ev in batch)
+            if active == "compiled" and eng.running == "crosscheck" and ints:
+                assert eng.plan.levels is not None  # ints stay on the compiled tree
+        finally:
+            kernels.ledger_pass, kernels.ACTIVE = saved
+    assert answers[0] == answers[1]
