@@ -116,9 +116,8 @@ fail:
  * P = P·s_j, or s_j·P where swaps[j - 1] is true (the block of s_j comes first), each step the block
  * product of mul_rows_into. A slot is a (counts, sums, quad) triple of columns. One row's partial
  * products live in two small buffers, so the columns of the partial products are never written. */
-static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (!positional("mul_chain_into", nargs, 5)) return NULL;
+static PyObject *mul_chain(PyObject *const *args, Py_ssize_t nargs, int summed) {
+    if (!positional(summed ? "mul_chain_sum_into" : "mul_chain_into", nargs, 5)) return NULL;
     PyObject *slots = PySequence_Fast(args[0], "mul_chain_into: slots must be a sequence");
     if (slots == NULL) return NULL;
     PyObject *swaps = PySequence_Fast(args[1], "mul_chain_into: swaps must be a sequence");
@@ -172,12 +171,14 @@ static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssiz
     if (take(args[2], &out[0], 1, 'i', 1, "counts") < 0 || take(args[3], &out[1], 2, 'd', 1, "sums") < 0 ||
         take(args[4], &out[2], 2, 'd', 1, "quad") < 0)
         goto done;
-    if (dim(&out[0], 0) != n || dim(&out[1], 0) != n || dim(&out[1], 1) != k || dim(&out[2], 0) != n ||
+    const Py_ssize_t rows_out = summed ? 1 : n;
+    if ((summed && n < 1) || dim(&out[0], 0) != rows_out || dim(&out[1], 0) != rows_out ||
+        dim(&out[1], 1) != k || dim(&out[2], 0) != rows_out ||
         dim(&out[2], 1) != t) {
         shape_error("mul_chain_into");
         goto done;
     }
-    scratch = PyMem_Malloc((size_t)(2 * (k + t) + 1) * sizeof(double));
+    scratch = PyMem_Malloc((size_t)(3 * (k + t) + 1) * sizeof(double));
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -197,9 +198,12 @@ static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssiz
             const double *qj = (const double *)in[3 * j + 2].view.buf + i * (kj * (kj + 1) / 2);
             int64_t nc;
             double *ns, *nq;
-            if (j == m - 1) {
-                ns = os + i * k;
-                nq = oq + i * t;
+            if (j == m - 1 && summed && i > 0) {  /* the row's product, then added to the sum */
+                ns = scratch + 2 * (k + t);
+                nq = ns + k;
+            } else if (j == m - 1) {
+                ns = os + (summed ? 0 : i * k);
+                nq = oq + (summed ? 0 : i * t);
             } else {
                 ns = scratch + (j & 1) * (k + t);
                 nq = ns + k;
@@ -213,7 +217,15 @@ static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssiz
             ps = ns;
             pq = nq;
         }
-        oc[i] = pc;
+        if (!summed) {
+            oc[i] = pc;
+        } else if (i == 0) {
+            oc[0] = pc;
+        } else {  /* rows added in order */
+            oc[0] = (int64_t)((uint64_t)oc[0] + (uint64_t)pc);
+            for (Py_ssize_t e = 0; e < k; e++) os[e] += ps[e];
+            for (Py_ssize_t e = 0; e < t; e++) oq[e] += pq[e];
+        }
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -227,6 +239,19 @@ done:
     Py_DECREF(swaps);
     Py_DECREF(slots);
     return result;
+}
+
+static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return mul_chain(args, nargs, 0);
+}
+
+/* mul_chain_sum_into(slots, swaps, counts, sums, quad): the sum of the rows mul_chain_into computes,
+ * added in row order (row 0, then + row 1, ...: np.add.accumulate's order), into outputs of one row;
+ * at least one row. */
+static PyObject *k_mul_chain_sum_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return mul_chain(args, nargs, 1);
 }
 
 /* lift_into(x, m, sums, quad): per row i, sums[i] = m_i·x[i] and quad[i] = m_i·(x[i] x[i]ᵀ)'s upper
@@ -459,6 +484,116 @@ fail:
     return NULL;
 }
 
+/* columns_into(rows, positions, out): out[i, j] = float(rows[i][positions[j]]) for tuples `rows`, as
+ * numpy converts a number to float64 (a float as it is, an int rounded to the nearest double). */
+static PyObject *k_columns_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("columns_into", nargs, 3)) return NULL;
+    PyObject *rows = PySequence_Fast(args[0], "columns_into: rows must be a sequence");
+    if (rows == NULL) return NULL;
+    PyObject *pos = PySequence_Fast(args[1], "columns_into: positions must be a sequence");
+    if (pos == NULL) {
+        Py_DECREF(rows);
+        return NULL;
+    }
+    Buf b = {0};
+    PyObject *result = NULL;
+    Py_ssize_t *at = NULL;
+    if (take(args[2], &b, 2, 'd', 1, "out") < 0) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows), w = PySequence_Fast_GET_SIZE(pos);
+    if (dim(&b, 0) != n || dim(&b, 1) != w) {
+        shape_error("columns_into");
+        goto done;
+    }
+    at = PyMem_Calloc((size_t)(w > 0 ? w : 1), sizeof(Py_ssize_t));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < w; j++) {
+        at[j] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(pos, j));
+        if (at[j] == -1 && PyErr_Occurred()) goto done;
+    }
+    double *out = b.view.buf;
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = items[i];
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "columns_into: rows must be tuples");
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < w; j++) {
+            if (at[j] < 0 || at[j] >= PyTuple_GET_SIZE(row)) {
+                PyErr_SetString(PyExc_IndexError, "columns_into: a position is outside a row");
+                goto done;
+            }
+            PyObject *v = PyTuple_GET_ITEM(row, at[j]);
+            double d = PyFloat_CheckExact(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) goto done;
+            out[i * w + j] = d;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(at);
+    release(&b, 1);
+    Py_DECREF(pos);
+    Py_DECREF(rows);
+    return result;
+}
+
+/* probe_get(data, keys, rows): the point lookups of one sibling for every join row: (found, keep,
+ * kept) with found the payloads data[keys[i]] that exist, in row order; keep None and kept `rows`
+ * itself when every key is present, else keep the indexes of the rows that found one and kept those
+ * rows. */
+static PyObject *k_probe_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("probe_get", nargs, 3)) return NULL;
+    PyObject *data = args[0];
+    if (!PyDict_Check(data) || !PyList_Check(args[1]) || !PyList_Check(args[2]) ||
+        PyList_GET_SIZE(args[1]) != PyList_GET_SIZE(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "probe_get: a dict, and keys and rows as lists of one length");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    PyObject *found = PyList_New(0), *keep = NULL, *kept = NULL, *result = NULL;
+    if (found == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *hit = PyDict_GetItemWithError(data, PyList_GET_ITEM(args[1], i));
+        if (hit == NULL) {
+            if (PyErr_Occurred()) goto done;
+            if (keep == NULL) {  /* the first miss: the rows before it all hit */
+                keep = PyList_New(0);
+                kept = PyList_GetSlice(args[2], 0, i);
+                if (keep == NULL || kept == NULL) goto done;
+                for (Py_ssize_t j = 0; j < i; j++) {
+                    PyObject *at = PyLong_FromSsize_t(j);
+                    int rc = at == NULL ? -1 : PyList_Append(keep, at);
+                    Py_XDECREF(at);
+                    if (rc < 0) goto done;
+                }
+            }
+            continue;
+        }
+        if (PyList_Append(found, hit) < 0) goto done;
+        if (keep != NULL) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            int rc = at == NULL ? -1 : PyList_Append(keep, at);
+            Py_XDECREF(at);
+            if (rc < 0 || PyList_Append(kept, PyList_GET_ITEM(args[2], i)) < 0) goto done;
+        }
+    }
+    if (keep == NULL)
+        result = PyTuple_Pack(3, found, Py_None, args[2]);
+    else
+        result = PyTuple_Pack(3, found, keep, kept);
+done:
+    Py_DECREF(found);
+    Py_XDECREF(keep);
+    Py_XDECREF(kept);
+    return result;
+}
+
 /* absorb_run(run, columns, batch): a run of one all-float relation's events (attributes `delta`,
  * `row`) added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the order
  * the tuples first appear, -0.0 stored as 0.0. Returns False, leaving `batch` untouched, when any event
@@ -568,12 +703,18 @@ static PyMethodDef methods[] = {
      "Row-wise block product of two cofactor columns into preallocated outputs."},
     {"mul_chain_into", (PyCFunction)(void (*)(void))k_mul_chain_into, METH_FASTCALL,
      "Row-wise product of several cofactor columns, in order, into preallocated outputs."},
+    {"mul_chain_sum_into", (PyCFunction)(void (*)(void))k_mul_chain_sum_into, METH_FASTCALL,
+     "The sum of the row-wise products of several cofactor columns, into one-row outputs."},
     {"lift_into", (PyCFunction)(void (*)(void))k_lift_into, METH_FASTCALL,
      "The lifts m·(x, x xᵀ) of a leaf's tuples into preallocated outputs."},
     {"gather_into", (PyCFunction)(void (*)(void))k_gather_into, METH_FASTCALL,
      "The counts, sums and upper triangles of payload objects of one block into preallocated columns."},
     {"payload_rows", (PyCFunction)(void (*)(void))k_payload_rows, METH_FASTCALL,
      "(key, payload) pairs, one new row payload object per row of the columns."},
+    {"columns_into", (PyCFunction)(void (*)(void))k_columns_into, METH_FASTCALL,
+     "Values at some positions of tuples as float64 columns."},
+    {"probe_get", (PyCFunction)(void (*)(void))k_probe_get, METH_FASTCALL,
+     "One sibling's point lookups for every join row: the payloads found and the rows kept."},
     {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
      "A run of one all-float relation's events consolidated into a batch, or False."},
     {NULL, NULL, 0, NULL},

@@ -15,6 +15,10 @@ def mul_chain_into(
     slots: Sequence[tuple[_Ints, _Floats, _Floats]], swaps: Sequence[bool], counts: _Ints, sums: _Floats,
     quad: _Floats, /,
 ) -> None: ...  # fmt: skip
+def mul_chain_sum_into(
+    slots: Sequence[tuple[_Ints, _Floats, _Floats]], swaps: Sequence[bool], counts: _Ints, sums: _Floats,
+    quad: _Floats, /,
+) -> None: ...  # fmt: skip
 def lift_into(x: _Floats, mults: _Ints, sums: _Floats, quad: _Floats, /) -> None: ...
 def gather_into(
     payloads: Sequence[Any],
@@ -29,3 +33,7 @@ def payload_rows(
     cls: type, keys: list[Any], lo: int, counts: list[int], block: Any, /
 ) -> list[tuple[Any, Any]]: ...
 def absorb_run(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int], /) -> bool: ...
+def columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: _Floats, /) -> None: ...
+def probe_get(
+    data: dict[Any, Any], keys: list[Any], rows: list[Any], /
+) -> tuple[list[Any], list[int] | None, list[Any]]: ...

@@ -14,8 +14,7 @@ anything moved and the per-tuple trigger runs instead.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import compress, repeat
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -63,8 +62,8 @@ def leaf_rows(ring: CofactorRing, plan: LeafPlan, delta: Mapping[Key, int]) -> t
         return keys, CofactorRows(0, mults, np.zeros((n, 0)), np.zeros((n, 0)))
     positions = [i for _, i in plan.lifted]
     lo = ring.index[plan.lifted[0][0]]
-    values = map(itemgetter(*positions), tuples)
-    x = np.array(list(values), dtype=np.float64).reshape(n, len(positions))
+    x = np.empty((n, len(positions)))
+    kernels.columns_into(tuples, positions, x)
     sums, quad = np.empty((n, len(positions))), np.empty((n, tri_size(len(positions))))
     kernels.lift_into(x, mults, sums, quad)
     return keys, CofactorRows(lo, mults, sums, quad)
@@ -110,15 +109,11 @@ def step_rows(
         view = views[probe.view]
         data = view.data
         found: list[Cofactor] = []
-        keep: list[int] = []
-        before = len(rows)
+        keep: list[int] | None = []  # the join row each new row extends (None: row i extends row i)
         if probe.mode == GET:
-            hits: list[Any] = list(map(data.get, project(rows, probe.probe)))  # a payload or None
-            keep = list(compress(range(before), map(is_not, hits, repeat(None))))
-            found = hits if len(keep) == before else [hits[j] for j in keep]
-            if len(keep) < before:
-                rows = [rows[j] for j in keep]
+            found, keep, rows = kernels.probe_get(data, project(rows, probe.probe), rows)
         else:
+            keep = []
             ext = probe.extend
             joined: list[Key] = []
             for j, row in enumerate(rows):
@@ -132,7 +127,7 @@ def step_rows(
                     keep.append(j)
                     found.append(data[k])
             rows = joined
-        if probe.mode != GET or len(keep) < before:
+        if keep is not None:
             source = keep if source is None else [source[j] for j in keep]
             gathered = [[g[j] for j in keep] for g in gathered]
         gathered.append(found)
@@ -143,9 +138,12 @@ def step_rows(
     _check_counts(slots)
     factors = [slots[i] for i in step.mul_order]
     if step.lift_pos >= 0 and step.lift_var in ring.index:
-        x = np.array(list(map(itemgetter(step.lift_pos), rows)), dtype=np.float64)
+        x = np.empty((len(rows), 1))
+        kernels.columns_into(rows, (step.lift_pos,), x)
         ones = np.ones(len(x), dtype=np.int64)
-        factors.append(CofactorRows(ring.index[step.lift_var], ones, x[:, None], (x * x)[:, None]))
+        factors.append(CofactorRows(ring.index[step.lift_var], ones, x, x * x))
+    if not step.out:  # every row adds to the parent's one key (): summed as they are multiplied
+        return group([()], mul_chain(factors, summed=True))
     return group(project(rows, step.out), mul_chain(factors))
 
 

@@ -17,7 +17,8 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import is_not
 from types import ModuleType
 from typing import Any
 
@@ -101,6 +102,48 @@ def py_mul_chain_into(
         else:
             py_mul_rows_into(pc, ps, pq, sc, ss, sq, nc, ns, nq)
         pc, ps, pq = nc, ns, nq
+
+
+def py_mul_chain_sum_into(
+    slots: Sequence[tuple[Ints, Floats, Floats]],
+    swaps: Sequence[bool],
+    counts: Ints,
+    sums: Floats,
+    quad: Floats,
+) -> None:
+    """The one-row sum of the rows ``py_mul_chain_into`` gives, added in row order (row 0, + row 1,
+    ...: ``np.add.accumulate``'s last row)."""
+    n = len(slots[0][0]) if slots else 0
+    if n < 1 or counts.shape != (1,):
+        raise ValueError("mul_chain_sum_into: array shapes do not match")
+    rows = (np.empty(n, np.int64), np.empty((n, sums.shape[1])), np.empty((n, quad.shape[1])))
+    py_mul_chain_into(slots, swaps, *rows)
+    for out, col in zip((counts, sums, quad), rows, strict=True):
+        out[:] = np.add.accumulate(col, axis=0)[-1:]
+
+
+def py_probe_get(
+    data: Mapping[Any, Any], keys: list[Any], rows: list[Any]
+) -> tuple[list[Any], list[int] | None, list[Any]]:
+    """One sibling's point lookups for every join row: ``(found, keep, kept)``, found the payloads
+    ``data[keys[i]]`` present, in row order; keep None and kept ``rows`` itself when all are present,
+    else the indexes of the rows that found one, and those rows."""
+    if len(keys) != len(rows):
+        raise TypeError("probe_get: a dict, and keys and rows as lists of one length")
+    hits = list(map(data.get, keys))
+    keep = list(compress(range(len(hits)), map(is_not, hits, repeat(None))))
+    if len(keep) == len(hits):
+        return hits, None, rows
+    return [hits[j] for j in keep], keep, [rows[j] for j in keep]
+
+
+def py_columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: Floats) -> None:
+    """``out[i, j] = float(rows[i][positions[j]])``, numbers converted as numpy converts them."""
+    n, w = out.shape
+    if len(rows) != n or len(positions) != w:
+        raise ValueError("columns_into: array shapes do not match")
+    if n and w:
+        out[:] = np.array([[row[p] for p in positions] for row in rows], dtype=np.float64)
 
 
 def py_lift_into(x: Floats, mults: Ints, sums: Floats, quad: Floats) -> None:
@@ -204,15 +247,21 @@ ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV) 
 
 mul_rows_into: Callable[..., Any] = py_mul_rows_into
 mul_chain_into: Callable[..., Any] = py_mul_chain_into
+mul_chain_sum_into: Callable[..., Any] = py_mul_chain_sum_into
 lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
 absorb_run: Callable[..., bool] = py_absorb_run
+columns_into: Callable[..., Any] = py_columns_into
+probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
     mul_chain_into = compiled.mul_chain_into
+    mul_chain_sum_into = compiled.mul_chain_sum_into
     lift_into = compiled.lift_into
     gather_into = compiled.gather_into
     payload_rows = compiled.payload_rows
     absorb_run = compiled.absorb_run
+    columns_into = compiled.columns_into
+    probe_get = compiled.probe_get

@@ -185,6 +185,7 @@ def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.mul_rows_into is C.mul_rows_into
     assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
+    assert kernels.probe_get is C.probe_get and kernels.mul_chain_sum_into is C.mul_chain_sum_into
     code = (
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
@@ -285,6 +286,21 @@ def test_mul_chain_into_equals_the_products_one_at_a_time_and_the_ring_product(d
     assert one_by_one.lo == got.lo
     assert same(got.counts, one_by_one.counts) and same(got.sums, one_by_one.sums)
     assert same(got.quad, one_by_one.quad)
+    if n:  # summed as they are multiplied: the rows' sum in row order, bit for bit
+        total = mul_chain(factors, summed=True)
+        want_total = [got.counts[:1].copy(), got.sums[:1].copy(), got.quad[:1].copy()]
+        for i in range(1, n):
+            want_total = [
+                want_total[0] + got.counts[i],
+                want_total[1] + got.sums[i],
+                want_total[2] + got.quad[i],
+            ]
+        assert total.lo == got.lo and same(total.counts, want_total[0])
+        assert same(total.sums, want_total[1]) and same(total.quad, want_total[2])
+        py_total = (np.empty(1, np.int64), np.empty((1, k)), np.empty((1, tri(k))))
+        kernels.py_mul_chain_sum_into(slots, swaps, *py_total)
+        assert same(py_total[0], total.counts) and same(py_total[1], total.sums)
+        assert same(py_total[2], total.quad)
     ring = CofactorRing([f"v{i}" for i in range(k)])
     for i in range(n):  # the ring's own product of the row payloads, the definition
         p = factors[0].row(i)
@@ -319,5 +335,51 @@ def test_mul_chain_into_refuses_chains_it_cannot_multiply():
         C.mul_chain_into([one, one], [False], np.empty(2, np.int64), np.empty((2, 3)), np.empty((2, 6)))
     with pytest.raises(TypeError, match="tuple"):
         C.mul_chain_into([one, list(one)], [False], *out)
+    with pytest.raises(ValueError, match="shapes"):
+        C.mul_chain_sum_into([one, one], [False], *out)  # two rows into a sum of two rows
     with pytest.raises(BlockLayoutError):
         mul_chain([CofactorRows(0, [1], [[1.0]], [[1.0]]), CofactorRows(2, [1], [[1.0]], [[1.0]])])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(st.tuples(st.integers(0, 9)), st.integers(), max_size=8),
+    st.lists(st.tuples(st.integers(0, 9)), max_size=12),
+)
+def test_probe_get_finds_what_dict_lookups_find(data, keys):
+    rows = [(*key, "row") for key in keys]
+    want_found = [data[k] for k in keys if k in data]
+    want_keep = [i for i, k in enumerate(keys) if k in data]
+    for fn in (C.probe_get, kernels.py_probe_get):
+        found, keep, kept = fn(data, list(keys), rows)
+        assert found == want_found
+        if len(want_keep) == len(keys):
+            assert keep is None and kept is rows  # every row found one: nothing copied
+        else:
+            assert keep == want_keep and kept == [rows[i] for i in want_keep]
+
+
+numbers = st.one_of(floats, st.integers(-(2**70), 2**70), st.sampled_from([2**53 + 1, -(2**63)]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.integers(0, 5), st.integers(1, 4))
+def test_columns_into_converts_as_numpy_does(data, n, width):
+    rows = [tuple(data.draw(numbers) for _ in range(width)) for _ in range(n)]
+    positions = data.draw(st.lists(st.integers(0, width - 1), max_size=4))
+    got, want = np.empty((n, len(positions))), np.empty((n, len(positions)))
+    C.columns_into(rows, positions, got)
+    kernels.py_columns_into(rows, positions, want)
+    brute = np.array([[float(r[p]) for p in positions] for r in rows], dtype=np.float64)
+    assert same(got, want) and same(got, brute.reshape(n, len(positions)))
+
+
+def test_probe_get_and_columns_into_refuse_what_they_cannot_read():
+    with pytest.raises(TypeError, match="one length"):
+        C.probe_get({}, [(1,)], [])
+    with pytest.raises(IndexError, match="outside"):
+        C.columns_into([(1.0,)], [1], np.empty((1, 1)))
+    with pytest.raises(TypeError):
+        C.columns_into([("a",)], [0], np.empty((1, 1)))
+    with pytest.raises(ValueError, match="shapes"):
+        C.columns_into([(1.0,)], [0], np.empty((2, 1)))
