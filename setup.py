@@ -43,5 +43,6 @@ setup(
         _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
         _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),
         _extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c"),
+        _extension("ivmstream.services.reference._kernels", "services/reference/_kernels.c"),
     ],
 )

@@ -14,6 +14,7 @@ running aggregates (one small entry, map ``s``), so ``result()`` never scans the
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -96,9 +97,22 @@ _BIG: Literal["big"] = "big"
 _COPY = b"%b".__mod__  # json_bytes: each key in a bytes object of its own size
 
 
-def member_hashes(members: Iterable[bytes]) -> list[int]:
-    """``member_hash`` of each member key, mapped in C."""
+def py_member_hashes(members: Sequence[bytes]) -> list[int]:
+    """``member_hash`` of each member key, through hashlib (the reference of ``_kernels.member_hashes``)."""
     return list(map(int.from_bytes, map(_digest, map(_blake2b_128, members)), repeat(_BIG)))
+
+
+try:  # the compiled hashes (services/reference/_kernels.c), built by setup.py where a C compiler is present
+    from ._kernels import member_hashes as compiled_member_hashes
+except ImportError:  # pragma: no cover - a machine without a C compiler
+    compiled_member_hashes = None  # type: ignore[assignment]
+
+# Set IVMSTREAM_PURE_PYTHON=1 to hash through hashlib even where the kernel is built.
+member_hashes: Callable[[Sequence[bytes]], list[int]] = (
+    compiled_member_hashes
+    if compiled_member_hashes is not None and os.environ.get("IVMSTREAM_PURE_PYTHON", "") != "1"
+    else py_member_hashes
+)
 
 
 _encode_mult: Callable[[int], bytes] = b"%d".__mod__  # str(m).encode(), in C

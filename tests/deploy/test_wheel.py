@@ -55,6 +55,7 @@ def test_typed_with_stubs_for_the_compiled_modules(wheel: zipfile.ZipFile) -> No
         "ivmstream/services/reservoir/_exact_kernels.pyi",
         "ivmstream/services/vwap/_kernels.pyi",
         "ivmstream/services/fivm/_kernels.pyi",
+        "ivmstream/services/reference/_kernels.pyi",
     } <= names
 
 

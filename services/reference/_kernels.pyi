@@ -1,0 +1,3 @@
+from collections.abc import Sequence
+
+def member_hashes(keys: Sequence[bytes], /) -> list[int]: ...
