@@ -2,17 +2,27 @@
 Python (``services/firstorder/codegen.py``) against the same engine walking them with the expression
 closures, on each query over the whole trace in the worker's batches (a result read after each batch).
 The variants alternate within each repeat; the measure is the process's CPU time (single-threaded, so
-steadier than wall time on a shared machine); both variants must leave byte-identical snapshots."""
+steadier than wall time on a shared machine); both variants must leave byte-identical snapshots.
+
+``bench/firstorder.py`` runs it and stores it in its report; ``--markdown FILE.json`` here prints its
+table alone from such a report (docs/performance.md holds it)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.lib.machine import load_average
-from bench.lib.progress import progress
-from ivmstream.events import UpdateEvent
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.lib.machine import load_average  # noqa: E402
+from bench.lib.progress import progress  # noqa: E402
+from ivmstream.events import UpdateEvent  # noqa: E402
 
 VARIANTS = ("generated", "closures")
 
@@ -79,9 +89,23 @@ def markdown(point: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        f"The first-order engine alone, CPU time per update event (a result read after every batch), "
+        f"The first-order engine alone (the plans point of `bench/firstorder.py`), CPU time per update "
+        "event (a result read after every batch), "
         f"median of {point['repeats']} repeats with the variants alternating; the ratio is the median of "
         "the per-repeat ratios; both variants left byte-identical snapshots; load average "
         f"{point['load_start'][0]} before, {point['load_end'][0]} after.",
     ]
     return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--markdown", type=Path, required=True, metavar="FILE.json", help="print the plans table of a report"
+    )
+    args = parser.parse_args()
+    print("\n".join(markdown(json.loads(args.markdown.read_text())["plans"])))
+
+
+if __name__ == "__main__":
+    main()
