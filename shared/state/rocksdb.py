@@ -50,12 +50,18 @@ MIB = 1 << 20
 _MAP, _ENTRY, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-def _puts_of_one_map(items: Sequence[EntryChange]) -> bool:
-    """Whether every change of ``items`` puts an entry of one map (checked in C)."""
+def _leading_puts(items: Sequence[EntryChange]) -> int:
+    """How many changes at the start of ``items`` put entries of its first map, when they are all of
+    that map's changes and none deletes (checked in C); else 0, and the caller stages them one by one.
+    An engine's changes usually run map by map (a map's puts, then a small map's entry)."""
     if not items:
-        return False
+        return 0
     names = list(map(_MAP, items))
-    return names.count(names[0]) == len(names) and not any(map(is_, map(_VALUE, items), repeat(None)))
+    first = names[0]
+    run = names.count(first)
+    if names[:run].count(first) != run or any(map(is_, map(_VALUE, items[:run]), repeat(None))):
+        return 0
+    return run
 
 
 class RocksDBStore:
@@ -196,14 +202,16 @@ class RocksDBStore:
             batch.put(SNAPSHOT_PREFIX + key.encode(), snap)
             size += len(snap)
         put, delete = batch.put, batch.delete
-        for key, items in changes.entries.items():
+        for key, changed in changes.entries.items():
             prefix = entry_prefix(key)
-            if _puts_of_one_map(items):  # the common batch: staged a column at a time, in C
-                entry_keys = list(map(entry_key(prefix, items[0][0], b"").__add__, map(_ENTRY, items)))
-                values = list(map(_VALUE, items))
+            items = changed
+            while (run := _leading_puts(items)) > 0:  # staged a column at a time, in C
+                head = items[:run] if run < len(items) else items
+                entry_keys = list(map(entry_key(prefix, head[0][0], b"").__add__, map(_ENTRY, head)))
+                values = list(map(_VALUE, head))
                 deque(map(put, entry_keys, values), maxlen=0)
                 size += sum(map(len, entry_keys)) + sum(map(len, values))
-                continue
+                items = items[run:]
             map_prefixes: dict[str, bytes] = {}
             for map_name, entry, value in items:
                 mp = map_prefixes.get(map_name)

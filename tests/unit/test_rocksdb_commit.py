@@ -1,0 +1,71 @@
+"""RocksDBStore.commit stages runs of puts of one map a column at a time and anything else one change at
+a time: on random change lists (maps interleaved or in runs, puts and deletes, several keys) what it
+stores equals a dict that applies the same changes in order."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivmstream.state import StateChanges
+from ivmstream.state.rocksdb import RocksDBStore
+
+change = st.tuples(
+    st.sampled_from(["bag", "s"]),
+    st.sampled_from([b"a", b"b", b"c", b"d"]),
+    st.sampled_from([b"1", b"2", None]),
+)
+runs = st.lists(
+    st.tuples(st.sampled_from(["bag", "s"]), st.lists(st.sampled_from([b"a", b"b", b"c"]), max_size=4))
+)
+commits = st.lists(
+    st.dictionaries(
+        st.sampled_from(["", "k1", "k2"]),
+        st.one_of(
+            st.lists(change, max_size=8),  # interleaved, with deletes
+            runs.map(lambda rs: [(m, e, b"v" + e) for m, es in rs for e in es]),  # runs of puts
+        ),
+        max_size=3,
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(commits)
+def test_stored_entries_equal_the_changes_applied_in_order(store, batches):
+    tag = f"{next(_EXAMPLES)}/"  # one database for every example (opening one costs more than the example)
+    model: dict[str, dict[tuple[str, bytes], bytes]] = {}
+    for offset, entries in enumerate(batches):
+        changes = StateChanges()
+        changes.entries = {tag + key: list(items) for key, items in entries.items()}
+        store.commit("in", 0, offset, changes, b"env")
+        for key, items in entries.items():
+            for map_name, entry, value in items:
+                if value is None:
+                    model.setdefault(tag + key, {}).pop((map_name, entry), None)
+                else:
+                    model.setdefault(tag + key, {})[(map_name, entry)] = value
+    stored = store.load("in", 0)
+    assert stored.offset == len(batches) - 1
+    got = {
+        key: {(m, e): v for m, e, v in entries}
+        for key, entries in stored.entries.items()
+        if key.startswith(tag)
+    }
+    assert got == {key: entries for key, entries in model.items() if entries}
+
+
+_EXAMPLES = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Iterator[RocksDBStore]:
+    opened = RocksDBStore(tmp_path_factory.mktemp("rocksdb-commit"), "t")
+    yield opened
+    opened.close()
