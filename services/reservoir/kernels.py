@@ -9,7 +9,7 @@ methods they call (index.py); the compiled functions perform the same container 
 same order, so the buckets, and so every sample drawn through them, are identical
 (tests/unit/reservoir/test_reservoir_kernels.py). ``native`` is the compiled module when it is built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else None (the index then runs its Python methods). Exact mode
-(SJoin's Fenwick trees) runs in Python.
+(SJoin's Fenwick trees) has its own compiled step (exact_kernels.py).
 """
 
 from __future__ import annotations
