@@ -1,6 +1,7 @@
 """What the compiled triangle kernels buy: the same workload with the compiled loops
-(services/triangles/_kernels.c) and with their Python reference (``IVMSTREAM_PURE_PYTHON=1``), engine
-only and through the worker, in interleaved repeats.
+(services/triangles/_kernels.c) and graph batch path (services/triangles/_simple_graph.c) and with their
+Python reference (``IVMSTREAM_PURE_PYTHON=1``), engine only and through the worker, in interleaved
+repeats.
 
 Each measurement is a child process (the kernels are chosen at import), the two variants alternating
 and their order rotating from one repeat to the next:
@@ -71,6 +72,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return a
 
 
+def active_kernels() -> str:
+    """``compiled`` or ``python`` when both the loops (kernels.py) and the graph batch path
+    (simple_graph.py) run that way, else ``mixed`` (the parent then refuses the run)."""
+    from ivmstream.services.triangles import kernels, simple_graph
+
+    return kernels.ACTIVE if kernels.ACTIVE == simple_graph.ACTIVE else "mixed"
+
+
 # --- children ---------------------------------------------------------------------------------------------
 
 
@@ -78,7 +87,6 @@ def engine_child(a: argparse.Namespace) -> dict[str, Any]:
     from bench import triangles_workloads as wl
     from bench.lib.profiling import hot_path, settle
     from ivmstream.events import UpdateEvent
-    from ivmstream.services.triangles import kernels
     from ivmstream.services.triangles.engine import create_engine
 
     triples, _meta = wl.graph_churn_events(warm=a.warm, churn=a.churn, seed=5)
@@ -92,7 +100,7 @@ def engine_child(a: argparse.Namespace) -> dict[str, Any]:
     _done, events, seconds = hot_path(engine.apply, batches, engine.result, float("inf"))
     cpu = time.thread_time() - cpu0  # this thread's CPU time: what the shared machine's load inflates least
     return {
-        "kernels": kernels.ACTIVE,
+        "kernels": active_kernels(),
         "events": events,
         "seconds": seconds,
         "us_per_event": 1e6 * seconds / events,
@@ -109,7 +117,6 @@ def worker_child(a: argparse.Namespace) -> dict[str, Any]:
     from bench import triangles_workloads as wl
     from bench.triangles_e2e import run_e2e
     from ivmstream.dev.broker import BrokerProcess
-    from ivmstream.services.triangles import kernels
 
     half = a.worker_events // 2
     triples, meta = wl.graph_churn_events(warm=half, churn=a.worker_events - half, seed=5)
@@ -124,7 +131,7 @@ def worker_child(a: argparse.Namespace) -> dict[str, Any]:
     if not case["count_ok"]:
         raise SystemExit(f"the worker's count disagrees with the brute-force count: {case['counts']}")
     return {
-        "kernels": kernels.ACTIVE,
+        "kernels": active_kernels(),
         "events": case["events"],
         "seconds": case["seconds"],
         "events_per_s": case["updates_per_s"],

@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* --- a set of node ids: linear probing, backward-shift deletion, load between 1/8 and 3/4 ------- */
 
@@ -573,35 +574,111 @@ static PyObject *graph_degree(Graph *g, PyObject *x) {
     return PyLong_FromLong(i < 0 ? 0 : (long)g->nodes[i].adj.n);
 }
 
-/* Rewrite the engine's two indexes from the adjacency sets: row x of each is {y: 1 for y in N(x)}. */
+/* materialize's order: nodes by key, ints before strings (the order _edge uses). */
+static const Key *sort_keys;
+
+static int by_key(const void *a, const void *b) {
+    const Key *x = &sort_keys[*(const int32_t *)a], *y = &sort_keys[*(const int32_t *)b];
+    if (x->is_int != y->is_int) return x->is_int ? -1 : 1;
+    if (x->is_int) return x->v < y->v ? -1 : x->v > y->v;
+    int c = PyUnicode_Compare(x->obj, y->obj);
+    return c < 0 ? -1 : c > 0;
+}
+
+/* Rewrite the engine's two indexes from the adjacency sets: row x of each is {y: 1 for y in N(x)}.
+ * Rows and their entries come in key order when every node is an int64 or a string (always, for
+ * nodes from events), so two engines holding the same edges write the same indexes whatever their
+ * histories; otherwise in the order of the node indexes. */
 static PyObject *graph_materialize(Graph *g, PyObject *Py_UNUSED(ignored)) {
     if (g->fwd == NULL) {
         PyErr_SetString(PyExc_ValueError, "SimpleGraph is not initialised");
         return NULL;
     }
-    PyDict_Clear(g->fwd);
-    PyDict_Clear(g->bwd);
+    Py_ssize_t live = 0, widest = 0;
+    int sortable = 1;
+    Key *keys = PyMem_Malloc(sizeof(Key) * (g->used ? g->used : 1));
+    int32_t *order_ids = PyMem_Malloc(sizeof(int32_t) * (g->used ? g->used : 1));
+    int32_t *row_ids = NULL;
+    PyObject *row = NULL;
+    if (keys == NULL || order_ids == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     for (Py_ssize_t i = 0; i < g->used; i++) {
         Node *node = &g->nodes[i];
         if (node->obj == NULL) continue;
-        PyObject *row = PyDict_New();
-        if (row == NULL) return NULL;
-        for (uint32_t k = 0; k < (1u << node->adj.bits); k++) {
-            int32_t c = node->adj.slots[k];
-            if (c >= 0 && PyDict_SetItem(row, g->nodes[c].obj, one) < 0) goto fail;
-        }
+        if (make_key(node->obj, &keys[i]) < 0) goto fail;
+        sortable = sortable && (keys[i].is_int || PyUnicode_CheckExact(node->obj));
+        order_ids[live++] = (int32_t)i;
+        if ((Py_ssize_t)node->adj.n > widest) widest = node->adj.n;
+    }
+    row_ids = PyMem_Malloc(sizeof(int32_t) * (widest ? widest : 1));
+    if (row_ids == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    sort_keys = keys;
+    if (sortable) qsort(order_ids, live, sizeof(int32_t), by_key);
+    PyDict_Clear(g->fwd);
+    PyDict_Clear(g->bwd);
+    for (Py_ssize_t r = 0; r < live; r++) {
+        Node *node = &g->nodes[order_ids[r]];
+        Py_ssize_t n = 0;
+        for (uint32_t k = 0; k < (1u << node->adj.bits); k++)
+            if (node->adj.slots[k] >= 0) row_ids[n++] = node->adj.slots[k];
+        sort_keys = keys;
+        if (sortable) qsort(row_ids, n, sizeof(int32_t), by_key);
+        row = PyDict_New();
+        if (row == NULL) goto fail;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (PyDict_SetItem(row, g->nodes[row_ids[k]].obj, one) < 0) goto fail;
         PyObject *col = PyDict_Copy(row);
         if (col == NULL) goto fail;
         int rc = PyDict_SetItem(g->fwd, node->obj, row) < 0 || PyDict_SetItem(g->bwd, node->obj, col) < 0;
         Py_DECREF(col);
-        Py_DECREF(row);
-        if (rc) return NULL;
-        continue;
-    fail:
-        Py_DECREF(row);
-        return NULL;
+        Py_CLEAR(row);
+        if (rc) goto fail;
     }
+    PyMem_Free(keys);
+    PyMem_Free(order_ids);
+    PyMem_Free(row_ids);
     Py_RETURN_NONE;
+fail:
+    Py_XDECREF(row);
+    PyMem_Free(keys);
+    PyMem_Free(order_ids);
+    PyMem_Free(row_ids);
+    return NULL;
+}
+
+/* Every edge once, as (a, b) with a before b (ints before strings, each in Python's order). */
+static PyObject *graph_edges(Graph *g, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < g->used; i++) {
+        Node *node = &g->nodes[i];
+        if (node->obj == NULL) continue;
+        Key kx;
+        if (make_key(node->obj, &kx) < 0) goto fail;
+        for (uint32_t k = 0; k < (1u << node->adj.bits); k++) {
+            int32_t c = node->adj.slots[k];
+            if (c < 0) continue;
+            Key ky;
+            if (make_key(g->nodes[c].obj, &ky) < 0) goto fail;
+            int before = order(&kx, &ky);
+            if (PyErr_Occurred()) goto fail;
+            if (before > 0) continue;
+            PyObject *pair = PyTuple_Pack(2, node->obj, g->nodes[c].obj);
+            if (pair == NULL) goto fail;
+            int rc = PyList_Append(out, pair);
+            Py_DECREF(pair);
+            if (rc < 0) goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 static PyObject *graph_nodes(Graph *g, PyObject *Py_UNUSED(ignored)) {
@@ -622,6 +699,7 @@ static PyMethodDef graph_methods[] = {
     {"has_edge", (PyCFunction)(void (*)(void))graph_has_edge, METH_FASTCALL, "Whether u-v is an edge."},
     {"node_count", (PyCFunction)graph_nodes, METH_NOARGS, "Nodes with at least one edge."},
     {"degree", (PyCFunction)graph_degree, METH_O, "|N(x)|: 0 for a node without edges."},
+    {"edges", (PyCFunction)graph_edges, METH_NOARGS, "Every edge once, as (a, b) with a before b."},
     {"materialize", (PyCFunction)graph_materialize, METH_NOARGS,
      "Rewrite the engine's indexes from the adjacency sets (run() leaves them behind)."},
     {NULL, NULL, 0, NULL},

@@ -478,6 +478,9 @@ class AutoEngine(TriangleEngine):
     def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
         return self.plan._rows(k)
 
+    def _mirror_edges(self) -> list[tuple[Any, Any]] | None:
+        return self.plan._mirror_edges()
+
     def restore_entries(self, entries: Iterable[Entry]) -> None:
         entries = list(entries)
         found = [v for m, key, v in entries if m == "s" and key == b"auto"]

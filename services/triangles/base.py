@@ -456,7 +456,11 @@ class TriangleEngine:
 
     def _entries(self) -> Iterator[Entry]:
         dumps = json_bytes
-        if self.graph and not self._directed:  # symmetric: each edge from its stored direction
+        edges = self._mirror_edges() if self.graph and not self._directed else None
+        if edges is not None:  # a simple graph's edges, each (a, b) = _edge(a, b) once, multiplicity 1
+            for a, b in edges:
+                yield "t", _edge_key(a, b), b"1"
+        elif self.graph and not self._directed:  # symmetric: each edge from its stored direction
             for x, row in self._rows(0):
                 for y, m in row.items():
                     a, b = _edge(x, y)
@@ -585,6 +589,10 @@ class TriangleEngine:
         """Graph mode: whether every stored tuple's reverse has the same multiplicity (O(N))."""
         mult = self._mult
         return all(mult(0, y, x) == m for x, row in self._rows(0) for y, m in row.items())
+
+    def _mirror_edges(self) -> list[tuple[Any, Any]] | None:
+        """Graph mode: every edge once from a compiled mirror that holds them, else None."""
+        return None
 
     def _rows_born_heavy(self) -> bool:
         """Whether an update can create a row in a heavy part (IVM^ε with ε = 0)."""

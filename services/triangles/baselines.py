@@ -159,6 +159,15 @@ class FirstOrderEngine(_FullRelations):
             return 1 if self._fast.has_edge(x, y) else 0
         return super()._mult(k, x, y)
 
+    def _mirror_edges(self) -> list[tuple[Any, Any]] | None:
+        if not self._stale:
+            return None
+        try:
+            edges: list[tuple[Any, Any]] = self._fast.edges()
+        except TypeError:  # node ids the mirror cannot order as _edge does: scan the dicts instead
+            return None
+        return edges
+
     def row_col(self, k: int, x: Any, y: Any) -> tuple[int, int]:
         """|next(y, ·)| and |prev(·, x)|, the two rows an update to relation k at (x, y) intersects."""
         if self._stale:
