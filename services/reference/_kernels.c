@@ -1,4 +1,6 @@
-/* The reference engine's member hashes: BLAKE2b with a 16-byte digest (RFC 7693) of each member key, as
+/* The reference engine's member keys and member hashes.
+ *
+ * Member hashes: BLAKE2b with a 16-byte digest (RFC 7693) of each member key, as
  * a 128-bit unsigned integer read big-endian, the same numbers as
  * int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "big") (services/reference/engine.py's
  * member_hash, kept as the reference and the fallback). A batch of keys is hashed in one call, without a
@@ -134,7 +136,151 @@ fail:
     return NULL;
 }
 
+/* --- member keys: orjson's bytes of [relation, [v1, v2, ...]] for rows of str, bool and 64-bit int values */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buffer;
+
+static int reserve(Buffer *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more) cap *= 2;
+    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int append(Buffer *b, const char *s, Py_ssize_t n) {
+    if (reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, s, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* A JSON string as orjson writes it: '"' and '\\' escaped, control characters as \b \t \n \f \r or
+ * \u00xx, everything else (DEL and non-ASCII UTF-8 included) as it is. */
+static int append_string(Buffer *b, const char *s, Py_ssize_t n) {
+    static const char HEX[] = "0123456789abcdef";
+    if (reserve(b, 6 * n + 2) < 0) return -1;
+    char *out = b->data + b->len;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') {
+            *out++ = (char)ch;
+            continue;
+        }
+        *out++ = '\\';
+        switch (ch) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\t': *out++ = 't'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\r': *out++ = 'r'; break;
+        default:
+            *out++ = 'u';
+            *out++ = '0';
+            *out++ = '0';
+            *out++ = HEX[ch >> 4];
+            *out++ = HEX[ch & 15];
+        }
+    }
+    *out++ = '"';
+    b->len = out - b->data;
+    return 0;
+}
+
+/* One value; 1 written, 0 a value this writer leaves to orjson (a float, a decimal, an int beyond 64
+ * bits, a string that is not valid UTF-8), -1 an error. */
+static int append_value(Buffer *b, PyObject *v) {
+    if (PyUnicode_CheckExact(v)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(v, &n);
+        if (s == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        return append_string(b, s, n) < 0 ? -1 : 1;
+    }
+    if (PyBool_Check(v)) return append(b, v == Py_True ? "true" : "false", v == Py_True ? 4 : 5) < 0 ? -1 : 1;
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) return 0;
+        if (x == -1 && PyErr_Occurred()) return -1;
+        char text[24];
+        int n = snprintf(text, sizeof text, "%lld", x);
+        return append(b, text, n) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+static PyObject *member_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyUnicode_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "member_keys(relation: str, columns: list[list])");
+        return NULL;
+    }
+    PyObject *columns = args[1];
+    Py_ssize_t ncol = PyList_GET_SIZE(columns), nrows = -1;
+    for (Py_ssize_t j = 0; j < ncol; j++) {
+        PyObject *col = PyList_GET_ITEM(columns, j);
+        if (!PyList_CheckExact(col) || (nrows >= 0 && PyList_GET_SIZE(col) != nrows)) {
+            PyErr_SetString(PyExc_TypeError, "member_keys takes columns as lists of one length");
+            return NULL;
+        }
+        nrows = PyList_GET_SIZE(col);
+    }
+    if (nrows < 0) nrows = 0;
+    Py_ssize_t rel_len;
+    const char *rel = PyUnicode_AsUTF8AndSize(args[0], &rel_len);
+    if (rel == NULL) return NULL;
+    Buffer prefix = {0}, row = {0};
+    PyObject *out = NULL;
+    if (append(&prefix, "[", 1) < 0 || append_string(&prefix, rel, rel_len) < 0 || append(&prefix, ",[", 2) < 0)
+        goto done;
+    out = PyList_New(nrows);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        row.len = 0;
+        if (append(&row, prefix.data, prefix.len) < 0) goto fail;
+        for (Py_ssize_t j = 0; j < ncol; j++) {
+            if (j > 0 && append(&row, ",", 1) < 0) goto fail;
+            int rc = append_value(&row, PyList_GET_ITEM(PyList_GET_ITEM(columns, j), i));
+            if (rc < 0) goto fail;
+            if (rc == 0) { /* a value for orjson: the caller makes every key */
+                Py_CLEAR(out);
+                out = Py_NewRef(Py_None);
+                goto done;
+            }
+        }
+        if (append(&row, "]]", 2) < 0) goto fail;
+        PyObject *key = PyBytes_FromStringAndSize(row.data, row.len);
+        if (key == NULL) goto fail;
+        PyList_SET_ITEM(out, i, key);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyMem_Free(prefix.data);
+    PyMem_Free(row.data);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"member_keys", (PyCFunction)(void (*)(void))member_keys, METH_FASTCALL,
+     "member_keys(relation, columns) -> list[bytes] | None: orjson's bytes of [relation, [row values]] for "
+     "each row, or None when a value is one this writer leaves to orjson."},
     {"member_hashes", member_hashes, METH_O,
      "member_hashes(keys) -> list[int]: BLAKE2b-128 of each key, read as a big-endian unsigned integer."},
     {NULL, NULL, 0, NULL},

@@ -102,10 +102,12 @@ def py_member_hashes(members: Sequence[bytes]) -> list[int]:
     return list(map(int.from_bytes, map(_digest, map(_blake2b_128, members)), repeat(_BIG)))
 
 
-try:  # the compiled hashes (services/reference/_kernels.c), built by setup.py where a C compiler is present
+try:  # the compiled kernels (services/reference/_kernels.c), built by setup.py where a C compiler is present
     from ._kernels import member_hashes as compiled_member_hashes
+    from ._kernels import member_keys as compiled_member_keys
 except ImportError:  # pragma: no cover - a machine without a C compiler
     compiled_member_hashes = None  # type: ignore[assignment]
+    compiled_member_keys = None  # type: ignore[assignment]
 
 # Set IVMSTREAM_PURE_PYTHON=1 to hash through hashlib even where the kernel is built.
 member_hashes: Callable[[Sequence[bytes]], list[int]] = (
@@ -220,7 +222,7 @@ class BagEngine:
         return rejected
 
     def _apply_relation(self, rel: str, part: RelationColumns) -> list[Rejection]:
-        keys = self.member_keys(rel, part.columns)
+        keys = self.member_keys(rel, part.columns, len(part))
         deltas = part.deltas
         bag = self.bag
         rejected: list[Rejection] = []
@@ -282,18 +284,24 @@ class BagEngine:
         self._aggregates_changed = True
         return rejected
 
-    def member_keys(self, rel: str, columns: Mapping[str, Sequence[Any]]) -> list[bytes]:
-        """``member`` of every row of ``columns``, made a column at a time (the same bytes)."""
-        forms: list[Iterable[Any]] = []
+    def member_keys(self, rel: str, columns: Mapping[str, Sequence[Any]], rows: int) -> list[bytes]:
+        """``member`` of each of the ``rows`` rows of ``columns``, made a column at a time (same bytes)."""
+        if not self.types[rel]:  # a relation without columns has one tuple
+            return [self.member(rel, ())] * rows
+        forms: list[list[Any]] = []
         for col, typ in self.types[rel].items():
-            values: Iterable[Any] = columns[col]
+            values: Sequence[Any] = columns[col]
             if typ == "decimal":  # _canonical, over the column
-                values = map(str, map(Decimal.normalize, map(add, values, repeat(_ZERO))))
+                values = list(map(str, map(Decimal.normalize, map(add, values, repeat(_ZERO)))))
             elif typ == "exact":
                 values = [_canonical(v) if type(v) is Decimal else v for v in map(_exact_member, values)]
             elif typ in _MEMBER_FORM:
-                values = map(_MEMBER_FORM[typ], values)
-            forms.append(values)
+                values = list(map(_MEMBER_FORM[typ], values))
+            forms.append(values if type(values) is list else list(values))
+        if compiled_member_keys is not None and member_hashes is not py_member_hashes:
+            keys = compiled_member_keys(rel, forms)  # None: a value left to orjson (a float, a decimal)
+            if keys is not None:
+                return keys
         members = zip(repeat(rel), zip(*forms, strict=True))  # orjson writes tuples as arrays
         return list(map(_COPY, map(orjson.dumps, members)))
 

@@ -22,6 +22,7 @@ from ivmstream.services.reference.engine import BagEngine, member_hash, member_h
 RELATIONS = {
     "r": {"a": "int", "p": "decimal", "f": "float", "n": "number", "x": "exact"},
     "s": {"b": "str", "ok": "bool"},
+    "e": {},  # no columns: every event is the one empty tuple
 }
 CODEC = EventCodec(Schema.of(*(Relation.of(name, **cols) for name, cols in RELATIONS.items())))
 
@@ -39,6 +40,7 @@ deltas = st.sampled_from([1, 1, 1, 2, -1, -2])
 raw_events = st.one_of(
     st.tuples(st.just("r"), r_rows, deltas),
     st.tuples(st.just("s"), s_rows, st.sampled_from([1, -1, 3])),
+    st.tuples(st.just("e"), st.just({}), st.sampled_from([1, -1])),
 )
 
 
@@ -129,6 +131,6 @@ def test_member_keys_of_a_column_are_the_members_of_its_rows(raw):
     events = decoded(raw)
     for rel, part in event_columns(events).relations.items():
         rows = [tuple(events[i].row.values()) for i in part.positions]
-        keys = engine.member_keys(rel, part.columns)
+        keys = engine.member_keys(rel, part.columns, len(part))
         assert keys == [engine.member(rel, row) for row in rows]
         assert member_hashes(keys) == [member_hash(k) for k in keys]

@@ -1,12 +1,15 @@
-"""The compiled member hashes (services/reference/_kernels.c) are hashlib's BLAKE2b-128 read big-endian,
-as ``member_hash`` computes them one at a time: on member keys of every length (across the 128-byte block
-boundaries); the engine hashes in C unless IVMSTREAM_PURE_PYTHON=1 asks for hashlib."""
+"""The compiled reference kernels (services/reference/_kernels.c): member hashes are hashlib's BLAKE2b-128
+read big-endian, as ``member_hash`` computes them one at a time, on member keys of every length (across
+the 128-byte block boundaries); member keys are orjson's bytes of ``[relation, [values]]``, or are left
+to orjson (floats, ints beyond 64 bits, strings it refuses); the engine uses them unless
+IVMSTREAM_PURE_PYTHON=1 asks for hashlib and orjson."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +26,31 @@ if engine.compiled_member_hashes is None:  # never skipped: without the extensio
     )
 
 C = engine.compiled_member_hashes
+KEYS = engine.compiled_member_keys
+
+values = st.one_of(
+    st.text(max_size=6),  # control characters, quotes, backslashes, non-ASCII, lone surrogates
+    st.integers(-(2**64), 2**64),  # inside and beyond 64 bits
+    st.booleans(),
+    st.floats(allow_nan=False),  # left to orjson
+)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=4), st.integers(1, 4), st.lists(st.lists(values, min_size=4, max_size=4), max_size=3))
+def test_compiled_member_keys_are_orjsons_bytes_or_left_to_it(relation, ncol, rows):
+    columns = [[row[j] for row in rows] for j in range(ncol)]
+    try:
+        want = [orjson.dumps([relation, [col[i] for col in columns]]) for i in range(len(rows))]
+    except TypeError:  # orjson refuses it (a surrogate, an int beyond 64 bits): the engine raises as before
+        want = None
+    got = KEYS(relation, columns)
+    if got is None:  # left to orjson: a float, an int beyond 64 bits, a string orjson refuses
+        assert want is None or any(
+            type(v) is float or (type(v) is int and not -(2**63) <= v < 2**63) for col in columns for v in col
+        )
+    else:
+        assert got == want
 
 
 @settings(max_examples=300)
