@@ -473,6 +473,9 @@ static PyObject *k_payload_rows(PyObject *self, PyObject *const *args, Py_ssize_
             Py_DECREF(p);
             goto fail;
         }
+        /* A row payload refers to ints and its batch's columns, never to anything that refers back to
+         * it: it cannot be part of a reference cycle, so the cycle collector need not walk it. */
+        if (PyObject_IS_GC(p)) PyObject_GC_UnTrack(p);
         PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(keys, i), p);
         Py_DECREF(p);
         if (pair == NULL) goto fail;
@@ -594,6 +597,129 @@ done:
     return result;
 }
 
+/* install_new(data, seq, changed, delta, next_seq): a view's grouped batch (distinct keys, non-zero
+ * payloads) installed where its keys are new: for each (key, payload) in order, changed[key] = None;
+ * a key absent from data gets data[key] = payload and seq[key] = the next creation number. Returns
+ * (the next creation number, the (key, payload) pairs of keys data already held, in order). */
+static PyObject *k_install_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("install_new", nargs, 5)) return NULL;
+    PyObject *data = args[0], *seqd = args[1], *changed = args[2];
+    if (!PyDict_Check(data) || !PyDict_Check(seqd) || !PyDict_Check(changed) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "install_new: three dicts and a list of (key, payload) pairs");
+        return NULL;
+    }
+    Py_ssize_t nxt = PyLong_AsSsize_t(args[4]);
+    if (nxt == -1 && PyErr_Occurred()) return NULL;
+    PyObject *present = PyList_New(0);
+    if (present == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(args[3]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(args[3], i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "install_new: a change is a (key, payload) tuple");
+            goto fail;
+        }
+        PyObject *key = PyTuple_GET_ITEM(pair, 0), *payload = PyTuple_GET_ITEM(pair, 1);
+        if (PyDict_SetItem(changed, key, Py_None) < 0) goto fail;
+        int held = PyDict_Contains(data, key);
+        if (held < 0) goto fail;
+        if (held) {
+            if (PyList_Append(present, pair) < 0) goto fail;
+            continue;
+        }
+        PyObject *number = PyLong_FromSsize_t(nxt);
+        int rc = number == NULL || PyDict_SetItem(data, key, payload) < 0 || PyDict_SetItem(seqd, key, number) < 0;
+        Py_XDECREF(number);
+        if (rc) goto fail;
+        nxt++;
+    }
+    PyObject *out = Py_BuildValue("(nN)", nxt, present);
+    return out;
+fail:
+    Py_DECREF(present);
+    return NULL;
+}
+
+/* probe_all(datas, keylists, rows): a step's point lookups in all its siblings, for every join row
+ * at once: row i is kept when every sibling p holds keylists[p][i]. Returns (found, keep, kept): per
+ * sibling the payloads of the kept rows, in row order; keep None and kept `rows` itself when every row
+ * is kept, else the kept rows' indexes and the kept rows (as probe_get applied sibling after sibling
+ * gives). A key list that is the same object as the previous sibling's is hashed once per row. */
+static PyObject *k_probe_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("probe_all", nargs, 3)) return NULL;
+    PyObject *datas = args[0], *keylists = args[1], *rows = args[2];
+    if (!PyList_Check(datas) || !PyList_Check(keylists) || !PyList_Check(rows) ||
+        PyList_GET_SIZE(datas) != PyList_GET_SIZE(keylists)) {
+        PyErr_SetString(PyExc_TypeError, "probe_all: lists of dicts, of key lists and of rows");
+        return NULL;
+    }
+    Py_ssize_t m = PyList_GET_SIZE(datas), n = PyList_GET_SIZE(rows);
+    for (Py_ssize_t p = 0; p < m; p++) {
+        PyObject *keys = PyList_GET_ITEM(keylists, p);
+        if (!PyDict_Check(PyList_GET_ITEM(datas, p)) || !PyList_Check(keys) || PyList_GET_SIZE(keys) != n) {
+            PyErr_SetString(PyExc_TypeError, "probe_all: each sibling a dict and a key list of one per row");
+            return NULL;
+        }
+    }
+    PyObject *found = PyList_New(m), *keep = NULL, *kept = NULL, *result = NULL;
+    PyObject **hits = PyMem_Calloc((size_t)(m > 0 ? m : 1), sizeof(PyObject *));
+    if (found == NULL || hits == NULL) goto done;
+    for (Py_ssize_t p = 0; p < m; p++) {
+        PyObject *lst = PyList_New(0);
+        if (lst == NULL) goto done;
+        PyList_SET_ITEM(found, p, lst);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_hash_t hash = -1;
+        PyObject *prev_keys = NULL;
+        int all = 1;
+        for (Py_ssize_t p = 0; p < m && all; p++) {
+            PyObject *keys = PyList_GET_ITEM(keylists, p), *key = PyList_GET_ITEM(keys, i);
+            if (keys != prev_keys) {
+                hash = PyObject_Hash(key);
+                if (hash == -1) goto done;
+                prev_keys = keys;
+            }
+            hits[p] = _PyDict_GetItem_KnownHash(PyList_GET_ITEM(datas, p), key, hash);
+            if (hits[p] == NULL) {
+                if (PyErr_Occurred()) goto done;
+                all = 0;
+            }
+        }
+        if (!all) {
+            if (keep == NULL) {  /* the first row dropped: every row before it was kept */
+                keep = PyList_New(0);
+                kept = PyList_GetSlice(rows, 0, i);
+                if (keep == NULL || kept == NULL) goto done;
+                for (Py_ssize_t j = 0; j < i; j++) {
+                    PyObject *at = PyLong_FromSsize_t(j);
+                    int rc = at == NULL ? -1 : PyList_Append(keep, at);
+                    Py_XDECREF(at);
+                    if (rc < 0) goto done;
+                }
+            }
+            continue;
+        }
+        for (Py_ssize_t p = 0; p < m; p++)
+            if (PyList_Append(PyList_GET_ITEM(found, p), hits[p]) < 0) goto done;
+        if (keep != NULL) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            int rc = at == NULL ? -1 : PyList_Append(keep, at);
+            Py_XDECREF(at);
+            if (rc < 0 || PyList_Append(kept, PyList_GET_ITEM(rows, i)) < 0) goto done;
+        }
+    }
+    result = keep == NULL ? PyTuple_Pack(3, found, Py_None, rows) : PyTuple_Pack(3, found, keep, kept);
+done:
+    PyMem_Free(hits);
+    Py_XDECREF(found);
+    Py_XDECREF(keep);
+    Py_XDECREF(kept);
+    return result;
+}
+
 /* absorb_run(run, columns, batch): a run of one all-float relation's events (attributes `delta`,
  * `row`) added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the order
  * the tuples first appear, -0.0 stored as 0.0. Returns False, leaving `batch` untouched, when any event
@@ -616,7 +742,10 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(seq);
         return NULL;
     }
-    PyObject *acc = PyDict_New(), *zero = PyFloat_FromDouble(0.0), *result = NULL;
+    /* An empty batch takes the run directly (and is emptied again if the run needs the per-event
+     * checks); else the run is consolidated apart, then added. */
+    const int direct = PyDict_GET_SIZE(batch) == 0;
+    PyObject *acc = direct ? Py_NewRef(batch) : PyDict_New(), *zero = PyFloat_FromDouble(0.0), *result = NULL;
     if (acc == NULL || zero == NULL) goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), width = PySequence_Fast_GET_SIZE(cols);
     PyObject **events = PySequence_Fast_ITEMS(seq), **names = PySequence_Fast_ITEMS(cols);
@@ -674,9 +803,7 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
         result = Py_NewRef(Py_False);
         goto done;
     }
-    if (PyDict_GET_SIZE(batch) == 0) {
-        if (PyDict_Update(batch, acc) < 0) goto done;
-    } else {
+    if (!direct) {
         Py_ssize_t pos = 0;
         PyObject *key, *m;
         while (PyDict_Next(acc, &pos, &key, &m)) {
@@ -691,6 +818,7 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     result = Py_NewRef(Py_True);
 done:
+    if (direct && result != Py_True) PyDict_Clear(batch);  /* untouched: as it came, empty */
     Py_XDECREF(acc);
     Py_XDECREF(zero);
     Py_DECREF(cols);
@@ -715,6 +843,10 @@ static PyMethodDef methods[] = {
      "Values at some positions of tuples as float64 columns."},
     {"probe_get", (PyCFunction)(void (*)(void))k_probe_get, METH_FASTCALL,
      "One sibling's point lookups for every join row: the payloads found and the rows kept."},
+    {"install_new", (PyCFunction)(void (*)(void))k_install_new, METH_FASTCALL,
+     "A view's grouped batch installed where its keys are new; the pairs of held keys returned."},
+    {"probe_all", (PyCFunction)(void (*)(void))k_probe_all, METH_FASTCALL,
+     "A step's point lookups in all its siblings for every join row: the payloads and the rows kept."},
     {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
      "A run of one all-float relation's events consolidated into a batch, or False."},
     {NULL, NULL, 0, NULL},

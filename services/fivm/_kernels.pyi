@@ -37,3 +37,10 @@ def columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out:
 def probe_get(
     data: dict[Any, Any], keys: list[Any], rows: list[Any], /
 ) -> tuple[list[Any], list[int] | None, list[Any]]: ...
+def install_new(
+    data: dict[Any, Any], seq: dict[Any, int], changed: dict[Any, None], delta: list[tuple[Any, Any]],
+    next_seq: int, /,
+) -> tuple[int, list[tuple[Any, Any]]]: ...  # fmt: skip
+def probe_all(
+    datas: list[dict[Any, Any]], keylists: list[list[Any]], rows: list[Any], /
+) -> tuple[list[list[Any]], list[int] | None, list[Any]]: ...

@@ -105,7 +105,19 @@ def step_rows(
     rows: list[Key] = keys
     source: list[int] | None = None  # the delta row of each join row (None: row i is delta row i)
     gathered: list[list[Cofactor]] = []  # per joined sibling, its payload for each join row
-    for probe in step.probes:
+    probes = step.probes
+    if probes and all(probe.mode == GET for probe in probes):
+        # Point lookups only (a star's siblings): all siblings in one pass, a row's key hashed once.
+        keylists: dict[tuple[int, ...], list[Key]] = {}
+        for probe in probes:
+            if probe.probe not in keylists:
+                keylists[probe.probe] = project(rows, probe.probe)
+        datas = [views[probe.view].data for probe in probes]
+        gathered, source, rows = kernels.probe_all(datas, [keylists[p.probe] for p in probes], rows)
+        if not rows:
+            return [], take(delta, np.zeros(0, dtype=np.intp))
+        probes = ()
+    for probe in probes:
         view = views[probe.view]
         data = view.data
         found: list[Cofactor] = []
@@ -188,6 +200,6 @@ def payloads(keys: Sequence[Key], rows: CofactorRows) -> list[tuple[Key, Cofacto
     return kernels.payload_rows(RowCofactor, list(keys), rows.lo, rows.counts.tolist(), block)
 
 
-def apply_changes(changes: Sequence[tuple[View, Sequence[tuple[Key, Any]]]]) -> None:
+def apply_changes(changes: Sequence[tuple[View, list[tuple[Key, Any]]]]) -> None:
     for view, delta in changes:
         view.add_nonzero(delta)

@@ -137,6 +137,48 @@ def py_probe_get(
     return [hits[j] for j in keep], keep, [rows[j] for j in keep]
 
 
+def py_probe_all(
+    datas: list[Mapping[Any, Any]], keylists: list[list[Any]], rows: list[Any]
+) -> tuple[list[list[Any]], list[int] | None, list[Any]]:
+    """A step's point lookups in all its siblings: ``py_probe_get`` sibling after sibling, each on the
+    rows the ones before it kept. ``(found, keep, kept)``: per sibling the payloads of the kept rows;
+    keep None and kept ``rows`` itself when every row is kept, else the kept rows' indexes and rows."""
+    if len(datas) != len(keylists) or any(len(keys) != len(rows) for keys in keylists):
+        raise TypeError("probe_all: each sibling a dict and a key list of one per row")
+    keep: list[int] | None = None
+    found: list[list[Any]] = []
+    for data, keys in zip(datas, keylists, strict=True):
+        if keep is not None:
+            keys = [keys[j] for j in keep]
+        hits, sub, _ = py_probe_get(data, keys, keys)
+        if sub is not None:
+            keep = sub if keep is None else [keep[j] for j in sub]
+            found = [[f[j] for j in sub] for f in found]
+        found.append(hits)
+    if keep is None:
+        return found, None, rows
+    return found, keep, [rows[j] for j in keep]
+
+
+def py_install_new(
+    data: dict[Any, Any],
+    seq: dict[Any, int],
+    changed: dict[Any, None],
+    delta: list[tuple[Any, Any]],
+    next_seq: int,
+) -> tuple[int, list[tuple[Any, Any]]]:
+    """A view's grouped batch (distinct keys, non-zero payloads) installed where its keys are new: every
+    key marked changed, each new key stored with the next creation number, in ``delta``'s order.
+    Returns the next creation number and the pairs of the keys ``data`` held, in order."""
+    keys = list(map(_FIRST, delta))
+    changed.update(dict.fromkeys(keys))
+    held = data.keys() & keys
+    fresh = [kv for kv in delta if kv[0] not in held] if held else delta
+    data.update(fresh)
+    seq.update(zip(map(_FIRST, fresh), range(next_seq, next_seq + len(fresh)), strict=True))
+    return next_seq + len(fresh), [kv for kv in delta if kv[0] in held] if held else []
+
+
 def py_columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: Floats) -> None:
     """``out[i, j] = float(rows[i][positions[j]])``, numbers converted as numpy converts them."""
     n, w = out.shape
@@ -191,6 +233,7 @@ _ONE_ONLY = {1}
 _FLOAT_ONLY = {float}
 _INF = math.inf
 _DELTA = operator.attrgetter("delta")
+_FIRST = operator.itemgetter(0)
 _ROW = operator.attrgetter("row")
 
 
@@ -254,6 +297,8 @@ payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
 absorb_run: Callable[..., bool] = py_absorb_run
 columns_into: Callable[..., Any] = py_columns_into
 probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
+install_new: Callable[..., tuple[int, list[tuple[Any, Any]]]] = py_install_new
+probe_all: Callable[..., tuple[list[list[Any]], list[int] | None, list[Any]]] = py_probe_all
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
@@ -265,3 +310,5 @@ if ACTIVE == "compiled":
     absorb_run = compiled.absorb_run
     columns_into = compiled.columns_into
     probe_get = compiled.probe_get
+    install_new = compiled.install_new
+    probe_all = compiled.probe_all

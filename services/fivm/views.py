@@ -12,12 +12,12 @@ from entries that arrive in any order iterates exactly as the original did (§4.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from ivmstream.services.fivm import kernels
+
 Key = tuple[Any, ...]
-_FIRST = itemgetter(0)
 
 
 class View:
@@ -80,31 +80,21 @@ class View:
         for key, payload in delta:
             self.add(key, payload)
 
-    def add_nonzero(self, delta: Sequence[tuple[Key, Any]]) -> None:
+    def add_nonzero(self, delta: list[tuple[Key, Any]]) -> None:
         """``add_all`` for distinct keys with non-zero payloads (a grouped batch of column rows): keys
-        new to the view are installed with C-level dict updates, in ``delta``'s order, as the loop
-        would install them."""
+        new to the view are installed in one compiled pass (``kernels.install_new``), in ``delta``'s
+        order, as the loop would install them; keys the view holds are added to after."""
         if self.indexes:
             self.add_all(delta)
             return
         data = self.data
-        keys = list(map(_FIRST, delta))
-        self.changed.update(dict.fromkeys(keys))
-        present = data.keys() & keys
-        fresh: Sequence[tuple[Key, Any]] = delta
-        if present:
-            for key, payload in delta:
-                if key in present:
-                    new = self._add(data[key], payload)
-                    if self._is_zero(new):
-                        self._remove(key)
-                    else:
-                        data[key] = new
-            fresh = [kv for kv in delta if kv[0] not in present]
-        nxt = self.next_seq
-        data.update(fresh)
-        self.seq.update(zip(map(_FIRST, fresh), range(nxt, nxt + len(fresh)), strict=True))
-        self.next_seq = nxt + len(fresh)
+        self.next_seq, held = kernels.install_new(data, self.seq, self.changed, delta, self.next_seq)
+        for key, payload in held:
+            new = self._add(data[key], payload)
+            if self._is_zero(new):
+                self._remove(key)
+            else:
+                data[key] = new
 
     def add_counts(self, delta: Iterable[tuple[Key, int]]) -> None:
         """``add`` for a view of int payloads, inlined: its per-tuple cost is most of a batch."""

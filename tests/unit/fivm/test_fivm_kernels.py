@@ -3,6 +3,7 @@ bit for bit, on randomized columns; without the extension these tests fail, sayi
 
 from __future__ import annotations
 
+import gc
 import math
 import pickle
 import subprocess
@@ -26,6 +27,7 @@ from ivmstream.services.fivm.rings.cofactor import (
     mul_chain,
     mul_rows,
 )
+from ivmstream.services.fivm.views import View
 
 if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
@@ -148,6 +150,7 @@ def test_payload_rows_makes_the_same_payloads_as_the_python_loop(data, n, k):
         assert p.block is block and (p.lo, p.count) == (3 if k else 0, ints_[i])
         assert same(p.sums, block.sums[i]) and same(p.quad, block.quad[i]) and same(p.sums, q.sums)
         assert not p.sums.flags.writeable and not p.quad.flags.writeable  # rows of read-only columns
+        assert not gc.is_tracked(p)  # it holds ints and its columns: no cycle can pass through it
         plain = Cofactor(lo, ints_[i], block.sums[i], block.quad[i])
         assert p == plain and plain == p
         copied = pickle.loads(pickle.dumps(p))
@@ -186,6 +189,8 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.mul_rows_into is C.mul_rows_into
     assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
     assert kernels.probe_get is C.probe_get and kernels.mul_chain_sum_into is C.mul_chain_sum_into
+    assert kernels.install_new is C.install_new and kernels.columns_into is C.columns_into
+    assert kernels.probe_all is C.probe_all
     code = (
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
@@ -383,3 +388,58 @@ def test_probe_get_and_columns_into_refuse_what_they_cannot_read():
         C.columns_into([("a",)], [0], np.empty((1, 1)))
     with pytest.raises(ValueError, match="shapes"):
         C.columns_into([(1.0,)], [0], np.empty((2, 1)))
+
+
+def view_state(view: View) -> tuple:
+    return list(view.data.items()), list(view.seq.items()), list(view.changed), view.next_seq
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 2).filter(bool)), max_size=8),
+    st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 2).filter(bool)), max_size=8),
+)
+def test_install_new_adds_a_batch_as_the_per_key_loop_does(before, batch):
+    # int payloads: a held key's sum may reach zero and leave the view; new keys take creation numbers
+    delta = list({(k,): m for k, m in batch}.items())  # distinct keys, non-zero payloads
+    views = []
+    for _ in range(3):
+        view = View("V", ("k",), lambda a, b: a + b, lambda p: p == 0)
+        view.add_all([((k,), m) for k, m in before])
+        view.changed.clear()
+        views.append(view)
+    compiled, python, loop = views
+    compiled.add_nonzero(list(delta))  # the compiled kernel (the module default here)
+    nxt, held = kernels.py_install_new(python.data, python.seq, python.changed, list(delta), python.next_seq)
+    python.next_seq = nxt
+    for key, m in held:
+        python.add(key, m)
+    loop.add_all(delta)
+    assert view_state(compiled) == view_state(loop) == view_state(python)
+    got = C.install_new({}, {}, {}, list(delta), 5)
+    assert got == (5 + len(delta), [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.tuples(st.integers(0, 6)), st.integers(), max_size=6), min_size=1, max_size=3
+    ),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=10),
+    st.booleans(),
+)
+def test_probe_all_keeps_the_rows_every_sibling_holds(datas, rows, shared):
+    # sibling p looks up position 0 of the row, or position p % 2 (a key list shared, or per sibling)
+    by_first = [(row[0],) for row in rows]
+    keylists = [by_first if shared else [(row[p % 2],) for row in rows] for p in range(len(datas))]
+    want_keep = [i for i in range(len(rows)) if all(keylists[p][i] in d for p, d in enumerate(datas))]
+    want_found = [[d[keylists[p][i]] for i in want_keep] for p, d in enumerate(datas)]
+    for fn in (C.probe_all, kernels.py_probe_all):
+        found, keep, kept = fn(list(datas), keylists, rows)
+        assert found == want_found
+        if len(want_keep) == len(rows):
+            assert keep is None and kept is rows
+        else:
+            assert keep == want_keep and kept == [rows[i] for i in want_keep]
+    with pytest.raises(TypeError, match="one per row"):
+        C.probe_all([{}], [[]], [(1, 2)])
