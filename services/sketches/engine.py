@@ -99,9 +99,10 @@ class SketchEngine:
         """Validate the events in order against the store plus the batch so far, then maintain once."""
         rejected: list[Rejection] = []
         batch: dict[str, dict[P.Row, int]] = {}
+        readers, store, nonnegative = self._readers, self.store, self.compiled.nonnegative
         for i, ev in enumerate(events):
             relation = ev.relation
-            reader = self._readers.get(relation)
+            reader = readers.get(relation)
             if reader is None:
                 rejected.append(Rejection(i, "unknown-relation", f"the query does not read {relation!r}"))
                 continue
@@ -117,15 +118,17 @@ class SketchEngine:
             pending = batch.get(relation)
             if pending is None:
                 pending = batch[relation] = {}
-            stored = self.store[relation].get(frag)
-            have = (stored.get(row, 0) if stored else 0) + pending.get(row, 0)
-            if have + ev.delta < 0:
+            stored = store[relation].get(frag)
+            was = pending.get(row, 0)
+            have = (stored.get(row, 0) if stored else 0) + was
+            delta = ev.delta
+            if have + delta < 0:
                 rejected.append(
-                    Rejection(i, "absent-tuple", f"delete of {-ev.delta} copies of {row!r} which has {have}")
+                    Rejection(i, "absent-tuple", f"delete of {-delta} copies of {row!r} which has {have}")
                 )
                 continue
-            if ev.delta > 0 and ev.relation in self.compiled.nonnegative:
-                bad = [what for f, what in self.compiled.nonnegative[ev.relation] if _negative(f(row))]
+            if delta > 0 and relation in nonnegative:
+                bad = [what for f, what in nonnegative[relation] if _negative(f(row))]
                 if bad:
                     rejected.append(
                         Rejection(
@@ -133,7 +136,7 @@ class SketchEngine:
                         )
                     )
                     continue
-            n = pending.get(row, 0) + ev.delta
+            n = was + delta
             if n:
                 pending[row] = n
             else:
@@ -151,10 +154,10 @@ class SketchEngine:
             if not delta:
                 continue
             if self.strategy == "imp":
-                _fold(out, self.compiled.root.push(table, delta))
+                out = _fold(out, self.compiled.root.push(table, delta))
             self._store(table, delta)
         if self.strategy == "imp":
-            _fold(out, self.compiled.root.flush())
+            out = _fold(out, self.compiled.root.flush())
             self.last_delta = self.merge.apply(out)
         elif batch:
             self.stale = True
@@ -226,10 +229,10 @@ class SketchEngine:
         self.indexes.clear()
         for table in sorted(whole):
             if whole[table]:
-                _fold(out, self.compiled.root.push(table, whole[table]))
+                out = _fold(out, self.compiled.root.push(table, whole[table]))
                 self._store(table, whole[table])
         self._dirty = dirty
-        _fold(out, self.compiled.root.flush())
+        out = _fold(out, self.compiled.root.flush())
         self.merge.apply(out)
         self.last_delta = (0, 0)
 
@@ -379,11 +382,17 @@ class SketchEngine:
             self._forget_changes()
             return list(self.all_entries())
         out: list[EntryChange] = []
-        store = self.store
+        store, partitions = self.store, {t: self._partition_of(t) for t in self.store}
         for table, row in self._dirty:
-            f = self._fragment(table, row)
-            n = store[table].get(f, {}).get(row, 0)
-            key = json_bytes([table, f, list(row)], default=_encode_default)  # as _key()
+            partition = partitions[table]
+            if partition is None:
+                f = 0
+            else:
+                v = row[partition[0]]
+                f = 0 if v is None else bisect_right(partition[1], v)
+            rows = store[table].get(f)
+            n = rows.get(row, 0) if rows else 0
+            key = json_bytes([table, f, row], default=_encode_default)  # as _key() (a tuple is an array)
             out.append((STORE, key, str(n).encode() if n else None))
         out.sort(key=_entry_key)  # by the key's bytes: one order whatever order the rows changed in
         self._dirty.clear()
@@ -442,10 +451,15 @@ def _negative(v: Any) -> bool:
     return v is not None and v < 0
 
 
-def _fold(out: P.ZSet, delta: P.ZSet) -> None:
+def _fold(out: P.ZSet, delta: P.ZSet) -> P.ZSet:
+    """``out + delta``, in ``out``; an empty ``out`` gives ``delta`` itself (an operator's output delta is
+    a fresh dict nothing else holds, so it is taken over instead of copied key by key)."""
+    if not out:
+        return delta
     for k, n in delta.items():
         v = out.get(k, 0) + n
         if v:
             out[k] = v
         else:
             out.pop(k, None)
+    return out

@@ -483,9 +483,10 @@ class Aggregate(Node):
         for (row, p), n in delta.items():
             g = key(row)
             st = groups.get(g)
-            if g not in before:  # the pre-batch image, taken at first touch (§2.4.6)
+            mark = touched.get(g)  # touched and before have the same keys
+            if mark is None:  # the pre-batch image, taken at first touch (§2.4.6)
                 before[g] = st.image if st is not None and st.image is not UNSET else self._image(g, st)
-                touched[g] = set()
+                mark = touched[g] = set()
             if st is None:
                 st = groups[g] = GroupState(n_aggs)
             for i in self.minmax:
@@ -496,7 +497,6 @@ class Aggregate(Node):
                     buf.changed = self.changed_values.setdefault((g, i), {})
             fold(st, row, n)
             F = st.F
-            mark = touched[g]
             while p:
                 low = p & -p
                 r = low.bit_length() - 1
@@ -569,10 +569,12 @@ class Aggregate(Node):
                 del self.groups[g]
             if new == old:
                 continue  # values and sketch unchanged (§2.4.6)
+            # An image starts with its group's values, so the images of different groups differ, and a
+            # group's new image differs from its old one here: no key is set twice (no _add needed).
             if old is not None:
-                _add(out, old, -1)
+                out[old] = -1
             if new is not None:
-                _add(out, new, 1)
+                out[new] = 1
         self.before.clear()
         self.touched.clear()
         return out

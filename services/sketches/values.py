@@ -43,6 +43,12 @@ class Ratio(Fraction):
             h = self._hash = Fraction.__hash__(self)
         return h
 
+    def __eq__(self, other: Any) -> bool:
+        # Another average (a group's old and new image compared): lowest terms make it field by field.
+        if type(other) is Ratio:
+            return bool(self.numerator == other.numerator and self.denominator == other.denominator)
+        return Fraction.__eq__(self, other)
+
     # Against an int (HAVING AVG(x) < 750), compare the cross products directly: what Fraction's own
     # comparison computes (its denominator is positive), without its generic numeric-tower checks.
     def __lt__(self, other: Any) -> bool:
