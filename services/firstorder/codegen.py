@@ -22,6 +22,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from .expressions import ExpressionError, parse
 from .expressions import _compile as _closure
 from .plan import DeltaPlan, Query
@@ -329,16 +331,31 @@ def plan_source(query: Query, plan: DeltaPlan) -> tuple[str, dict[str, Any], lis
 Factory = Callable[..., DeltaFunction]
 
 
-def generate(query: Query, relation: str) -> tuple[Factory, list[tuple[str, Any]]] | None:
+Generated = tuple[Factory, list[tuple[str, Any]]]
+# A worker keeps one engine per key, each of the same query: the factories are compiled once per query
+# (they hold no state; each engine calls them with its own stores). The oldest query leaves first.
+_FACTORIES: dict[tuple[bytes, str], Generated | None] = {}
+_FACTORIES_KEPT = 64
+
+
+def generate(query: Query, relation: str) -> Generated | None:
     """The factory of ``relation``'s delta function (called with its stores, in order) and the stores;
     None when Python refuses the source (the interpreted plan then serves)."""
+    key = (orjson.dumps(query.describe_query()), relation)
+    if key in _FACTORIES:
+        return _FACTORIES[key]
     source, constants, stores = plan_source(query, query.plans[relation])
     namespace: dict[str, Any] = {"__builtins__": _BUILTINS, **constants}
+    made: Generated | None
     try:
         exec(compile(source, f"<firstorder delta of {relation}>", "exec"), namespace)
+        made = namespace["_factory"], stores
     except (SyntaxError, RecursionError, MemoryError):
-        return None
-    return namespace["_factory"], stores
+        made = None
+    if len(_FACTORIES) >= _FACTORIES_KEPT:
+        del _FACTORIES[next(iter(_FACTORIES))]
+    _FACTORIES[key] = made
+    return made
 
 
 def expression_function(text: str, position: Mapping[str, int]) -> Callable[[tuple[Any, ...]], Any]:

@@ -236,3 +236,14 @@ def test_a_plan_python_refuses_keeps_the_interpreted_path() -> None:
     ]
     assert engine.apply(rows) == []
     assert engine.aggregates() == {(1,): [4, 2 * 3.0 + 2 * -1.0]}
+
+
+def test_engines_of_one_query_share_the_compiled_plans_not_the_state() -> None:
+    """A worker keeps an engine per key: the plans compile once per query, each engine binds its own
+    bags."""
+    query = Query({"r": {"k": "int", "x": "float"}, "q": {"k": "int"}}, ["k"], "x > 0", {"s": "x"})
+    one, two = FirstOrderEngine(query), FirstOrderEngine(Query(query.types, ["k"], "x > 0", {"s": "x"}))
+    assert one._factories == two._factories and one._deltas["r"] is not two._deltas["r"]
+    one.apply([UpdateEvent("q", {"k": 1}, 1), UpdateEvent("r", {"k": 1, "x": 2.0}, 3)])
+    two.apply([UpdateEvent("r", {"k": 1, "x": 2.0}, 1)])
+    assert one.aggregates() == {(1,): [3, 6.0]} and two.aggregates() == {}
