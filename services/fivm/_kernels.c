@@ -621,15 +621,17 @@ static PyObject *k_install_new(PyObject *self, PyObject *const *args, Py_ssize_t
             goto fail;
         }
         PyObject *key = PyTuple_GET_ITEM(pair, 0), *payload = PyTuple_GET_ITEM(pair, 1);
-        if (PyDict_SetItem(changed, key, Py_None) < 0) goto fail;
-        int held = PyDict_Contains(data, key);
+        Py_hash_t hash = PyObject_Hash(key);  /* once for the three dicts */
+        if (hash == -1 || _PyDict_SetItem_KnownHash(changed, key, Py_None, hash) < 0) goto fail;
+        int held = _PyDict_Contains_KnownHash(data, key, hash);
         if (held < 0) goto fail;
         if (held) {
             if (PyList_Append(present, pair) < 0) goto fail;
             continue;
         }
         PyObject *number = PyLong_FromSsize_t(nxt);
-        int rc = number == NULL || PyDict_SetItem(data, key, payload) < 0 || PyDict_SetItem(seqd, key, number) < 0;
+        int rc = number == NULL || _PyDict_SetItem_KnownHash(data, key, payload, hash) < 0 ||
+                 _PyDict_SetItem_KnownHash(seqd, key, number, hash) < 0;
         Py_XDECREF(number);
         if (rc) goto fail;
         nxt++;
@@ -720,24 +722,51 @@ done:
     return result;
 }
 
-/* absorb_run(run, columns, batch): a run of one all-float relation's events (attributes `delta`,
- * `row`) added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the order
- * the tuples first appear, -0.0 stored as 0.0. Returns False, leaving `batch` untouched, when any event
- * needs the per-event checks: a delta that is not an exact non-zero int, a row that is not a dict of
- * exactly `columns`, a value that is not a finite float. */
-static PyObject *s_delta, *s_event_row;
+/* absorb_run(events, start, relation, columns, batch): the run of `relation`'s events from `start` (up
+ * to the first event of another relation; attributes `relation`, `delta`, `row`), an all-float
+ * relation, added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the
+ * order the tuples first appear, -0.0 stored as 0.0. Returns the index after the run; or `start`,
+ * leaving `batch` untouched, when the run is shorter than two events or any of its events needs the
+ * per-event checks: a delta that is not an exact non-zero int, a row that is not a dict of exactly
+ * `columns`, a value that is not a finite float. */
+static PyObject *s_delta, *s_event_row, *s_relation;
 
 static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!positional("absorb_run", nargs, 3)) return NULL;
-    PyObject *batch = args[2];
+    if (!positional("absorb_run", nargs, 5)) return NULL;
+    PyObject *batch = args[4], *relation = args[2];
     if (!PyDict_Check(batch)) {
         PyErr_SetString(PyExc_TypeError, "absorb_run: batch must be a dict");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[0], "absorb_run: run must be a sequence");
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    PyObject *all = PySequence_Fast(args[0], "absorb_run: events must be a sequence");
+    if (all == NULL) return NULL;
+    Py_ssize_t total = PySequence_Fast_GET_SIZE(all), end = start < 0 ? total : start;
+    for (; end < total; end++) {  /* the run: events of `relation` from `start` */
+        PyObject *r = PyObject_GetAttr(PySequence_Fast_GET_ITEM(all, end), s_relation);
+        if (r == NULL) {
+            Py_DECREF(all);
+            return NULL;
+        }
+        int same = PyObject_RichCompareBool(r, relation, Py_EQ);
+        Py_DECREF(r);
+        if (same < 0) {
+            Py_DECREF(all);
+            return NULL;
+        }
+        if (!same) break;
+    }
+    if (start < 0 || end - start < 2) {
+        Py_DECREF(all);
+        return start < 0 ? (PyErr_SetString(PyExc_ValueError, "absorb_run: start < 0"), NULL)
+                         : PyLong_FromSsize_t(start);
+    }
+    PyObject *seq = PyList_GetSlice(all, start, end);
+    Py_DECREF(all);
     if (seq == NULL) return NULL;
-    PyObject *cols = PySequence_Fast(args[1], "absorb_run: columns must be a sequence");
+    PyObject *cols = PySequence_Fast(args[3], "absorb_run: columns must be a sequence");
     if (cols == NULL) {
         Py_DECREF(seq);
         return NULL;
@@ -745,9 +774,10 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
     /* An empty batch takes the run directly (and is emptied again if the run needs the per-event
      * checks); else the run is consolidated apart, then added. */
     const int direct = PyDict_GET_SIZE(batch) == 0;
+    int absorbed = 0;
     PyObject *acc = direct ? Py_NewRef(batch) : PyDict_New(), *zero = PyFloat_FromDouble(0.0), *result = NULL;
     if (acc == NULL || zero == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), width = PySequence_Fast_GET_SIZE(cols);
+    Py_ssize_t n = PyList_GET_SIZE(seq), width = PySequence_Fast_GET_SIZE(cols);
     PyObject **events = PySequence_Fast_ITEMS(seq), **names = PySequence_Fast_ITEMS(cols);
     int fits = 1;
     for (Py_ssize_t i = 0; i < n && fits; i++) {
@@ -800,7 +830,7 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(delta);
     }
     if (!fits) {
-        result = Py_NewRef(Py_False);
+        result = PyLong_FromSsize_t(start);
         goto done;
     }
     if (!direct) {
@@ -816,9 +846,10 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (rc < 0) goto done;
         }
     }
-    result = Py_NewRef(Py_True);
+    result = PyLong_FromSsize_t(end);
+    absorbed = result != NULL;
 done:
-    if (direct && result != Py_True) PyDict_Clear(batch);  /* untouched: as it came, empty */
+    if (direct && !absorbed) PyDict_Clear(batch);  /* untouched: as it came, empty */
     Py_XDECREF(acc);
     Py_XDECREF(zero);
     Py_DECREF(cols);
@@ -848,7 +879,7 @@ static PyMethodDef methods[] = {
     {"probe_all", (PyCFunction)(void (*)(void))k_probe_all, METH_FASTCALL,
      "A step's point lookups in all its siblings for every join row: the payloads and the rows kept."},
     {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
-     "A run of one all-float relation's events consolidated into a batch, or False."},
+     "A run of one all-float relation's events consolidated into a batch: the index after it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -866,6 +897,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     s_row = PyUnicode_InternFromString("row");
     s_event_row = s_row;
     s_delta = PyUnicode_InternFromString("delta");
-    if (!s_lo || !s_count || !s_sums || !s_quad || !s_block || !s_row || !s_delta) return NULL;
+    s_relation = PyUnicode_InternFromString("relation");
+    if (!s_relation || !s_lo || !s_count || !s_sums || !s_quad || !s_block || !s_row || !s_delta) return NULL;
     return PyModule_Create(&module);
 }

@@ -32,7 +32,14 @@ def gather_into(
 def payload_rows(
     cls: type, keys: list[Any], lo: int, counts: list[int], block: Any, /
 ) -> list[tuple[Any, Any]]: ...
-def absorb_run(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int], /) -> bool: ...
+def absorb_run(
+    events: Sequence[Any],
+    start: int,
+    relation: str,
+    columns: Sequence[str],
+    batch: dict[tuple[Any, ...], int],
+    /,
+) -> int: ...
 def columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: _Floats, /) -> None: ...
 def probe_get(
     data: dict[Any, Any], keys: list[Any], rows: list[Any], /

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import takewhile
 from typing import Any
 
 import orjson
@@ -25,7 +24,6 @@ from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.views import Key
 
 _FLOAT_ONLY = {float}
-_RELATION = operator.attrgetter("relation")
 
 
 def _columns_getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -122,10 +120,9 @@ class Intake:
         of a batch, so the common case runs here in one loop."""
         getter = self.float_columns[rel]
         width = len(self.columns[rel])
-        run = events[start:] if start else events
-        count = len(list(takewhile(rel.__eq__, map(_RELATION, run))))
-        if count > 1 and kernels.absorb_run(run[:count], self.all_float[rel], batch):
-            return start + count
+        end = kernels.absorb_run(events, start, rel, self.all_float[rel], batch)
+        if end > start:
+            return end
         i = start
         n = len(events)
         while i < n:

@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from itertools import chain, compress, repeat
+from itertools import chain, compress, repeat, takewhile
 from operator import is_not
 from types import ModuleType
 from typing import Any
@@ -233,15 +233,33 @@ _ONE_ONLY = {1}
 _FLOAT_ONLY = {float}
 _INF = math.inf
 _DELTA = operator.attrgetter("delta")
+_RELATION = operator.attrgetter("relation")
 _FIRST = operator.itemgetter(0)
 _ROW = operator.attrgetter("row")
 
 
-def py_absorb_run(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int]) -> bool:
-    """Add a run of one all-float relation's events to ``batch`` (the tuple of each row's values at
-    ``columns`` -> summed multiplicity, tuples in order of first appearance, -0.0 stored as 0.0) with
-    whole-run checks, each a C-level pass over the run; or return False, leaving ``batch`` untouched,
-    when any event needs the per-event checks (services/fivm/intake.py)."""
+def py_absorb_run(
+    events: Sequence[Any],
+    start: int,
+    relation: str,
+    columns: Sequence[str],
+    batch: dict[tuple[Any, ...], int],
+) -> int:
+    """Add the run of ``relation``'s events from ``start`` (an all-float relation) to ``batch`` (the tuple
+    of each row's values at ``columns`` -> summed multiplicity, tuples in order of first appearance,
+    -0.0 stored as 0.0) with whole-run checks, each a C-level pass over the run, and return the index
+    after the run; or return ``start``, leaving ``batch`` untouched, when the run is shorter than two
+    events or any of them needs the per-event checks (services/fivm/intake.py)."""
+    if start < 0:
+        raise ValueError("absorb_run: start < 0")
+    rest = events[start:] if start else events
+    count = len(list(takewhile(relation.__eq__, map(_RELATION, rest))))
+    if count < 2 or not _absorb(rest[:count], columns, batch):
+        return start
+    return start + count
+
+
+def _absorb(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, ...], int]) -> bool:
     deltas = list(map(_DELTA, run))
     if set(map(type, deltas)) - _INT_ONLY or 0 in deltas:
         return False
@@ -294,7 +312,7 @@ mul_chain_sum_into: Callable[..., Any] = py_mul_chain_sum_into
 lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
-absorb_run: Callable[..., bool] = py_absorb_run
+absorb_run: Callable[..., int] = py_absorb_run
 columns_into: Callable[..., Any] = py_columns_into
 probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
 install_new: Callable[..., tuple[int, list[tuple[Any, Any]]]] = py_install_new

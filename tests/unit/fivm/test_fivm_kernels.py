@@ -182,7 +182,9 @@ def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
     with pytest.raises(TypeError, match="row_cls"):
         C.gather_into([], 0, np.empty(0, np.int64), np.empty((0, 0)), np.empty((0, 0)), 1)
     with pytest.raises(TypeError, match="dict"):
-        C.absorb_run([], ["x"], [])
+        C.absorb_run([], 0, "A", ["x"], [])
+    with pytest.raises(ValueError, match="start"):
+        C.absorb_run([], -1, "A", ["x"], {})
 
 
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
@@ -223,37 +225,48 @@ def run_event(draw: st.DrawFn, bad: bool) -> UpdateEvent:
     delta = (
         st.one_of(st.just(1), st.integers(-3, 3), st.just(True)) if bad else st.sampled_from([1, 1, -1, 2])
     )
-    return UpdateEvent("A", row, draw(delta))
+    return UpdateEvent(draw(st.sampled_from("AAAAB")), row, draw(delta))
 
 
-def brute_absorb(run: list[UpdateEvent], batch: dict) -> bool:
-    """One event at a time, the definition: every value a finite float, the delta a non-zero int."""
+def brute_absorb(events: list[UpdateEvent], start: int, batch: dict) -> int:
+    """One event at a time, the definition: the run of A's events from start, every value a finite
+    float, every delta a non-zero int, at least two events; else start and nothing added."""
+    end = start
+    while end < len(events) and events[end].relation == "A":
+        end += 1
+    if end - start < 2:
+        return start
     out = dict(batch)
-    for ev in run:
+    for ev in events[start:end]:
         if type(ev.delta) is not int or not ev.delta or set(ev.row) != {"k", "x"}:
-            return False
+            return start
         values = (ev.row["k"], ev.row["x"])
         if any(type(v) is not float or not math.isfinite(v) for v in values):
-            return False
+            return start
         key = tuple(v + 0.0 for v in values)
         out[key] = out.get(key, 0) + ev.delta
     batch.clear()
     batch.update(out)
-    return True
+    return end
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.data(), st.booleans())
 def test_absorb_run_consolidates_a_run_as_the_python_form_and_one_event_at_a_time_do(data, bad):
-    run = data.draw(st.lists(run_event(bad), max_size=12))
+    events = data.draw(st.lists(run_event(bad), max_size=12))
+    start = data.draw(st.integers(0, len(events)))
     before = data.draw(st.dictionaries(st.tuples(GOOD_VALUE, GOOD_VALUE), st.integers(-2, 2), max_size=3))
     before = {tuple(v + 0.0 for v in k): m for k, m in before.items()}
     got, want, brute = dict(before), dict(before), dict(before)
-    ok = C.absorb_run(run, ("k", "x"), got)
-    assert ok == kernels.py_absorb_run(run, ("k", "x"), want) == brute_absorb(run, brute)
+    end = C.absorb_run(events, start, "A", ("k", "x"), got)
+    assert (
+        end
+        == kernels.py_absorb_run(events, start, "A", ("k", "x"), want)
+        == brute_absorb(events, start, brute)
+    )
     assert list(got.items()) == list(want.items()) == list(brute.items())  # same order, same sums
     assert all(math.copysign(1.0, v) > 0 for key in got for v in key if v == 0.0)  # no -0.0 stored
-    if not ok:
+    if end == start:
         assert got == before  # untouched
 
 
