@@ -247,14 +247,14 @@ class SketchEngine:
     def view(self, sketch: int | None) -> P.DbView:
         """The stored database, restricted to the sketch's fragments of partitioned tables (None: all)."""
 
-        def rows(table: str) -> Iterator[tuple[P.Row, int]]:
+        def fragments(table: str) -> Iterator[tuple[int, Mapping[P.Row, int]]]:
             spec = self.specs.get(table)
             for f, frag_rows in self.store[table].items():
                 if sketch is not None and spec is not None and not sketch >> (spec.offset + f) & 1:
                     continue
-                yield from frag_rows.items()
+                yield f, frag_rows
 
-        return P.DbView(rows)
+        return P.DbView(fragments)
 
     def sketch(self) -> int:
         """The current sketch as global fragment bits (``nosketch``: every fragment)."""

@@ -35,10 +35,15 @@ Expr = Callable[[Row], Any]
 
 
 class DbView:
-    """The rows a capture reads: per table ``(row, multiplicity)`` pairs, possibly only some fragments."""
+    """The rows a capture reads, possibly only some fragments: per table its rows grouped by local
+    fragment, ``(fragment, {row: multiplicity})`` (an unpartitioned table's rows all in fragment 0)."""
 
-    def __init__(self, rows: Callable[[str], Iterable[tuple[Row, int]]]) -> None:
-        self.rows = rows
+    def __init__(self, fragments: Callable[[str], Iterable[tuple[int, Mapping[Row, int]]]]) -> None:
+        self.fragments = fragments
+
+    def rows(self, table: str) -> Iterator[tuple[Row, int]]:
+        for _, rows in self.fragments(table):
+            yield from rows.items()
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -120,15 +125,19 @@ class Scan(Node):
             return 0
         return 1 << (spec.offset + spec.fragment(row[spec.position]))
 
-    def capture(self, db: DbView) -> Annotated:
+    def annotated_fragments(self, db: DbView) -> Iterator[tuple[int, Mapping[Row, int]]]:
+        """The table's rows a fragment at a time, each group with the sketch all its rows have (the
+        view groups rows by the fragment ``annotate`` gives them)."""
         spec = self.spec
-        if spec is None:
-            return [(row, 0, n) for row, n in db.rows(self.table)]
-        pos, bounds, offset = spec.position, spec.boundaries, spec.offset  # annotate(), inline
-        return [
-            (row, 1 << (offset + (0 if (v := row[pos]) is None else bisect_right(bounds, v))), n)
-            for row, n in db.rows(self.table)
-        ]
+        offset = None if spec is None else spec.offset
+        for f, rows in db.fragments(self.table):
+            yield (0 if offset is None else 1 << (offset + f)), rows
+
+    def capture(self, db: DbView) -> Annotated:
+        out: Annotated = []
+        for p, rows in self.annotated_fragments(db):
+            out += [(row, p, n) for row, n in rows.items()]
+        return out
 
     def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
         if table != self.table:
@@ -462,13 +471,24 @@ class Aggregate(Node):
         groups: dict[Row, GroupState] = {}
         key, fold = self.key, self.fast_fold or self._fold
         n_aggs = len(self.aggs)
-        for row, p, n in self.children[0].capture(db):
-            g = key(row)
-            st = groups.get(g)
-            if st is None:
-                st = groups[g] = GroupState(n_aggs)
-            fold(st, row, n)
-            st.P |= p
+        child = self.children[0]
+        if isinstance(child, Scan):  # straight from the table's fragments, one sketch per fragment
+            for p, rows in child.annotated_fragments(db):
+                for row, n in rows.items():
+                    g = key(row)
+                    st = groups.get(g)
+                    if st is None:
+                        st = groups[g] = GroupState(n_aggs)
+                    fold(st, row, n)
+                    st.P |= p
+        else:
+            for row, p, n in child.capture(db):
+                g = key(row)
+                st = groups.get(g)
+                if st is None:
+                    st = groups[g] = GroupState(n_aggs)
+                fold(st, row, n)
+                st.P |= p
         if self.scalar and not groups:
             groups[()] = GroupState(n_aggs)
         values = self.output_values

@@ -115,3 +115,12 @@ def test_average_compares_with_ints_as_fraction_does(total: int, count: int, k: 
     for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq):
         assert op(a, k) == op(f, k) and op(k, a) == op(k, f)
     assert (a < Fraction(k, 3)) == (f < Fraction(k, 3)) and (a >= 0.5) == (f >= 0.5)
+
+
+@given(st.integers(-1000, 1000), st.integers(1, 50), st.integers(-1000, 1000), st.integers(1, 50))
+def test_averages_compare_equal_as_their_fractions(t1: int, c1: int, t2: int, c2: int) -> None:
+    a, b = average(t1, c1), average(t2, c2)
+    assert (a == b) == (Fraction(t1, c1) == Fraction(t2, c2)) and (a != b) == (
+        Fraction(t1, c1) != Fraction(t2, c2)
+    )
+    assert a == Fraction(t1, c1) and (a == b) == (hash(a) == hash(b) and a == Fraction(t2, c2))

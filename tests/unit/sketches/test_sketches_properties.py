@@ -126,6 +126,9 @@ def test_maintained_sketch_is_a_capture_and_skipping_is_safe(shape: str, data: s
         assert full.apply(events) == []
         for t, row, n in batch:
             model[t][row] += n
+        for t, spec in imp.specs.items():  # a capture annotates the store's rows by the fragment they sit in
+            for f, rows in imp.store[t].items():
+                assert all(spec.fragment(row[spec.position]) == f for row in rows)
         sketch = imp.sketch()
         assert sketch == P.capture_sketch(imp.compiled.root, imp.view(None))  # G2: a fresh capture
         assert sketch == full.sketch()
