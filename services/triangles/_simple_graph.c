@@ -8,7 +8,7 @@
  * of dicts. `run` applies edge events in order, each one seeing the state the previous one left: it
  * validates the event, counts |N(u) ∩ N(v)|, adds 6·m·|N(u) ∩ N(v)| to Q (the two directed
  * first-order updates of docs/triangles/algorithm.md §2.11 on a graph without self-loops) and
- * updates the sets. The engine's dict indexes (fwd[x][y] = 1, bwd[y][x] = 1) are left behind while
+ * updates the sets. The engine's dict indexes (fwd[x][y] = 1, bwd[y][x] = 1) are emptied while
  * batches run and rewritten by `materialize` when something reads them. `run` stops at the first
  * event it does not apply (the Python path then rejects it or applies it) and, when `stride` > 0,
  * after each event that strategy `auto` prices, so the caller can price it and possibly switch plans
@@ -707,7 +707,7 @@ static PyMethodDef graph_methods[] = {
 
 static PyGetSetDef graph_getset[] = {
     {"tuples", (getter)graph_get_tuples, NULL, "Directed tuples of E (two per edge).", NULL},
-    {"fwd", (getter)graph_get_fwd, NULL, "The index this graph keeps in step (by first variable).", NULL},
+    {"fwd", (getter)graph_get_fwd, NULL, "The engine index this graph mirrors (by first variable).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -716,7 +716,7 @@ static PyTypeObject GraphType = {
     .tp_basicsize = sizeof(Graph),
     .tp_dealloc = (destructor)graph_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A simple undirected graph's adjacency as int sets, kept in step with an engine's E index.",
+    .tp_doc = "A simple undirected graph's adjacency as int sets, mirroring an engine's E index.",
     .tp_methods = graph_methods,
     .tp_getset = graph_getset,
     .tp_init = (initproc)graph_init,

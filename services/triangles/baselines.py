@@ -249,7 +249,10 @@ class FirstOrderEngine(_FullRelations):
         """The counters of ``devents`` graph events the mirror applied: Q, sizes, work and tuple updates
         here, events and the last event's work on ``owner`` (this engine or ``auto`` running it)."""
         if devents:
-            self._stale = True
+            if not self._stale:  # the dicts fall behind: empty them rather than keep a stale copy
+                self._stale = True
+                self._fwd[0].clear()
+                self._bwd[0].clear()
             self.q += dq
             self.size += dsize
             self.rsize[0] += dsize

@@ -7,9 +7,11 @@ graph (symmetric, every multiplicity 1, no self-loops, which is all graph events
 ``_simple_graph.SimpleGraph`` mirrors E as int adjacency sets and applies a whole batch in C: each
 event is validated, sees the state the previous one left, adds 6·m·|N(u) ∩ N(v)| to Q (the two
 directed updates of docs/triangles/algorithm.md §2.11, each adding 3·m·|N(u) ∩ N(v)| when there is no
-self-loop) and updates the engine's dicts as the Python path does, in the same order, with the same
-work counts. Any event it does not apply (every one the Python path rejects) is handed back to that
-path, and so is every event after a switch of ``auto``'s plan.
+self-loop) and updates the sets, counting the same work units as the Python path. The engine's dict
+indexes are emptied while batches run on the mirror and rewritten from it (rows in key order) when
+read: a snapshot, a switch of plan, an update on the Python path. Any event it does not apply (every
+one the Python path rejects) is handed back to that path, and so is every event after a switch of
+``auto``'s plan.
 
 The Python path (``FirstOrderEngine._update`` through ``TriangleEngine._apply_graph``) is the
 reference and the fallback: it runs where the extension is not built, with ``IVMSTREAM_PURE_PYTHON=1``,
