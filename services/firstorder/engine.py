@@ -28,7 +28,16 @@ from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Entry, EntryChange, Rejection, UpdateEvent, json_bytes, relation_columns
+from ivmstream.sdk import (
+    Entry,
+    EntryChange,
+    Rejection,
+    UpdateEvent,
+    json_bytes,
+    relation_columns,
+    state_bytes,
+    state_loads,
+)
 
 from .codegen import DeltaFunction, generate
 from .plan import DeltaPlan, Query
@@ -221,10 +230,10 @@ class FirstOrderEngine:
             r: sorted(([list(t), m] for t, m in bag.items()), key=json_bytes) for r, bag in self.bags.items()
         }
         groups = sorted(([list(k), acc] for k, acc in self.groups.items()), key=json_bytes)
-        return orjson.dumps({"bags": bags, "groups": groups, "applied": self.applied})
+        return state_bytes({"bags": bags, "groups": groups, "applied": self.applied})
 
     def restore(self, data: bytes) -> None:
-        snap = orjson.loads(data)
+        snap = state_loads(data)
         self._load(((r, values, m) for r, rows in snap["bags"].items() for values, m in rows), snap["groups"])
         self.applied = snap["applied"]
         self._logging = False  # whole snapshots: no change log until a checkpoint takes entries
@@ -255,7 +264,7 @@ class FirstOrderEngine:
             out.append((BAGS, self._tuple_key(relation, tup), json_bytes(m) if m else None))
         for key in self._changed_groups:
             acc = self.groups.get(key)
-            out.append((GROUPS, self._group_key(key), json_bytes(acc) if acc is not None else None))
+            out.append((GROUPS, self._group_key(key), state_bytes(acc) if acc is not None else None))
         self._changed_tuples.clear()
         self._changed_groups.clear()
         out.extend(self._scalar_entries())
@@ -273,7 +282,7 @@ class FirstOrderEngine:
             for tup, m in bag.items():
                 yield BAGS, self._tuple_key(relation, tup), json_bytes(m)
         for key, acc in self.groups.items():
-            yield GROUPS, self._group_key(key), json_bytes(acc)
+            yield GROUPS, self._group_key(key), state_bytes(acc)
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
@@ -282,12 +291,12 @@ class FirstOrderEngine:
         scalars: dict[bytes, bytes] = {}
         for map_name, key, value in entries:
             if map_name == BAGS:
-                relation, values = orjson.loads(key)
+                relation, values = state_loads(key)
                 if relation not in self.bags:
                     raise ValueError(f"firstorder state entry of relation {relation!r}, not of this query")
                 tuples.append((relation, values, orjson.loads(value)))
             elif map_name == GROUPS:
-                groups.append([orjson.loads(key), orjson.loads(value)])
+                groups.append([state_loads(key), state_loads(value)])
             elif map_name == SCALARS:
                 scalars[key] = value
             else:
@@ -306,10 +315,10 @@ class FirstOrderEngine:
 
     def _tuple_key(self, relation: str, tup: tuple[Any, ...]) -> bytes:
         forms = self._tuple_forms[relation]
-        return json_bytes([relation, [f(v) if f else v for f, v in zip(forms, tup, strict=True)]])
+        return state_bytes([relation, [f(v) if f else v for f, v in zip(forms, tup, strict=True)]])
 
     def _group_key(self, key: tuple[Any, ...]) -> bytes:
-        return json_bytes([f(v) if f else v for f, v in zip(self._group_forms, key, strict=True)])
+        return state_bytes([f(v) if f else v for f, v in zip(self._group_forms, key, strict=True)])
 
 
 class RecomputeEngine(FirstOrderEngine):

@@ -34,6 +34,7 @@ from ivmstream.events import (
     UpdateEvent,
 )
 from ivmstream.events.columns import EventColumns, RelationColumns
+from ivmstream.events.floats import state_bytes, state_loads
 from ivmstream.events.tpch import TPCH_TABLES
 from ivmstream.options import (
     Option,
@@ -113,5 +114,7 @@ __all__ = [
     "relation_columns",
     "relations_option",
     "relations_parser",
+    "state_bytes",
+    "state_loads",
     "string",
 ]

@@ -1,0 +1,193 @@
+"""Sums that stop being finite (a product overflowing to ±inf, inf - inf = NaN) and signed zeros survive
+a snapshot, a checkpoint's entries and a killed worker exactly: the restored engine continues like the
+one that never stopped. The published result writes a non-finite sum as null (JSON has no inf or NaN;
+a sum is never null otherwise: it skips rows whose expression is null)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from typing import Any
+
+import orjson
+import pytest
+
+from ivmstream.config import build_config
+from ivmstream.events import UpdateEvent
+from ivmstream.runtime import Worker
+from ivmstream.runtime.harness import InMemoryCluster, run_to_end
+from ivmstream.runtime.hooks import BatchApplied, Hooks
+from ivmstream.service import load_service
+from ivmstream.services.firstorder.engine import make_engine
+from ivmstream.state import MemoryStore
+
+BIG = 1e308  # finite; BIG * BIG overflows to inf, BIG * -BIG to -inf, and their sum is NaN
+CONFIG = {
+    "relations": {"r": {"b": "int", "x": "float"}, "s": {"b": "int", "y": "float"}},
+    "free": ["b"],
+    "aggregates": {"xy": "x * y", "x": "x"},
+}
+# group 1: inf; group 2: -inf; group 3: NaN (inf + -inf); group 4: -0.0 values, a zero sum
+STREAM = [
+    ("s", {"b": 1, "y": BIG}, 1),
+    ("r", {"b": 1, "x": BIG}, 1),
+    ("s", {"b": 2, "y": -BIG}, 1),
+    ("r", {"b": 2, "x": BIG}, 1),
+    ("s", {"b": 3, "y": BIG}, 1),
+    ("s", {"b": 3, "y": -BIG}, 1),
+    ("r", {"b": 3, "x": BIG}, 1),
+    ("s", {"b": 4, "y": -0.0}, 1),
+    ("r", {"b": 4, "x": -0.0}, 1),
+]
+# updates touching every group after the cut: each sum stays what it was (inf + finite is inf)
+LATER = [
+    ("r", {"b": 1, "x": 2.0}, 1),
+    ("r", {"b": 2, "x": 2.0}, 1),
+    ("r", {"b": 3, "x": 2.0}, 1),
+    ("r", {"b": 4, "x": 2.0}, 1),
+    ("r", {"b": 1, "x": 2.0}, -1),
+]
+# by hand, IEEE arithmetic: group -> (count, xy, x) after STREAM + LATER. first-order adds each delta
+# to the sums, so group 1's xy is inf + inf - inf = NaN; recompute sums the join again: inf.
+EXPECTED = {
+    1: (1, math.inf, BIG),
+    2: (2, -math.inf, BIG),  # BIG + 2.0 rounds to BIG
+    3: (4, math.nan, math.inf),  # BIG + BIG overflows
+    4: (2, 0.0, 2.0),
+}
+FIRST_ORDER_GROUP_1 = (1, math.nan, BIG)
+
+
+def _engine(strategy: str) -> Any:
+    return make_engine(build_config(load_service("firstorder"), {**CONFIG, "strategy": strategy}).options)
+
+
+def _apply(engine: Any, events: list[tuple[str, dict[str, Any], int]]) -> None:
+    engine.apply([UpdateEvent(rel, row, delta) for rel, row, delta in events])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN, and -0.0 told from 0.0."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return type(a) is type(b) and a == b
+
+
+def _groups(engine: Any) -> dict[int, tuple[Any, ...]]:
+    return {g["key"]["b"]: (g["count"], g["sums"]["xy"], g["sums"]["x"]) for g in engine.result()["groups"]}
+
+
+def _check(engine: Any, strategy: str) -> None:
+    got = _groups(engine)
+    expected = {**EXPECTED, 1: FIRST_ORDER_GROUP_1} if strategy == "first-order" else EXPECTED
+    assert sorted(got) == sorted(expected)
+    for b, want in expected.items():
+        assert all(_same(g, w) for g, w in zip(got[b], want, strict=True)), (b, got[b], want)
+
+
+@pytest.mark.parametrize("strategy", ["first-order", "recompute"])
+def test_a_snapshot_keeps_non_finite_sums_and_the_restored_engine_continues(strategy: str) -> None:
+    engine = _engine(strategy)
+    _apply(engine, STREAM)
+    restored = _engine(strategy)
+    restored.restore(engine.snapshot())
+    _apply(restored, LATER)
+    _check(restored, strategy)
+    uninterrupted = _engine(strategy)
+    _apply(uninterrupted, STREAM + LATER)
+    _check(uninterrupted, strategy)
+
+
+@pytest.mark.parametrize("strategy", ["first-order", "recompute"])
+def test_checkpoint_entries_keep_non_finite_sums_and_the_restored_engine_continues(strategy: str) -> None:
+    engine = _engine(strategy)
+    store: dict[tuple[str, bytes], bytes] = {}
+
+    def checkpoint() -> None:
+        for name, key, value in engine.changed_entries():
+            if value is None:
+                store.pop((name, key), None)
+            else:
+                store[(name, key)] = value
+
+    _apply(engine, STREAM[:4])
+    checkpoint()  # the first: every entry
+    _apply(engine, STREAM[4:])
+    checkpoint()  # the touched ones
+    restored = _engine(strategy)
+    restored.restore_entries((name, key, value) for (name, key), value in store.items())
+    _apply(restored, LATER)
+    _check(restored, strategy)
+    uninterrupted = _engine(strategy)
+    _apply(uninterrupted, STREAM + LATER)
+    _check(uninterrupted, strategy)
+    if strategy == "first-order":
+        assert store[("g", b"[1]")] == b'[1,{"$float":"inf"},1e+308]'
+        assert store[("g", b"[3]")] == b'[2,{"$float":"nan"},{"$float":"inf"}]'
+
+
+def test_entries_of_finite_values_keep_their_bytes_and_stored_ones_restore() -> None:
+    """Entries as the format writes them without a tag (a stored checkpoint) restore, and finite state
+    is written in those same bytes."""
+    written = [
+        ("b", b'["r",[1,2.5]]', b"1"),
+        ("b", b'["s",[1,0.0]]', b"2"),  # -0.0 and 0.0: one entry, written 0.0
+        ("b", b'["s",[1,4.0]]', b"1"),
+        ("g", b"[1]", b"[3,10.0,7.5]"),
+    ]
+    engine = _engine("first-order")
+    reference = _engine("first-order")
+    scalars = [(n, k, v) for n, k, v in reference.all_entries() if n == "s"]
+    scalars = [(n, k, b"3" if k == b"applied" else v) for n, k, v in scalars]
+    engine.restore_entries(written + scalars)
+    assert _groups(engine) == {1: (3, 10.0, 7.5)}
+    assert sorted(e for e in engine.all_entries() if e[0] != "s") == sorted(written)
+    _apply(engine, [("r", {"b": 1, "x": 1.0}, 1)])
+    assert _groups(engine) == {1: (6, 14.0, 10.5)}  # 2.5 * (-0.0 * 2 + 4.0) + 1.0 * 4.0 = 14.0
+
+
+class Crash(Exception):
+    pass
+
+
+Events = list[tuple[str, dict[str, Any], int]]
+
+
+def _published(events: Events, crash_after: int | None) -> list[dict[str, Any]]:
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", 1)
+    for rel, row, delta in events:
+        cluster.produce("in", orjson.dumps({"relation": rel, "row": row, "delta": delta}), None)
+    service = load_service("firstorder")
+    config = build_config(
+        service, {**CONFIG, "input_topic": "in", "output_topic": "out", "dlq_topic": "dlq", "batch_size": 3}
+    )
+    config = dataclasses.replace(config, checkpoint_interval=0.0)  # a checkpoint after every batch
+    store = MemoryStore()
+    if crash_after is not None:
+        seen: list[BatchApplied] = []
+
+        def crash(applied: BatchApplied) -> None:
+            seen.append(applied)
+            if len(seen) == crash_after:
+                raise Crash
+
+        with contextlib.suppress(Crash):
+            run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
+    run_to_end(Worker(service, config, cluster, store, group="g"))
+    assert cluster.values("dlq") == []
+    records = [orjson.loads(v or b"null") for v in cluster.values("out")]
+    return [r["result"] for r in records]
+
+
+@pytest.mark.parametrize("crash_after", [2, 3, 4])
+def test_a_killed_worker_publishes_what_an_uninterrupted_one_does(crash_after: int) -> None:
+    """Killed after a checkpoint that holds inf, -inf and NaN sums, the restarted worker publishes the
+    uninterrupted run's last result; each non-finite sum is published as null."""
+    events = STREAM + LATER
+    uninterrupted = _published(events, None)
+    restarted = _published(events, crash_after)
+    assert restarted[-1] == uninterrupted[-1]
+    last = {g["key"]["b"]: (g["count"], g["sums"]["xy"], g["sums"]["x"]) for g in uninterrupted[-1]["groups"]}
+    assert last == {1: (1, None, BIG), 2: (2, None, BIG + 2.0), 3: (4, None, None), 4: (2, 0.0, 2.0)}
