@@ -37,12 +37,19 @@ TWITCHY = CostModel(
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_path() -> Iterator[None]:
+    """These tests are about the compiled path: it runs even under IVMSTREAM_PURE_PYTHON=1."""
+    with path("compiled"):
+        yield
+
+
 @contextmanager
-def python_path() -> Iterator[None]:
-    """Engines built inside run their graph batches through the Python path (as IVMSTREAM_PURE_PYTHON=1
-    does at import time)."""
+def path(active: str) -> Iterator[None]:
+    """Graph batches applied inside run on the ``compiled`` mirror or the ``python`` path, whatever
+    IVMSTREAM_PURE_PYTHON says (the choice is read when a batch builds the mirror)."""
     saved = simple_graph.ACTIVE
-    simple_graph.ACTIVE = "python"
+    simple_graph.ACTIVE = active
     try:
         yield
     finally:
@@ -119,9 +126,7 @@ def observed(engine: Any, rejected: list[Any]) -> tuple[Any, ...]:
 def run_both(make: Any, batches: list[list[tuple[str, Any, Any]]], checkpoint: bool = True) -> list[Any]:
     """Apply the batches on a compiled-path and a Python-path engine; return the compiled one's mirror
     states seen. Both must agree after every batch, and the count must be the brute-force count."""
-    fast = make()
-    with python_path():
-        slow = make()
+    fast, slow = make(), make()
     if checkpoint:  # log changes from the start, as a worker that has taken a checkpoint does
         list(fast.all_entries())
         list(slow.all_entries())
@@ -129,11 +134,16 @@ def run_both(make: Any, batches: list[list[tuple[str, Any, Any]]], checkpoint: b
     mirrors = []
     for raw_batch in batches:
         events = [concrete(raw, edges) for raw in raw_batch]
-        got, want = observed(fast, fast.apply(events)), observed(slow, slow.apply(events))
+        with path("compiled"):
+            got = observed(fast, fast.apply(events))
+        with path("python"):
+            want = observed(slow, slow.apply(events))
         assert got == want
         assert fast.q == brute_count(edges)
         plan = getattr(fast, "plan", fast)
         mirrors.append(plan._fast if isinstance(plan, FirstOrderEngine) else None)
+        slow_plan = getattr(slow, "plan", slow)
+        assert not getattr(slow_plan, "_fast", None)  # the reference never ran on a mirror
     fast.check_invariants()
     return mirrors
 
@@ -245,3 +255,27 @@ def test_a_full_scan_of_ids_the_mirror_cannot_order_reads_the_dicts():
     assert engine._stale
     keys = sorted(key for name, key, _ in engine._entries() if name == "t")
     assert keys == [b"[0,1,2]", b"[0,1.5,2.5]"]
+
+
+def test_auto_leaves_first_order_and_comes_back_inside_one_batch():
+    """Two hubs sharing 120 neighbours, then their edge toggled between sparse inserts: with rebuilds
+    priced at nothing ``auto`` moves to IVM^ε on each toggle and back to first-order on the sparse
+    edge after it, inside one batch, the same number of times on both paths."""
+
+    def edge(u: int, v: int, m: int = 1) -> UpdateEvent:
+        return UpdateEvent("edges", {"src": u, "dst": v}, m)
+
+    hubs = [edge(h, x) for x in range(2, 122) for h in (0, 1)]
+    toggles = [e for i in range(40) for e in (edge(0, 1, 1 - 2 * (i % 2)), edge(200 + i, 300 + i))]
+    engines = {}
+    for active in ("compiled", "python"):
+        with path(active):
+            engine = AutoEngine("graph", TWITCHY)
+            list(engine.all_entries())
+            assert engine.apply(hubs) == engine.apply(toggles) == []
+            engines[active] = engine, observed(engine, [])
+    (fast, got), (slow, want) = engines["compiled"], engines["python"]
+    assert got == want
+    assert fast.switches == slow.switches == 80
+    assert fast.q == 0  # the hubs' edge is absent after an even number of toggles
+    fast.check_invariants()
