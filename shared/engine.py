@@ -102,9 +102,17 @@ class ColumnarEngine(Protocol):
         ...
 
 
+_TAKES_COLUMNS: dict[type, bool] = {}
+
+
 def columnar_entry(engine: object) -> Callable[[EventColumns], list[Rejection]] | None:
-    """``engine``'s ``apply_columns``, or None when it takes events only."""
-    return getattr(engine, "apply_columns", None)
+    """``engine``'s ``apply_columns``, or None when it takes events only. Asked of the engine's class
+    once (the runtime asks per key and batch, and a failed attribute lookup costs more than a dict's)."""
+    cls = type(engine)
+    takes = _TAKES_COLUMNS.get(cls)
+    if takes is None:
+        takes = _TAKES_COLUMNS[cls] = callable(getattr(cls, "apply_columns", None))
+    return engine.apply_columns if takes else None  # type: ignore[attr-defined]
 
 
 @runtime_checkable
