@@ -116,8 +116,9 @@ fail:
  * P = P·s_j, or s_j·P where swaps[j - 1] is true (the block of s_j comes first), each step the block
  * product of mul_rows_into. A slot is a (counts, sums, quad) triple of columns. One row's partial
  * products live in two small buffers, so the columns of the partial products are never written. */
-static PyObject *mul_chain(PyObject *const *args, Py_ssize_t nargs, int summed) {
-    if (!positional(summed ? "mul_chain_sum_into" : "mul_chain_into", nargs, 5)) return NULL;
+static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("mul_chain_into", nargs, 5)) return NULL;
     PyObject *slots = PySequence_Fast(args[0], "mul_chain_into: slots must be a sequence");
     if (slots == NULL) return NULL;
     PyObject *swaps = PySequence_Fast(args[1], "mul_chain_into: swaps must be a sequence");
@@ -171,14 +172,12 @@ static PyObject *mul_chain(PyObject *const *args, Py_ssize_t nargs, int summed) 
     if (take(args[2], &out[0], 1, 'i', 1, "counts") < 0 || take(args[3], &out[1], 2, 'd', 1, "sums") < 0 ||
         take(args[4], &out[2], 2, 'd', 1, "quad") < 0)
         goto done;
-    const Py_ssize_t rows_out = summed ? 1 : n;
-    if ((summed && n < 1) || dim(&out[0], 0) != rows_out || dim(&out[1], 0) != rows_out ||
-        dim(&out[1], 1) != k || dim(&out[2], 0) != rows_out ||
+    if (dim(&out[0], 0) != n || dim(&out[1], 0) != n || dim(&out[1], 1) != k || dim(&out[2], 0) != n ||
         dim(&out[2], 1) != t) {
         shape_error("mul_chain_into");
         goto done;
     }
-    scratch = PyMem_Malloc((size_t)(3 * (k + t) + 1) * sizeof(double));
+    scratch = PyMem_Malloc((size_t)(2 * (k + t) + 1) * sizeof(double));
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -198,12 +197,9 @@ static PyObject *mul_chain(PyObject *const *args, Py_ssize_t nargs, int summed) 
             const double *qj = (const double *)in[3 * j + 2].view.buf + i * (kj * (kj + 1) / 2);
             int64_t nc;
             double *ns, *nq;
-            if (j == m - 1 && summed && i > 0) {  /* the row's product, then added to the sum */
-                ns = scratch + 2 * (k + t);
-                nq = ns + k;
-            } else if (j == m - 1) {
-                ns = os + (summed ? 0 : i * k);
-                nq = oq + (summed ? 0 : i * t);
+            if (j == m - 1) {
+                ns = os + i * k;
+                nq = oq + i * t;
             } else {
                 ns = scratch + (j & 1) * (k + t);
                 nq = ns + k;
@@ -217,15 +213,7 @@ static PyObject *mul_chain(PyObject *const *args, Py_ssize_t nargs, int summed) 
             ps = ns;
             pq = nq;
         }
-        if (!summed) {
-            oc[i] = pc;
-        } else if (i == 0) {
-            oc[0] = pc;
-        } else {  /* rows added in order */
-            oc[0] = (int64_t)((uint64_t)oc[0] + (uint64_t)pc);
-            for (Py_ssize_t e = 0; e < k; e++) os[e] += ps[e];
-            for (Py_ssize_t e = 0; e < t; e++) oq[e] += pq[e];
-        }
+        oc[i] = pc;
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -239,19 +227,6 @@ done:
     Py_DECREF(swaps);
     Py_DECREF(slots);
     return result;
-}
-
-static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return mul_chain(args, nargs, 0);
-}
-
-/* mul_chain_sum_into(slots, swaps, counts, sums, quad): the sum of the rows mul_chain_into computes,
- * added in row order (row 0, then + row 1, ...: np.add.accumulate's order), into outputs of one row;
- * at least one row. */
-static PyObject *k_mul_chain_sum_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return mul_chain(args, nargs, 1);
 }
 
 /* lift_into(x, m, sums, quad): per row i, sums[i] = m_i·x[i] and quad[i] = m_i·(x[i] x[i]ᵀ)'s upper
@@ -862,8 +837,6 @@ static PyMethodDef methods[] = {
      "Row-wise block product of two cofactor columns into preallocated outputs."},
     {"mul_chain_into", (PyCFunction)(void (*)(void))k_mul_chain_into, METH_FASTCALL,
      "Row-wise product of several cofactor columns, in order, into preallocated outputs."},
-    {"mul_chain_sum_into", (PyCFunction)(void (*)(void))k_mul_chain_sum_into, METH_FASTCALL,
-     "The sum of the row-wise products of several cofactor columns, into one-row outputs."},
     {"lift_into", (PyCFunction)(void (*)(void))k_lift_into, METH_FASTCALL,
      "The lifts m·(x, x xᵀ) of a leaf's tuples into preallocated outputs."},
     {"gather_into", (PyCFunction)(void (*)(void))k_gather_into, METH_FASTCALL,

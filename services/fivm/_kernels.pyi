@@ -15,10 +15,6 @@ def mul_chain_into(
     slots: Sequence[tuple[_Ints, _Floats, _Floats]], swaps: Sequence[bool], counts: _Ints, sums: _Floats,
     quad: _Floats, /,
 ) -> None: ...  # fmt: skip
-def mul_chain_sum_into(
-    slots: Sequence[tuple[_Ints, _Floats, _Floats]], swaps: Sequence[bool], counts: _Ints, sums: _Floats,
-    quad: _Floats, /,
-) -> None: ...  # fmt: skip
 def lift_into(x: _Floats, mults: _Ints, sums: _Floats, quad: _Floats, /) -> None: ...
 def gather_into(
     payloads: Sequence[Any],

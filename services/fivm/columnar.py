@@ -154,8 +154,6 @@ def step_rows(
         kernels.columns_into(rows, (step.lift_pos,), x)
         ones = np.ones(len(x), dtype=np.int64)
         factors.append(CofactorRows(ring.index[step.lift_var], ones, x, x * x))
-    if not step.out:  # every row adds to the parent's one key (): summed as they are multiplied
-        return group([()], mul_chain(factors, summed=True))
     return group(project(rows, step.out), mul_chain(factors))
 
 

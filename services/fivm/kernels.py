@@ -104,24 +104,6 @@ def py_mul_chain_into(
         pc, ps, pq = nc, ns, nq
 
 
-def py_mul_chain_sum_into(
-    slots: Sequence[tuple[Ints, Floats, Floats]],
-    swaps: Sequence[bool],
-    counts: Ints,
-    sums: Floats,
-    quad: Floats,
-) -> None:
-    """The one-row sum of the rows ``py_mul_chain_into`` gives, added in row order (row 0, + row 1,
-    ...: ``np.add.accumulate``'s last row)."""
-    n = len(slots[0][0]) if slots else 0
-    if n < 1 or counts.shape != (1,):
-        raise ValueError("mul_chain_sum_into: array shapes do not match")
-    rows = (np.empty(n, np.int64), np.empty((n, sums.shape[1])), np.empty((n, quad.shape[1])))
-    py_mul_chain_into(slots, swaps, *rows)
-    for out, col in zip((counts, sums, quad), rows, strict=True):
-        out[:] = np.add.accumulate(col, axis=0)[-1:]
-
-
 def py_probe_get(
     data: Mapping[Any, Any], keys: list[Any], rows: list[Any]
 ) -> tuple[list[Any], list[int] | None, list[Any]]:
@@ -308,7 +290,6 @@ ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV) 
 
 mul_rows_into: Callable[..., Any] = py_mul_rows_into
 mul_chain_into: Callable[..., Any] = py_mul_chain_into
-mul_chain_sum_into: Callable[..., Any] = py_mul_chain_sum_into
 lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
@@ -321,7 +302,6 @@ if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
     mul_chain_into = compiled.mul_chain_into
-    mul_chain_sum_into = compiled.mul_chain_sum_into
     lift_into = compiled.lift_into
     gather_into = compiled.gather_into
     payload_rows = compiled.payload_rows

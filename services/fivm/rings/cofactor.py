@@ -169,6 +169,10 @@ class RowCofactor(Cofactor):
     def quad(self) -> FloatArray:  # type: ignore[override]
         return self.block.quad[self.row]  # type: ignore[no-any-return]
 
+    @property
+    def k(self) -> int:
+        return int(self.block.sums.shape[1])  # the block's width, no row view made
+
     def __reduce__(self) -> tuple[Any, ...]:
         return Cofactor, (self.lo, self.count, self.sums, self.quad)
 
@@ -418,20 +422,14 @@ def mul_rows(a: CofactorRows, b: CofactorRows) -> CofactorRows:
     return CofactorRows(a.lo if ka else b.lo, counts, sums, quad)
 
 
-def mul_chain(factors: Sequence[CofactorRows], summed: bool = False) -> CofactorRows:
+def mul_chain(factors: Sequence[CofactorRows]) -> CofactorRows:
     """Row i is the product of the factors' rows i, multiplied in order, as ``mul_rows`` would one
     after the other (the same products, each element the same IEEE product), in one pass over the rows:
-    a row's partial products never leave the row's buffers. ``summed``: the one-row sum of those rows,
-    added in row order (at least one row), the rows never stored."""
+    a row's partial products never leave the row's buffers."""
     first = factors[0]
     n = len(first)
-    if summed and not n:
-        raise ValueError("a summed chain needs at least one row")
     if len(factors) == 1:
-        if not summed:
-            return first
-        acc = np.add.accumulate
-        return CofactorRows(first.lo, acc(first.counts)[-1:], acc(first.sums)[-1:], acc(first.quad)[-1:])
+        return first
     lo, k = first.lo, first.sums.shape[1]
     swaps = []
     for b in factors[1:]:
@@ -447,13 +445,12 @@ def mul_chain(factors: Sequence[CofactorRows], summed: bool = False) -> Cofactor
         lo = a_lo if (kb if swap else k) else b_lo
         k += kb
         swaps.append(swap)
-    rows = 1 if summed else n
-    counts = np.empty(rows, dtype=np.int64)
-    sums = np.empty((rows, k), dtype=np.float64)
-    quad = np.empty((rows, tri_size(k)), dtype=np.float64)
+    counts = np.empty(n, dtype=np.int64)
+    sums = np.empty((n, k), dtype=np.float64)
+    quad = np.empty((n, tri_size(k)), dtype=np.float64)
     c = np.ascontiguousarray
     slots = [(c(f.counts), c(f.sums), c(f.quad)) for f in factors]
-    (kernels.mul_chain_sum_into if summed else kernels.mul_chain_into)(slots, swaps, counts, sums, quad)
+    kernels.mul_chain_into(slots, swaps, counts, sums, quad)
     return CofactorRows(lo, counts, sums, quad)
 
 

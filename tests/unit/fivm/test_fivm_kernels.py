@@ -190,7 +190,7 @@ def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.mul_rows_into is C.mul_rows_into
     assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
-    assert kernels.probe_get is C.probe_get and kernels.mul_chain_sum_into is C.mul_chain_sum_into
+    assert kernels.probe_get is C.probe_get
     assert kernels.install_new is C.install_new and kernels.columns_into is C.columns_into
     assert kernels.probe_all is C.probe_all
     code = (
@@ -304,21 +304,6 @@ def test_mul_chain_into_equals_the_products_one_at_a_time_and_the_ring_product(d
     assert one_by_one.lo == got.lo
     assert same(got.counts, one_by_one.counts) and same(got.sums, one_by_one.sums)
     assert same(got.quad, one_by_one.quad)
-    if n:  # summed as they are multiplied: the rows' sum in row order, bit for bit
-        total = mul_chain(factors, summed=True)
-        want_total = [got.counts[:1].copy(), got.sums[:1].copy(), got.quad[:1].copy()]
-        for i in range(1, n):
-            want_total = [
-                want_total[0] + got.counts[i],
-                want_total[1] + got.sums[i],
-                want_total[2] + got.quad[i],
-            ]
-        assert total.lo == got.lo and same(total.counts, want_total[0])
-        assert same(total.sums, want_total[1]) and same(total.quad, want_total[2])
-        py_total = (np.empty(1, np.int64), np.empty((1, k)), np.empty((1, tri(k))))
-        kernels.py_mul_chain_sum_into(slots, swaps, *py_total)
-        assert same(py_total[0], total.counts) and same(py_total[1], total.sums)
-        assert same(py_total[2], total.quad)
     ring = CofactorRing([f"v{i}" for i in range(k)])
     for i in range(n):  # the ring's own product of the row payloads, the definition
         p = factors[0].row(i)
@@ -353,8 +338,6 @@ def test_mul_chain_into_refuses_chains_it_cannot_multiply():
         C.mul_chain_into([one, one], [False], np.empty(2, np.int64), np.empty((2, 3)), np.empty((2, 6)))
     with pytest.raises(TypeError, match="tuple"):
         C.mul_chain_into([one, list(one)], [False], *out)
-    with pytest.raises(ValueError, match="shapes"):
-        C.mul_chain_sum_into([one, one], [False], *out)  # two rows into a sum of two rows
     with pytest.raises(BlockLayoutError):
         mul_chain([CofactorRows(0, [1], [[1.0]], [[1.0]]), CofactorRows(2, [1], [[1.0]], [[1.0]])])
 
