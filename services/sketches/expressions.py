@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ivmstream.services.sketches.folds import column_position
 from ivmstream.services.sketches.values import add, div, like, mul, neg, sub, tri_and, tri_not, tri_or
 
 Row = tuple[Any, ...]
@@ -62,6 +63,35 @@ _CMP: dict[type, Callable[[Any, Any], Any]] = {
     exp.LT: _compare(operator.lt),
     exp.LTE: _compare(operator.le),
 }
+_OPS: dict[type, Callable[[Any, Any], Any]] = {
+    exp.EQ: operator.eq,
+    exp.NEQ: operator.ne,
+    exp.GT: operator.gt,
+    exp.GTE: operator.ge,
+    exp.LT: operator.lt,
+    exp.LTE: operator.le,
+}
+
+
+def _against(op: Callable[[Any, Any], Any], a: Expr, value: Any) -> Expr:
+    """``a op constant`` (HAVING AVG(c) < 750): NULL when ``a`` is, as ``_compare`` gives (the constant
+    is not NULL), with the column read and the constant inlined."""
+    pos = column_position(a)
+    if pos is not None:
+
+        def column_against(row: Row) -> Any:
+            x = row[pos]
+            return None if x is None else op(x, value)
+
+        return column_against
+
+    def against(row: Row) -> Any:
+        x = a(row)
+        return None if x is None else op(x, value)
+
+    return against
+
+
 AGGREGATES: dict[type, str] = {
     exp.Sum: "sum",
     exp.Count: "count",
@@ -115,6 +145,8 @@ def compile_expr(e: exp.Expression, resolve: Resolver) -> Expr:
         return lambda row: neg(a(row))
     if type(e) in _CMP:
         f, a, b = _CMP[type(e)], compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+        if isinstance(e.expression, exp.Literal) and resolve(e.expression) is None:
+            return _against(_OPS[type(e)], a, literal(e.expression))
         return lambda row: f(a(row), b(row))
     if isinstance(e, exp.And):
         a, b = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)

@@ -12,7 +12,7 @@ top-m buffers record changes for the checkpoint as they go).
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ivmstream.services.sketches.values import add, average
@@ -20,6 +20,7 @@ from ivmstream.services.sketches.values import add, average
 Row = tuple[Any, ...]
 Expr = Callable[[Row], Any]
 Fold = Callable[[Any, Row, int], None]  # (GroupState, row, multiplicity)
+FoldRows = Callable[[dict[Row, Any], Iterable[tuple[Row, int]], int, Callable[[], Any]], None]
 
 
 def column_position(f: Expr | None) -> int | None:
@@ -48,12 +49,33 @@ def _read(f: Expr, slot: str, env: dict[str, Any]) -> str:
     return f"{slot}(row)"
 
 
+def _tuple_source(exprs: Sequence[Expr], env: dict[str, Any]) -> str:
+    parts = [_read(f, f"e{i}", env) for i, f in enumerate(exprs)]
+    return "()" if not parts else f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
 def tuple_of(exprs: Sequence[Expr]) -> Callable[[Row], Row]:
     """The tuple of the expressions' values over a row (GROUP BY values, projections)."""
     env: dict[str, Any] = {}
-    parts = [_read(f, f"e{i}", env) for i, f in enumerate(exprs)]
-    body = "()" if not parts else f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
-    return _compile("key", ["def key(row):", f"    return {body}"], env)  # type: ignore[no-any-return]
+    return _compile("key", ["def key(row):", f"    return {_tuple_source(exprs, env)}"], env)  # type: ignore[no-any-return]
+
+
+def _fold_body(aggs: Sequence[tuple[str, Expr | None]], env: dict[str, Any], indent: str) -> list[str]:
+    """Statements adding ``n`` copies of ``row`` to the state ``st``."""
+    lines = ["st.cnt += n", "nns = st.nns", "sums = st.sums"]
+    for i, (kind, f) in enumerate(aggs):
+        if f is None:
+            continue  # COUNT(*): the group's count
+        lines += [f"v = {_read(f, f'a{i}', env)}", "if v is not None:", f"    nns[{i}] += n"]
+        if kind in ("sum", "avg"):
+            lines += [
+                f"    s = sums[{i}]",
+                "    try:",
+                f"        sums[{i}] = s + v * n",
+                "    except TypeError:",  # NULL or Decimal with Fraction: add() decides, as the loop does
+                f"        sums[{i}] = add(s, v * n)",
+            ]
+    return [indent + line for line in lines]
 
 
 def fold(aggs: Sequence[tuple[str, Expr | None]]) -> Fold | None:
@@ -62,20 +84,28 @@ def fold(aggs: Sequence[tuple[str, Expr | None]]) -> Fold | None:
     if any(kind in ("min", "max") for kind, _ in aggs):
         return None
     env: dict[str, Any] = {"add": add}
-    lines = ["def fold(st, row, n):", "    st.cnt += n", "    nns = st.nns", "    sums = st.sums"]
-    for i, (kind, f) in enumerate(aggs):
-        if f is None:
-            continue  # COUNT(*): the group's count
-        lines += [f"    v = {_read(f, f'a{i}', env)}", "    if v is not None:", f"        nns[{i}] += n"]
-        if kind in ("sum", "avg"):
-            lines += [
-                f"        s = sums[{i}]",
-                "        try:",
-                f"            sums[{i}] = s + v * n",
-                "        except TypeError:",  # NULL or Decimal with Fraction: add() decides, as the loop does
-                f"            sums[{i}] = add(s, v * n)",
-            ]
-    return _compile("fold", lines, env)  # type: ignore[no-any-return]
+    return _compile("fold", ["def fold(st, row, n):", *_fold_body(aggs, env, "    ")], env)  # type: ignore[no-any-return]
+
+
+def fold_rows(group: Sequence[Expr], aggs: Sequence[tuple[str, Expr | None]]) -> FoldRows | None:
+    """``fold_rows(groups, items, p, new)``: each ``(row, n)`` of ``items`` folded (as ``fold``) into
+    its group's state in ``groups`` (``new()`` when absent), whose sketch takes ``p``: a capture's loop
+    over one fragment's rows. None when an aggregate is MIN or MAX."""
+    if any(kind in ("min", "max") for kind, _ in aggs):
+        return None
+    env: dict[str, Any] = {"add": add}
+    lines = [
+        "def fold_rows(groups, items, p, new):",
+        "    get = groups.get",
+        "    for row, n in items:",
+        f"        g = {_tuple_source(group, env)}",
+        "        st = get(g)",
+        "        if st is None:",
+        "            st = groups[g] = new()",
+        "        st.P |= p",
+        *_fold_body(aggs, env, "        "),
+    ]
+    return _compile("fold_rows", lines, env)  # type: ignore[no-any-return]
 
 
 def values(aggs: Sequence[tuple[str, Expr | None]]) -> Callable[[Any], Row]:

@@ -419,6 +419,7 @@ class Aggregate(Node):
         # with MIN/MAX, which keep ``_fold``) and the output values.
         self.key = folds.tuple_of(self.group)
         self.fast_fold = folds.fold(self.aggs)
+        self.fold_rows = folds.fold_rows(self.group, self.aggs)
         self.output_values = folds.values(self.aggs)
 
     def set_top_m(self, m: int | None) -> None:
@@ -467,20 +468,27 @@ class Aggregate(Node):
                     buf = st.buffers[i] = PrefixBuffer(self.top_m)
                 buf.add(v if kind == "min" else Descending(v), v, n)
 
+    def _fold_rows(
+        self, groups: dict[Row, GroupState], items: Iterable[tuple[Row, int]], p: int, new: Callable[[], Any]
+    ) -> None:
+        """The generic form of ``self.fold_rows`` (MIN/MAX)."""
+        for row, n in items:
+            g = self.key(row)
+            st = groups.get(g)
+            if st is None:
+                st = groups[g] = new()
+            st.P |= p
+            self._fold(st, row, n)
+
     def capture(self, db: DbView) -> Annotated:
         groups: dict[Row, GroupState] = {}
         key, fold = self.key, self.fast_fold or self._fold
         n_aggs = len(self.aggs)
         child = self.children[0]
         if isinstance(child, Scan):  # straight from the table's fragments, one sketch per fragment
+            fold_rows = self.fold_rows or self._fold_rows
             for p, rows in child.annotated_fragments(db):
-                for row, n in rows.items():
-                    g = key(row)
-                    st = groups.get(g)
-                    if st is None:
-                        st = groups[g] = GroupState(n_aggs)
-                    fold(st, row, n)
-                    st.P |= p
+                fold_rows(groups, rows.items(), p, lambda: GroupState(n_aggs))
         else:
             for row, p, n in child.capture(db):
                 g = key(row)

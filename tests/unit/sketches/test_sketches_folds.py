@@ -9,11 +9,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import sqlglot
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
 from ivmstream.services.sketches import folds
 from ivmstream.services.sketches import plan as P
+from ivmstream.services.sketches.expressions import _CMP, compile_expr
 from ivmstream.services.sketches.values import add, average, mul
 
 WIDTH = 4
@@ -72,6 +75,17 @@ def test_generated_fold_equals_the_loop_and_the_sums(
         assert fast.cnt == loop.cnt and fast.nns == loop.nns
         assert all(_same(a, b) for a, b in zip(fast.sums, loop.sums, strict=True))
         assert all(_same(a, b) for a, b in zip(node.output_values(fast), node._values(loop), strict=True))
+    # a capture's loop over one fragment's rows, generated and generic
+    groups: dict[tuple[Any, ...], P.GroupState] = {}
+    generic: dict[tuple[Any, ...], P.GroupState] = {}
+    assert node.fold_rows is not None
+    node.fold_rows(groups, work, 8, lambda: P.GroupState(len(aggs)))
+    node._fold_rows(generic, work, 8, lambda: P.GroupState(len(aggs)))
+    assert groups.keys() == generic.keys()
+    for g, a in groups.items():
+        b = generic[g]
+        assert (a.cnt, a.nns, a.P) == (b.cnt, b.nns, b.P) == (a.cnt, a.nns, 8)
+        assert all(_same(x, y) for x, y in zip(a.sums, b.sums, strict=True))
     # brute force: the count, each aggregate's non-NULL count and exact sum over the signed rows
     assert fast.cnt == sum(n for _, n in work)
     for i, (kind, f) in enumerate(aggs):
@@ -124,3 +138,36 @@ def test_averages_compare_equal_as_their_fractions(t1: int, c1: int, t2: int, c2
         Fraction(t1, c1) != Fraction(t2, c2)
     )
     assert a == Fraction(t1, c1) and (a == b) == (hash(a) == hash(b) and a == Fraction(t2, c2))
+
+
+def _both(sql: str, row: tuple[Any, ...]) -> tuple[Any, Any]:
+    """A comparison compiled (a constant on the right takes the inlined form) and the general rule."""
+    e = sqlglot.parse_one(sql)
+    resolve = lambda node: 0 if isinstance(node, exp.Column) else None  # noqa: E731
+    general = _CMP[type(e)](compile_expr(e.this, resolve)(row), compile_expr(e.expression, resolve)(row))
+    return compile_expr(e, resolve)(row), general
+
+
+OPS = st.sampled_from(["<", "<=", ">", ">=", "=", "<>"])
+
+
+@settings(max_examples=100)
+@given(
+    op=OPS,
+    constant=st.sampled_from(["750", "2.5", "-3"]),
+    value=st.none()
+    | st.integers(-1000, 1000)
+    | st.builds(average, st.integers(-5000, 5000), st.integers(1, 9)),
+    left=st.sampled_from(["x", "x + 0", "x * 2"]),
+)
+def test_comparison_with_a_constant_as_the_general_rule(
+    op: str, constant: str, value: Any, left: str
+) -> None:
+    got, want = _both(f"{left} {op} {constant}", (value,))
+    assert got == want and type(got) is type(want)
+
+
+@given(op=OPS, value=st.none() | st.dates().map(str))
+def test_text_comparison_with_a_constant_as_the_general_rule(op: str, value: Any) -> None:
+    got, want = _both(f"x {op} '1995-03-15'", (value,))
+    assert got == want and type(got) is type(want)
