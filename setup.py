@@ -38,7 +38,7 @@ setup(
         _extension("ivmstream.events._fastjson", "shared/events/_fastjson.c"),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
-        _extension("ivmstream.services.triangles._simple_graph", "services/triangles/_simple_graph.c"),
+        _extension("ivmstream.services.triangles._graph_kernels", "services/triangles/_graph_kernels.c"),
         _extension("ivmstream.services.vwap._kernels", "services/vwap/_kernels.c"),
         _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
         _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),

@@ -1,5 +1,5 @@
 """What the compiled triangle kernels buy: the same workload with the compiled loops
-(services/triangles/_kernels.c) and graph batch path (services/triangles/_simple_graph.c) and with their
+(services/triangles/_kernels.c) and graph batch path (services/triangles/_graph_kernels.c) and with their
 Python reference (``IVMSTREAM_PURE_PYTHON=1``), engine only and through the worker, in interleaved
 repeats.
 

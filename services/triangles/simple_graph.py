@@ -4,7 +4,7 @@ Graph-mode first-order IVM spends its time on two things per edge event: the com
 of the edge's endpoints (a sparse dot product of two index rows) and the interpreter around it
 (validating the event, two directed updates, four index bumps, the change log). When E is a simple
 graph (symmetric, every multiplicity 1, no self-loops, which is all graph events can build)
-``_simple_graph.SimpleGraph`` mirrors E as int adjacency sets and applies a whole batch in C: each
+``_graph_kernels.SimpleGraph`` mirrors E as int adjacency sets and applies a whole batch in C: each
 event is validated, sees the state the previous one left, adds 6·m·|N(u) ∩ N(v)| to Q (the two
 directed updates of docs/triangles/algorithm.md §2.11, each adding 3·m·|N(u) ∩ N(v)| when there is no
 self-loop) and updates the sets, counting the same work units as the Python path. The engine's dict
@@ -28,7 +28,7 @@ from typing import Any
 from ivmstream.services.triangles.kernels import PURE_PYTHON_ENV
 
 try:  # built by setup.py where a C compiler is present
-    from ivmstream.services.triangles import _simple_graph as compiled
+    from ivmstream.services.triangles import _graph_kernels as compiled
 except ImportError:  # pragma: no cover - a build without a C compiler
     compiled = None  # type: ignore[assignment]
 

@@ -50,7 +50,7 @@ def test_typed_with_stubs_for_the_compiled_modules(wheel: zipfile.ZipFile) -> No
         "ivmstream/events/_fastjson.pyi",
         "ivmstream/runtime/_deadletters.pyi",
         "ivmstream/services/triangles/_kernels.pyi",
-        "ivmstream/services/triangles/_simple_graph.pyi",
+        "ivmstream/services/triangles/_graph_kernels.pyi",
         "ivmstream/services/reservoir/_kernels.pyi",
         "ivmstream/services/reservoir/_exact_kernels.pyi",
         "ivmstream/services/vwap/_kernels.pyi",

@@ -1,4 +1,4 @@
-"""The compiled batch path of graph-mode first-order maintenance (services/triangles/_simple_graph.c,
+"""The compiled batch path of graph-mode first-order maintenance (services/triangles/_graph_kernels.c,
 services/triangles/simple_graph.py) against the Python path and brute force: after every batch (and,
 with batches of one, after every event) both paths give the same count, rejections, result, change
 log and snapshot (up to the order of the indexes' rows), and the count is the brute-force one. Events
@@ -26,9 +26,9 @@ from ivmstream.services.triangles.engine import create_engine
 
 if simple_graph.compiled is None:  # never skipped: without the extension these tests fail, saying why
     pytest.fail(
-        "the compiled graph kernel ivmstream.services.triangles._simple_graph is not built. Build it with "
+        "the compiled graph kernel ivmstream.services.triangles._graph_kernels is not built. Build it with "
         "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "services/triangles/_simple_graph.c)",
+        "services/triangles/_graph_kernels.c)",
         pytrace=False,
     )
 

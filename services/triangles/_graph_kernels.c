@@ -712,7 +712,7 @@ static PyGetSetDef graph_getset[] = {
 };
 
 static PyTypeObject GraphType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ivmstream.services.triangles._simple_graph.SimpleGraph",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ivmstream.services.triangles._graph_kernels.SimpleGraph",
     .tp_basicsize = sizeof(Graph),
     .tp_dealloc = (destructor)graph_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -724,11 +724,11 @@ static PyTypeObject GraphType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_simple_graph",
+    PyModuleDef_HEAD_INIT, "_graph_kernels",
     "First-order triangle maintenance of a simple graph, a batch of edge events per call.", -1, NULL,
 };
 
-PyMODINIT_FUNC PyInit__simple_graph(void) {
+PyMODINIT_FUNC PyInit__graph_kernels(void) {
     if (PyType_Ready(&GraphType) < 0) return NULL;
     s_relation = PyUnicode_InternFromString("relation");
     s_row = PyUnicode_InternFromString("row");
