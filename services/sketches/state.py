@@ -4,7 +4,8 @@ Besides the table store, each stateful operator writes its own map (join indexes
 ``g``, MIN/MAX buffer values ``v``, top-k buffer ``k``, merge counts ``u``, small scalars ``x``) with
 keys that start with the operator's position in the plan. Values keep their exact type: a Decimal, a
 Fraction or a float must come back as itself, since a sum that changed type could change a HAVING
-decision, so Decimals and Fractions are tagged and plain JSON carries the rest.
+decision, so Decimals and Fractions are tagged and plain JSON carries the rest; a non-finite float (a
+sum overflowed to ±inf, NaN) is tagged too (``state_bytes``), as JSON would write it null.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-import orjson
-
-from ivmstream.sdk import json_bytes
+from ivmstream.sdk import state_bytes, state_loads
 
 # Map names of the operator state (the table store is "t").
 JOIN, GROUPS, VALUES, TOPK, MERGE, SCALARS = "j", "g", "v", "k", "u", "x"
@@ -49,8 +48,8 @@ def decode_row(values: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def dumps(obj: Any) -> bytes:
-    return json_bytes(obj)
+    return state_bytes(obj)
 
 
 def loads(data: bytes) -> Any:
-    return orjson.loads(data)
+    return state_loads(data)
