@@ -191,3 +191,26 @@ def test_a_killed_worker_publishes_what_an_uninterrupted_one_does(crash_after: i
     assert restarted[-1] == uninterrupted[-1]
     last = {g["key"]["b"]: (g["count"], g["sums"]["xy"], g["sums"]["x"]) for g in uninterrupted[-1]["groups"]}
     assert last == {1: (1, None, BIG), 2: (2, None, BIG + 2.0), 3: (4, None, None), 4: (2, 0.0, 2.0)}
+
+
+def test_non_finite_numbers_in_events_are_dead_letters() -> None:
+    """inf and NaN reach the state only through arithmetic: the intake refuses them in events, each a
+    dead letter with its reason, and the partition goes on."""
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", 1)
+    refused = [
+        b'{"relation":"r","row":{"b":1,"x":1e999},"delta":1}',
+        b'{"relation":"r","row":{"b":1,"x":NaN},"delta":1}',
+        b'{"relation":"r","row":{"b":1,"x":-Infinity},"delta":1}',
+    ]
+    for value in [*refused, b'{"relation":"s","row":{"b":1,"y":2.0},"delta":1}']:
+        cluster.produce("in", value, None)
+    cluster.produce("in", b'{"relation":"r","row":{"b":1,"x":1.5},"delta":1}', None)
+    service = load_service("firstorder")
+    config = build_config(service, {**CONFIG, "input_topic": "in", "output_topic": "out", "dlq_topic": "dlq"})
+    run_to_end(Worker(service, config, cluster, MemoryStore(), group="g"))
+    letters = cluster.messages("dlq")
+    assert [m.value() for m in letters] == refused
+    assert all(dict(m.headers() or [])["ivmstream.reason"] == b"non-finite-number" for m in letters)
+    last = orjson.loads(cluster.values("out")[-1] or b"null")["result"]
+    assert last == {"groups": [{"key": {"b": 1}, "count": 1, "sums": {"xy": 3.0, "x": 1.5}}]}
