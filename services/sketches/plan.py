@@ -175,8 +175,12 @@ class Filter(Node):
         return [e for e in self.children[0].capture(db) if p(e[0]) is True]
 
     def _keep(self, delta: ZSet) -> ZSet:
+        """``delta``'s tuples whose predicate is true, kept in ``delta`` itself: an operator's output delta
+        is a fresh dict nothing else holds, and only the dropped keys are hashed again."""
         p = self.predicate
-        return {k: n for k, n in delta.items() if p(k[0]) is True}
+        for k in [k for k in delta if p(k[0]) is not True]:
+            del delta[k]
+        return delta
 
     def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
         return self._keep(self.children[0].push(table, delta))
