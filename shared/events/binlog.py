@@ -8,6 +8,7 @@ the relation declares the column.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -67,11 +68,19 @@ def _text_int(text: str) -> int:
     return int(text)
 
 
+def _text_float(text: str) -> float:
+    # float() also reads "nan", "inf" and "1e999": JSON has no such numbers, and no MySQL column holds them
+    f = float(text)
+    if not math.isfinite(f):
+        raise ValueError(text)
+    return f
+
+
 def _text_number(text: str) -> int | float:
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        return _text_float(text)
 
 
 def _text_decimal(text: str) -> str:
@@ -93,7 +102,7 @@ def _text_bool(text: str) -> bool:
 
 _FROM_TEXT: dict[str, Callable[[str], Any]] = {
     "int": _text_int,
-    "float": float,
+    "float": _text_float,
     "number": _text_number,
     "decimal": _text_decimal,
     "exact": _text_decimal,

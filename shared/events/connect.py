@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -108,7 +109,12 @@ def _as_declared(convert: Converter, wanted: str | None, column: str) -> Convert
     def exact(value: Any) -> Any:
         d = convert(value)
         if wanted in ("float", "number"):
-            return float(d)
+            f = float(d)
+            if not math.isfinite(f):
+                raise EventError(
+                    "wrong-type", f"column {column!r} must be {wanted}, got {d}: beyond a double"
+                )
+            return f
         if wanted == "int":
             if d != d.to_integral_value():
                 raise EventError("wrong-type", f"column {column!r} must be an integer, got {d}")
