@@ -464,12 +464,14 @@ def sum_by(groups: npt.ArrayLike, rows: CofactorRows) -> tuple[npt.NDArray[Any],
         raise ValueError(f"{len(ids)} group ids for {len(rows)} rows")
     if not len(ids):
         return ids, rows
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
+    in_order = bool((ids[1:] >= ids[:-1]).all())  # already sorted (one group, say): no gather
+    order = None if in_order else np.argsort(ids, kind="stable")
+    sorted_ids = ids if order is None else ids[order]
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
 
     def reduce(col: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        return np.add.reduceat(col[order], starts, axis=0)
+        # the rows in group order as one C-contiguous array, as the gather would make them
+        return np.add.reduceat(np.ascontiguousarray(col) if order is None else col[order], starts, axis=0)
 
     summed = CofactorRows(rows.lo, reduce(rows.counts), reduce(rows.sums), reduce(rows.quad))
     return sorted_ids[starts], summed

@@ -26,6 +26,7 @@ from ivmstream.services.fivm.rings.cofactor import (
     RowCofactor,
     mul_chain,
     mul_rows,
+    sum_by,
 )
 from ivmstream.services.fivm.views import View
 
@@ -439,3 +440,24 @@ def test_probe_all_keeps_the_rows_every_sibling_holds(datas, rows, shared):
             assert keep == want_keep and kept == [rows[i] for i in want_keep]
     with pytest.raises(TypeError, match="one per row"):
         C.probe_all([{}], [[]], [(1, 2)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.integers(1, 300), st.integers(0, 3), st.booleans())
+def test_sum_by_on_groups_in_order_adds_as_the_gathered_rows_do(data, n, k, one_group):
+    # groups already in order (a view of one key, say) are summed without gathering the rows: the same
+    # np.add.reduceat over the same C-contiguous rows, so the sums are equal bit for bit
+    rows = CofactorRows(0, data.draw(ints(n)), data.draw(column(n, k)), data.draw(column(n, tri(k))))
+    ids = (
+        np.zeros(n, np.int64)
+        if one_group
+        else np.sort(data.draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, 3))))
+    )
+    got_ids, got = sum_by(ids, rows)
+    order = np.argsort(ids, kind="stable")
+    starts = np.flatnonzero(np.r_[True, ids[order][1:] != ids[order][:-1]])
+    assert same(got_ids, ids[order][starts])
+    for mine, col in ((got.counts, rows.counts), (got.sums, rows.sums), (got.quad, rows.quad)):
+        assert same(mine, np.add.reduceat(col[order], starts, axis=0))
+    for g in np.unique(ids):  # and each group's sum is its rows' sum (exact for the counts)
+        assert int(got.counts[list(got_ids).index(g)]) == int(rows.counts[ids == g].sum())
