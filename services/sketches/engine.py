@@ -61,7 +61,7 @@ class SketchEngine:
         self.stale = True  # full: the cached sketch predates the last update
         self.cached = 0
         self.last_delta = (0, 0)  # the sketch delta of the last batch (added, removed fragment bits)
-        self._dirty: set[tuple[str, P.Row]] = set()
+        self._dirty: set[tuple[str, int, P.Row]] = set()  # (table, fragment, row) changed since a checkpoint
         self._decimal = {
             t: [typ in ("decimal", "exact") for typ in table.types] for t, table in self.tables.items()
         }
@@ -209,7 +209,7 @@ class SketchEngine:
             if indexed:
                 self.indexes.update(table, row, c)
             total += n
-            mark((table, row))
+            mark((table, f, row))
         self.rows[table] += total
 
     def _bootstrap(self) -> None:
@@ -338,8 +338,9 @@ class SketchEngine:
 
     # --- state ---------------------------------------------------------------------------------------
 
-    def _key(self, table: str, row: P.Row) -> bytes:
-        return json_bytes([table, self._fragment(table, row), list(row)], default=_encode_default)
+    def _key(self, table: str, fragment: int, row: P.Row) -> bytes:
+        """A store entry's key: ``[table, fragment, row]`` in JSON (orjson writes the tuple as an array)."""
+        return json_bytes([table, fragment, row], default=_encode_default)
 
     def _decode(self, key: bytes) -> tuple[str, P.Row]:
         table, _, values = orjson.loads(key)
@@ -369,9 +370,9 @@ class SketchEngine:
 
     def _entries(self) -> Iterator[Entry]:
         for table in sorted(self.store):
-            for rows in self.store[table].values():
+            for f, rows in self.store[table].items():
                 for row, n in rows.items():
-                    yield STORE, self._key(table, row), str(n).encode()
+                    yield STORE, self._key(table, f, row), str(n).encode()
         for name, key, value in self._node_entries(False):
             assert value is not None
             yield name, key, value
@@ -382,18 +383,11 @@ class SketchEngine:
             self._forget_changes()
             return list(self.all_entries())
         out: list[EntryChange] = []
-        store, partitions = self.store, {t: self._partition_of(t) for t in self.store}
-        for table, row in self._dirty:
-            partition = partitions[table]
-            if partition is None:
-                f = 0
-            else:
-                v = row[partition[0]]
-                f = 0 if v is None else bisect_right(partition[1], v)
+        store, key = self.store, self._key
+        for table, f, row in self._dirty:
             rows = store[table].get(f)
             n = rows.get(row, 0) if rows else 0
-            key = json_bytes([table, f, row], default=_encode_default)  # as _key() (a tuple is an array)
-            out.append((STORE, key, str(n).encode() if n else None))
+            out.append((STORE, key(table, f, row), str(n).encode() if n else None))
         out.sort(key=_entry_key)  # by the key's bytes: one order whatever order the rows changed in
         self._dirty.clear()
         out.extend(sorted(self._node_entries(True), key=lambda e: (e[0], e[1])))
