@@ -15,6 +15,16 @@ def ledger_pass(
     /,
 ) -> int: ...
 
+def bag_entries(
+    ledger: dict[tuple[Any, ...], int],
+    touched: Mapping[tuple[Any, ...], None] | None,
+    tag: str,
+    prefix: bytes,
+    key_of: Callable[[tuple[Any, ...]], bytes],
+    value_of: Callable[[Any], bytes],
+    /,
+) -> list[tuple[str, bytes, bytes | None]]: ...
+
 class LevelTree:
     def __len__(self) -> int: ...
     def add(self, price: int, dw: int, dpv: int, /) -> None: ...

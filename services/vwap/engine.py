@@ -10,11 +10,11 @@ plan from it (§6.1, §6.2).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent, json_bytes
+from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
 from ivmstream.services.vwap import auto, kernels
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
@@ -408,10 +408,7 @@ class VwapEngine:
         out: list[EntryChange] = []
         bag = self.bag
         for rel, touched in self._changed.items():
-            ledger = bag[rel]
-            for vals in touched:
-                m = ledger.get(vals)
-                out.append(("b", snap.bag_key(rel, vals), json_bytes(m) if m else None))
+            out += kernels.bag_entries(bag[rel], rel, touched)
         self._changed.clear()
         out.extend(self._scalar_entries())
         return out
@@ -423,8 +420,8 @@ class VwapEngine:
 
     def _entries(self) -> Iterator[Entry]:
         for rel in sorted(self.bag):
-            for vals, m in self.bag[rel].items():
-                yield "b", snap.bag_key(rel, vals), json_bytes(m)
+            # every tuple of the ledger is live, so no value is None
+            yield from cast(list[Entry], kernels.bag_entries(self.bag[rel], rel, None))
         yield from self._scalar_entries()
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:

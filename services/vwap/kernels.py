@@ -5,7 +5,8 @@ price level (docs/vwap/algorithm.md §3.6), which is where a large batch spends 
 where a C compiler is present). The module exports the compiled loop when it is built and
 ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the Python one; both leave the same bag, the same netted
 levels (down to their order), the same change log and the same refusals
-(tests/unit/vwap/test_vwap_kernels.py).
+(tests/unit/vwap/test_vwap_kernels.py). ``bag_entries`` writes a ledger's state entries for a checkpoint,
+compiled the same way, to the same bytes.
 
 ``ACTIVE`` also decides the ``crosscheck`` plan's trees: ``_kernels.LevelTree`` where the kernels are
 active (plans/finance_native.py), the Python RPAI trees otherwise.
@@ -13,11 +14,13 @@ active (plans/finance_native.py), the Python RPAI trees otherwise.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ivmstream.sdk import UpdateEvent
+from ivmstream.sdk import EntryChange, UpdateEvent, json_bytes
+from ivmstream.services.vwap.snapshot import bag_key
 
 Bag = dict[str, dict[tuple[Any, ...], int]]
 Netted = dict[str, dict[Any, list[Any]]]
@@ -98,6 +101,37 @@ def py_ledger_pass(
     return net
 
 
+Ledger = dict[tuple[Any, ...], int]
+Touches = Mapping[tuple[Any, ...], None] | None  # the tuples whose entries are asked for; None: every one
+Entries = Callable[[Ledger, str, Touches], list[EntryChange]]
+
+
+def py_bag_entries(ledger: Ledger, rel: str, touched: Touches) -> list[EntryChange]:
+    """The state entries of relation ``rel``'s ledger: every live tuple (``touched`` None), or each
+    touched tuple, with ``None`` for one no longer live (its entry is deleted)."""
+    if touched is None:
+        return [("b", bag_key(rel, vals), json_bytes(m)) for vals, m in ledger.items()]
+    out: list[EntryChange] = []
+    for vals in touched:
+        m = ledger.get(vals)
+        out.append(("b", bag_key(rel, vals), json_bytes(m) if m else None))
+    return out
+
+
+@functools.cache
+def _key_prefix(rel: str) -> bytes:
+    """The text every state key of ``rel`` starts with, ``["<rel>",`` as orjson writes it."""
+    return json_bytes([rel])[:-1] + b","
+
+
+def compiled_bag_entries(ledger: Ledger, rel: str, touched: Touches) -> list[EntryChange]:
+    """``py_bag_entries`` in C: a tuple of ints in 64 bits written directly, any other through
+    ``bag_key`` (decimals, strings, larger ints), as is a multiplicity beyond 64 bits."""
+    return compiled.bag_entries(
+        ledger, touched, "b", _key_prefix(rel), functools.partial(bag_key, rel), json_bytes
+    )
+
+
 try:  # the compiled loop (setup.py); without a C compiler the Python one above runs
     from ivmstream.services.vwap import _kernels as compiled
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -106,7 +140,9 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1" else "python"
 
 ledger_pass: Callable[..., int] = py_ledger_pass
+bag_entries: Entries = py_bag_entries
 if ACTIVE == "compiled":
     ledger_pass = compiled.ledger_pass
+    bag_entries = compiled_bag_entries
 
-__all__ = ["ACTIVE", "ledger_pass", "py_ledger_pass"]
+__all__ = ["ACTIVE", "bag_entries", "ledger_pass", "py_bag_entries", "py_ledger_pass"]

@@ -1,0 +1,84 @@
+"""A ledger's checkpoint entries written in C (``kernels.compiled_bag_entries``) are byte for byte those
+of the Python reference (``kernels.py_bag_entries``) and of a brute-force encoding of each tuple, for
+every live tuple and for a change log with tuples no longer live: ints at and beyond the edges of 64
+bits, strings, booleans and exact decimals (which take the reference's encoding), multiplicities beyond
+64 bits; and an engine restored from its entries holds the same ledger."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivmstream.sdk import UpdateEvent
+from ivmstream.services.vwap import kernels
+from ivmstream.services.vwap.engine import VwapEngine
+from ivmstream.services.vwap.exact import to_json
+
+if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
+    pytest.fail(
+        "the compiled vwap kernel ivmstream.services.vwap._kernels is not built: `make setup` builds it",
+        pytrace=False,
+    )
+
+EDGES = [0, 1, -1, 2**30 - 1, 2**30, 2**62, 2**63 - 1, -(2**63), 2**63, 2**64 - 1]
+ints = st.one_of(st.integers(-5, 300), st.sampled_from(EDGES), st.integers(-(2**63), 2**64 - 1))
+values = st.one_of(
+    ints,
+    ints,
+    st.text(max_size=4),
+    st.booleans(),
+    st.decimals(allow_nan=False, allow_infinity=False, places=2, min_value=-1000, max_value=1000),
+)
+tuples = st.lists(values, min_size=1, max_size=6).map(tuple)
+ledgers = st.dictionaries(tuples, st.one_of(st.integers(1, 5), st.integers(2**63, 2**64 - 1)), max_size=30)
+relations = st.sampled_from(["bids", "asks", 'r"\\é'])
+
+
+def brute(rel: str, vals: tuple[Any, ...], m: int | None) -> tuple[str, bytes, bytes | None]:
+    """The entry of one tuple, encoded here: a decimal as its exact JSON form (``exact.to_json``)."""
+    shown = [to_json(v) if isinstance(v, Decimal) else v for v in vals]
+    return "b", orjson.dumps([rel, *shown]), None if m is None else orjson.dumps(m)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers, relations, st.data())
+def test_entries_equal_the_reference_and_brute_force(ledger: kernels.Ledger, rel: str, data: Any) -> None:
+    every = kernels.compiled_bag_entries(ledger, rel, None)
+    assert every == kernels.py_bag_entries(ledger, rel, None)
+    assert every == [brute(rel, vals, m) for vals, m in ledger.items()]
+    gone = data.draw(st.lists(tuples, max_size=5))
+    touched = dict.fromkeys(data.draw(st.permutations(list(ledger) + gone)))
+    changed = kernels.compiled_bag_entries(ledger, rel, touched)
+    assert changed == kernels.py_bag_entries(ledger, rel, touched)
+    assert changed == [brute(rel, vals, ledger.get(vals)) for vals in touched]
+
+
+def test_a_value_orjson_refuses_raises_as_in_the_reference() -> None:
+    ledger = {(2**64, 1): 1}
+    with pytest.raises(TypeError):
+        kernels.py_bag_entries(ledger, "bids", None)
+    with pytest.raises(TypeError):
+        kernels.compiled_bag_entries(ledger, "bids", None)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(-1, 2)), min_size=1, max_size=40))
+def test_an_engine_restored_from_its_entries_holds_the_same_ledger(stream: list[tuple[int, ...]]) -> None:
+    engine = VwapEngine("vwap", "rpai")
+    events = [
+        UpdateEvent("bids", {"t": i, "id": i, "broker_id": 0, "volume": v, "price": p * 10**10}, d or 1)
+        for i, (p, v, d) in enumerate(stream)
+    ]
+    engine.apply(events)
+    entries = list(engine.all_entries())
+    reference = [e for rel in sorted(engine.bag) for e in kernels.py_bag_entries(engine.bag[rel], rel, None)]
+    assert entries == reference + engine._scalar_entries()
+    restored = VwapEngine("vwap", "rpai")
+    restored.restore_entries(entries)
+    assert restored.bag == engine.bag
+    assert restored.result() == engine.result()
