@@ -59,6 +59,9 @@ class ReservoirEngine:
         )
         self.neighbours = q.neighbours()
         self.node_of = {a: i for i, n in enumerate(q.nodes) for a in n.members}
+        # nodes of one alias: their tuples and arrival numbers are the alias's own, so the state keeps
+        # them once, as the alias's entries (a node entry would repeat its key and value)
+        self.shared_nodes = {i: n.members[0] for i, n in enumerate(q.nodes) if len(n.members) == 1}
         self.alias_pos = {a: tuple(q.columns.index(c) for c in cols) for a, cols in q.relations.items()}
         self.alias_of_row = {a: _projector(pos) for a, pos in self.alias_pos.items()}
         self.rng = random.Random(self.seed)
@@ -217,7 +220,7 @@ class ReservoirEngine:
         index = self.index
         if not index.insert(e, b, seq):
             return
-        if self._logging:
+        if seq is None and self._logging:  # a node of one alias (seq given) is logged by its alias
             self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
         if self.strategy in SAMPLING:
             size, radices = index.delta_size(e, b)
@@ -521,15 +524,17 @@ class ReservoirEngine:
             self._meta_changed = False
             return list(self.all_entries())
         index = self.index
-        changed: dict[LogKey, bytes | None] = {
-            k: None if seq is None else str(seq).encode() for k, seq in self._log.items()
-        }
+        out: list[EntryChange] = [
+            (m, _key(owner, t), None if seq is None else b"%d" % seq)
+            for (m, owner, t), seq in self._log.items()
+        ]
         self._log.clear()
-        for di, v in index.dirty:
-            d = index.ds[di]
-            changed[(DIR, di, v)] = json_bytes(index.dump_key(d, v)) if index.holds(d, v) else None
+        ds, held, dump = index.ds, index.held_keys(), index.dump_key
+        out += [
+            (DIR, _key(di, v), json_bytes(dump(ds[di], v)) if v in held[di] else None)
+            for di, v in index.dirty
+        ]
         index.dirty.clear()
-        out: list[EntryChange] = [(m, _key(owner, t), value) for (m, owner, t), value in changed.items()]
         if self._meta_changed:
             out.append((META, _META_KEY, json_bytes(self._meta())))
             self._meta_changed = False
@@ -546,6 +551,8 @@ class ReservoirEngine:
                 yield REL, _key(alias, t), str(seq).encode()
         index = self.index
         for e, node in enumerate(index.nodes):
+            if e in self.shared_nodes:
+                continue
             for t, seq in node.tuples.items():
                 yield NODE, _key(e, t), str(seq).encode()
         for d in index.ds:
@@ -573,6 +580,8 @@ class ReservoirEngine:
                 raise ValueError(f"unknown reservoir state entry {name}/{key!r}")
         if meta is None:
             raise ValueError("reservoir state entries without their meta entry")
+        for e, alias in self.shared_nodes.items():
+            nodes[e] = rels[alias]
         state = {
             "rels": {a: [[t, seq] for seq, t in sorted(rows)] for a, rows in rels.items()},
             "nodes": [[[t, seq] for seq, t in sorted(rows)] for rows in nodes],

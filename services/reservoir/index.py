@@ -20,7 +20,7 @@ walk over it, and so every bucket's order, is a function of the input order alon
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import Any, Protocol
 
 from ivmstream.services.reservoir import exact_kernels, kernels
@@ -566,10 +566,15 @@ class JoinIndex:
         if self.exact:
             return [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(d.rows.get(v, ()))]
         per = d.buckets.get(v, {})
-        return [[x, list(per[x])] for x in d.exps.get(v, ())]  # items are tuples: JSON arrays as they are
+        # the bucket lists themselves, for an encoder to read at once; items are tuples: JSON arrays
+        return [[x, per[x]] for x in d.exps.get(v, ())]
 
     def holds(self, d: Directed, v: Tup) -> bool:
         return v in (d.rows if self.exact else d.buckets)
+
+    def held_keys(self) -> list[Container[Tup]]:
+        """Per structure, the keys it holds (``holds`` for many keys: one lookup each)."""
+        return [d.rows if self.exact else d.buckets for d in self.ds]
 
     def keys(self, d: Directed) -> list[Tup]:
         """The keys of a structure, in a canonical order (not the order they arrived in)."""
