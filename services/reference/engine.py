@@ -277,9 +277,13 @@ class BagEngine:
         moved = map(sub, after, before)
         self.fingerprint = (self.fingerprint + sum(map(mul, moved, member_hashes(touched)))) % _MOD
         self.counts[rel] += sum(kept)
-        sums = self.sums[rel]
+        sums, types = self.sums[rel], self.types[rel]
+        ones = min(kept) == max(kept) == 1
         for col in sums:
-            sums[col] = reduce(add, map(mul, columns[col], kept), sums[col])  # in event order, as apply
+            if ones and types[col] == "int":  # int sums are exact in any order
+                sums[col] = sum(columns[col], sums[col])
+            else:
+                sums[col] = reduce(add, map(mul, columns[col], kept), sums[col])  # in event order, as apply
         self.applied += len(kept)
         self._aggregates_changed = True
         return rejected
