@@ -179,8 +179,8 @@ class FirstOrderEngine(_FullRelations):
             if self._stale:
                 self._catch_up()
             self._fast = None
-        row = self.fwd[self._nxt[k]].get(y)  # S(y, ·) for an update to R(x, y)
-        col = self.bwd[self._prv[k]].get(x)  # T(·, x)
+        row = self._fwd[self._nxt[k]].get(y)  # S(y, ·) for an update to R(x, y)
+        col = self._bwd[self._prv[k]].get(x)  # T(·, x)
         d = 0
         if self.always_iterate_s:
             if row is not None:
@@ -199,6 +199,13 @@ class FirstOrderEngine(_FullRelations):
             self.q += m * d
         self._base(k, x, y, m)
         self.tuple_updates += 1
+
+    def _base(self, k: int, x: Any, y: Any, m: int) -> None:
+        # only ``_update`` calls it, once the dicts are current: they are read without the properties
+        ds = bump(self._fwd[k], x, y, m)
+        bump(self._bwd[k], y, x, m)
+        self.rsize[k] += ds
+        self.size += ds
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "always_iterate_s": self.always_iterate_s}
