@@ -140,7 +140,7 @@ class ReservoirEngine:
                     detail = f"insert of {t!r} present in {ev.relation}"
                     rejected.append(Rejection(i, "duplicate-tuple", detail))
                     continue
-                clash = self._key_clash(aliases, t)
+                clash = self._key_clash(aliases, t) if self.key_pos else None
                 if clash is not None:
                     rejected.append(
                         Rejection(i, "key-violation", f"insert of {t!r} into {ev.relation}: {clash}")
@@ -225,7 +225,8 @@ class ReservoirEngine:
         if self.strategy in SAMPLING:
             size, radices = index.delta_size(e, b)
             if size:
-                self.sampler.update(size, lambda z: index.delta_get(e, b, radices, z))
+                delta_get = index.delta_get
+                self.sampler.update(size, lambda z: delta_get(e, b, radices, z))
             self.known_size = index.full_size() if index.exact and self.theta is None else None
         elif self.strategy == "symhj":
             rows = index.delta_rows(e, b)

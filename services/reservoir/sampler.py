@@ -88,6 +88,9 @@ class Reservoir(_Sampler):
         """Feed one batch of n items (BatchUpdate); an empty batch changes nothing."""
         if not self._batch(n):
             return
+        if n <= self.q and self.w is not None and len(self.sample) >= self.k:  # the skip passes it all
+            self.q -= n
+            return
         c = self.counters
         pos, k, s = 0, self.k, self.sample
         while len(s) < k and pos < n:  # fill: real items only, in order
