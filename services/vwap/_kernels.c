@@ -1082,9 +1082,10 @@ static PyObject *bag_entries(PyObject *self, PyObject *args) {
     }
     Py_ssize_t pos = 0;
     PyObject *vals, *m;
-    while (PyDict_Next(keys, &pos, &vals, &m)) {
-        if (touched != Py_None) {
-            m = PyDict_GetItemWithError(ledger, vals); /* borrowed; NULL: no longer live */
+    Py_hash_t hash;
+    while (_PyDict_Next(keys, &pos, &vals, &m, &hash)) {
+        if (touched != Py_None) { /* the change log holds the tuple's hash: it is not computed again */
+            m = _PyDict_GetItem_KnownHash(ledger, vals, hash); /* borrowed; NULL: no longer live */
             if (m == NULL && PyErr_Occurred()) goto fail;
         }
         PyObject *key = entry_key(vals, pre, plen, key_of);
