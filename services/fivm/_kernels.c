@@ -697,6 +697,149 @@ done:
     return result;
 }
 
+/* view_values(items, row_cls): the stored value of each (seq, payload) of a float cofactor view, None
+ * for None: seq as a big-endian u64, then the payload's encoding (CofactorRing.encode): lo and k as
+ * little-endian u32, the count's byte length as a u8, the count in its shortest signed little-endian
+ * form (no bytes for 0), the sums and the upper triangle as little-endian float64. A payload of type
+ * exactly `row_cls` (RowCofactor) is read from its batch's columns. OverflowError for a count beyond
+ * int64 or a block past 2^32, TypeError for arrays that are not float64: the caller encodes in Python. */
+static int put_value(PyObject *seqobj, PyObject *p, PyTypeObject *row_cls, Source *src, PyObject **out) {
+    unsigned long long seqv = PyLong_AsUnsignedLongLong(seqobj);
+    if (seqv == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    PyObject *o = PyObject_GetAttr(p, s_count);
+    if (o == NULL) return -1;
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(o, &overflow);
+    Py_DECREF(o);
+    if (count == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "view_values: a count beyond int64");
+        return -1;
+    }
+    o = PyObject_GetAttr(p, s_lo);
+    if (o == NULL) return -1;
+    long long lo = PyLong_AsLongLong(o);
+    Py_DECREF(o);
+    if (lo == -1 && PyErr_Occurred()) return -1;
+    const double *sums, *quad;
+    Py_ssize_t k;
+    Buf own[2];
+    memset(own, 0, sizeof own);
+    if (row_cls != NULL && Py_TYPE(p) == row_cls) {
+        PyObject *block = PyObject_GetAttr(p, s_block);
+        if (block == NULL) return -1;
+        int rc = source_of(src, block);
+        Py_DECREF(block);
+        if (rc < 0) return -1;
+        PyObject *row = PyObject_GetAttr(p, s_row);
+        if (row == NULL) return -1;
+        Py_ssize_t r = PyLong_AsSsize_t(row);
+        Py_DECREF(row);
+        if (r == -1 && PyErr_Occurred()) return -1;
+        if (r < 0 || r >= dim(&src->cols[0], 0) || r >= dim(&src->cols[1], 0)) {
+            PyErr_SetString(PyExc_IndexError, "view_values: a row payload's row is outside its columns");
+            return -1;
+        }
+        k = dim(&src->cols[0], 1);
+        if (dim(&src->cols[1], 1) != k * (k + 1) / 2) return shape_error("view_values");
+        sums = (const double *)src->cols[0].view.buf + r * k;
+        quad = (const double *)src->cols[1].view.buf + r * (k * (k + 1) / 2);
+    } else {
+        PyObject *a = PyObject_GetAttr(p, s_sums);
+        if (a == NULL) return -1;
+        int rc = take(a, &own[0], 1, 'd', 0, "a payload's sums");
+        Py_DECREF(a);
+        if (rc < 0) {
+            release(own, 2);
+            return -1;
+        }
+        a = PyObject_GetAttr(p, s_quad);
+        if (a == NULL) {
+            release(own, 2);
+            return -1;
+        }
+        rc = take(a, &own[1], 1, 'd', 0, "a payload's quad");
+        Py_DECREF(a);
+        if (rc < 0) {
+            release(own, 2);
+            return -1;
+        }
+        k = dim(&own[0], 0);
+        if (dim(&own[1], 0) != k * (k + 1) / 2) {
+            release(own, 2);
+            return shape_error("view_values");
+        }
+        sums = own[0].view.buf;
+        quad = own[1].view.buf;
+    }
+    if (lo < 0 || lo > 0xFFFFFFFFLL || k > 0xFFFFFFFFLL) {
+        release(own, 2);
+        PyErr_SetString(PyExc_OverflowError, "view_values: a block past 2^32");
+        return -1;
+    }
+    /* the count's shortest signed little-endian form: (bit_length(|c|) + 8) // 8 bytes, none for 0 */
+    unsigned long long mag = count < 0 ? 0ULL - (unsigned long long)count : (unsigned long long)count;
+    int bits = 0;
+    while (mag) {
+        bits++;
+        mag >>= 1;
+    }
+    const Py_ssize_t nc = count ? (bits + 8) / 8 : 0, t = k * (k + 1) / 2;
+    const Py_ssize_t size = 8 + 9 + nc + 8 * (k + t);
+    PyObject *value = PyBytes_FromStringAndSize(NULL, size);
+    if (value == NULL) {
+        release(own, 2);
+        return -1;
+    }
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(value);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(seqv >> (56 - 8 * i));
+    b += 8;
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)((unsigned long long)lo >> (8 * i));
+    for (int i = 0; i < 4; i++) b[4 + i] = (unsigned char)((unsigned long long)k >> (8 * i));
+    b[8] = (unsigned char)nc;
+    b += 9;
+    for (Py_ssize_t i = 0; i < nc; i++) b[i] = (unsigned char)((unsigned long long)count >> (8 * i));
+    b += nc;
+    memcpy(b, sums, (size_t)k * sizeof(double));  /* x86-64 and the other targets store float64 LE */
+    memcpy(b + 8 * k, quad, (size_t)t * sizeof(double));
+    release(own, 2);
+    *out = value;
+    return 0;
+}
+
+static PyObject *k_view_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("view_values", nargs, 2)) return NULL;
+    if (!PyList_Check(args[0]) || (args[1] != Py_None && !PyType_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "view_values: a list of (seq, payload) or None, and a class or None");
+        return NULL;
+    }
+    PyTypeObject *row_cls = args[1] == Py_None ? NULL : (PyTypeObject *)args[1];
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    Source src;
+    memset(&src, 0, sizeof src);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(args[0], i), *value = NULL;
+        if (item == Py_None) {
+            value = Py_NewRef(Py_None);
+        } else if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "view_values: an item is (seq, payload) or None");
+            goto fail;
+        } else if (put_value(PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1), row_cls, &src, &value) < 0) {
+            goto fail;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+    release(src.cols, 2);
+    return out;
+fail:
+    release(src.cols, 2);
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* absorb_run(events, start, relation, columns, batch): the run of `relation`'s events from `start` (up
  * to the first event of another relation; attributes `relation`, `delta`, `row`), an all-float
  * relation, added to `batch` (tuple of the row's values at `columns` -> summed multiplicity), in the
@@ -851,6 +994,8 @@ static PyMethodDef methods[] = {
      "A view's grouped batch installed where its keys are new; the pairs of held keys returned."},
     {"probe_all", (PyCFunction)(void (*)(void))k_probe_all, METH_FASTCALL,
      "A step's point lookups in all its siblings for every join row: the payloads and the rows kept."},
+    {"view_values", (PyCFunction)(void (*)(void))k_view_values, METH_FASTCALL,
+     "The stored values of a float cofactor view's changed entries."},
     {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
      "A run of one all-float relation's events consolidated into a batch: the index after it."},
     {NULL, NULL, 0, NULL},

@@ -325,9 +325,11 @@ class FivmEngine:
             out.extend((name, st.encode_key(k), None) for k in keys)
         maint.dropped.clear()
         for name, view in maint.views.items():
-            for key, sp in view.drain_changes():
-                value = None if sp is None else st.encode_view_value(sp[0], ring.encode(sp[1]))
-                out.append((name, st.encode_key(key), value))
+            drained = list(view.drain_changes())
+            values = st.encode_view_values(ring, [sp for _, sp in drained])
+            out.extend(
+                (name, st.encode_key(key), value) for (key, _), value in zip(drained, values, strict=True)
+            )
         for rel, support in maint.supports.items():
             name = st.support_map(rel)
             for t in support.changed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import struct
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -161,6 +162,30 @@ def py_install_new(
     return next_seq + len(fresh), [kv for kv in delta if kv[0] in held] if held else []
 
 
+_SEQ = struct.Struct(">Q")  # services/fivm/state.py's creation number prefix
+_HEADER = struct.Struct("<IIB")  # CofactorRing.encode's block header
+
+
+def py_view_values(items: list[tuple[int, Any] | None], row_cls: Any = None) -> list[bytes | None]:
+    """The stored value of each (seq, payload) of a float cofactor view (None for None): the seq as a
+    big-endian u64, then ``CofactorRing.encode``'s bytes: lo, k, the count's length, the count in its
+    shortest signed little-endian form, the sums and products as little-endian float64. OverflowError
+    for a count beyond int64 (the caller then encodes in Python)."""
+    out: list[bytes | None] = []
+    for item in items:
+        if item is None:
+            out.append(None)
+            continue
+        seq, p = item
+        if not -(2**63) <= p.count < 2**63:
+            raise OverflowError("view_values: a count beyond int64")
+        count = p.count.to_bytes((p.count.bit_length() + 8) // 8, "little", signed=True) if p.count else b""
+        sums, quad = np.asarray(p.sums, dtype="<f8"), np.asarray(p.quad, dtype="<f8")
+        head = _SEQ.pack(seq) + _HEADER.pack(p.lo, len(sums), len(count))
+        out.append(head + count + sums.tobytes() + quad.tobytes())
+    return out
+
+
 def py_columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: Floats) -> None:
     """``out[i, j] = float(rows[i][positions[j]])``, numbers converted as numpy converts them."""
     n, w = out.shape
@@ -298,6 +323,7 @@ columns_into: Callable[..., Any] = py_columns_into
 probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
 install_new: Callable[..., tuple[int, list[tuple[Any, Any]]]] = py_install_new
 probe_all: Callable[..., tuple[list[list[Any]], list[int] | None, list[Any]]] = py_probe_all
+view_values: Callable[..., list[bytes | None]] = py_view_values
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
@@ -310,3 +336,4 @@ if ACTIVE == "compiled":
     probe_get = compiled.probe_get
     install_new = compiled.install_new
     probe_all = compiled.probe_all
+    view_values = compiled.view_values

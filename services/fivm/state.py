@@ -20,6 +20,8 @@ from typing import Any
 import orjson
 
 from ivmstream.sdk import json_bytes
+from ivmstream.services.fivm import kernels
+from ivmstream.services.fivm.rings.cofactor import CofactorRing, RowCofactor
 from ivmstream.services.fivm.views import Key
 
 META = "@meta"
@@ -41,6 +43,18 @@ def decode_key(data: bytes) -> Key:
 
 def encode_view_value(seq: int, payload: bytes) -> bytes:
     return _SEQ.pack(seq) + payload
+
+
+def encode_view_values(ring: Any, items: list[tuple[int, Any] | None]) -> list[bytes | None]:
+    """``encode_view_value(seq, ring.encode(payload))`` of each (seq, payload), None for None: in one
+    compiled pass for the float cofactor ring (a checkpoint encodes every key a batch added), else one
+    at a time."""
+    if isinstance(ring, CofactorRing) and not ring.exact:
+        try:
+            return kernels.view_values(items, RowCofactor)
+        except (OverflowError, TypeError):  # a count past int64, or arrays of another kind: in Python
+            pass
+    return [None if sp is None else encode_view_value(sp[0], ring.encode(sp[1])) for sp in items]
 
 
 def decode_view_value(data: bytes) -> tuple[int, bytes]:

@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 
 from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm import kernels
+from ivmstream.services.fivm import state as fivm_state
 from ivmstream.services.fivm.rings.cofactor import (
     BlockLayoutError,
     Cofactor,
@@ -193,7 +194,7 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
     assert kernels.probe_get is C.probe_get
     assert kernels.install_new is C.install_new and kernels.columns_into is C.columns_into
-    assert kernels.probe_all is C.probe_all
+    assert kernels.probe_all is C.probe_all and kernels.view_values is C.view_values
     code = (
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
@@ -461,3 +462,33 @@ def test_sum_by_on_groups_in_order_adds_as_the_gathered_rows_do(data, n, k, one_
         assert same(mine, np.add.reduceat(col[order], starts, axis=0))
     for g in np.unique(ids):  # and each group's sum is its rows' sum (exact for the counts)
         assert int(got.counts[list(got_ids).index(g)]) == int(rows.counts[ids == g].sum())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(0, 5), st.integers(0, 4), st.integers(0, 3))
+def test_view_values_are_the_seq_and_the_rings_encoding_of_each_payload(data, n, lo, k):
+    # plain payloads and rows of columns, counts of any size in int64 (0, negative, 2^40), deletes (None)
+    rows = row_payloads(data, n, lo, k)
+    plain = [
+        Cofactor(lo, data.draw(counts), data.draw(column(1, k))[0], data.draw(column(1, tri(k)))[0])
+        for _ in range(n)
+    ]
+    items: list = [
+        None if data.draw(st.booleans()) and i % 3 == 0 else (data.draw(st.integers(0, 2**64 - 1)), p)
+        for i, p in enumerate(rows + plain)
+    ]
+    ring = CofactorRing([f"v{i}" for i in range(lo + k)])
+    want = [None if it is None else fivm_state.encode_view_value(it[0], ring.encode(it[1])) for it in items]
+    assert C.view_values(items, RowCofactor) == kernels.py_view_values(items, RowCofactor) == want
+    assert fivm_state.encode_view_values(ring, items) == want
+
+
+def test_view_values_leave_counts_past_int64_to_python():
+    payload = Cofactor(0, 2**64, [1.0], [1.0])
+    big: list[tuple[int, Any] | None] = [(1, payload)]
+    with pytest.raises(OverflowError):
+        C.view_values(big, RowCofactor)
+    with pytest.raises(OverflowError):
+        kernels.py_view_values(big, RowCofactor)
+    ring = CofactorRing(["x"])
+    assert fivm_state.encode_view_values(ring, big) == [fivm_state.encode_view_value(1, ring.encode(payload))]
