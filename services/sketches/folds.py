@@ -12,6 +12,7 @@ top-m buffers record changes for the checkpoint as they go).
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ Row = tuple[Any, ...]
 Expr = Callable[[Row], Any]
 Fold = Callable[[Any, Row, int], None]  # (GroupState, row, multiplicity)
 FoldRows = Callable[[dict[Row, Any], Iterable[tuple[Row, int]], int, Callable[[], Any]], None]
+AbsorbScan = Callable[..., None]
 
 
 def column_position(f: Expr | None) -> int | None:
@@ -106,6 +108,44 @@ def fold_rows(group: Sequence[Expr], aggs: Sequence[tuple[str, Expr | None]]) ->
         *_fold_body(aggs, env, "        "),
     ]
     return _compile("fold_rows", lines, env)  # type: ignore[no-any-return]
+
+
+def absorb_scan(
+    group: Sequence[Expr], aggs: Sequence[tuple[str, Expr | None]], partition: tuple[int, int, Any] | None
+) -> AbsorbScan | None:
+    """``absorb(items, groups, before, touched, image, new, unset)``: ``Aggregate.absorb`` over a scan's
+    delta taken straight from the table's ``(row, n)`` pairs, each row's fragment bit computed inline
+    (``partition``: the column's position, the table's first global fragment id and the sorted
+    boundaries; None: unpartitioned, no fragment). None when an aggregate is MIN or MAX."""
+    if any(kind in ("min", "max") for kind, _ in aggs):
+        return None
+    env: dict[str, Any] = {"add": add}
+    lines = [
+        "def absorb(items, groups, before, touched, image, new, unset):",
+        "    get = groups.get",
+        "    first_touch = touched.get",
+        "    for row, n in items:",
+        f"        g = {_tuple_source(group, env)}",
+        "        st = get(g)",
+        "        mark = first_touch(g)",
+        "        if mark is None:",  # the pre-batch image, taken at first touch
+        "            before[g] = st.image if st is not None and st.image is not unset else image(g, st)",
+        "            mark = touched[g] = set()",
+        "        if st is None:",
+        "            st = groups[g] = new()",
+        *_fold_body(aggs, env, "        "),
+    ]
+    if partition is not None:
+        position, offset, env["BOUNDS"] = partition
+        env["bisect_right"] = bisect_right
+        lines += [
+            f"        x = row[{position}]",
+            f"        r = {offset} + (0 if x is None else bisect_right(BOUNDS, x))",
+            "        F = st.F",
+            "        F[r] = F.get(r, 0) + n",
+            "        mark.add(r)",
+        ]
+    return _compile("absorb", lines, env)  # type: ignore[no-any-return]
 
 
 def values(aggs: Sequence[tuple[str, Expr | None]]) -> Callable[[Any], Row]:

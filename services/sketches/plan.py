@@ -424,6 +424,12 @@ class Aggregate(Node):
         self.key = folds.tuple_of(self.group)
         self.fast_fold = folds.fold(self.aggs)
         self.fold_rows = folds.fold_rows(self.group, self.aggs)
+        # Over a scan, a batch's rows go straight in (no annotated delta is built): generated, or None.
+        self.absorb_scan = None
+        if isinstance(child, Scan):
+            spec = child.spec
+            partition = None if spec is None else (spec.position, spec.offset, spec.boundaries)
+            self.absorb_scan = folds.absorb_scan(self.group, self.aggs, partition)
         self.output_values = folds.values(self.aggs)
 
     def set_top_m(self, m: int | None) -> None:
@@ -537,7 +543,20 @@ class Aggregate(Node):
                 p ^= low
 
     def push(self, table: str, delta: Mapping[Row, int]) -> ZSet:
-        self.absorb(self.children[0].push(table, delta))
+        child = self.children[0]
+        if self.absorb_scan is None:
+            self.absorb(child.push(table, delta))
+        elif table == child.table:  # type: ignore[attr-defined]
+            n_aggs = len(self.aggs)
+            self.absorb_scan(
+                delta.items(),
+                self.groups,
+                self.before,
+                self.touched,
+                self._image,
+                lambda: GroupState(n_aggs),
+                UNSET,
+            )
         return {}
 
     def _refill(self) -> None:
