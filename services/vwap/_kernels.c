@@ -553,6 +553,7 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     Py_hash_t hash = PyObject_Hash(vals);
     if (hash == -1) goto done;
     PyObject *have = _PyDict_GetItem_KnownHash(r->ledger, vals, hash);
+    int was_live = have != NULL; /* the ledger holds live tuples only */
     if (have == NULL) {
         if (PyErr_Occurred()) goto done;
         have = zero;
@@ -580,9 +581,13 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     if ((live ? _PyDict_SetItem_KnownHash(r->ledger, vals, new, hash)
               : _PyDict_DelItem_KnownHash(r->ledger, vals, hash)) < 0)
         goto done;
-    if (p->changed != Py_None) { /* changed.setdefault(rel, {})[vals] = None, the tuple's hash known */
+    if (p->changed != Py_None) { /* changed.setdefault(rel, {}).setdefault(vals, was_live), hash known */
         if (r->touched == NULL && (r->touched = touched_of(p->changed, rel)) == NULL) goto done;
-        if (_PyDict_SetItem_KnownHash(r->touched, vals, Py_None, hash) < 0) goto done;
+        PyObject *first = _PyDict_GetItem_KnownHash(r->touched, vals, hash);
+        if (first == NULL &&
+            (PyErr_Occurred() ||
+             _PyDict_SetItem_KnownHash(r->touched, vals, was_live ? Py_True : Py_False, hash) < 0))
+            goto done;
     }
     if (add_net(net, delta) < 0) goto done;
     if (r->reads) {
@@ -1081,18 +1086,25 @@ static PyObject *bag_entries(PyObject *self, PyObject *args) {
         goto fail;
     }
     Py_ssize_t pos = 0;
-    PyObject *vals, *m;
+    PyObject *vals, *m, *was = NULL;
     Py_hash_t hash;
     while (_PyDict_Next(keys, &pos, &vals, &m, &hash)) {
         if (touched != Py_None) { /* the change log holds the tuple's hash: it is not computed again */
+            was = m;                                           /* live at the checkpoint */
             m = _PyDict_GetItem_KnownHash(ledger, vals, hash); /* borrowed; NULL: no longer live */
             if (m == NULL && PyErr_Occurred()) goto fail;
+        }
+        int truth = m == NULL ? 0 : PyObject_IsTrue(m);
+        if (truth < 0) goto fail;
+        if (!truth && touched != Py_None) { /* no longer live: skipped where not live at the checkpoint either */
+            int stored = PyObject_IsTrue(was);
+            if (stored < 0) goto fail;
+            if (!stored) continue;
         }
         PyObject *key = entry_key(vals, pre, plen, key_of);
         if (key == NULL) goto fail;
         PyObject *value = Py_None;
-        int truth = m == NULL ? 0 : PyObject_IsTrue(m);
-        if (truth < 0 || (truth && (value = int_json(m, value_of)) == NULL)) {
+        if (truth && (value = int_json(m, value_of)) == NULL) {
             Py_DECREF(key);
             goto fail;
         }

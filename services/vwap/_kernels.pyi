@@ -8,7 +8,7 @@ def ledger_pass(
     reads: frozenset[str],
     netted: dict[str, dict[Any, list[Any]]] | None,
     update: Callable[[str, Any, int], None] | None,
-    changed: dict[str, dict[tuple[Any, ...], None]] | None,
+    changed: dict[str, dict[tuple[Any, ...], bool]] | None,
     book: bool,
     brokers: int | None,
     reject: Callable[[int, Any, Any], None],
@@ -17,7 +17,7 @@ def ledger_pass(
 
 def bag_entries(
     ledger: dict[tuple[Any, ...], int],
-    touched: Mapping[tuple[Any, ...], None] | None,
+    touched: Mapping[tuple[Any, ...], bool] | None,
     tag: str,
     prefix: bytes,
     key_of: Callable[[tuple[Any, ...]], bytes],

@@ -25,7 +25,9 @@ from ivmstream.services.vwap.snapshot import bag_key
 Bag = dict[str, dict[tuple[Any, ...], int]]
 Netted = dict[str, dict[Any, list[Any]]]
 Update = Callable[[str, Any, int], None]
-Touched = dict[str, dict[tuple[Any, ...], None]]  # per relation, the bag tuples touched, in first-touch order
+# Per relation, the bag tuples touched, in first-touch order, each with whether it was live before its
+# first touch (at the checkpoint the log starts from).
+Touched = dict[str, dict[tuple[Any, ...], bool]]
 Reject = Callable[[int, UpdateEvent, Any], None]
 
 # Set to 1 to run the Python loop even where the compiled one is built (as for the event decoder).
@@ -50,7 +52,8 @@ def py_ledger_pass(
     the live multiplicity of a tuple the event deletes more copies of than there are, else ``None``
     (an unknown relation, or an order-book row with a volume <= 0 or a ``broker_id`` outside
     ``[0, brokers)``). A valid event's tuple is recorded in ``changed[relation]`` (unless ``changed`` is
-    ``None``; a relation's dict is made at its first valid event); when its
+    ``None``; a relation's dict is made at its first valid event), at its first touch with whether it
+    was live before it; when its
     relation is one the plan reads, the event is added to ``netted[relation][price]`` as
     ``[Σ delta, Σ delta·volume]`` (a batch netted per level), or, without ``netted``, handed to
     ``update(relation, row, delta)``."""
@@ -84,7 +87,7 @@ def py_ledger_pass(
             touched = changed.get(rel)
             if touched is None:
                 touched = changed[rel] = {}
-            touched[vals] = None
+            touched.setdefault(vals, bool(have))
         net += delta
         if rel in reads:
             if netted is not None:
@@ -102,19 +105,22 @@ def py_ledger_pass(
 
 
 Ledger = dict[tuple[Any, ...], int]
-Touches = Mapping[tuple[Any, ...], None] | None  # the tuples whose entries are asked for; None: every one
+Touches = Mapping[tuple[Any, ...], bool] | None  # a relation's change log (Touched); None: every tuple
 Entries = Callable[[Ledger, str, Touches], list[EntryChange]]
 
 
 def py_bag_entries(ledger: Ledger, rel: str, touched: Touches) -> list[EntryChange]:
     """The state entries of relation ``rel``'s ledger: every live tuple (``touched`` None), or each
-    touched tuple, with ``None`` for one no longer live (its entry is deleted)."""
+    touched tuple, with ``None`` for one no longer live (its entry is deleted). A tuple neither live now
+    nor at the checkpoint the log starts from (inserted and deleted since) has no entry to delete and
+    is left out: in an order book most orders come and go between two checkpoints."""
     if touched is None:
         return [("b", bag_key(rel, vals), json_bytes(m)) for vals, m in ledger.items()]
     out: list[EntryChange] = []
-    for vals in touched:
+    for vals, was_live in touched.items():
         m = ledger.get(vals)
-        out.append(("b", bag_key(rel, vals), json_bytes(m) if m else None))
+        if m or was_live:
+            out.append(("b", bag_key(rel, vals), json_bytes(m) if m else None))
     return out
 
 

@@ -82,7 +82,7 @@ events = st.lists(
 def run(loop: Any, evs: list[UpdateEvent], bag: Any, netted: Any, logged: bool, brokers: Any) -> Any:
     """Everything a run leaves and says, on its own copies of the bag and netted levels."""
     bag, netted = copy.deepcopy(bag), copy.deepcopy(netted)
-    changed: dict[str, dict[Any, None]] | None = {} if logged else None
+    changed: dict[str, dict[Any, bool]] | None = {} if logged else None
     refused: list[Any] = []
     updates: list[Any] = []
     net = loop(
@@ -98,7 +98,7 @@ def run(loop: Any, evs: list[UpdateEvent], bag: Any, netted: Any, logged: bool, 
         lambda i, ev, have: refused.append((i, ev.relation, have)),
     )
     levels = None if netted is None else {rel: list(lv.items()) for rel, lv in netted.items()}
-    log = None if changed is None else [(rel, list(touched)) for rel, touched in changed.items()]
+    log = None if changed is None else [(rel, list(touched.items())) for rel, touched in changed.items()]
     return net, {rel: list(ledger.items()) for rel, ledger in bag.items()}, levels, log, refused, updates
 
 
