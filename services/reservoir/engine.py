@@ -73,6 +73,11 @@ class ReservoirEngine:
         # taken the state (``_logging``): replay and engines never checkpointed record nothing
         self._log: dict[LogKey, int | None] = {}
         self._logging = False
+        # while every tuple arrived by an insert (no delete, no bootstrap), the index is a function of
+        # the arrival order: a checkpoint leaves its structures out and a restore re-inserts the alias
+        # tuples in arrival order; the first delete makes the next checkpoint write them all (§9)
+        self._replayable = True
+        self._dir_stored = False  # whether the store holds the structures' entries
         self._meta_changed = True
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self.known_size: int | None = 0  # |Q_θ| when known exactly (None: only bounded)
@@ -102,6 +107,7 @@ class ReservoirEngine:
                 for alias in aliases:
                     engine._add_rel(alias, t)
         engine._reload_nodes()
+        engine._replayable = False  # loaded relation by relation, not in arrival order
         if engine.strategy in REDRAWING:
             engine._redraw()
         else:
@@ -122,7 +128,7 @@ class ReservoirEngine:
             grouped=self.strategy in ("rsjoin-opt", "sjoin-opt"),
             counting=self.strategy not in ("symhj", "rebuild"),
         )
-        self.index.tracking = self._logging
+        self.index.tracking = self._logging and self._dir_stored
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -290,6 +296,7 @@ class ReservoirEngine:
         k-subset of the current join."""
         self.counters["events"] += 1
         self.counters["deletes"] += 1
+        self._replayable = False
         index, logging = self.index, self._logging
         lost = lost_qualifying = 0  # symhj: the results t was part of, enumerated as on an insert
         for alias in aliases:
@@ -463,6 +470,7 @@ class ReservoirEngine:
             "work": [index.places, index.propagations, index.retrieves],
             "rel_seq": self.rel_seq,
             "node_seq": [node.next_seq for node in index.nodes],
+            "replayable": self._replayable,
         }
 
     def snapshot(self) -> bytes:
@@ -479,25 +487,22 @@ class ReservoirEngine:
         self._load(orjson.loads(data), logging=False)
 
     def _load(self, st: dict[str, Any], logging: bool) -> None:
-        """Replace the state with ``st``; ``logging``: record changes from now on (the store holds ``st``)."""
+        """Replace the state with ``st``; ``logging``: record changes from now on (the store holds ``st``).
+        Without ``ds`` (entries of a replayable engine) the index is rebuilt by re-inserting the alias
+        tuples in arrival order, which makes the same container operations as the stream did."""
         self._logging = logging
+        self._replayable = st.get("replayable", False)
+        self._dir_stored = "ds" in st
         self.rels = {a: {tuple(t): seq for t, seq in rows} for a, rows in st["rels"].items()}
         self._hold_keys()
         self._fresh_structures()
         index = self.index
-        for alias, rel in self.rels.items():
-            for t in rel:
-                self.bags.record(alias, t)
-        for n, node, rows, next_seq in zip(
-            self.query.nodes, index.nodes, st["nodes"], st["node_seq"], strict=True
-        ):
-            own = self.rels[n.members[0]] if len(n.members) == 1 else {}  # share its numbers (_shared_seq)
-            for t_, seq in rows:
-                t = tuple(t_)
-                shared = own.get(t)
-                node.add(t, shared if shared == seq else seq)
+        if "ds" in st:
+            self._load_index(st["nodes"], st["ds"])
+        else:
+            self._replay()
+        for node, next_seq in zip(index.nodes, st["node_seq"], strict=True):
             node.next_seq = next_seq
-        index.load_directed(st["ds"])
         version, mt, gauss = st["rng"]
         self.rng.setstate((version, tuple(mt), gauss))
         self.sampler.load(st["sampler"])
@@ -511,12 +516,46 @@ class ReservoirEngine:
         index.dirty.clear()
         self._meta_changed = True
 
+    def _load_index(self, nodes: list[Any], ds: list[Any]) -> None:
+        """The bags, node stores and structures as stored."""
+        for alias, rel in self.rels.items():
+            for t in rel:
+                self.bags.record(alias, t)
+        for n, node, rows in zip(self.query.nodes, self.index.nodes, nodes, strict=True):
+            own = self.rels[n.members[0]] if len(n.members) == 1 else {}  # share its numbers (_shared_seq)
+            for t_, seq in rows:
+                t = tuple(t_)
+                shared = own.get(t)
+                node.add(t, shared if shared == seq else seq)
+        self.index.load_directed(ds)
+
+    def _replay(self) -> None:
+        """Insert every alias tuple (already in ``rels``) into the bags and the index in arrival order,
+        as ``_insert_alias`` did, without sampling."""
+        arrivals = sorted(
+            ((seq, alias, t) for alias, rel in self.rels.items() for t, seq in rel.items()), key=itemgetter(0)
+        )
+        for seq, alias, t in arrivals:
+            e = self.node_of[alias]
+            if alias in self.bags.plans:
+                for b in self.bags.insert(alias, t):
+                    self.index.insert(e, b, None)
+            else:
+                self.index.insert(e, t, seq)
+
     def pending_changes(self) -> int:
         """Alias and node tuples logged, index keys marked and the small state's entry, if changed: what
         the next ``changed_entries`` hands out (nothing while no checkpoint has taken the state)."""
         if not self._logging:
             return 0
-        return len(self._log) + len(self.index.dirty) + int(self._meta_changed)
+        return len(self._log) + self._pending_structure_entries() + int(self._meta_changed)
+
+    def _pending_structure_entries(self) -> int:
+        if self._replayable:
+            return 0
+        if self._dir_stored:
+            return len(self.index.dirty)
+        return sum(len(keys) for keys in self.index.held_keys())  # written all at once (a delete came)
 
     def changed_entries(self) -> list[EntryChange]:
         """Alias tuples and node tuples put or deleted, the index keys touched, and the small state; at
@@ -530,6 +569,9 @@ class ReservoirEngine:
             for (m, owner, t), seq in self._log.items()
         ]
         self._log.clear()
+        if not self._replayable and not self._dir_stored:
+            out += self._structure_entries()
+            self._dir_stored = index.tracking = True
         ds, held, dump = index.ds, index.held_keys(), index.dump_key
         out += [
             (DIR, _key(di, v), json_bytes(dump(ds[di], v)) if v in held[di] else None)
@@ -543,7 +585,9 @@ class ReservoirEngine:
 
     def all_entries(self) -> Iterator[Entry]:
         """Every entry; changes are recorded from now on (a checkpoint is taking the state)."""
-        self._logging = self.index.tracking = True
+        self._logging = True
+        self._dir_stored = self.index.tracking = not self._replayable
+        self.index.dirty.clear()
         return self._entries()
 
     def _entries(self) -> Iterator[Entry]:
@@ -556,10 +600,15 @@ class ReservoirEngine:
                 continue
             for t, seq in node.tuples.items():
                 yield NODE, _key(e, t), str(seq).encode()
+        if not self._replayable:
+            yield from self._structure_entries()
+        yield META, _META_KEY, json_bytes(self._meta())
+
+    def _structure_entries(self) -> Iterator[Entry]:
+        index = self.index
         for d in index.ds:
             for v in index.keys(d):
                 yield DIR, _key(d.idx, v), json_bytes(index.dump_key(d, v))
-        yield META, _META_KEY, json_bytes(self._meta())
 
     def restore_entries(self, entries: Iterable[Entry]) -> None:
         rels: dict[str, list[tuple[int, list[Any]]]] = {a: [] for a in self.query.relations}
@@ -586,7 +635,11 @@ class ReservoirEngine:
         state = {
             "rels": {a: [[t, seq] for seq, t in sorted(rows)] for a, rows in rels.items()},
             "nodes": [[[t, seq] for seq, t in sorted(rows)] for rows in nodes],
-            "ds": [[[v, dumped] for _, v, dumped in rows] for rows in ds],
+            **(
+                {}
+                if meta.get("replayable")
+                else {"ds": [[[v, dumped] for _, v, dumped in rows] for rows in ds]}
+            ),
             **meta,
         }
         self._load(state, logging=True)

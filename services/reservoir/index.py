@@ -20,7 +20,7 @@ walk over it, and so every bucket's order, is a function of the input order alon
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from ivmstream.services.reservoir import exact_kernels, kernels
@@ -572,7 +572,7 @@ class JoinIndex:
     def holds(self, d: Directed, v: Tup) -> bool:
         return v in (d.rows if self.exact else d.buckets)
 
-    def held_keys(self) -> list[Container[Tup]]:
+    def held_keys(self) -> list[Collection[Tup]]:
         """Per structure, the keys it holds (``holds`` for many keys: one lookup each)."""
         return [d.rows if self.exact else d.buckets for d in self.ds]
 
