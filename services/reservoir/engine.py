@@ -424,7 +424,9 @@ class ReservoirEngine:
 
     def result(self) -> dict[str, Any]:
         cols = self.query.columns
-        rows = sorted(self.rows(), key=_canonical)
+        rows = self.rows()
+        # ordered by _canonical; rows of ints alone sort the same by their values, without a key per row
+        rows = sorted(rows) if all(type(v) is int for r in rows for v in r) else sorted(rows, key=_canonical)
         return {
             "k": self.k,
             "sample": [dict(zip(cols, r, strict=True)) for r in rows],

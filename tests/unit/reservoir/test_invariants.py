@@ -292,3 +292,22 @@ def test_an_insert_only_engine_is_stored_without_its_structures_and_rebuilt_by_r
         relations[r].append(v)
     boot = ReservoirEngine.bootstrap(options(QUERIES[query], k=3, strategy=strategy), relations)
     assert any(m == "dir" for m, _, _ in boot.all_entries())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(
+        st.tuples(*[st.one_of(st.integers(-3, 3), st.booleans(), st.text(max_size=2))] * 3), max_size=12
+    ),
+    ints_only=st.booleans(),
+)
+def test_the_published_sample_is_in_canonical_order_for_any_column_types(values: Any, ints_only: bool):
+    """The result lists the sample ordered by (type name, value) per column, whether every value is an
+    int (ordered by the values alone) or types mix."""
+    live = engine(QUERIES["two"], k=50, strategy="rsjoin")
+    for row in values:
+        a, b, c = ((v if isinstance(v, int) else len(v)) % 4 for v in row) if ints_only else row
+        live.apply([event("R", ("x", "y"), (a, b)), event("S", ("y", "z"), (b, c))])
+    assert len(live.rows()) == len(brute_join(live))
+    want = sorted(live.rows(), key=lambda r: tuple((type(v).__name__, v) for v in r))
+    assert [tuple(r.values()) for r in live.result()["sample"]] == want
