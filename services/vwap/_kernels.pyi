@@ -14,7 +14,6 @@ def ledger_pass(
     reject: Callable[[int, Any, Any], None],
     /,
 ) -> int: ...
-
 def bag_entries(
     ledger: dict[tuple[Any, ...], int],
     touched: Mapping[tuple[Any, ...], bool] | None,
