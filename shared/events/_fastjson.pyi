@@ -1,6 +1,6 @@
 """Types of the compiled update-event decoder (_fastjson.c)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 T_INT: int
@@ -32,6 +32,11 @@ class Decoder:
     def decode_grouped(self, values: Sequence[bytes | None]) -> tuple[list[Any], dict[Any, list[Any]], int]:
         """Every value decoded (declined ones by the fallback), the events grouped by partition key in
         input order, and the number of errors."""
+    def decode_columns(
+        self, values: Iterable[bytes | None]
+    ) -> tuple[list[tuple[int, Any]], dict[Any, dict[str, list[list[Any]]]]]:
+        """The refused values' (index, error), and every decoded row as columns per key and relation:
+        ``[indexes, deltas, column 0, ...]``, without an event per row."""
     def decode_many(self, values: Sequence[bytes | None]) -> list[Any]:
         """Every value decoded (declined ones by the fallback), not grouped."""
     def decode_debezium(self, value: bytes, start: int, stop: int, relation: str | None) -> list[Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Union
@@ -375,6 +375,14 @@ class EventCodec:
         if self._compiled is not None:
             return self._compiled.decode_grouped(values)
         return self._fast.decode_grouped(values, self.decode_slow)
+
+    def column_lists(
+        self, values: Sequence[bytes | None]
+    ) -> tuple[list[tuple[int, EventError]], dict[str, dict[str, list[list[Any]]]]] | None:
+        """The compiled decoder's columns (``ivmstream.events.columns.decode_columns`` reads them): the
+        refused records' ``(index, error)``, and ``groups[key][relation] = [indexes, deltas, column 0,
+        ...]`` made without an event per record; None where batches are not decoded in C."""
+        return self._compiled.decode_columns(values) if self._compiled is not None else None
 
     def encode(self, event: UpdateEvent) -> bytes:
         return encode_event(event, self.schema.key_field)

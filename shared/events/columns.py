@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from ivmstream.events.codec import UpdateEvent
+from ivmstream.events.codec import EventCodec, EventError, UpdateEvent
 
 _relation = attrgetter("relation")
 _row = attrgetter("row")
@@ -65,3 +65,74 @@ def _gather(events: Sequence[UpdateEvent], positions: Sequence[int]) -> Relation
     rows = list(map(_row, events))
     columns = {col: list(map(itemgetter(col), rows)) for col in rows[0]}
     return RelationColumns(positions, list(map(_delta, events)), columns)
+
+
+# decode_columns: the refused records' (index, error), each key's EventColumns, each key's record indexes
+DecodedColumns = tuple[list[tuple[int, EventError]], dict[str, EventColumns], dict[str, list[int]]]
+
+
+def decode_columns(codec: EventCodec, values: Sequence[bytes | None]) -> DecodedColumns:
+    """``codec.decode_grouped`` for engines that take columns: the refused records' ``(index, error)``,
+    each key's events as ``EventColumns``, and each key's record indexes in its batch order. The
+    compiled decoder writes the columns without an event per record (``EventCodec.column_lists``); the
+    Python path gathers the same columns from the events ``decode_grouped`` makes."""
+    lists = codec.column_lists(values)
+    if lists is not None:
+        errors, groups = lists
+        names = {name: rel.column_names for name, rel in codec.schema.relations.items()}
+        return errors, *columns_of_lists(groups, names)
+    decoded, grouped, _ = codec.decode_grouped(values)
+    refused = [(i, item) for i, item in enumerate(decoded) if isinstance(item, EventError)]
+    return refused, *columns_of_events(decoded, grouped)
+
+
+def columns_of_lists(
+    groups: dict[str, dict[str, list[list[Any]]]], names: dict[str, tuple[str, ...]]
+) -> tuple[dict[str, EventColumns], dict[str, list[int]]]:
+    """The compiled decoder's columns (``groups[key][relation] = [indexes, deltas, column 0, ...]``)
+    as each key's ``EventColumns`` and its record indexes in batch order."""
+    batches: dict[str, EventColumns] = {}
+    records: dict[str, list[int]] = {}
+    for key, relations in groups.items():
+        if len(relations) == 1:
+            [(rel, lists)] = relations.items()
+            at = lists[0]
+            parts = {
+                rel: RelationColumns(range(len(at)), lists[1], dict(zip(names[rel], lists[2:], strict=True)))
+            }
+            records[key] = at
+        else:  # each relation's rows by their position among the key's records
+            at = sorted(i for lists in relations.values() for i in lists[0])
+            rank = {i: n for n, i in enumerate(at)}
+            parts = {
+                rel: RelationColumns(
+                    list(map(rank.__getitem__, lists[0])),
+                    lists[1],
+                    dict(zip(names[rel], lists[2:], strict=True)),
+                )
+                for rel, lists in relations.items()
+            }
+            records[key] = at
+        batches[key] = EventColumns(len(records[key]), parts)
+    return batches, records
+
+
+def columns_of_events(
+    decoded: Sequence[object], groups: dict[str, list[UpdateEvent]]
+) -> tuple[dict[str, EventColumns], dict[str, list[int]]]:
+    """``decode_grouped``'s groups as each key's ``EventColumns`` and its record indexes in batch order."""
+    index = {id(item): i for i, item in enumerate(decoded)}
+    batches = {key: event_columns(events) for key, events in groups.items()}
+    records = {key: [index[id(event)] for event in events] for key, events in groups.items()}
+    return batches, records
+
+
+def events_of(batch: EventColumns, key: str | None) -> list[UpdateEvent]:
+    """``batch`` as the events it was gathered from, in batch order (for an engine without columns)."""
+    out: list[UpdateEvent | None] = [None] * batch.size
+    for rel, part in batch.relations.items():
+        names = list(part.columns)
+        rows = zip(*part.columns.values(), strict=True) if names else [()] * len(part)
+        for at, delta, values in zip(part.positions, part.deltas, rows, strict=True):
+            out[at] = UpdateEvent(rel, dict(zip(names, values, strict=True)), delta, key)
+    return out  # type: ignore[return-value]  # every position filled

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
+from typing import Any
 
 from ivmstream.events.codec import UpdateEvent
+from ivmstream.events.columns import EventColumns
 
 _relation = attrgetter("relation")
 
@@ -33,8 +35,17 @@ class RelationCoverage:
         self._reported: set[str] = set()
         self._checked = report_after is None
 
-    def count(self, groups: Iterable[Sequence[UpdateEvent]]) -> dict[str, int]:
-        """Add one batch's valid events (its per-key groups); returns the batch's count per relation."""
+    def count(self, groups: Iterable[Sequence[UpdateEvent]] | Iterable[EventColumns]) -> dict[str, int]:
+        """Add one batch's valid events (its per-key groups, as events or as columns); returns the
+        batch's count per relation."""
+        given: list[Any] = groups if isinstance(groups, list) else list(groups)
+        if given and given[0].__class__ is EventColumns:
+            batch: dict[str, int] = {}
+            for columns in given:
+                for relation, part in columns.relations.items():
+                    batch[relation] = batch.get(relation, 0) + len(part)
+            return self._add(batch)
+        groups = given
         if self._only is not None:
             n = sum(map(len, groups))
             batch = {self._only: n} if n else {}
@@ -50,6 +61,9 @@ class RelationCoverage:
             if sum(batch.values()) != len(names):  # undeclared relations (not from a decoder): each counted
                 for relation in set(names).difference(self.relations):
                     batch[relation] = names.count(relation)
+        return self._add(batch)
+
+    def _add(self, batch: dict[str, int]) -> dict[str, int]:
         counts = self.counts
         for relation, n in batch.items():
             counts[relation] = counts.get(relation, 0) + n

@@ -28,6 +28,7 @@ from faust.types import TP, AppT
 
 from ivmstream.config import ConfigError, ServiceConfig, schema_of
 from ivmstream.events import EventCodec, UpdateEvent
+from ivmstream.events.columns import EventColumns
 from ivmstream.events.coverage import RelationCoverage
 from ivmstream.metrics import RuntimeMetrics
 from ivmstream.runtime.apply import ApplyMode, AtCheckpoint, PerBatch, PerEvent
@@ -323,7 +324,7 @@ class FaustView:
             self.metrics.redis_results_lost.inc()
         self.checkpointer.write(self.partitions.values())
 
-    def _count(self, groups: Iterable[list[UpdateEvent]]) -> None:
+    def _count(self, groups: Iterable[list[UpdateEvent]] | Iterable[EventColumns]) -> None:
         self.metrics.count_relations(self.coverage.count(groups))
 
     def _metadata_answered(self, timeout: float = 1.0) -> bool:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from ivmstream import changelog
 from ivmstream.engine import Engine, columnar_entry
-from ivmstream.events import EventError, Schema, UpdateEvent
-from ivmstream.events.columns import event_columns
+from ivmstream.events import EventCodec, EventError, Schema, UpdateEvent
+from ivmstream.events.columns import EventColumns, decode_columns, event_columns, events_of
 from ivmstream.runtime.coordinator import PartialsEngine
 from ivmstream.runtime.output import Output, build_record
 from ivmstream.runtime.partition import PartitionState
@@ -56,7 +56,7 @@ class Codec(Protocol):
 
 
 class RelationCounter(Protocol):
-    def __call__(self, groups: Iterable[list[UpdateEvent]]) -> None: ...
+    def __call__(self, groups: Iterable[list[UpdateEvent]] | Iterable[EventColumns]) -> None: ...
 
 
 class RecordOf:
@@ -98,6 +98,9 @@ class ApplyMode:
     """Applies one partition's records (``apply``) and publishes results again (``republish``)."""
 
     keyless_on_partition_0 = True  # a keyless view is one ordered stream: input partition 0 only
+    # Whether a service whose engines take columns (``ColumnarEngine``) gets its records decoded as
+    # columns (``EventCodec.decode_columns``): the modes that apply a batch per key (``_touched``).
+    takes_columns = False
 
     def __init__(
         self, service: str, codec: Codec, output: Output, refusals: Refusals, count: RelationCounter
@@ -114,6 +117,8 @@ class ApplyMode:
         if self.keyless_on_partition_0 and self.codec.schema.key_field is None and state.partition != 0:
             self._refuse_keyless(state, msgs)
             return 0, 0
+        if self.takes_columns and state.takes_columns and isinstance(self.codec, EventCodec):
+            return self._apply_columns(state, msgs)
         decoded, groups, errors = self.codec.decode_grouped(map(_message_value, msgs))
         self.count(groups.values())
         if errors:
@@ -127,6 +132,24 @@ class ApplyMode:
         decoded: Decoded,
         groups: dict[str, list[UpdateEvent]],
     ) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _apply_columns(self, state: PartitionState, msgs: list[Message]) -> tuple[int, int]:
+        """``apply`` with the records decoded as columns: the same refusals (decoding's first, then the
+        engines'), the same keys applied and published."""
+        assert isinstance(self.codec, EventCodec)
+        errors, batches, records = decode_columns(self.codec, list(map(_message_value, msgs)))
+        self.count(batches.values())
+        if errors:
+            self.refusals.decoded(
+                state.topic, state.partition, [msgs[i] for i, _e in errors], [e for _i, e in errors]
+            )
+        key_of = (lambda key: key) if self.codec.schema.key_field is not None else (lambda _key: None)
+        applied = apply_columns(state, msgs, batches, records, self.refusals, key_of)
+        return applied, self._touched(state, batches)
+
+    def _touched(self, state: PartitionState, keys: Iterable[str]) -> int:
+        """After a batch applied ``keys``: publish (or mark) their results; how many were published."""
         raise NotImplementedError
 
     def republish(self, state: PartitionState, keys: list[str] | None = None) -> int:
@@ -226,7 +249,43 @@ def apply_groups(
     return applied
 
 
+def apply_columns(
+    state: PartitionState,
+    msgs: Sequence[Message],
+    batches: dict[str, EventColumns],
+    records: dict[str, list[int]],
+    refusals: Refusals,
+    key_of: Callable[[str], str | None],
+) -> int:
+    """``apply_groups`` for batches decoded as columns: each key's ``EventColumns`` to its engine's
+    ``apply_columns`` (as events to an engine without it), a rejection's record found through the key's
+    record indexes."""
+    applied = 0
+    refused: list[tuple[Message, str, str]] = []
+    state.prefetch(batches)
+    for key, batch in batches.items():
+        engine = state.engine(key)
+        take_columns = columnar_entry(engine)
+        if take_columns is not None:
+            rejections = take_columns(batch)
+        else:
+            rejections = engine.apply(events_of(batch, key_of(key)))
+        if rejections:
+            at = records[key]
+            refused += [(msgs[at[r.index]], r.code, r.detail) for r in rejections]
+        applied += batch.size - len(rejections)
+        state.dirty.add(key)
+    if refused:
+        refusals.records(state.topic, state.partition, refused)
+    return applied
+
+
 class PerBatch(ApplyMode):
+    takes_columns = True
+
+    def _touched(self, state: PartitionState, keys: Iterable[str]) -> int:
+        return self.output.publish((key, self.record(state, key)) for key in keys)
+
     def _apply(
         self,
         state: PartitionState,
@@ -255,6 +314,10 @@ class AtCheckpoint(PerBatch):
         state.unpublished.update(groups)
         return applied, 0
 
+    def _touched(self, state: PartitionState, keys: Iterable[str]) -> int:
+        state.unpublished.update(keys)
+        return 0
+
     def publish_pending(self, partitions: Iterable[PartitionState]) -> int:
         published = 0
         for state in partitions:
@@ -267,6 +330,8 @@ class AtCheckpoint(PerBatch):
 
 class Coordinator(PerBatch):
     """Sums a sharded query's partial results (``ivmstream.runtime.coordinator``)."""
+
+    takes_columns = False
 
     def record(self, state: PartitionState, key: str, engine: Engine | None = None) -> dict[str, Any]:
         engine = engine if engine is not None else state.engines[key]

@@ -12,6 +12,7 @@ and a bounded cache of recent answers, however many keys the partition has seen.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Engine, StoredMap, is_incremental, store_backed_maps
+from ivmstream.engine import Engine, StoredMap, columnar_entry, is_incremental, store_backed_maps
 from ivmstream.state import PartitionCheckpoint, StateChanges, StateError, StateStore
 from ivmstream.state.base import EntryReader, KeyLoader
 
@@ -231,6 +232,12 @@ class PartitionState:
             self._stored_only += stored
             self._remember(key, stored)
         return len(idle)
+
+    @functools.cached_property
+    def takes_columns(self) -> bool:
+        """Whether this partition's engines take batches as columns (``ColumnarEngine``), asked of a
+        throwaway engine once."""
+        return columnar_entry(self._factory()) is not None
 
     @property
     def key_count(self) -> int:

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException, Message
 
 from ivmstream.config import ServiceConfig, schema_of
 from ivmstream.events import EventCodec, UpdateEvent
+from ivmstream.events.columns import EventColumns
 from ivmstream.events.coverage import RelationCoverage
 from ivmstream.metrics import RuntimeMetrics
 from ivmstream.runtime.apply import (
@@ -198,7 +199,7 @@ class Worker:
         """Read-only: the apply mode holds it (another codec is given to the constructor)."""
         return self._codec
 
-    def _count(self, groups: Iterable[list[UpdateEvent]]) -> None:
+    def _count(self, groups: Iterable[list[UpdateEvent]] | Iterable[EventColumns]) -> None:
         self.metrics.count_relations(self.coverage.count(groups))
 
     def _metadata_answered(self, timeout: float = 1.0) -> bool:

@@ -1144,3 +1144,39 @@ def test_uninitialised_decoder_raises_instead_of_crashing() -> None:
     decoder = codec_module._fastjson.Decoder.__new__(codec_module._fastjson.Decoder)
     with pytest.raises(TypeError, match="__init__"):
         decoder.decode_grouped([b"{}"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        batches(),
+        mutated(),
+        st.sampled_from(SCHEMAS).flatmap(
+            lambda s: st.tuples(st.just(s), st.lists(canonical_records(s), max_size=8))
+        ),
+    )
+)
+def test_columns_hold_what_the_grouped_events_hold(batch: tuple[Schema, list[bytes]]) -> None:
+    """``decode_columns`` (the compiled decoder writing columns, and the Python path gathering them from
+    events) against ``decode_grouped``: the same refusals at the same indexes, the same keys in the same
+    order, each key's columns those of its events and its record indexes those of its events."""
+    from ivmstream.events.columns import decode_columns, event_columns
+
+    schema, values = batch
+    compiled, pure = codecs(schema)
+    decoded, groups, _ = compiled.decode_grouped(values)
+    want_errors = [(i, outcome(d)) for i, d in enumerate(decoded) if not isinstance(d, UpdateEvent)]
+    for codec in (compiled, pure):
+        errors, columns, records = decode_columns(codec, values)
+        assert [(i, outcome(e)) for i, e in errors] == want_errors
+        assert list(columns) == list(groups)
+        for key, events in groups.items():
+            assert [decoded[i] for i in records[key]] == events
+            want = event_columns(events)
+            assert columns[key].size == want.size and list(columns[key].relations) == list(want.relations)
+            for rel, part in want.relations.items():
+                got = columns[key].relations[rel]
+                assert list(got.positions) == list(part.positions) and got.deltas == part.deltas
+                assert {c: [(type(v), repr(v)) for v in vs] for c, vs in got.columns.items()} == {
+                    c: [(type(v), repr(v)) for v in vs] for c, vs in part.columns.items()
+                }

@@ -1,7 +1,8 @@
 """A worker whose engine takes columns (``apply_columns``) against the same worker taking events: on random
 records (bad ones, deletes refused below zero, several keys and partitions, any batch size) both publish
-the same records, dead-letter the same records with the same reasons, and checkpoint the same offsets and
-state, also across a crash and a restart from the last checkpoint."""
+the same records, dead-letter the same records with the same reasons, checkpoint the same offsets and
+state and count the same events per relation, also across a crash and a restart from the last
+checkpoint. The columnar worker's records are decoded as columns (``EventCodec.decode_columns``)."""
 
 from __future__ import annotations
 
@@ -88,13 +89,15 @@ def _run(name: str, values: list[bytes], batch: int, crash_after: int | None) ->
         with contextlib.suppress(Crash):
             run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
     assert (columnar_entry(service.engine(config.options)) is None) == (name == "events")
-    run_to_end(Worker(service, config, cluster, store, group="g"))
+    worker = Worker(service, config, cluster, store, group="g")
+    run_to_end(worker)
     stored = {p: store.load("in", p) for p in (0, 1)}
     return {
         "published": [_unstamped(v) for v in cluster.values("out")],
         "dead letters": [(m.value(), sorted(m.headers() or [])) for m in cluster.messages("dlq")],
         "offsets": {p: cp.offset for p, cp in stored.items()},
         "entries": {p: {k: sorted(v) for k, v in cp.entries.items()} for p, cp in stored.items()},
+        "events per relation": worker.coverage.counts,
     }
 
 
