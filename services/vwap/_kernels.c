@@ -794,6 +794,85 @@ static PyObject *lt_delete(LevelTree *t, PyObject *pk) {
     Py_RETURN_NONE;
 }
 
+/* One call of add or delete on the tree with Python arguments (NULL with an exception on failure). */
+static PyObject *lt_add3(LevelTree *t, PyObject *p, PyObject *dw, PyObject *dpv) {
+    PyObject *args = PyTuple_Pack(3, p, dw, dpv);
+    if (args == NULL) return NULL;
+    PyObject *res = lt_add(t, args);
+    Py_DECREF(args);
+    return res;
+}
+
+/* apply_netted(cnt, changes, total) -> (applied, total): the plan's apply_levels loop over a netted
+ * batch (price -> [Δcount, ΔW]), in the dict's order: per level, old = cnt.get(p, 0), c = old + Δcount;
+ * a level neither live before nor after, or with no change, is skipped; else add(p, ΔW, p·ΔW) if c,
+ * delete(p) if not, total += ΔW, cnt[p] = c or deleted. At an OverflowError of the tree it stops, the
+ * tree and cnt as they are before that level: `applied` is that level's position (the caller moves the
+ * plan to Python and continues there), else the number of levels. */
+static PyObject *lt_apply_netted(LevelTree *t, PyObject *args) {
+    PyObject *cnt, *changes, *total;
+    if (!PyArg_ParseTuple(args, "O!O!O:apply_netted", &PyDict_Type, &cnt, &PyDict_Type, &changes, &total))
+        return NULL;
+    Py_INCREF(total);
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *p, *acc;
+    while (PyDict_Next(changes, &pos, &p, &acc)) {
+        if (!PyList_Check(acc) || PyList_GET_SIZE(acc) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a netted level must be a list [count, weight]");
+            goto fail;
+        }
+        PyObject *dc = PyList_GET_ITEM(acc, 0), *dw = PyList_GET_ITEM(acc, 1);
+        Py_INCREF(dc);
+        Py_INCREF(dw);
+        PyObject *old = PyDict_GetItemWithError(cnt, p); /* borrowed */
+        PyObject *c = NULL, *res = NULL;
+        int ok = -1, c_true = 0, old_true = 0, dc_true = 0, dw_true = 0;
+        if (old == NULL && PyErr_Occurred()) goto level_done;
+        if (old == NULL) old = zero;
+        Py_INCREF(old);
+        if ((c = PyNumber_Add(old, dc)) == NULL) goto level_done;
+        if ((c_true = PyObject_IsTrue(c)) < 0 || (old_true = PyObject_IsTrue(old)) < 0 ||
+            (dc_true = PyObject_IsTrue(dc)) < 0 || (dw_true = PyObject_IsTrue(dw)) < 0)
+            goto level_done;
+        if ((!c_true && !old_true) || (!dc_true && !dw_true)) {
+            ok = 1;
+            goto level_done;
+        }
+        if (c_true) {
+            PyObject *dpv = PyNumber_Multiply(p, dw);
+            if (dpv == NULL) goto level_done;
+            res = lt_add3(t, p, dw, dpv);
+            Py_DECREF(dpv);
+        } else {
+            res = lt_delete(t, p);
+        }
+        if (res == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                ok = 0;
+            }
+            goto level_done;
+        }
+        Py_DECREF(res);
+        PyObject *sum = PyNumber_Add(total, dw);
+        if (sum == NULL) goto level_done;
+        Py_SETREF(total, sum);
+        ok = (c_true ? PyDict_SetItem(cnt, p, c) : PyDict_DelItem(cnt, p)) < 0 ? -1 : 1;
+    level_done:
+        Py_XDECREF(c);
+        Py_XDECREF(old);
+        Py_DECREF(dc);
+        Py_DECREF(dw);
+        if (ok < 0) goto fail;
+        if (ok == 0) break;
+        i++;
+    }
+    return Py_BuildValue("(nN)", i, total);
+fail:
+    Py_DECREF(total);
+    return NULL;
+}
+
 /* min_key_prefix_gt(x): the smallest price whose Σ W over prices <= it exceeds x, or None. */
 static PyObject *lt_min_key_prefix_gt(LevelTree *t, PyObject *px) {
     long long x;
@@ -1009,6 +1088,8 @@ static PyMethodDef lt_methods[] = {
     {"suffix_ge", (PyCFunction)lt_suffix_ge, METH_O, "suffix_ge(price): Σ PV over prices >= price"},
     {"items", (PyCFunction)lt_items, METH_NOARGS, "items(): [(price, W, PV)] ascending"},
     {"depth", (PyCFunction)lt_depth, METH_NOARGS, "depth(): the treap's height"},
+    {"apply_netted", (PyCFunction)lt_apply_netted, METH_VARARGS,
+     "apply_netted(cnt, changes, total) -> (applied, total): the plan's loop over a netted batch"},
     {"load_netted", (PyCFunction)lt_load_netted, METH_O,
      "load_netted(changes): an empty tree takes a netted batch's live levels; returns ({price: count}, Σ W)"},
     {NULL, NULL, 0, NULL},

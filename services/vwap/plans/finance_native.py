@@ -79,6 +79,12 @@ class NativeCrossCheckPlan(CrossCheckPlan):
         if self.levels is None or rel != "bids":
             super().apply_levels(rel, changes)
             return
+        if type(changes) is dict:  # the engine's netted levels: the loop below, in C
+            applied, self.total = self.levels.apply_netted(self.cnt, changes, self.total)
+            if applied < len(changes):  # a level the tree cannot hold: the rest on the Python trees
+                self._to_python()
+                super().apply_levels(rel, dict(list(changes.items())[applied:]))
+            return
         cnt = self.cnt
         levels = self.levels
         items = list(changes.items())

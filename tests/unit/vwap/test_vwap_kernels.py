@@ -300,6 +300,34 @@ def test_the_native_crosscheck_plan_answers_as_the_python_trees(batches, netted,
         assert native.levels is not None  # plain ints never leave the compiled tree
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=5), st.booleans())
+def test_the_compiled_level_loop_leaves_what_the_python_level_loop_leaves(batches, paper):
+    """``LevelTree.apply_netted`` (a netted dict) against the plan's Python loop over the same levels (any
+    other mapping): the same counts, total, tree or Python trees, and answers, where a level moves the
+    plan to its Python trees too."""
+    from types import MappingProxyType
+
+    from ivmstream.services.vwap.exact import exact_context
+    from ivmstream.services.vwap.plans.finance_native import NativeCrossCheckPlan
+
+    class PythonLoop(NativeCrossCheckPlan):
+        def apply_levels(self, rel, changes):
+            super().apply_levels(rel, MappingProxyType(changes))
+
+    params = {"fraction": Fraction(3, 4) if paper else Fraction(1, 4)}
+    with exact_context():
+        compiled, python = NativeCrossCheckPlan(params, paper), PythonLoop(params, paper)
+        assert run_plan(compiled, batches, True) == run_plan(python, batches, True)
+    assert compiled.cnt == python.cnt and compiled.total == python.total
+    assert (compiled.levels is None) == (python.levels is None)
+    if compiled.levels is not None:
+        assert compiled.levels.items() == python.levels.items()
+    else:
+        assert list(compiled.w.items()) == list(python.w.items())
+        assert list(compiled.pv.items()) == list(python.pv.items())
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(steps, min_size=2, max_size=5), st.booleans(), st.sampled_from(["deepcopy", "pickle"]))
 def test_a_copy_of_the_native_plan_continues_as_the_plan_does(batches, netted, how):
