@@ -22,10 +22,12 @@ def _packages() -> list[str]:
     return found
 
 
-def _extension(name: str, source: str) -> Extension:
+def _extension(name: str, source: str, *headers: str) -> Extension:
+    """One C source (``headers``: the project headers it includes, so a change rebuilds it)."""
     return Extension(
         name,
         sources=[source],
+        depends=list(headers),
         optional=True,
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
     )
@@ -38,7 +40,11 @@ setup(
         _extension("ivmstream.events._fastjson", "shared/events/_fastjson.c"),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
-        _extension("ivmstream.services.triangles._graph_kernels", "services/triangles/_graph_kernels.c"),
+        _extension(
+            "ivmstream.services.triangles._graph_kernels",
+            "services/triangles/_graph_kernels.c",
+            "services/triangles/_graph_sets.h",
+        ),
         _extension("ivmstream.services.vwap._kernels", "services/vwap/_kernels.c"),
         _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
         _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),
