@@ -10,6 +10,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
@@ -412,6 +413,21 @@ done:
     return result;
 }
 
+/* The offsets of `cls`'s __slots__ `names` when each is a plain writable object slot (a member
+ * descriptor the class itself resolves to), so a fresh instance's slots can be filled without a setattr
+ * per slot; 0 when any is not (or the class has its own __setattr__), and the caller uses setattr. */
+static int slot_offsets(PyTypeObject *cls, PyObject **names, int n, Py_ssize_t *offsets) {
+    if (cls->tp_setattro != PyObject_GenericSetAttr) return 0;
+    for (int j = 0; j < n; j++) {
+        PyObject *d = _PyType_Lookup(cls, names[j]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return 0;
+        offsets[j] = m->offset;
+    }
+    return 1;
+}
+
 /* payload_rows(cls, keys, lo, counts, block): [(keys[i], p_i)], each p_i a new instance of the slotted
  * class `cls` (RowCofactor) made without calling __init__ (as `cls.__new__(cls)`), with attributes
  * lo, count = counts[i] (a list of ints), block and row = i: the payloads of the rows of `block`. */
@@ -435,14 +451,23 @@ static PyObject *k_payload_rows(PyObject *self, PyObject *const *args, Py_ssize_
     }
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
+    PyObject *names[4] = {s_block, s_row, s_count, s_lo};
+    Py_ssize_t offsets[4];
+    const int direct = slot_offsets(cls, names, 4, offsets);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *p = cls->tp_alloc(cls, 0);
         if (p == NULL) goto fail;
         PyObject *row = PyLong_FromSsize_t(i);
-        int bad = row == NULL || PyObject_SetAttr(p, s_block, block) < 0 ||
-                  PyObject_SetAttr(p, s_row, row) < 0 ||
+        int bad;
+        if (direct && row != NULL) {  /* a fresh object's empty slots, written as their descriptors would */
+            PyObject *values[4] = {block, row, PyList_GET_ITEM(counts, i), lo};
+            for (int j = 0; j < 4; j++) *(PyObject **)((char *)p + offsets[j]) = Py_NewRef(values[j]);
+            bad = 0;
+        } else {
+            bad = row == NULL || PyObject_SetAttr(p, s_block, block) < 0 || PyObject_SetAttr(p, s_row, row) < 0 ||
                   PyObject_SetAttr(p, s_count, PyList_GET_ITEM(counts, i)) < 0 ||
                   PyObject_SetAttr(p, s_lo, lo) < 0;
+        }
         Py_XDECREF(row);
         if (bad) {
             Py_DECREF(p);
@@ -933,10 +958,11 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
             Py_DECREF(delta);
             goto done;
         }
-        if (fits) {
-            PyObject *old = PyDict_GetItemWithError(acc, key);
+        if (fits) {  /* the key hashed once for the lookup and the store */
+            Py_hash_t hash = PyObject_Hash(key);
+            PyObject *old = hash == -1 ? NULL : _PyDict_GetItem_KnownHash(acc, key, hash);
             PyObject *sum = old != NULL ? PyNumber_Add(old, delta) : (PyErr_Occurred() ? NULL : (Py_INCREF(delta), delta));
-            int rc = sum == NULL ? -1 : PyDict_SetItem(acc, key, sum);
+            int rc = sum == NULL ? -1 : _PyDict_SetItem_KnownHash(acc, key, sum, hash);
             Py_XDECREF(sum);
             if (rc < 0) {
                 Py_DECREF(key);
@@ -954,12 +980,13 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (!direct) {
         Py_ssize_t pos = 0;
         PyObject *key, *m;
-        while (PyDict_Next(acc, &pos, &key, &m)) {
-            PyObject *old = PyDict_GetItemWithError(batch, key);
+        Py_hash_t hash;
+        while (_PyDict_Next(acc, &pos, &key, &m, &hash)) {  /* each key's hash as the run stored it */
+            PyObject *old = _PyDict_GetItem_KnownHash(batch, key, hash);
             if (old == NULL && PyErr_Occurred()) goto done;
             PyObject *sum = old != NULL ? PyNumber_Add(old, m) : Py_NewRef(m);
             if (sum == NULL) goto done;
-            int rc = PyDict_SetItem(batch, key, sum);
+            int rc = _PyDict_SetItem_KnownHash(batch, key, sum, hash);
             Py_DECREF(sum);
             if (rc < 0) goto done;
         }

@@ -87,6 +87,8 @@ def group(keys: Sequence[Key], rows: CofactorRows) -> tuple[list[Key], CofactorR
         ids = {k: i for i, k in enumerate(distinct)}
         gid = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
         _, rows = sum_by(gid, rows)  # ids 0, 1, ... in order of first appearance: ``distinct``'s order
+    if rows.counts.all():  # a row of non-zero count is non-zero: no scan of its sums and products
+        return distinct, rows
     live = (rows.counts != 0) | rows.sums.any(axis=1) | rows.quad.any(axis=1)
     if live.all():
         return distinct, rows

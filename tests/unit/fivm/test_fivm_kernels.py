@@ -159,6 +159,46 @@ def test_payload_rows_makes_the_same_payloads_as_the_python_loop(data, n, k):
         assert type(copied) is Cofactor and same(copied.sums, p.sums) and copied.count == p.count
 
 
+class _LoggedRow(RowCofactor):
+    """A payload class whose attributes go through its own ``__setattr__``: no direct slot writes."""
+
+    __slots__ = ("log",)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name != "log":
+            object.__setattr__(self, "log", (*getattr(self, "log", ()), name))
+        object.__setattr__(self, name, value)
+
+
+class _CountedRow(RowCofactor):
+    """A payload class whose ``count`` is a property over another slot: no direct slot writes."""
+
+    __slots__ = ("stored",)
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return self.stored  # type: ignore[no-any-return]
+
+    @count.setter
+    def count(self, value: int) -> None:
+        self.stored = value + 1
+
+
+@pytest.mark.parametrize("cls", [_LoggedRow, _CountedRow])
+def test_payload_rows_sets_attributes_through_a_class_that_customizes_them(cls):
+    # the compiled loop writes a fresh payload's slots directly only for plain slots; else it sets them
+    # as the Python loop does, through the class's own __setattr__ or descriptors
+    block = CofactorRows(2, [5, -3], np.ones((2, 1)), np.ones((2, 1)))
+    got = C.payload_rows(cls, [(1.0,), (2.0,)], 2, [5, -3], block)
+    want = kernels.py_payload_rows(cls, [(1.0,), (2.0,)], 2, [5, -3], block)
+    for (_, p), (_, q) in zip(got, want, strict=True):
+        assert type(p) is cls and (p.lo, p.count, p.row, p.block) == (q.lo, q.count, q.row, q.block)
+        if cls is _LoggedRow:
+            assert sorted(p.log) == sorted(q.log) == ["block", "count", "lo", "row"]
+        else:
+            assert p.count == q.count and p.stored == q.stored
+
+
 def test_the_kernels_refuse_arrays_of_the_wrong_kind_or_shape():
     x, m = np.ones((2, 3)), np.ones(2, dtype=np.int64)
     with pytest.raises(ValueError, match="shapes"):
