@@ -8,9 +8,9 @@ print. The call counts per tuple are exact and machine-independent.
 
 A compiled kernel is a built-in to cProfile (one row per call into it, its time in C as self time) and
 invisible to py-spy without native unwinding, which needs the process paused: the summary therefore
-credits each kernel's built-in row to its C source (``ivmstream/services/<service>/_kernels.c``) and
-states the compiled share of every case, while the flame graph shows kernel time under the Python
-line that calls the kernel.
+credits each kernel's built-in row to its C source (``ivmstream/services/<service>/_kernels.c``, or the
+source of an extension's type or function named after it) and states the compiled share of every case,
+while the flame graph shows kernel time under the Python line that calls the kernel.
 """
 
 from __future__ import annotations
@@ -37,12 +37,16 @@ KERNEL = re.compile(
 
 
 def kernel(func: str) -> tuple[str, str] | None:
-    """(C source, function) of a compiled kernel's cProfile row, None for any other function."""
+    """(C source, function) of a compiled kernel's cProfile row, None for any other function. An
+    extension built from several sources keeps a type or function in a file named after it
+    (``LevelTree`` in ``_level_tree.c``): that file when it exists, else the module's own source."""
     m = KERNEL.match(func)
     if m is None:
         return None
     name = f"{m['name']}.{m['method']}" if m["method"] else m["name"]
-    return f"ivmstream/services/{m['service']}/{m['module']}.c", name
+    own = "_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", m["name"]).lower()
+    source = own if (REPO / "services" / m["service"] / f"{own}.c").is_file() else m["module"]
+    return f"ivmstream/services/{m['service']}/{source}.c", name
 
 
 def hot_path(

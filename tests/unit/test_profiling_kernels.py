@@ -16,9 +16,18 @@ def test_kernel_names_map_to_their_c_sources() -> None:
         "ivmstream/services/triangles/_kernels.c",
         "dot",
     )
-    assert kernel("<method 'add' of 'ivmstream.services.vwap._kernels.LevelTree' objects>") == (
+    # the vwap extension's sources: the module's own, and one named after a type or function it holds
+    assert kernel("<built-in method ivmstream.services.vwap._kernels.ledger_pass>") == (
         "ivmstream/services/vwap/_kernels.c",
+        "ledger_pass",
+    )
+    assert kernel("<method 'add' of 'ivmstream.services.vwap._kernels.LevelTree' objects>") == (
+        "ivmstream/services/vwap/_level_tree.c",
         "LevelTree.add",
+    )
+    assert kernel("<built-in method ivmstream.services.vwap._kernels.bag_entries>") == (
+        "ivmstream/services/vwap/_bag_entries.c",
+        "bag_entries",
     )
     assert kernel("<built-in method ivmstream.services.reservoir._exact_kernels.reweigh>") == (
         "ivmstream/services/reservoir/_exact_kernels.c",
