@@ -48,6 +48,33 @@ static void settle(PyObject *t) {
     PyObject_GC_UnTrack(t);
 }
 
+/* The index's containers hold only atoms, settled tuples and other such containers (a key's buckets:
+ * exponent -> list of items; a node's groups: item -> list of tuples; by_key: key -> item set), so none
+ * can be part of a reference cycle. The collector would still walk every one of them in each full
+ * collection, and the index holds one per key and per group: the kernel takes the ones it fills off the
+ * collector's watch. A dict is watched again as soon as anyone stores a watched value in it. */
+static PyObject *atom_list(Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (l != NULL) PyObject_GC_UnTrack(l);
+    return l;
+}
+
+static void unwatch(PyObject *o) {
+    if (PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
+}
+
+/* dict.pop(key) as a new reference, raising KeyError when absent: one probe where get and del take two. */
+static PyObject *pop_item(PyObject *dict, PyObject *key) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *r = NULL;
+    int found = PyDict_Pop(dict, key, &r);
+    if (found == 0) PyErr_SetObject(PyExc_KeyError, key);
+    return found > 0 ? r : NULL;
+#else
+    return _PyDict_Pop(dict, key, NULL);
+#endif
+}
+
 /* tuple(item[i] for i in pos), a new reference. */
 static PyObject *key_of(PyObject *item, PyObject *pos) {
     if (!PyTuple_Check(item) || !PyTuple_Check(pos)) {
@@ -140,27 +167,30 @@ static int bucket_add(PyObject *d, PyObject *v, PyObject *x, PyObject *item) {
             return -1;
         }
         Py_DECREF(per);
+        unwatch(buckets);
     }
     PyObject *arr = PyDict_GetItemWithError(per, x);
     if (arr == NULL) {
         if (PyErr_Occurred()) return -1;
-        arr = PyList_New(0);
+        arr = atom_list(0);
         if (arr == NULL || PyDict_SetItem(per, x, arr) < 0) {
             Py_XDECREF(arr);
             return -1;
         }
         Py_DECREF(arr);
+        unwatch(per);
         PyObject *exps_of = held(d, S_exps);
         if (exps_of == NULL) return -1;
         PyObject *exps = PyDict_GetItemWithError(exps_of, v);
         if (exps == NULL) {
             if (PyErr_Occurred()) return -1;
-            exps = PyList_New(0);
+            exps = atom_list(0);
             if (exps == NULL || PyDict_SetItem(exps_of, v, exps) < 0) {
                 Py_XDECREF(exps);
                 return -1;
             }
             Py_DECREF(exps);
+            unwatch(exps_of);
         }
         Py_ssize_t at = sorted_slot(exps, x);
         if (at < 0 || PyList_Insert(exps, at, x) < 0) return -1;
@@ -180,11 +210,11 @@ static int bucket_remove(PyObject *d, PyObject *v, PyObject *x, PyObject *item) 
     if (per == NULL) return -1;
     PyObject *arr = item_or_keyerror(per, x);
     if (arr == NULL || !PyList_Check(arr)) return -1;
-    PyObject *slot = item_or_keyerror(where, item);
+    PyObject *slot = pop_item(where, item);
     if (slot == NULL) return -1;
     Py_ssize_t i = PyLong_AsSsize_t(slot);
+    Py_DECREF(slot);
     if (i == -1 && PyErr_Occurred()) return -1;
-    if (PyDict_DelItem(where, item) < 0) return -1;
     Py_ssize_t n = PyList_GET_SIZE(arr);
     PyObject *last = PyList_GET_ITEM(arr, n - 1);
     Py_INCREF(last);
@@ -500,13 +530,14 @@ static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_ne
             return item;
         }
         if (PyErr_Occurred()) goto fail_item;
-        PyObject *list = PyList_New(1);
+        PyObject *list = atom_list(1);
         if (list == NULL) goto fail_item;
         Py_INCREF(t);
         PyList_SET_ITEM(list, 0, t);
         int rc = PyDict_SetItem(items, item, list);
         Py_DECREF(list);
         if (rc < 0) goto fail_item;
+        unwatch(items);
     }
     if (!PyDict_Check(key_pos) || !PyDict_Check(by_key)) {
         PyErr_SetString(PyExc_TypeError, "a node's key_pos and by_key are dicts");
@@ -530,6 +561,7 @@ static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_ne
                 Py_DECREF(v);
                 goto fail_item;
             }
+            unwatch(keyed);
         }
         Py_DECREF(v);
         if (PyDict_SetItem(inner, item, Py_None) < 0) goto fail_item;
