@@ -33,6 +33,12 @@ def _extension(name: str, *files: str) -> Extension:
     )
 
 
+def _vectorized(ext: Extension) -> Extension:
+    """-O3 for loops the compiler vectorizes (element-wise IEEE products: the same bits, no reassociation)."""
+    ext.extra_compile_args = [*ext.extra_compile_args, "-O3"]
+    return ext
+
+
 setup(
     package_dir=FOLDERS,
     packages=_packages(),
@@ -54,7 +60,7 @@ setup(
         ),
         _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
         _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),
-        _extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c"),
+        _vectorized(_extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c")),
         _extension("ivmstream.services.reference._kernels", "services/reference/_kernels.c"),
     ],
 )

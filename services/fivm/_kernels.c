@@ -46,6 +46,22 @@ static int take(PyObject *obj, Buf *buf, int ndim, char kind, int writable, cons
 
 static Py_ssize_t dim(Buf *buf, int i) { return buf->view.shape[i]; }
 
+/* Whether two held buffers share memory (an output given as an input too: refused). */
+static int overlap(Buf *a, Buf *b) {
+    const char *pa = a->view.buf, *pb = b->view.buf;
+    return a->view.len > 0 && b->view.len > 0 && pa < pb + b->view.len && pb < pa + a->view.len;
+}
+
+static int outputs_apart(Buf *outs, int nout, Buf *ins, Py_ssize_t nin, const char *name) {
+    for (int o = 0; o < nout; o++)
+        for (Py_ssize_t i = 0; i < nin; i++)
+            if (overlap(&outs[o], &ins[i]) || (i < o && overlap(&outs[o], &outs[i]))) {
+                PyErr_Format(PyExc_ValueError, "%s: an output shares memory with an input or output", name);
+                return 0;
+            }
+    return 1;
+}
+
 static int positional(const char *name, Py_ssize_t nargs, Py_ssize_t expected) {
     if (nargs == expected) return 1;
     PyErr_Format(PyExc_TypeError, "%s expected %zd arguments, got %zd", name, expected, nargs);
@@ -59,9 +75,12 @@ static int shape_error(const char *name) {
 
 /* One row of the block product a·b (a's block first): count ac·bc, sums (bc·s_a | ac·s_b), the upper
  * triangle of [[bc·Q_a, s_a s_bᵀ], [., ac·Q_b]] row-major. Every kernel multiplying payloads calls it,
- * so each element is the same IEEE product wherever it is computed. */
-static void mul_row(int64_t ac, const double *sa, const double *qa, Py_ssize_t ka, int64_t bc,
-                    const double *sb, const double *qb, Py_ssize_t kb, int64_t *oc, double *s, double *q) {
+ * so each element is the same IEEE product wherever it is computed. Its outputs never overlap its inputs
+ * (the callers refuse arrays that share memory), so the compiler may vectorize the loops; each element
+ * stays one IEEE product. */
+static void mul_row(int64_t ac, const double *restrict sa, const double *restrict qa, Py_ssize_t ka, int64_t bc,
+                    const double *restrict sb, const double *restrict qb, Py_ssize_t kb, int64_t *restrict oc,
+                    double *restrict s, double *restrict q) {
     const double ca = (double)ac, cb = (double)bc;
     const Py_ssize_t tb = kb * (kb + 1) / 2;
     *oc = (int64_t)((uint64_t)ac * (uint64_t)bc);
@@ -96,6 +115,7 @@ static PyObject *k_mul_rows_into(PyObject *self, PyObject *const *args, Py_ssize
         shape_error("mul_rows_into");
         goto fail;
     }
+    if (!outputs_apart(b + 6, 3, b, 6, "mul_rows_into")) goto fail;
     const int64_t *ac = b[0].view.buf, *bc = b[3].view.buf;
     const double *as = b[1].view.buf, *aq = b[2].view.buf, *bs = b[4].view.buf, *bq = b[5].view.buf;
     int64_t *oc = b[6].view.buf;
@@ -178,6 +198,7 @@ static PyObject *k_mul_chain_into(PyObject *self, PyObject *const *args, Py_ssiz
         shape_error("mul_chain_into");
         goto done;
     }
+    if (!outputs_apart(out, 3, in, 3 * m, "mul_chain_into")) goto done;
     scratch = PyMem_Malloc((size_t)(2 * (k + t) + 1) * sizeof(double));
     if (scratch == NULL) {
         PyErr_NoMemory();

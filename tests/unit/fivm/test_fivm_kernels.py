@@ -384,6 +384,25 @@ def test_mul_chain_into_refuses_chains_it_cannot_multiply():
         mul_chain([CofactorRows(0, [1], [[1.0]], [[1.0]]), CofactorRows(2, [1], [[1.0]], [[1.0]])])
 
 
+def test_the_products_refuse_an_output_that_shares_memory_with_an_input_or_output():
+    # the compiled products vectorize on the promise that outputs and inputs are apart
+    a = (np.ones(2, np.int64), np.ones((2, 1)), np.ones((2, 1)))
+    out = (np.empty(2, np.int64), np.empty((2, 2)), np.empty((2, 3)))
+    buf, two = np.ones(8), np.empty(8)
+    inside = (a[0], a[1], buf[:2].reshape(2, 1))  # an input whose memory an output's overlaps
+    for ins, shared in (
+        (a, (a[0], out[1], out[2])),  # an output that is an input
+        (inside, (out[0], buf[1:5].reshape(2, 2), out[2])),  # an output over part of an input
+        (a, (out[0], two[:4].reshape(2, 2), two[2:8].reshape(2, 3))),  # two outputs in one array
+    ):
+        with pytest.raises(ValueError, match="shares memory"):
+            C.mul_rows_into(*ins, *a, *shared)
+        with pytest.raises(ValueError, match="shares memory"):
+            C.mul_chain_into([ins, a], [False], *shared)
+    C.mul_rows_into(*a, *a, *out)  # an input given twice is only read
+    assert out[0].tolist() == [1, 1] and out[1].tolist() == [[1.0, 1.0]] * 2
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.dictionaries(st.tuples(st.integers(0, 9)), st.integers(), max_size=8),
