@@ -53,6 +53,16 @@ class _Source:
     def line(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
 
+    def unless_null(self, depth: int, nulls: list[str], on_null: str) -> int:
+        """``if <a null operand>: on_null`` then ``else:`` when an operand can be null; the depth the
+        non-null code goes at."""
+        if not nulls:
+            return depth
+        self.line(depth, f"if {' or '.join(nulls)}:")
+        self.line(depth + 1, on_null)
+        self.line(depth, "else:")
+        return depth + 1
+
     def constant(self, value: Any) -> str:
         name = f"_k{len(self.constants)}"
         self.constants[name] = value
@@ -206,12 +216,7 @@ class _Source:
         if len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
             right, right_nullable = self.expr(node.comparators[0], depth)
             nulls = [f"{x} is None" for x, n in ((left, left_nullable), (right, right_nullable)) if n]
-            test = depth
-            if nulls:
-                self.line(depth, f"if {' or '.join(nulls)}:")
-                self.line(depth + 1, f"{out} = None")
-                self.line(depth, "else:")
-                test = depth + 1
+            test = self.unless_null(depth, nulls, f"{out} = None")
             self.line(test, "try:")
             self.line(test + 1, f"{out} = True if {left} {_COMPARE[type(node.ops[0])]} {right} else False")
             self.line(test, "except TypeError:")
@@ -230,12 +235,7 @@ class _Source:
                 inner = depth + 1
             b, b_nullable = self.expr(operand, inner)
             nulls = [f"{x} is None" for x, n in ((a, a_nullable), (b, b_nullable)) if n]
-            test = inner
-            if nulls:
-                self.line(inner, f"if {' or '.join(nulls)}:")
-                self.line(inner + 1, f"{unknown} = True")
-                self.line(inner, "else:")
-                test = inner + 1
+            test = self.unless_null(inner, nulls, f"{unknown} = True")
             self.line(test, "try:")
             self.line(test + 1, f"if not ({a} {_COMPARE[type(op)]} {b}):")
             self.line(test + 2, f"{out} = False")
