@@ -347,6 +347,16 @@ def test_a_copy_of_the_native_plan_continues_as_the_plan_does(batches, netted, h
         assert run_plan(copied, batches[half:], netted) == run_plan(plan, batches[half:], netted)
 
 
+def first_prefix_over(ordered: list[tuple[int, int]], x: int) -> int | None:
+    """The first price whose running weight over ``ordered`` (price, weight) levels exceeds x."""
+    run = 0
+    for p, w in ordered:
+        run += w
+        if run > x:
+            return p
+    return None
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 5)), max_size=40), st.integers(-3, 200))
 def test_the_level_tree_finds_what_a_sorted_list_finds(levels, x):
@@ -360,13 +370,7 @@ def test_the_level_tree_finds_what_a_sorted_list_finds(levels, x):
         del book[p]
     ordered = sorted(book.items())
     assert tree.items() == [(p, w, p * w) for p, w in ordered] and len(tree) == len(ordered)
-    run, star = 0, None
-    for p, w in ordered:
-        run += w
-        if run > x:
-            star = p
-            break
-    assert tree.min_key_prefix_gt(x) == star
+    assert tree.min_key_prefix_gt(x) == first_prefix_over(ordered, x)
     k = x // 4
     assert tree.suffix_ge(k) == sum(p * w for p, w in ordered if p >= k)
     with pytest.raises(OverflowError):
@@ -432,13 +436,7 @@ def test_a_level_tree_loaded_from_a_netted_batch_holds_its_live_levels_in_order(
     book[p] = book.get(p, 0) + w
     ordered = sorted(book.items())
     assert tree.items() == [(p, w, p * w) for p, w in ordered] and len(tree) == len(ordered)
-    run, star = 0, None
-    for p, w in ordered:
-        run += w
-        if run > x:
-            star = p
-            break
-    assert tree.min_key_prefix_gt(x) == star
+    assert tree.min_key_prefix_gt(x) == first_prefix_over(ordered, x)
     assert tree.suffix_ge(x // 40) == sum(p * w for p, w in ordered if p >= x // 40)
     with pytest.raises(ValueError):
         tree.load_netted(changes)  # only an empty tree is loaded
