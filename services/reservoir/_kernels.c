@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 static PyObject *S_key_pos, *S_buckets, *S_exps, *S_where, *S_cnt, *S_rcnt, *S_parent, *S_node,
     *S_parents, *S_children, *S_child_pos, *S_idx, *S_by_key, *S_items, *S_ds, *S_nodes, *S_grouped,
@@ -27,8 +28,45 @@ typedef struct {
     long long places, propagations;
 } Ctx;
 
+/* Where a class keeps a __slots__ attribute: the index's structures and node stores are read a dozen
+ * attributes per placement, and a slot read through the generic attribute lookup costs more than the
+ * placement's own dict probes. The offset is taken from the class's member descriptor and trusted
+ * while the class is unchanged (its version tag). */
+#define SLOT_CACHE 64
+static struct {
+    PyObject *name;
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset; /* -1: not a plain object slot (read through the generic lookup) */
+} slot_cache[SLOT_CACHE];
+
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    size_t h = ((size_t)(uintptr_t)name >> 4) % SLOT_CACHE;
+    if (slot_cache[h].name == name && slot_cache[h].type == type &&
+        slot_cache[h].version == type->tp_version_tag && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+        return slot_cache[h].offset;
+    PyObject *descr = _PyType_Lookup(type, name); /* borrowed; it also assigns a version tag */
+    Py_ssize_t offset = -1;
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) offset = m->offset;
+    }
+    if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        slot_cache[h].name = name;
+        slot_cache[h].type = type;
+        slot_cache[h].version = type->tp_version_tag;
+        slot_cache[h].offset = offset;
+    }
+    return offset;
+}
+
 /* An attribute the object keeps holding during the call (a slot that is never reassigned here). */
 static PyObject *held(PyObject *o, PyObject *name) {
+    Py_ssize_t offset = slot_offset(Py_TYPE(o), name);
+    if (offset >= 0) {
+        PyObject *r = *(PyObject **)((char *)o + offset);
+        if (r != NULL) return r;
+    }
     PyObject *r = PyObject_GetAttr(o, name);
     if (r != NULL) Py_DECREF(r);
     return r;
