@@ -11,14 +11,13 @@ docs/triangles/algorithm.md §2.11.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
-from ivmstream.services.triangles import entries as state_entries
-from ivmstream.services.triangles.entries import INT64_MAX, INT64_MIN, _edge, json_int
+from ivmstream.sdk import EngineError, Rejection, UpdateEvent
+from ivmstream.services.triangles.entries import INT64_MAX, INT64_MIN, Index, StoreEntries, _edge, json_int
 from ivmstream.services.triangles.kernels import bump
 
 MODES = ("graph", "relations")
@@ -30,8 +29,6 @@ EDGE_COLUMNS = ("src", "dst")
 VIEW_NAMES = ("RS", "ST", "TR")  # view k joins relation k with relation k+1
 
 SNAPSHOT_FORMAT = "ivmstream.triangles/1"
-
-Index = dict[Any, dict[Any, int]]
 
 
 def transpose(index: Index) -> Index:
@@ -106,7 +103,7 @@ def load_index(rows: Iterable[list[Any]]) -> Index:
     return index
 
 
-class TriangleEngine:
+class TriangleEngine(StoreEntries):
     """Base of all strategies: turns events into tuple updates and keeps Q, |D| and the work counters.
 
     Subclasses implement ``_update(k, x, y, m)`` (one single-tuple update, including any rebalancing),
@@ -379,39 +376,7 @@ class TriangleEngine:
         self._all_changed = True  # whole snapshots: no change log until a checkpoint takes entries
         self._forget_changes()
 
-    # --- incremental state: checkpoint entries (docs/triangles/algorithm.md §5.2; built in entries.py) ---
-
-    def pending_changes(self) -> int:
-        return len(self._changed) + len(self._edge_changes) + len(self._rows_moved)
-
-    def _forget_changes(self) -> None:
-        """Drop the change log: nothing will read it (no checkpoint has taken the state)."""
-        self._changed.clear()
-        self._edge_changes.clear()
-        self._rows_moved.clear()
-
-    def changed_entries(self) -> list[EntryChange]:
-        return state_entries.changed_entries(self)
-
-    def all_entries(self) -> Iterator[Entry]:
-        """Every entry; changes are logged from now on (a checkpoint is taking the state)."""
-        self._all_changed = False
-        self._stored_parts = self._heavy_rows()
-        return self._entries()
-
-    def _entries(self) -> Iterator[Entry]:
-        return state_entries.every_entry(self)
-
-    def restore_entries(self, entries: Iterable[Entry]) -> None:
-        state_entries.restore_entries(self, entries)
-
-    def _scalar_entries(self) -> list[Entry]:
-        return state_entries.scalar_entries(self)
-
     # --- subclass hooks ------------------------------------------------------------------------------
-
-    def _config(self) -> dict[str, Any]:
-        return {"mode": self.mode, "strategy": self.strategy}
 
     def _finish_batch(self) -> None:
         """Called after each ``apply``/``apply_tuple``; the recompute baseline counts here."""
@@ -422,9 +387,6 @@ class TriangleEngine:
     # Graph events: both directions of an edge in one call, for a strategy that handles the pair at
     # once (``auto`` prices the event once); None applies them as two ``_update`` calls.
     _update_pair: Callable[[Any, Any, int], None] | None = None
-
-    def _mult(self, k: int, x: Any, y: Any) -> int:
-        raise NotImplementedError
 
     def _build(self, fwd: list[Index]) -> None:
         raise NotImplementedError
@@ -440,40 +402,6 @@ class TriangleEngine:
 
     def _load_relations(self, data: Mapping[str, Any]) -> None:
         raise NotImplementedError
-
-    def _rows(self, k: int) -> Iterable[tuple[Any, dict[Any, int]]]:
-        """Every row x -> {y: m} of relation k, for a full scan of the state."""
-        raise NotImplementedError
-
-    def _load_tuples(self, fwd: list[Index], heavy: set[tuple[int, Any]]) -> None:
-        """Install restored relations (``fwd[k][x][y] = m``; ``heavy``: rows stored in a heavy part)."""
-        raise NotImplementedError
-
-    def _symmetric(self) -> bool:
-        """Graph mode: whether every stored tuple's reverse has the same multiplicity (O(N))."""
-        mult = self._mult
-        return all(mult(0, y, x) == m for x, row in self._rows(0) for y, m in row.items())
-
-    def _mirror_edges(self) -> list[tuple[Any, Any]] | None:
-        """Graph mode: every edge once from a compiled mirror that holds them, else None."""
-        return None
-
-    def _rows_born_heavy(self) -> bool:
-        """Whether an update can create a row in a heavy part (IVM^ε with ε = 0)."""
-        return False
-
-    def _has_parts(self) -> bool:
-        """Whether rows live in a heavy or a light part (then ``_is_heavy``/``_heavy_rows`` apply)."""
-        return False
-
-    def _is_heavy(self, k: int, x: Any) -> bool:
-        return False
-
-    def _heavy_rows(self) -> set[tuple[int, Any]]:
-        return set()
-
-    def _after_restore(self) -> None:
-        """Rebuild state derived from the restored relations and counters (either restore path)."""
 
     def _rel_name(self, k: int) -> str:
         return EDGE_RELATION if self.graph else REL_NAMES[k]
