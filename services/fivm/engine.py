@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
+from ivmstream.sdk import EngineError, Entry, EntryChange, EventColumns, Rejection, UpdateEvent
 from ivmstream.services.fivm import model
 from ivmstream.services.fivm import state as st
 from ivmstream.services.fivm.baselines.registry import BASELINES
@@ -27,7 +27,7 @@ from ivmstream.services.fivm.factorized_updates import (
     expand,
     supports_factorized,
 )
-from ivmstream.services.fivm.intake import Intake, Refused, consolidate
+from ivmstream.services.fivm.intake import Intake, Refused, consolidate, events_of
 from ivmstream.services.fivm.maintain import FivmMaintainer, Support
 from ivmstream.services.fivm.order import VariableOrder
 from ivmstream.services.fivm.query import KEYS, Query, parse_query
@@ -149,6 +149,22 @@ class FivmEngine:
         if not self._logging:
             self._forget_changes()
         return rejections
+
+    def apply_columns(self, batch: EventColumns) -> list[Rejection]:
+        """``apply`` of a batch given as columns (``ColumnarEngine``): each relation's tuples summed
+        straight from its columns, no event or row dict made, then propagated as ``apply`` propagates
+        them (in the order of each relation's first tuple). A batch with a row the per-event checks
+        must see (a refusal, a static relation, the loading phase, a product delta) goes to ``apply``."""
+        maint = self.maint
+        pending = None
+        if not maint.loading and maint.updatable.issuperset(batch.relations):
+            pending = self.intake.absorb_columns(batch.relations)
+        if pending is None:
+            return self.apply(events_of(batch))
+        self._flush(pending)
+        if not self._logging:
+            self._forget_changes()
+        return []
 
     def _static(self, rel: str) -> str:
         return (

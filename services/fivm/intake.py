@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from ivmstream.sdk import Rejection, UpdateEvent
+from ivmstream.sdk import EventColumns, Rejection, RelationColumns, UpdateEvent
 from ivmstream.services.fivm import kernels
 from ivmstream.services.fivm.factorized_updates import Factor, FactorizedDelta, product_places
 from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.views import Key
 
 _FLOAT_ONLY = {float}
+_INT_ONLY = {int}
 
 
 def _columns_getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -43,6 +45,17 @@ _INF = math.inf
 # itself or its JSON text (a string column passes any typed event codec). Relation names are
 # identifiers, so the suffix never names a relation.
 FACTORIZED_SUFFIX = ":factorized"
+
+
+def events_of(batch: EventColumns) -> list[UpdateEvent]:
+    """A batch given as columns as the events it holds, in batch order (for the per-event checks)."""
+    out: list[Any] = [None] * batch.size
+    for rel, part in batch.relations.items():
+        names = list(part.columns)
+        rows = zip(*part.columns.values(), strict=True) if names else [()] * len(part)
+        for at, delta, values in zip(part.positions, part.deltas, rows, strict=True):
+            out[at] = UpdateEvent(rel, dict(zip(names, values, strict=True)), delta)
+    return out
 
 
 class Intake:
@@ -144,6 +157,39 @@ class Intake:
             batch[floats] = batch.get(floats, 0) + m
             i += 1
         return i
+
+    def absorb_columns(self, relations: Mapping[str, RelationColumns]) -> dict[str, dict[Key, int]] | None:
+        """A batch given as columns, each relation's tuples summed in batch order (as ``absorb_floats``
+        sums the events), when every row is an all-float relation's that ``parse`` accepts as it comes:
+        its declared columns, finite floats, a non-zero int delta. None when any row is not (the caller
+        then applies the batch as events, whose checks say what is wrong)."""
+        out: dict[str, dict[Key, int]] = {}
+        for rel, part in relations.items():
+            names = self.all_float.get(rel)
+            given = part.columns
+            if names is None or len(given) != len(names):
+                return None
+            try:
+                columns = [given[c] for c in names]
+            except KeyError:
+                return None
+            deltas = part.deltas
+            if set(map(type, deltas)) != _INT_ONLY or 0 in deltas:
+                return None
+            for j, column in enumerate(columns):
+                if set(map(type, column)) != _FLOAT_ONLY or not -_INF < sum(column) < _INF:
+                    return None
+                if 0.0 in column:  # -0.0 == 0.0: one encoding of zero
+                    columns[j] = [v + 0.0 for v in column]
+            tuples = zip(*columns, strict=True)
+            if deltas.count(1) == len(deltas):
+                out[rel] = dict(Counter(tuples))
+            else:
+                batch: dict[Key, int] = {}
+                for t, m in zip(tuples, deltas, strict=True):
+                    batch[t] = batch.get(t, 0) + m
+                out[rel] = batch
+        return out
 
     def parse_factorized(self, i: int, ev: UpdateEvent) -> FactorizedDelta | Rejection:
         """An event of ``R:factorized``: ``delta`` copies of the product its row's factors spell."""
