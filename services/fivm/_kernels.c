@@ -895,6 +895,38 @@ fail:
  * `columns`, a value that is not a finite float. */
 static PyObject *s_delta, *s_event_row, *s_relation;
 
+/* Reads an event's fields (relation, delta, row) from its slots when its class keeps them as plain
+ * object slots read by the generic getattr (a msgspec struct's fields, a __slots__ class), the class
+ * resolved once per call; any other event, or an empty slot, goes through getattr. */
+typedef struct {
+    PyTypeObject *cls;
+    Py_ssize_t offsets[3];
+} EventSlots;
+
+static void event_slots(EventSlots *es, PyObject *event) {
+    PyTypeObject *cls = Py_TYPE(event);
+    PyObject *names[3] = {s_relation, s_delta, s_event_row};
+    es->cls = NULL;
+    if (cls->tp_getattro != PyObject_GenericGetAttr) return;
+    for (int j = 0; j < 3; j++) {
+        PyObject *d = _PyType_Lookup(cls, names[j]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return;
+        es->offsets[j] = m->offset;
+    }
+    es->cls = cls;
+}
+
+/* field 0 relation, 1 delta, 2 row: a new reference, or NULL with an exception set */
+static PyObject *event_field(EventSlots *es, PyObject *event, int field) {
+    if (Py_TYPE(event) == es->cls) {
+        PyObject *v = *(PyObject **)((char *)event + es->offsets[field]);
+        if (v != NULL) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(event, field == 0 ? s_relation : field == 1 ? s_delta : s_event_row);
+}
+
 static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (!positional("absorb_run", nargs, 5)) return NULL;
@@ -908,8 +940,10 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *all = PySequence_Fast(args[0], "absorb_run: events must be a sequence");
     if (all == NULL) return NULL;
     Py_ssize_t total = PySequence_Fast_GET_SIZE(all), end = start < 0 ? total : start;
+    EventSlots es = {NULL, {0, 0, 0}};
+    if (end < total) event_slots(&es, PySequence_Fast_GET_ITEM(all, end));
     for (; end < total; end++) {  /* the run: events of `relation` from `start` */
-        PyObject *r = PyObject_GetAttr(PySequence_Fast_GET_ITEM(all, end), s_relation);
+        PyObject *r = event_field(&es, PySequence_Fast_GET_ITEM(all, end), 0);
         if (r == NULL) {
             Py_DECREF(all);
             return NULL;
@@ -945,10 +979,10 @@ static PyObject *k_absorb_run(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject **events = PySequence_Fast_ITEMS(seq), **names = PySequence_Fast_ITEMS(cols);
     int fits = 1;
     for (Py_ssize_t i = 0; i < n && fits; i++) {
-        PyObject *delta = PyObject_GetAttr(events[i], s_delta);
+        PyObject *delta = event_field(&es, events[i], 1);
         if (delta == NULL) goto done;
         PyObject *row = PyLong_CheckExact(delta) && PyObject_IsTrue(delta) == 1
-                            ? PyObject_GetAttr(events[i], s_event_row)
+                            ? event_field(&es, events[i], 2)
                             : (fits = 0, NULL);
         if (!fits) {
             Py_DECREF(delta);

@@ -312,6 +312,42 @@ def test_absorb_run_consolidates_a_run_as_the_python_form_and_one_event_at_a_tim
         assert got == before  # untouched
 
 
+class _DictEvent:
+    """An event whose fields live in its __dict__: read through getattr, not from slots."""
+
+    def __init__(self, relation: str, row: dict, delta: int) -> None:
+        self.relation, self.row, self.delta = relation, row, delta
+
+
+class _PropertyEvent(UpdateEvent):
+    """A struct event whose ``delta`` is a property over its field: read through getattr."""
+
+    @property  # type: ignore[misc]
+    def delta(self) -> int:  # type: ignore[override]
+        return 2 * self.key_delta
+
+    key_delta: int = 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(run_event(False), max_size=10), st.lists(st.integers(0, 2), max_size=10))
+def test_absorb_run_reads_events_of_any_class_as_their_attributes_give(events, kinds):
+    # the compiled run reads a struct event's fields from its slots; other events, mixed in, by getattr
+    def other(e: UpdateEvent, kind: int) -> object:
+        if kind == 1:
+            return _DictEvent(e.relation, e.row, e.delta)
+        if kind == 2:
+            return _PropertyEvent(e.relation, e.row, 0, key_delta=e.delta)
+        return e
+
+    mixed = [other(e, k) for e, k in zip(events, kinds + [0] * len(events), strict=False)]
+    got: dict[tuple[float, ...], int] = {}
+    want: dict[tuple[float, ...], int] = {}
+    end = C.absorb_run(mixed, 0, "A", ("k", "x"), got)
+    assert end == kernels.py_absorb_run(mixed, 0, "A", ("k", "x"), want)
+    assert list(got.items()) == list(want.items())
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.data(), st.integers(0, 4), st.lists(st.integers(0, 3), min_size=2, max_size=5))
 def test_mul_chain_into_equals_the_products_one_at_a_time_and_the_ring_product(data, n, widths):
