@@ -344,7 +344,7 @@ class FivmEngine:
             drained = list(view.drain_changes())
             values = st.encode_view_values(ring, [sp for _, sp in drained])
             encoded = st.encode_keys([key for key, _ in drained])
-            out.extend((name, key, value) for key, value in zip(encoded, values, strict=True))
+            out.extend(zip(itertools.repeat(name, len(encoded)), encoded, values, strict=True))
         for rel, support in maint.supports.items():
             name = st.support_map(rel)
             for t in support.changed:
@@ -365,11 +365,11 @@ class FivmEngine:
         for name, view in maint.views.items():
             # A view's values in one pass (compiled for the float cofactor ring): the first checkpoint
             # takes every entry, more than the batches before it.
-            seq = view.seq
             keys = list(view.data)
-            values = st.encode_view_values(ring, [(seq[k], p) for k, p in view.data.items()])
-            for key, value in zip(st.encode_keys(keys), cast("list[bytes]", values), strict=True):
-                yield name, key, value
+            seqs = map(view.seq.__getitem__, keys)
+            values = st.encode_view_values(ring, list(zip(seqs, view.data.values(), strict=True)))
+            encoded = st.encode_keys(keys)
+            yield from zip(itertools.repeat(name), encoded, cast("list[bytes]", values), strict=False)
         for rel, support in maint.supports.items():
             name = st.support_map(rel)
             for t, m in support.data.items():
