@@ -14,9 +14,9 @@ replayed on 20 fresh engines, as it holds only 10 such batches) and 1 (auto), tr
    ``bench/results/profiles/<case>.svg``;
 3. applies the same batches to a fresh engine under cProfile: the top functions and source files by
    self time, their share scaled onto the unprofiled CPU µs per tuple, and calls per tuple (exact). A
-   compiled kernel's time is credited to its C source (``_kernels.c``) and summed as the case's
-   compiled share; the flame graph shows it under the Python line that calls the kernel (py-spy's
-   native unwinding would pause the process).
+   compiled kernel's time is credited to its C source (``_kernels.c``, or the extension's file named
+   after it) and summed as the case's compiled share; the flame graph shows it under the Python line
+   that calls the kernel (py-spy's native unwinding would pause the process).
 
 ``--quick`` runs every case in this process instead (no flame graphs): a smoke run of a few seconds.
 

@@ -28,7 +28,7 @@ def markdown(report: dict[str, Any]) -> str:
         "in the process's CPU time (which the machine's other load does not inflate). Shares: of the "
         "self time under cProfile, scaled onto the unprofiled CPU µs per tuple; calls per tuple are exact. "
         "Kernels: the service's compiled kernels (`compiled`) or its Python loops; in C: the self time "
-        "of the compiled kernels' calls (credited to `_kernels.c` below).",
+        "of the compiled kernels' calls (credited to their C sources below).",
         "",
         "| case | engine | workload | tuples | µs per tuple (wall) | µs per tuple (CPU) | tuples/s (wall) "
         "| kernels | in C (CPU) | load | flame graph |",
