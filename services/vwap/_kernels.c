@@ -254,6 +254,7 @@ typedef struct {
     PyObject *cols;   /* columns[rel] as a fast sequence (a new reference) */
     Py_ssize_t iv;    /* position of "volume" and "price" in the columns, -1 where absent */
     Py_ssize_t ip;
+    Py_ssize_t ib;    /* position of "broker_id", -1 where absent */
     int reads;        /* rel in reads */
     PyObject *levels; /* netted[rel] (a new reference) where rel is read and netted is given */
     LevelSums sums;   /* the levels' sums not yet in `levels` */
@@ -319,6 +320,7 @@ static int rel_load(Rel *r, PyObject *rel, PyObject *bag, PyObject *columns, PyO
     if (r->cols == NULL) return -1;
     r->iv = position(r->cols, s_volume);
     r->ip = position(r->cols, s_price);
+    r->ib = position(r->cols, s_broker_id);
     if (PyErr_Occurred()) goto fail;
     r->reads = PySequence_Contains(reads, rel);
     if (r->reads < 0) goto fail;
@@ -346,18 +348,22 @@ static PyObject *column(PyObject *row, PyObject *vals, Py_ssize_t k, PyObject *n
         Py_INCREF(v);
         return v;
     }
+    if (row == NULL) { /* a row given as columns lacks this one */
+        PyErr_SetObject(PyExc_KeyError, name);
+        return NULL;
+    }
     return PyObject_GetItem(row, name);
 }
 
 /* Whether a book row passes: volume > 0 and, with `brokers`, 0 <= broker_id < brokers (1 yes, 0 no). */
-static int book_row_ok(PyObject *row, PyObject *vals, Py_ssize_t iv, PyObject *brokers) {
+static int book_row_ok(PyObject *row, PyObject *vals, Py_ssize_t iv, Py_ssize_t ib, PyObject *brokers) {
     PyObject *vol = column(row, vals, iv, s_volume);
     if (vol == NULL) return -1;
     long long x;
     int ok = as_small(vol, &x) ? x > 0 : PyObject_RichCompareBool(vol, zero, Py_GT);
     Py_DECREF(vol);
     if (ok <= 0 || brokers == Py_None) return ok;
-    PyObject *g = PyObject_GetItem(row, s_broker_id);
+    PyObject *g = column(row, vals, ib, s_broker_id);
     if (g == NULL) return -1;
     ok = PyObject_RichCompareBool(zero, g, Py_LE);
     if (ok > 0) ok = PyObject_RichCompareBool(g, brokers, Py_LT);
@@ -500,9 +506,12 @@ static PyObject *touched_of(PyObject *changed, PyObject *rel) {
     return t;
 }
 
+static int settle(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject *rel, PyObject *row,
+                  PyObject *vals, PyObject *delta, Net *net);
+
 /* One event; 0 when applied or rejected, -1 on an exception. */
 static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net) {
-    PyObject *row = NULL, *delta = NULL, *vals = NULL, *new = NULL;
+    PyObject *row = NULL, *delta = NULL, *vals = NULL;
     int rc = -1;
     fields_of(p->fields, ev);
     PyObject *rel = field(p->fields, ev, 0);
@@ -518,8 +527,24 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     if (delta == NULL) goto done;
     vals = row_values(row, r->cols);
     if (vals == NULL) goto done;
+    rc = settle(p, r, i, ev, rel, row, vals, delta, net);
+done:
+    Py_XDECREF(vals);
+    Py_XDECREF(delta);
+    Py_XDECREF(row);
+    Py_DECREF(rel);
+    return rc;
+}
+
+/* An event's tuple `vals` (its row's values in the order of the relation's columns) checked, applied to
+ * the ledger, logged and netted; 0 when applied or rejected (`ev` goes to `reject`), -1 on an exception.
+ * `row` is NULL for a row given as columns: its values are read from `vals` alone. */
+static int settle(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, PyObject *rel, PyObject *row,
+                  PyObject *vals, PyObject *delta, Net *net) {
+    PyObject *new = NULL;
+    int rc = -1;
     if (p->book) {
-        int ok = book_row_ok(row, vals, r->iv, p->brokers);
+        int ok = book_row_ok(row, vals, r->iv, r->ib, p->brokers);
         if (ok < 0) goto done;
         if (!ok) {
             rc = rel_flush(r) < 0 ? -1 : call_reject(p->reject, i, ev, NULL);
@@ -571,6 +596,10 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
         if (r->levels != NULL) {
             if (net_level(r, row, vals, delta) < 0) goto done;
         } else if (p->update != Py_None) {
+            if (row == NULL) {
+                PyErr_SetString(PyExc_TypeError, "a row given as columns cannot go to update");
+                goto done;
+            }
             PyObject *res = PyObject_CallFunctionObjArgs(p->update, rel, row, delta, NULL);
             if (res == NULL) goto done;
             Py_DECREF(res);
@@ -579,10 +608,6 @@ static int apply_one(const Pass *p, Rel *r, Py_ssize_t i, PyObject *ev, Net *net
     rc = 0;
 done:
     Py_XDECREF(new);
-    Py_XDECREF(vals);
-    Py_XDECREF(delta);
-    Py_XDECREF(row);
-    Py_DECREF(rel);
     return rc;
 }
 
@@ -601,7 +626,7 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     if (fast == NULL) return NULL;
     Rel r;
     memset(&r, 0, sizeof(r));
-    r.iv = r.ip = -1;
+    r.iv = r.ip = r.ib = -1;
     Fields fields = {NULL, {-1, -1, -1}};
     p.fields = &fields;
     Net net = {zero, 0};
@@ -617,7 +642,81 @@ static PyObject *ledger_pass(PyObject *self, PyObject *args) {
     return net.obj;
 }
 
+/* The row at `i` of a relation given as columns (`lists[k]` holds column k), as the ledger's key. */
+static PyObject *row_at(PyObject *lists, Py_ssize_t i) {
+    Py_ssize_t n = PyList_GET_SIZE(lists);
+    PyObject *vals = PyTuple_New(n);
+    if (vals == NULL) return NULL;
+    int atomic = 1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyList_GET_ITEM(PyList_GET_ITEM(lists, k), i);
+        Py_INCREF(v);
+        atomic &= !PyType_IS_GC(Py_TYPE(v));
+        PyTuple_SET_ITEM(vals, k, v);
+    }
+    if (atomic) PyObject_GC_UnTrack(vals);
+    return vals;
+}
+
+static PyObject *ledger_columns(PyObject *self, PyObject *args) {
+    (void)self;
+    Pass p;
+    PyObject *rel, *deltas, *lists;
+    if (!PyArg_ParseTuple(args, "OO!O!O!OOOOpOO:ledger_columns", &rel, &PyList_Type, &deltas, &PyList_Type,
+                          &lists, &PyDict_Type, &p.bag, &p.columns, &p.reads, &p.netted, &p.changed, &p.book,
+                          &p.brokers, &p.reject))
+        return NULL;
+    if (p.changed != Py_None && !PyDict_Check(p.changed)) {
+        PyErr_SetString(PyExc_TypeError, "changed must be a dict or None");
+        return NULL;
+    }
+    p.update = Py_None;
+    p.fields = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(deltas);
+    Rel r;
+    memset(&r, 0, sizeof(r));
+    r.iv = r.ip = r.ib = -1;
+    int known = rel_load(&r, rel, p.bag, p.columns, p.reads, p.netted);
+    if (known < 0) return NULL;
+    Net net = {zero, 0};
+    Py_INCREF(zero);
+    int rc = 0;
+    if (!known) {
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = call_reject(p.reject, i, Py_None, NULL);
+    } else {
+        Py_ssize_t width = PyList_GET_SIZE(lists);
+        if (width != PySequence_Fast_GET_SIZE(r.cols)) {
+            PyErr_SetString(PyExc_ValueError, "one list per column of the relation expected");
+            rc = -1;
+        }
+        for (Py_ssize_t k = 0; k < width && rc == 0; k++) {
+            PyObject *col = PyList_GET_ITEM(lists, k);
+            if (!PyList_Check(col) || PyList_GET_SIZE(col) != n) {
+                PyErr_SetString(PyExc_ValueError, "each column must be a list as long as the deltas");
+                rc = -1;
+            }
+        }
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            PyObject *vals = row_at(lists, i);
+            if (vals == NULL) {
+                rc = -1;
+                break;
+            }
+            rc = settle(&p, &r, i, Py_None, rel, NULL, vals, PyList_GET_ITEM(deltas, i), &net);
+            Py_DECREF(vals);
+        }
+    }
+    if (rc == 0) rc = fold_net(&net);
+    if (rel_clear(&r) < 0) rc = -1;
+    sums_free(&r.sums);
+    if (rc < 0) Py_CLEAR(net.obj);
+    return net.obj;
+}
+
 static PyMethodDef methods[] = {
+    {"ledger_columns", ledger_columns, METH_VARARGS,
+     "ledger_columns(rel, deltas, lists, bag, columns, reads, netted, changed, book, brokers, reject) -> net: "
+     "the compiled kernels.py_ledger_columns."},
     {"ledger_pass", ledger_pass, METH_VARARGS,
      "ledger_pass(events, bag, columns, reads, netted, update, changed, book, brokers, reject) -> net: "
      "the compiled kernels.py_ledger_pass."},

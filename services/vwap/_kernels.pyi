@@ -14,6 +14,20 @@ def ledger_pass(
     reject: Callable[[int, Any, Any], None],
     /,
 ) -> int: ...
+def ledger_columns(
+    rel: str,
+    deltas: list[Any],
+    lists: list[list[Any]],
+    bag: dict[str, dict[tuple[Any, ...], int]],
+    columns: Mapping[str, Sequence[str]],
+    reads: frozenset[str],
+    netted: dict[str, dict[Any, list[Any]]] | None,
+    changed: dict[str, dict[tuple[Any, ...], bool]] | None,
+    book: bool,
+    brokers: int | None,
+    reject: Callable[[int, Any, Any], None],
+    /,
+) -> int: ...
 def bag_entries(
     ledger: dict[tuple[Any, ...], int],
     touched: Mapping[tuple[Any, ...], bool] | None,

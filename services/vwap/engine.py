@@ -14,8 +14,16 @@ from typing import Any, cast
 
 import orjson
 
-from ivmstream.sdk import EngineError, Entry, EntryChange, Rejection, UpdateEvent
-from ivmstream.services.vwap import auto, kernels
+from ivmstream.sdk import (
+    EngineError,
+    Entry,
+    EntryChange,
+    EventColumns,
+    Rejection,
+    RelationColumns,
+    UpdateEvent,
+)
+from ivmstream.services.vwap import auto, columnar, kernels
 from ivmstream.services.vwap import snapshot as snap
 from ivmstream.services.vwap.catalog import QUERIES, QueryInfo
 from ivmstream.services.vwap.exact import exact_context
@@ -70,8 +78,6 @@ class VwapEngine:
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejections: list[Rejection] = []
         self._rejections = rejections
-        bag = self.bag
-        reads = self._reads
         book = self.info.book
         # Under ``auto``, a batch that starts on an empty book goes to the ledger alone, and the plan the
         # cost model picks for the book it leaves is then built from that book (docs/vwap/algorithm.md
@@ -94,9 +100,9 @@ class VwapEngine:
             changed = self._changed if self._logging else None
             net = kernels.ledger_pass(
                 events,
-                bag,
+                self.bag,
                 self._columns,
-                reads,
+                self._reads,
                 netted,
                 update,
                 changed,
@@ -105,10 +111,85 @@ class VwapEngine:
                 self._reject,
             )
             if netted is not None and not deferred:
-                for rel, changes in netted.items():
-                    if changes:
-                        self.plan.apply_levels(rel, changes)
-        valid = len(events) - len(rejections)
+                self._move_plan(netted)
+        self._finish(len(events), net, deferred, netted, held)
+        return rejections
+
+    def apply_columns(self, batch: EventColumns) -> list[Rejection]:
+        """``apply`` of a batch given as columns (``ColumnarEngine``): each relation's rows go through
+        the ledger loop read from the columns (``kernels.ledger_columns``), with no event or row dict
+        per row. The ledger changes, change log, netted levels and refusals equal ``apply``'s: relations
+        touch disjoint ledgers and levels, and a relation's rows keep their batch order. A batch the plan
+        must see row by row (no netting) goes to ``apply`` as events."""
+        book = self.info.book
+        deferred = self._modelled and not self.live_tuples
+        if not book or not (
+            (deferred and self._domain_col == "price")
+            or (not deferred and hasattr(self.plan, "apply_levels"))
+        ):
+            return self.apply(columnar.events_of(batch))
+        rejections: list[Rejection] = []
+        self._rejections = rejections
+        netted: dict[str, dict[Any, list[Any]]] = {rel: {} for rel in self._read_order}
+        changed = self._changed if self._logging else None
+        fresh = [] if changed is None else [rel for rel in batch.relations if rel not in changed]
+        net = 0
+        with exact_context():
+            for rel, part in batch.relations.items():
+                names = self._columns.get(rel)
+                lists = [] if names is None else [part.columns[c] for c in names]
+                reject = self._column_rejecter(rel, part)
+                net += kernels.ledger_columns(
+                    rel,
+                    part.deltas,
+                    lists,
+                    self.bag,
+                    self._columns,
+                    self._reads,
+                    netted,
+                    changed,
+                    book,
+                    self.brokers,
+                    reject,
+                )
+            if len(batch.relations) > 1:
+                rejections.sort()  # in batch order, as ``apply`` returns them
+                if changed is not None and len(fresh) > 1:
+                    columnar.log_in_batch_order(changed, fresh, batch, rejections)
+            if not deferred:
+                self._move_plan(netted)
+        self._finish(batch.size, net, deferred, netted, [])
+        return rejections
+
+    def _column_rejecter(self, rel: str, part: RelationColumns) -> kernels.RowReject:
+        """``ledger_columns``' ``reject`` for relation ``rel``'s rows: the refusal of row i, named by its
+        position in the batch, its reason from the row as ``apply`` sees it."""
+        positions, deltas, columns = part.positions, part.deltas, part.columns
+
+        def reject(i: int, _event: Any, have: Any) -> None:
+            row = {name: values[i] for name, values in columns.items()}
+            self._reject(positions[i], UpdateEvent(rel, row, deltas[i], None), have)
+
+        return reject
+
+    def _move_plan(self, netted: Mapping[str, dict[Any, list[Any]]]) -> None:
+        """The plan moved once per netted price level of the batch."""
+        for rel, changes in netted.items():
+            if changes:
+                self.plan.apply_levels(rel, changes)
+
+    def _finish(
+        self,
+        size: int,
+        net: int,
+        deferred: bool,
+        netted: dict[str, dict[Any, list[Any]]] | None,
+        held: Sequence[tuple[str, Any, int]],
+    ) -> None:
+        """After the ledger loop of a batch of ``size`` events: the counters, ``auto``'s observation (or
+        the first plan of a deferred batch) and the change log's reset."""
+        rejections = self._rejections
+        valid = size - len(rejections)
         self.events += valid
         self.rejected += len(rejections)
         self.live_tuples += net
@@ -126,7 +207,6 @@ class VwapEngine:
                 self._observe(valid, touched)
         if not self._logging:
             self._changed.clear()
-        return rejections
 
     def _reject(self, i: int, ev: UpdateEvent, have: Any) -> None:
         """The ledger loop's ``reject``: the refusal of event i of the batch, with its reason (``have``: the

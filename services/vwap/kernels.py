@@ -29,6 +29,7 @@ Update = Callable[[str, Any, int], None]
 # first touch (at the checkpoint the log starts from).
 Touched = dict[str, dict[tuple[Any, ...], bool]]
 Reject = Callable[[int, UpdateEvent, Any], None]
+RowReject = Callable[[int, None, Any], None]  # a row given as columns has no event to hand over
 
 # Set to 1 to run the Python loop even where the compiled one is built (as for the event decoder).
 PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
@@ -104,6 +105,71 @@ def py_ledger_pass(
     return net
 
 
+def py_ledger_columns(
+    rel: str,
+    deltas: list[Any],
+    lists: list[list[Any]],
+    bag: Bag,
+    columns: Mapping[str, Sequence[str]],
+    reads: frozenset[str],
+    netted: Netted | None,
+    changed: Touched | None,
+    book: bool,
+    brokers: int | None,
+    reject: RowReject,
+) -> int:
+    """``py_ledger_pass`` of one relation's rows given as columns (``lists[k]`` holds the values of
+    ``columns[rel][k]``, ``deltas`` their deltas), with no plan ``update``: the same checks, ledger
+    changes, change log and netting, in row order. ``reject(i, None, have)`` names the row's index
+    among ``deltas``."""
+    ledger = bag.get(rel)
+    if ledger is None:
+        for i in range(len(deltas)):
+            reject(i, None, None)
+        return 0
+    cols = list(columns[rel])
+    if len(lists) != len(cols) or any(len(col) != len(deltas) for col in lists):
+        raise ValueError("one list per column of the relation, each as long as the deltas, expected")
+    iv = cols.index("volume") if "volume" in cols else -1
+    ip = cols.index("price") if "price" in cols else -1
+    ib = cols.index("broker_id") if "broker_id" in cols else -1
+    levels = netted[rel] if netted is not None and rel in reads else None
+    net = 0
+    for i, (delta, *values) in enumerate(zip(deltas, *lists, strict=True)):
+        vals = tuple(values)
+        if book:
+            if not vals[iv] > 0:
+                reject(i, None, None)
+                continue
+            if brokers is not None and not 0 <= vals[ib] < brokers:
+                reject(i, None, None)
+                continue
+        have = ledger.get(vals, 0)
+        new = have + delta
+        if new < 0:
+            reject(i, None, have)
+            continue
+        if new:
+            ledger[vals] = new
+        else:
+            del ledger[vals]
+        if changed is not None:
+            touched = changed.get(rel)
+            if touched is None:
+                touched = changed[rel] = {}
+            touched.setdefault(vals, bool(have))
+        net += delta
+        if levels is not None:
+            price = vals[ip]
+            acc = levels.get(price)
+            if acc is None:
+                levels[price] = [delta, delta * vals[iv]]
+            else:
+                acc[0] += delta
+                acc[1] += delta * vals[iv]
+    return net
+
+
 Ledger = dict[tuple[Any, ...], int]
 Touches = Mapping[tuple[Any, ...], bool] | None  # a relation's change log (Touched); None: every tuple
 Entries = Callable[[Ledger, str, Touches], list[EntryChange]]
@@ -146,9 +212,19 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 ACTIVE = "compiled" if compiled is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1" else "python"
 
 ledger_pass: Callable[..., int] = py_ledger_pass
+ledger_columns: Callable[..., int] = py_ledger_columns
 bag_entries: Entries = py_bag_entries
 if ACTIVE == "compiled":
     ledger_pass = compiled.ledger_pass
+    ledger_columns = compiled.ledger_columns
     bag_entries = compiled_bag_entries
 
-__all__ = ["ACTIVE", "bag_entries", "ledger_pass", "py_bag_entries", "py_ledger_pass"]
+__all__ = [
+    "ACTIVE",
+    "bag_entries",
+    "ledger_columns",
+    "ledger_pass",
+    "py_bag_entries",
+    "py_ledger_columns",
+    "py_ledger_pass",
+]

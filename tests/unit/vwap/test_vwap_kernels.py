@@ -174,6 +174,7 @@ def test_the_compiled_loop_reads_events_of_any_class_as_the_python_loop_does():
 
 def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.ACTIVE == "compiled" and kernels.ledger_pass is C.ledger_pass
+    assert kernels.ledger_columns is C.ledger_columns
     assert kernels.bag_entries is kernels.compiled_bag_entries
     plan = vwap_engine.VwapEngine("vwap", "crosscheck").plan
     assert type(plan).__name__ == "NativeCrossCheckPlan"
@@ -181,7 +182,8 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
         "from ivmstream.services.vwap import kernels; "
         "from ivmstream.services.vwap.engine import VwapEngine; "
         "print(kernels.ACTIVE, kernels.ledger_pass is kernels.py_ledger_pass, "
-        "kernels.bag_entries is kernels.py_bag_entries, type(VwapEngine('vwap', 'crosscheck').plan).__name__)"
+        "kernels.ledger_columns is kernels.py_ledger_columns, kernels.bag_entries is kernels.py_bag_entries, "
+        "type(VwapEngine('vwap', 'crosscheck').plan).__name__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -190,7 +192,7 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
         text=True,
         check=True,
     ).stdout.split()
-    assert out == ["python", "True", "True", "CrossCheckPlan"]
+    assert out == ["python", "True", "True", "True", "CrossCheckPlan"]
 
 
 # Order-book events as a plan takes them: positive prices (ints or decimals), volumes that are mostly
