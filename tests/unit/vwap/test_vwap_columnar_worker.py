@@ -1,0 +1,111 @@
+"""A vwap worker whose engines take columns (``VwapEngine.apply_columns``) against the same worker taking
+events: on random order-book records (bad records, deletes of absent tuples, zero volumes, both sides,
+any batch size) both publish the same records, dead-letter the same records with the same reasons and
+checkpoint the same offsets and state, also across a crash and a restart from the last checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivmstream.config import build_config
+from ivmstream.engine import columnar_entry
+from ivmstream.runtime import Worker
+from ivmstream.runtime.harness import InMemoryCluster, run_to_end
+from ivmstream.runtime.hooks import BatchApplied, Hooks
+from ivmstream.service import load_service
+from ivmstream.services.vwap.engine import VwapEngine, make_engine
+from ivmstream.state import MemoryStore
+
+VWAP = load_service("vwap")
+
+
+class EventsOnlyVwap(VwapEngine):
+    """The vwap engine without its columnar entry: the runtime hands it events."""
+
+    apply_columns = None  # type: ignore[assignment]
+
+
+def _events_only(options: Any) -> VwapEngine:
+    engine = make_engine(options)
+    engine.__class__ = EventsOnlyVwap
+    return engine
+
+
+SERVICES = {"columns": VWAP, "events": dataclasses.replace(VWAP, engine=_events_only)}
+
+good = st.builds(
+    lambda rel, oid, volume, price, delta: orjson.dumps(
+        {
+            "relation": rel,
+            "row": {"t": 1, "id": oid, "broker_id": 0, "volume": volume, "price": price},
+            "delta": delta,
+        }
+    ),
+    st.sampled_from(["bids", "bids", "asks"]),
+    st.integers(0, 2),
+    st.integers(0, 3),  # 0: refused
+    st.integers(1, 4),
+    st.sampled_from([1, 1, 2, -1]),  # deletes of absent tuples refused
+)
+bad = st.sampled_from([b"{not json", b'{"relation": "trades", "row": {}, "delta": 1}', b'{"delta": 0}'])
+records = st.tuples(good, st.lists(st.one_of(good, good, good, bad), max_size=30)).map(
+    lambda t: [t[0], *t[1]]
+)
+
+
+class Crash(Exception):
+    pass
+
+
+def _run(name: str, values: list[bytes], batch: int, strategy: str, crash_after: int | None) -> dict:
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", 1)
+    for value in values:
+        cluster.produce("in", value, None, partition=0)
+    service = SERVICES[name]
+    options = {"query": "vwap", "strategy": strategy, "input_topic": "in", "output_topic": "out"}
+    config = build_config(service, {**options, "dlq_topic": "dlq", "batch_size": batch})
+    config = dataclasses.replace(config, checkpoint_interval=0.0)  # a checkpoint after every batch
+    store = MemoryStore()
+    if crash_after is not None:
+        seen: list[BatchApplied] = []
+
+        def crash(applied: BatchApplied) -> None:
+            seen.append(applied)
+            if len(seen) == crash_after:
+                raise Crash
+
+        with contextlib.suppress(Crash):
+            run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
+    assert (columnar_entry(service.engine(config.options)) is None) == (name == "events")
+    run_to_end(Worker(service, config, cluster, store, group="g"))
+    stored = store.load("in", 0)
+    return {
+        "published": [_unstamped(v) for v in cluster.values("out")],
+        "dead letters": [(m.value(), sorted(m.headers() or [])) for m in cluster.messages("dlq")],
+        "offset": stored.offset,
+        "entries": {k: sorted(v) for k, v in stored.entries.items()},
+    }
+
+
+def _unstamped(value: bytes | None) -> dict:
+    """A published record without the time it was published at."""
+    record = orjson.loads(value or b"null")
+    record.pop("published_at")
+    return record
+
+
+@settings(max_examples=25, deadline=None)
+@given(records, st.integers(1, 9), st.sampled_from(["auto", "rpai"]), st.sampled_from([None, 1, 2]))
+def test_columns_and_events_give_the_same_records_dead_letters_and_checkpoints(
+    values, batch, strategy, crash_after
+):
+    runs = {name: _run(name, values, batch, strategy, crash_after) for name in SERVICES}
+    assert runs["columns"] == runs["events"]
+    assert any(runs["columns"]["published"])
