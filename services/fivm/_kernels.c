@@ -1057,6 +1057,83 @@ done:
     return result;
 }
 
+/* absorb_columns(columns, deltas): one relation's batch given as columns (equal-length lists, one per
+ * declared column, in declared order) and its deltas, summed into a new dict (the tuple of a row's
+ * values -> summed multiplicity, tuples in order of first appearance, -0.0 stored as 0.0); None when
+ * the batch is empty or any row needs the per-event checks: a delta that is not an exact non-zero
+ * int, a value that is not a finite float. */
+static PyObject *k_absorb_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!positional("absorb_columns", nargs, 2)) return NULL;
+    PyObject *cols = PySequence_Fast(args[0], "absorb_columns: columns must be a sequence");
+    if (cols == NULL) return NULL;
+    PyObject *ds = PySequence_Fast(args[1], "absorb_columns: deltas must be a sequence");
+    if (ds == NULL) {
+        Py_DECREF(cols);
+        return NULL;
+    }
+    Py_ssize_t width = PySequence_Fast_GET_SIZE(cols), n = PySequence_Fast_GET_SIZE(ds), held = 0;
+    PyObject **deltas = PySequence_Fast_ITEMS(ds), *out = NULL, *zero = NULL, *result = NULL;
+    int fits = n > 0;
+    PyObject **fast = PyMem_Calloc(width > 0 ? (size_t)width : 1, sizeof(PyObject *));
+    if (fast == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (held < width) {
+        PyObject *column = PySequence_Fast(PySequence_Fast_GET_ITEM(cols, held), "absorb_columns: a column must be a sequence");
+        if (column == NULL) goto done;
+        fast[held++] = column;
+        if (PySequence_Fast_GET_SIZE(column) != n) {
+            PyErr_SetString(PyExc_ValueError, "absorb_columns: columns and deltas differ in length");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && fits; i++) {
+        PyObject *d = deltas[i];
+        fits = PyLong_CheckExact(d) && PyObject_IsTrue(d) == 1;
+    }
+    for (Py_ssize_t j = 0; j < width && fits; j++) {
+        PyObject **values = PySequence_Fast_ITEMS(fast[j]);
+        for (Py_ssize_t i = 0; i < n && fits; i++)
+            fits = PyFloat_CheckExact(values[i]) && isfinite(PyFloat_AS_DOUBLE(values[i]));
+    }
+    if (!fits) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    zero = PyFloat_FromDouble(0.0);
+    out = PyDict_New();
+    if (zero == NULL || out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyTuple_New(width);
+        if (key == NULL) goto done;
+        for (Py_ssize_t j = 0; j < width; j++) {
+            PyObject *v = PySequence_Fast_ITEMS(fast[j])[i];
+            v = PyFloat_AS_DOUBLE(v) == 0.0 ? zero : v; /* -0.0 == 0.0: one encoding of zero */
+            PyTuple_SET_ITEM(key, j, Py_NewRef(v));
+        }
+        Py_hash_t hash = PyObject_Hash(key); /* hashed once for the lookup and the store */
+        PyObject *old = hash == -1 ? NULL : _PyDict_GetItem_KnownHash(out, key, hash);
+        PyObject *sum = old != NULL ? PyNumber_Add(old, deltas[i]) : (PyErr_Occurred() ? NULL : Py_NewRef(deltas[i]));
+        int rc = sum == NULL ? -1 : _PyDict_SetItem_KnownHash(out, key, sum, hash);
+        Py_XDECREF(sum);
+        Py_DECREF(key);
+        if (rc < 0) goto done;
+    }
+    result = Py_NewRef(out);
+done:
+    if (fast != NULL) {
+        for (Py_ssize_t j = 0; j < held; j++) Py_DECREF(fast[j]);
+        PyMem_Free(fast);
+    }
+    Py_XDECREF(out);
+    Py_XDECREF(zero);
+    Py_DECREF(ds);
+    Py_DECREF(cols);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"mul_rows_into", (PyCFunction)(void (*)(void))k_mul_rows_into, METH_FASTCALL,
      "Row-wise block product of two cofactor columns into preallocated outputs."},
@@ -1080,6 +1157,8 @@ static PyMethodDef methods[] = {
      "The stored values of a float cofactor view's changed entries."},
     {"absorb_run", (PyCFunction)(void (*)(void))k_absorb_run, METH_FASTCALL,
      "A run of one all-float relation's events consolidated into a batch: the index after it."},
+    {"absorb_columns", (PyCFunction)(void (*)(void))k_absorb_columns, METH_FASTCALL,
+     "One all-float relation's batch of columns consolidated into a new dict, or None."},
     {NULL, NULL, 0, NULL},
 };
 

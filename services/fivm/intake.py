@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,6 @@ from ivmstream.services.fivm.query import Query
 from ivmstream.services.fivm.views import Key
 
 _FLOAT_ONLY = {float}
-_INT_ONLY = {int}
 
 
 def _columns_getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -173,22 +171,10 @@ class Intake:
                 columns = [given[c] for c in names]
             except KeyError:
                 return None
-            deltas = part.deltas
-            if set(map(type, deltas)) != _INT_ONLY or 0 in deltas:
+            counted = kernels.absorb_columns(columns, part.deltas)
+            if counted is None:
                 return None
-            for j, column in enumerate(columns):
-                if set(map(type, column)) != _FLOAT_ONLY or not -_INF < sum(column) < _INF:
-                    return None
-                if 0.0 in column:  # -0.0 == 0.0: one encoding of zero
-                    columns[j] = [v + 0.0 for v in column]
-            tuples = zip(*columns, strict=True)
-            if deltas.count(1) == len(deltas):
-                out[rel] = dict(Counter(tuples))
-            else:
-                batch: dict[Key, int] = {}
-                for t, m in zip(tuples, deltas, strict=True):
-                    batch[t] = batch.get(t, 0) + m
-                out[rel] = batch
+            out[rel] = counted
         return out
 
     def parse_factorized(self, i: int, ev: UpdateEvent) -> FactorizedDelta | Rejection:

@@ -302,6 +302,35 @@ def _absorb(run: Sequence[Any], columns: Sequence[str], batch: dict[tuple[Any, .
     return True
 
 
+def py_absorb_columns(
+    columns: Sequence[Sequence[Any]], deltas: Sequence[Any]
+) -> dict[tuple[Any, ...], int] | None:
+    """One all-float relation's batch given as ``columns`` (one per declared column, in declared order)
+    and ``deltas``, summed into a new dict (the tuple of a row's values -> summed multiplicity, tuples
+    in order of first appearance, -0.0 stored as 0.0), with whole-column checks, each a C-level pass;
+    None when the batch is empty or any row needs the per-event checks (services/fivm/intake.py): a
+    delta that is not an exact non-zero int, a value that is not a finite float."""
+    if set(map(type, deltas)) != _INT_ONLY or 0 in deltas:
+        return None
+    columns = list(columns)
+    for j, column in enumerate(columns):
+        if set(map(type, column)) != _FLOAT_ONLY:
+            return None
+        # NaN and ±inf make the total non-finite; a total that overflows from finite values is
+        # checked value by value.
+        if not (-_INF < sum(column) < _INF or all(map(math.isfinite, column))):
+            return None
+        if 0.0 in column:  # -0.0 == 0.0: one encoding of zero
+            columns[j] = [v + 0.0 for v in column]
+    tuples = zip(*columns, strict=True) if columns else iter([()] * len(deltas))
+    if set(deltas) == _ONE_ONLY:
+        return dict(Counter(tuples))
+    batch: dict[tuple[Any, ...], int] = {}
+    for t, m in zip(tuples, deltas, strict=True):
+        batch[t] = batch.get(t, 0) + m
+    return batch
+
+
 def _load() -> ModuleType | None:
     try:
         from ivmstream.services.fivm import _kernels
@@ -319,6 +348,7 @@ lift_into: Callable[..., Any] = py_lift_into
 gather_into: Callable[..., bool] = py_gather_into
 payload_rows: Callable[..., list[tuple[Any, Any]]] = py_payload_rows
 absorb_run: Callable[..., int] = py_absorb_run
+absorb_columns: Callable[..., dict[tuple[Any, ...], int] | None] = py_absorb_columns
 columns_into: Callable[..., Any] = py_columns_into
 probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
 install_new: Callable[..., tuple[int, list[tuple[Any, Any]]]] = py_install_new
@@ -332,6 +362,7 @@ if ACTIVE == "compiled":
     gather_into = compiled.gather_into
     payload_rows = compiled.payload_rows
     absorb_run = compiled.absorb_run
+    absorb_columns = compiled.absorb_columns
     columns_into = compiled.columns_into
     probe_get = compiled.probe_get
     install_new = compiled.install_new
