@@ -37,8 +37,8 @@ def column_position(f: Expr | None) -> int | None:
 
 
 def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Any:
-    code = compile("\n".join(lines), f"<sketches {name}>", "exec")
-    exec(code, env)  # the source is built above from row positions and fixed templates only
+    program = compile("\n".join(lines), f"<sketches {name}>", "exec")
+    exec(program, env)  # the source is built above from row positions and fixed templates only
     return env[name]
 
 
