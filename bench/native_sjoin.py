@@ -46,7 +46,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,8 +56,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
-from bench.lib.machine import load_average, machine_info  # noqa: E402
-from bench.lib.report import command_line, shown  # noqa: E402
+from bench.lib.line3_report import plot_cases, run_and_store  # noqa: E402
+from bench.lib.machine import load_average  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "native_sjoin.json"
 BIN_ENV = "SJOIN_BIN"
@@ -274,25 +273,13 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    from bench.lib.plots import plt
-
-    cases = report["cases"]
-    labels = [f"{c['edges'] // 1000}K edges\nk={c['k']:,}" for c in cases]
-    variants = [v for v in VARIANTS if f"{v}_tuples_per_s_median" in cases[0]]
-    names = {"compiled": "ivmstream, compiled", "python": "ivmstream, Python", "cpp": "authors' C++"}
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    width = 0.8 / len(variants)
-    for j, v in enumerate(variants):
-        xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(cases))]
-        ax.bar(xs, [c[f"{v}_tuples_per_s_median"] for c in cases], width, label=names[v])
-    ax.set_xticks(range(len(cases)), labels)
-    ax.set_ylabel("tuples per second of CPU time")
-    ax.set_yscale("log")
-    ax.set_title("SJoin line-3 (exact counts): ivmstream against the authors' C++")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_cases(
+        report,
+        path,
+        variants=VARIANTS,
+        title="SJoin line-3 (exact counts): ivmstream against the authors' C++",
+        width=6,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,33 +294,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--cpp {a.cpp}: not an executable file")
     if a.cpp is None:
         print(f"the authors' C++ is skipped: no driver given (--cpp or {BIN_ENV})", flush=True)
-    out = a.out.with_suffix(".json") if a.out else OUT
-    started = time.time()
-    load_start = load_average()
-    with tempfile.TemporaryDirectory(prefix="ivmstream-sjoin-") as tmp:
-        cases = [measure_case(a, edges, k, Path(tmp)) for edges in a.edges for k in a.k]
-    report = {
-        "command": command_line("bench/native_sjoin.py", list(argv) if argv is not None else None),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
-        "config": {
-            "edges": a.edges,
-            "k": a.k,
-            "repeats": a.repeats,
-            "batch": BATCH,
-            "graph_seed": GRAPH_SEED,
-            "quick": a.quick,
-            "cpp": a.cpp is not None,
-        },
-        "load_start": load_start,
-        "load_end": load_average(),
-        "machine": machine_info(),
-        "cases": cases,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, out.with_suffix(".png"))
-    print(markdown(report))
-    print(f"wrote {shown(out)}")
+    run_and_store(
+        a,
+        argv,
+        script="bench/native_sjoin.py",
+        out=a.out.with_suffix(".json") if a.out else OUT,
+        config={"batch": BATCH, "graph_seed": GRAPH_SEED},
+        measure_case=measure_case,
+        markdown=markdown,
+        plot=plot,
+    )
     return 0
 
 
