@@ -35,6 +35,28 @@ RowReject = Callable[[int, None, Any], None]  # a row given as columns has no ev
 PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
 
 
+def _settle(
+    ledger: dict[tuple[Any, ...], int], changed: Touched | None, rel: str, vals: tuple[Any, ...], delta: int
+) -> int | None:
+    """One row's delta on its tuple's multiplicity, logged as touched (with whether it was live before):
+    None once applied, or the multiplicity a refusal reports when the delta would make it negative (the
+    compiled loops' ``settle``)."""
+    have = ledger.get(vals, 0)
+    new = have + delta
+    if new < 0:
+        return have
+    if new:
+        ledger[vals] = new
+    else:
+        del ledger[vals]
+    if changed is not None:
+        touched = changed.get(rel)
+        if touched is None:
+            touched = changed[rel] = {}
+        touched.setdefault(vals, bool(have))
+    return None
+
+
 def py_ledger_pass(
     events: Sequence[UpdateEvent],
     bag: Bag,
@@ -75,20 +97,10 @@ def py_ledger_pass(
                 reject(i, ev, None)
                 continue
         vals = tuple([row[c] for c in columns[rel]])
-        have = ledger.get(vals, 0)
-        new = have + delta
-        if new < 0:
+        have = _settle(ledger, changed, rel, vals, delta)
+        if have is not None:
             reject(i, ev, have)
             continue
-        if new:
-            ledger[vals] = new
-        else:
-            del ledger[vals]
-        if changed is not None:
-            touched = changed.get(rel)
-            if touched is None:
-                touched = changed[rel] = {}
-            touched.setdefault(vals, bool(have))
         net += delta
         if rel in reads:
             if netted is not None:
@@ -144,20 +156,10 @@ def py_ledger_columns(
             if brokers is not None and not 0 <= vals[ib] < brokers:
                 reject(i, None, None)
                 continue
-        have = ledger.get(vals, 0)
-        new = have + delta
-        if new < 0:
+        have = _settle(ledger, changed, rel, vals, delta)
+        if have is not None:
             reject(i, None, have)
             continue
-        if new:
-            ledger[vals] = new
-        else:
-            del ledger[vals]
-        if changed is not None:
-            touched = changed.get(rel)
-            if touched is None:
-                touched = changed[rel] = {}
-            touched.setdefault(vals, bool(have))
         net += delta
         if levels is not None:
             price = vals[ip]
