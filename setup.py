@@ -43,7 +43,16 @@ setup(
     package_dir=FOLDERS,
     packages=_packages(),
     ext_modules=[
-        _extension("ivmstream.events._fastjson", "shared/events/_fastjson.c"),
+        _extension(
+            "ivmstream.events._fastjson",
+            "shared/events/_fastjson.c",
+            "shared/events/_fastjson_record.c",
+            "shared/events/_fastjson_refusal.c",
+            "shared/events/_fastjson_errors.c",
+            "shared/events/_fastjson_changes.c",
+            "shared/events/_fastjson_batch.c",
+            "shared/events/_fastjson.h",
+        ),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
         _extension(
