@@ -67,9 +67,25 @@ setup(
             "services/vwap/_bag_entries.c",
             "services/vwap/_kernels.h",
         ),
-        _extension("ivmstream.services.reservoir._kernels", "services/reservoir/_kernels.c"),
-        _extension("ivmstream.services.reservoir._exact_kernels", "services/reservoir/_exact_kernels.c"),
+        _extension(
+            "ivmstream.services.reservoir._kernels",
+            "services/reservoir/_kernels.c",
+            "services/reservoir/_reweigh.c",
+            "services/reservoir/_batches.c",
+            "services/reservoir/_kernels.h",
+            "services/reservoir/_capi.h",
+        ),
+        _extension(
+            "ivmstream.services.reservoir._exact_kernels",
+            "services/reservoir/_exact_kernels.c",
+            "services/reservoir/_capi.h",
+        ),
         _vectorized(_extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c")),
-        _extension("ivmstream.services.reference._kernels", "services/reference/_kernels.c"),
+        _extension(
+            "ivmstream.services.reference._kernels",
+            "services/reference/_kernels.c",
+            "services/reference/_bag_rows.c",
+            "services/reference/_kernels.h",
+        ),
     ],
 )

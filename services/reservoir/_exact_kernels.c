@@ -13,8 +13,7 @@
  *
  * One call caches the attributes of the structures it touches (they are slots that are set once).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_capi.h"
 
 static PyObject *S_key_pos, *S_where, *S_cnt, *S_rcnt, *S_parent, *S_node, *S_parents, *S_children,
     *S_child_pos, *S_idx, *S_by_key, *S_items, *S_ds, *S_nodes, *S_grouped, *S_tracking, *S_dirty,
@@ -38,18 +37,6 @@ typedef struct {
     PyObject *dirty; /* the index's set of changed (structure, key), NULL when not tracking */
     long long places, propagations;
 } Ctx;
-
-/* An attribute the object keeps holding during the call (a slot that is never reassigned here). */
-static PyObject *held(PyObject *o, PyObject *name) {
-    PyObject *r = PyObject_GetAttr(o, name);
-    if (r != NULL) Py_DECREF(r);
-    return r;
-}
-
-static int as_index(PyObject *o, Py_ssize_t *out) {
-    *out = PyLong_AsSsize_t(o);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
 
 static Dir *dir_at(Ctx *cx, Py_ssize_t di) {
     if (di < 0 || di >= cx->n_dirs) {
@@ -79,42 +66,8 @@ static Dir *dir_at(Ctx *cx, Py_ssize_t di) {
     return d;
 }
 
-/* tuple(item[i] for i in pos), a new reference. */
-static PyObject *key_of(PyObject *item, PyObject *pos) {
-    if (!PyTuple_Check(item) || !PyTuple_Check(pos)) {
-        PyErr_SetString(PyExc_TypeError, "items and key positions are tuples");
-        return NULL;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(pos), width = PyTuple_GET_SIZE(item);
-    PyObject *k = PyTuple_New(n);
-    if (k == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(pos, i));
-        if (j < 0 || j >= width) {
-            Py_DECREF(k);
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "key position out of range");
-            return NULL;
-        }
-        PyObject *x = PyTuple_GET_ITEM(item, j);
-        Py_INCREF(x);
-        PyTuple_SET_ITEM(k, i, x);
-    }
-    return k;
-}
-
-/* dict[key] as a borrowed reference, raising KeyError when absent (as `dict[key]` does). */
-static PyObject *item_or_keyerror(PyObject *dict, PyObject *key) {
-    PyObject *r = PyDict_GetItemWithError(dict, key);
-    if (r == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
-    return r;
-}
-
 /* dict.get(key, 0) as a borrowed reference. */
-static PyObject *get_or_zero(PyObject *dict, PyObject *key) {
-    PyObject *r = PyDict_GetItemWithError(dict, key);
-    if (r == NULL && !PyErr_Occurred()) return ZERO;
-    return r;
-}
+static PyObject *get_or_zero(PyObject *dict, PyObject *key) { return get_or(dict, key, ZERO); }
 
 /* dict.setdefault(key, []) as a borrowed reference. */
 static PyObject *list_at(PyObject *dict, PyObject *key) {
@@ -660,21 +613,6 @@ done:
     return rc;
 }
 
-/* Add `extra` to the int attribute `name` of `o`. */
-static int bump_counter(PyObject *o, PyObject *name, long long extra) {
-    if (extra == 0) return 0;
-    PyObject *now = PyObject_GetAttr(o, name);
-    if (now == NULL) return -1;
-    PyObject *more = PyLong_FromLongLong(extra);
-    PyObject *sum = more == NULL ? NULL : PyNumber_Add(now, more);
-    Py_DECREF(now);
-    Py_XDECREF(more);
-    if (sum == NULL) return -1;
-    int rc = PyObject_SetAttr(o, name, sum);
-    Py_DECREF(sum);
-    return rc;
-}
-
 /* The loop of JoinIndex._reweigh over the structures D[e->*]. */
 static int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f) {
     PyObject *out = held(ix, S_out);
@@ -708,10 +646,7 @@ static int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject
 #define MAX_STACK_DIRS 64
 
 static PyObject *py_reweigh(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "reweigh(index, e, item, old_f, f)");
-        return NULL;
-    }
+    EXPECT_ARGS(nargs, 5, "reweigh(index, e, item, old_f, f)");
     PyObject *ix = args[0];
     Py_ssize_t e;
     if (as_index(args[1], &e) < 0) return NULL;

@@ -178,7 +178,7 @@ def _check_counts(
     """The engine's index counts are a function of the tuple set alone, so they must equal Spark's."""
     index = engine.index
     for (e, p), d_index in index.into.items():
-        got = {v: c for v, c in index.ds[d_index].cnt.items() if c}
+        got = {v: c for v, c in index.counts(index.ds[d_index]).items() if c}
         if got != dict(want.get((e, p), {})):
             raise BatchError(
                 f"reservoir bootstrap: key {key!r}: the index counts of {e}->{p} differ from Spark's"

@@ -5,9 +5,10 @@ key value ``v`` (the columns ``e`` shares with ``p``) the items of ``e`` with th
 that a virtual batch of join results can be addressed by position without materialising it.
 
 - Rounded mode (RSJoin): an item's weight is a power of two (the product of its children's rounded
-  counts, times its rounded group size); items sit in one bucket per exponent; ``cnt`` is the sum of
-  weights and ``rcnt`` the next power of two. A change travels to the parents only when ``rcnt``
-  changes, which happens O(log N) times per key (§2.4).
+  counts, times its rounded group size); items sit in one bucket per exponent; a key's count is the
+  sum of weights and its rounded count the next power of two. A change travels to the parents only
+  when the rounded count changes, which happens O(log N) times per key (§2.4). Each key keeps one
+  record (``CNT``, ``RCNT``, ``BUCKETS``, ``EXPS``), so an update reaches all of it with one lookup.
 - Exact mode (SJoin): weights are exact counts, kept per key in a Fenwick tree; every change travels
   (§3.1).
 - Grouping (the ``-opt`` strategies, §2.7): items are the groups of a node's tuples by their join
@@ -21,24 +22,17 @@ walk over it, and so every bucket's order, is a function of the input order alon
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ivmstream.services.reservoir import exact_kernels, kernels
+from ivmstream.services.reservoir.fenwick import Nodes, _fen_add, _fen_append, _fen_find, _fen_point
+from ivmstream.services.reservoir.nodes import NodeStore, Tup, positions
 
-Tup = tuple[Any, ...]
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
 
-
-class Nodes(Protocol):
-    """A Fenwick tree's nodes: a list of ints (the Python steps), or the compiled kernels' ``Fenwick``
-    (64-bit nodes while they fit, Python ints after), which the helpers below read and write alike."""
-
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[int]: ...
-    def __getitem__(self, i: int, /) -> int: ...
-    def __setitem__(self, i: int, x: int, /) -> None: ...
-    def append(self, x: int, /) -> None: ...
-    def pop(self) -> int: ...
+# A key's record in a rounded structure, so that one dict lookup reaches everything an update of the
+# key touches: [its count, its rounded count, exponent -> the items in that bucket, sorted exponents].
+CNT, RCNT, BUCKETS, EXPS = 0, 1, 2, 3
 
 
 def nextpow2(c: int) -> int:
@@ -46,103 +40,17 @@ def nextpow2(c: int) -> int:
     return 1 << (c - 1).bit_length()
 
 
-def positions(of: Sequence[str], within: Sequence[str]) -> tuple[int, ...]:
-    return tuple(within.index(a) for a in of)
-
-
-class NodeStore:
-    """The tuples of one node (with their arrival numbers), their items (groups) and hash indexes by
-    each neighbour's key.
-
-    Every order here is the one re-adding the current tuples by arrival number would give (a restore
-    does exactly that): a group's members in arrival order, and each key's items in the arrival order
-    of their first member, which a delete of a group's first member restores (``remove``)."""
-
-    __slots__ = (
-        "attrs",
-        "by_key",
-        "item_attrs",
-        "item_pos",
-        "items",
-        "key_pos",
-        "next_seq",
-        "tuples",
-        "whole",
-    )
-
-    def __init__(self, attrs: tuple[str, ...], neighbours: dict[int, tuple[str, ...]], grouped: bool) -> None:
-        self.attrs = attrs
-        joined = [a for a in attrs if any(a in shared for shared in neighbours.values())]
-        self.item_attrs = tuple(joined) if grouped else attrs
-        self.item_pos = positions(self.item_attrs, attrs)
-        # items are the tuples themselves (ungrouped, or every column joined): one member each, kept
-        # in a tuple, which the garbage collector stops tracking, where a group's members are a list
-        self.whole = self.item_pos == tuple(range(len(attrs)))
-        self.items: dict[Tup, list[Tup] | tuple[Tup]] = {}
-        self.tuples: dict[Tup, int] = {}  # tuple -> arrival number (increasing, never reused)
-        self.next_seq = 0
-        self.key_pos = {n: positions(shared, self.item_attrs) for n, shared in neighbours.items()}
-        self.by_key: dict[int, dict[Tup, dict[Tup, None]]] = {n: {} for n in neighbours}
-
-    def item_of(self, t: Tup) -> Tup:
-        return t if self.whole else tuple(t[i] for i in self.item_pos)
-
-    def add(self, t: Tup, seq: int | None = None) -> tuple[Tup, bool]:
-        """Record ``t`` (with arrival number ``seq``, default the next one); returns its item and
-        whether the item is new."""
-        if seq is None:
-            seq = self.next_seq
-        self.tuples[t] = seq
-        if seq >= self.next_seq:
-            self.next_seq = seq + 1
-        if self.whole:
-            item = t
-            self.items[t] = (t,)
-        else:
-            item = tuple(t[i] for i in self.item_pos)
-            members = self.items.get(item)
-            if members is not None:
-                members.append(t)  # type: ignore[union-attr]
-                return item, False
-            self.items[item] = [t]
-        for n, pos in self.key_pos.items():
-            self.by_key[n].setdefault(tuple(item[i] for i in pos), {})[item] = None
-        return item, True
-
-    def remove(self, t: Tup) -> tuple[Tup, bool]:
-        """Forget ``t`` (present); returns its item and whether the item is gone."""
-        del self.tuples[t]
-        item = self.item_of(t)
-        members = self.items[item]
-        if len(members) == 1:  # t alone: the item goes
-            for n, pos in self.key_pos.items():
-                v = tuple(item[i] for i in pos)
-                at = self.by_key[n][v]
-                del at[item]
-                if not at:
-                    del self.by_key[n][v]
-            del self.items[item]
-            return item, True
-        first = members[0] == t
-        members.remove(t)  # type: ignore[union-attr]
-        if first:  # the item now ranks by its next member's arrival
-            seq = self.tuples
-            for n, pos in self.key_pos.items():
-                v = tuple(item[i] for i in pos)
-                at = self.by_key[n][v]
-                self.by_key[n][v] = dict.fromkeys(sorted(at, key=lambda it: seq[self.items[it][0]]))
-        return item, False
+def _canonical(v: Tup) -> bytes:
+    return repr([(type(x).__name__, x) for x in v]).encode()
 
 
 class Directed:
     """The structure of one directed join-tree edge e→p (p = -1: the super-root over node 0)."""
 
     __slots__ = (
-        "buckets",
         "child_pos",
         "children",
         "cnt",
-        "exps",
         "fen",
         "idx",
         "key_pos",
@@ -150,6 +58,7 @@ class Directed:
         "parent",
         "parents",
         "rcnt",
+        "recs",
         "rows",
         "where",
     )
@@ -162,58 +71,12 @@ class Directed:
         self.children: list[int] = []  # indexes of D[c→node], c != parent, in a fixed order
         self.child_pos: list[tuple[int, ...]] = []  # each child's key columns within this node's items
         self.parents: list[tuple[int, int]] = []  # (D[node'→q] reading this one, its child slot)
-        self.cnt: dict[Tup, int] = {}
-        self.rcnt: dict[Tup, int] = {}  # rounded counts (rounded mode); the counts again (exact mode)
-        self.buckets: dict[Tup, dict[int, list[Tup]]] = {}  # rounded: key -> exponent -> items
-        self.exps: dict[Tup, list[int]] = {}  # rounded: key -> sorted non-empty exponents
+        self.recs: dict[Tup, list[Any]] = {}  # rounded: key -> its record [CNT, RCNT, BUCKETS, EXPS]
+        self.cnt: dict[Tup, int] = {}  # exact: key -> count
+        self.rcnt: dict[Tup, int] = {}  # exact: the counts again (what a parent multiplies by)
         self.where: dict[Tup, int] = {}  # item -> its index in its bucket (rounded) or its key's rows
         self.rows: dict[Tup, list[Tup]] = {}  # exact: key -> items in arrival order
         self.fen: dict[Tup, Nodes] = {}  # exact: key -> Fenwick tree over the items' weights
-
-
-def _fen_append(tree: Nodes, w: int) -> None:
-    i = len(tree) + 1
-    s, low, j = w, i - (i & -i), i - 1
-    while j > low:
-        s += tree[j - 1]
-        j -= j & -j
-    tree.append(s)
-
-
-def _fen_add(tree: Nodes, idx: int, delta: int) -> None:
-    i, n = idx + 1, len(tree)
-    while i <= n:
-        tree[i - 1] += delta
-        i += i & -i
-
-
-def _canonical(v: Tup) -> bytes:
-    return repr([(type(x).__name__, x) for x in v]).encode()
-
-
-def _fen_point(tree: Nodes, idx: int) -> int:
-    """The single weight at ``idx`` (difference of two prefix sums)."""
-
-    def prefix(i: int) -> int:
-        s = 0
-        while i > 0:
-            s += tree[i - 1]
-            i -= i & -i
-        return s
-
-    return prefix(idx + 1) - prefix(idx)
-
-
-def _fen_find(tree: Nodes, z: int) -> tuple[int, int]:
-    """The index holding position z of the concatenated weights, and z's offset inside it."""
-    pos, step, n = 0, 1 << (len(tree).bit_length() - 1), len(tree)
-    while step:
-        nxt = pos + step
-        if nxt <= n and tree[nxt - 1] <= z:
-            pos = nxt
-            z -= tree[nxt - 1]
-        step >>= 1
-    return pos, z
 
 
 class JoinIndex:
@@ -276,10 +139,39 @@ class JoinIndex:
     def _feq(self, n: int) -> int:
         return n if self.exact else nextpow2(n)
 
+    def count(self, d: Directed, v: Tup) -> int:
+        """Key v's count in structure d (0 when d does not hold it)."""
+        if self.exact:
+            return d.cnt.get(v, 0)
+        rec = d.recs.get(v)
+        n: int = 0 if rec is None else rec[CNT]
+        return n
+
+    def rounded(self, d: Directed, v: Tup) -> int:
+        """Key v's rounded count in d (exact mode: its count), what a parent item's weight multiplies."""
+        if self.exact:
+            return d.rcnt.get(v, 0)
+        rec = d.recs.get(v)
+        r: int = 0 if rec is None else rec[RCNT]
+        return r
+
+    def counts(self, d: Directed) -> dict[Tup, int]:
+        """Every key's count in structure d."""
+        return dict(d.cnt) if self.exact else {v: rec[CNT] for v, rec in d.recs.items()}
+
     def _children_product(self, d: Directed, item: Tup) -> int:
         ds, w = self.ds, 1
+        if self.exact:
+            for c, pos in zip(d.children, d.child_pos, strict=True):
+                w *= ds[c].rcnt.get(tuple(item[i] for i in pos), 0)
+                if not w:
+                    return 0
+            return w
         for c, pos in zip(d.children, d.child_pos, strict=True):
-            w *= ds[c].rcnt.get(tuple(item[i] for i in pos), 0)
+            rec = ds[c].recs.get(tuple(item[i] for i in pos))
+            if rec is None:
+                return 0
+            w *= rec[RCNT]
             if not w:
                 return 0
         return w
@@ -363,21 +255,25 @@ class JoinIndex:
             if new != old:
                 self._propagate(d, v, old, new)
             return
+        rec = d.recs.get(v)  # the key's one record: its counts and buckets
         if w_old:
-            self._bucket_remove(d, v, w_old.bit_length() - 1, item)
+            self._bucket_remove(d, rec, w_old.bit_length() - 1, item)
         if w_new:
-            self._bucket_add(d, v, w_new.bit_length() - 1, item)
-        old_r = d.rcnt.get(v, 0)  # read before cnt changes
-        c = d.cnt.get(v, 0) + w_new - w_old
+            if rec is None:
+                rec = d.recs[v] = [0, 0, {}, []]
+            self._bucket_add(d, rec, w_new.bit_length() - 1, item)
+        if rec is None:
+            raise AssertionError("a placement of weight 0 over weight 0")
+        old_r = rec[RCNT]  # read before the count changes
+        c = rec[CNT] + w_new - w_old
         if c:
-            d.cnt[v] = c
+            rec[CNT] = c
             new_r = nextpow2(c)
         else:  # the key is gone from this structure (deletes only)
-            del d.cnt[v], d.rcnt[v], d.buckets[v], d.exps[v]
+            del d.recs[v]
             new_r = 0
         if new_r != old_r:
-            if new_r:
-                d.rcnt[v] = new_r
+            rec[RCNT] = new_r
             self._propagate(d, v, old_r, new_r)
 
     def _row_remove(self, d: Directed, v: Tup, idx: int, item: Tup, w: int) -> None:
@@ -394,27 +290,28 @@ class JoinIndex:
         if not rows:
             del d.rows[v], d.fen[v]
 
-    def _bucket_add(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
-        per = d.buckets.setdefault(v, {})
+    def _bucket_add(self, d: Directed, rec: list[Any], x: int, item: Tup) -> None:
+        per = rec[BUCKETS]
         arr = per.get(x)
         if arr is None:
             arr = per[x] = []
-            exps = d.exps.setdefault(v, [])
+            exps = rec[EXPS]
             exps.append(x)
             exps.sort()
         d.where[item] = len(arr)
         arr.append(item)
 
-    def _bucket_remove(self, d: Directed, v: Tup, x: int, item: Tup) -> None:
-        arr = d.buckets[v][x]
+    def _bucket_remove(self, d: Directed, rec: Any, x: int, item: Tup) -> None:
+        per = rec[BUCKETS]
+        arr = per[x]
         i = d.where.pop(item)
         last = arr.pop()
         if i < len(arr):
             arr[i] = last
             d.where[last] = i
         if not arr:
-            del d.buckets[v][x]
-            d.exps[v].remove(x)
+            del per[x]
+            rec[EXPS].remove(x)
 
     def _propagate(self, d: Directed, v: Tup, old: int, new: int) -> None:
         """A key's (rounded) count changed: re-weigh every parent item with that key, in every parent
@@ -438,7 +335,7 @@ class JoinIndex:
                 self.propagations += 1
                 o = self._feq(len(node.items[item])) if self.grouped else 1
                 for c, pos in others:
-                    o *= ds[c].rcnt.get(tuple(item[i] for i in pos), 0)
+                    o *= self.rounded(ds[c], tuple(item[i] for i in pos))
                     if not o:
                         break
                 if o:
@@ -456,7 +353,7 @@ class JoinIndex:
         size = 1
         for c in self.neighbours[e]:
             d = self.ds[self.into[(c, e)]]
-            r = d.cnt.get(tuple(item[i] for i in self.nodes[e].key_pos[c]), 0)
+            r = self.count(d, tuple(item[i] for i in self.nodes[e].key_pos[c]))
             radices.append(r)
             size *= r
         return size, radices
@@ -478,7 +375,7 @@ class JoinIndex:
 
     def full_size(self) -> int:
         """|J|: the super-root's length, an upper bound on |Q| (exact in exact mode)."""
-        return self.ds[self.super].cnt.get((), 0) if self.counting else 0
+        return self.count(self.ds[self.super], ()) if self.counting else 0
 
     def full_get(self, z: int) -> Tup | None:
         """Entry z of J (the whole join through the super-root): a result row, or None for a dummy."""
@@ -487,13 +384,16 @@ class JoinIndex:
         return self.assemble(parts) if self._key(self.ds[self.super], (), z, parts) else None
 
     def _key(self, d: Directed, v: Tup, z: int, parts: Parts) -> bool:
-        if z >= d.cnt.get(v, 0):
-            return False  # trailing padding of the key batch
         if self.exact:
+            if z >= d.cnt.get(v, 0):
+                return False  # trailing padding of the key batch
             idx, rest = _fen_find(d.fen[v], z)
             return self._item(d, d.rows[v][idx], rest, parts)
-        buckets = d.buckets[v]
-        for x in d.exps[v]:
+        rec = d.recs.get(v)
+        if rec is None or z >= rec[CNT]:
+            return False
+        buckets = rec[BUCKETS]
+        for x in rec[EXPS]:
             arr = buckets[x]
             block = len(arr) << x
             if z < block:
@@ -505,7 +405,7 @@ class JoinIndex:
     def _item(self, d: Directed, item: Tup, z: int, parts: Parts) -> bool:
         ds = self.ds
         keys = [tuple(item[i] for i in pos) for pos in d.child_pos]
-        radices = [ds[c].rcnt[k] for c, k in zip(d.children, keys, strict=True)]
+        radices = [self.rounded(ds[c], k) for c, k in zip(d.children, keys, strict=True)]
         h = 1
         for r in radices:
             h *= r
@@ -565,20 +465,23 @@ class JoinIndex:
         """One key of one structure: its buckets (exponent, items in order), or items with exact weights."""
         if self.exact:
             return [[list(it), str(_fen_point(d.fen[v], j))] for j, it in enumerate(d.rows.get(v, ()))]
-        per = d.buckets.get(v, {})
+        rec = d.recs.get(v)
+        if rec is None:
+            return []
+        per = rec[BUCKETS]
         # the bucket lists themselves, for an encoder to read at once; items are tuples: JSON arrays
-        return [[x, per[x]] for x in d.exps.get(v, ())]
+        return [[x, per[x]] for x in rec[EXPS]]
 
     def holds(self, d: Directed, v: Tup) -> bool:
-        return v in (d.rows if self.exact else d.buckets)
+        return v in (d.rows if self.exact else d.recs)
 
     def held_keys(self) -> list[Collection[Tup]]:
         """Per structure, the keys it holds (``holds`` for many keys: one lookup each)."""
-        return [d.rows if self.exact else d.buckets for d in self.ds]
+        return [d.rows if self.exact else d.recs for d in self.ds]
 
     def keys(self, d: Directed) -> list[Tup]:
         """The keys of a structure, in a canonical order (not the order they arrived in)."""
-        return sorted(d.rows if self.exact else d.buckets, key=_canonical)
+        return sorted(d.rows if self.exact else d.recs, key=_canonical)
 
     def dump_directed(self) -> list[Any]:
         return [[[list(v), self.dump_key(d, v)] for v in self.keys(d)] for d in self.ds]
@@ -599,15 +502,18 @@ class JoinIndex:
                         total += w
                     d.cnt[v] = d.rcnt[v] = total
                     continue
-                per = d.buckets.setdefault(v, {})
+                rec = d.recs.get(v)
+                if rec is None:
+                    rec = d.recs[v] = [0, 0, {}, []]
+                per = rec[BUCKETS]
                 for x, items_ in entries:
                     arr = per[x] = [tuple(it) for it in items_]
                     for i, it in enumerate(arr):
                         d.where[it] = i
                     total += len(arr) << x
-                d.exps[v] = sorted(per)
-                d.cnt[v] = total
-                d.rcnt[v] = nextpow2(total) if total else 0
+                rec[EXPS] = sorted(per)
+                rec[CNT] = total
+                rec[RCNT] = nextpow2(total) if total else 0
 
 
 def _digits(z: int, radices: Sequence[int]) -> list[int]:

@@ -1,9 +1,10 @@
 """The compiled steps of the rounded join index (services/reservoir/_kernels.c: an insert, the
 re-weighing it makes, an insert's virtual batch size) leave every container exactly as their Python
 reference (``JoinIndex.insert``, ``_reweigh``, ``delta_size`` and the methods they call) does: the
-counts, rounded counts, each key's buckets in order, the positions, the changed-key log and the work
-counters, after every insert and delete, on every query shape, plain and grouped; weights beyond 64
-bits included. An engine on the compiled steps draws the same sample as one on the Python steps."""
+key records (counts, rounded counts, buckets in order, sorted exponents), the positions, the
+changed-key log and the work counters, after every insert and delete, on every query shape, plain and
+grouped; weights beyond 64 bits included. An engine on the compiled steps draws the same sample as one
+on the Python steps."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.reservoir import kernels
-from ivmstream.services.reservoir.index import JoinIndex
+from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, RCNT, JoinIndex
 from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
 
@@ -50,9 +51,8 @@ def state(ix: JoinIndex) -> list[Any]:
     """Everything the re-weighing writes, with every dict's and list's order."""
     out: list[Any] = [ix.places, ix.propagations, sorted(ix.dirty, key=repr)]
     for d in ix.ds:
-        buckets = [(v, list(per.items())) for v, per in d.buckets.items()]
-        counts = [list(d.cnt.items()), list(d.rcnt.items())]
-        out.append([*counts, buckets, list(d.exps.items()), list(d.where.items())])
+        records = [(v, r[CNT], r[RCNT], list(r[BUCKETS].items()), r[EXPS]) for v, r in d.recs.items()]
+        out.append([records, list(d.where.items())])
     return out
 
 
@@ -73,7 +73,7 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
         leaf = next(d for d in compiled.ds if not d.children and d.parent >= 0)
         v = tuple(data.draw(st.integers(0, domain - 1)) for _ in leaf.key_pos)
         for ix in (compiled, python):
-            ix.ds[leaf.idx].rcnt[v] = 2**70
+            ix.ds[leaf.idx].recs[v] = [0, 2**70, {}, []]
     present: list[tuple[int, tuple[int, ...]]] = []
     for _ in range(data.draw(st.integers(1, 40))):
         if present and data.draw(st.integers(0, 2)) == 0:
@@ -165,7 +165,7 @@ def test_compiled_projection_builds_the_python_tuple_untracked_when_it_holds_ato
 
 def test_the_compiled_steps_keep_the_index_dicts_out_of_the_collectors_sight():
     """After a stream of inserts through an engine on the compiled steps, the dicts keyed by tuples (the
-    relations, the node stores, every structure's counts, rounded counts and positions) hold only
+    relations, the node stores, every structure's key records and positions) hold only
     untracked keys and values, so they are untracked themselves: a young collection never walks them.
     On the Python steps the same dicts are re-tracked by every fresh key (the layout the kernels fix)."""
     rng = random.Random(11)
@@ -176,18 +176,18 @@ def test_the_compiled_steps_keep_the_index_dicts_out_of_the_collectors_sight():
     ix = e.index
     dicts: list[dict[Any, Any]] = [*e.rels.values(), *(n.tuples for n in ix.nodes)]
     dicts += [n.items for n in ix.nodes]
-    dicts += [x for d in ix.ds for x in (d.cnt, d.rcnt, d.where)]
+    dicts += [x for d in ix.ds for x in (d.recs, d.where)]
     assert all(len(x) for x in dicts)
     assert not any(gc.is_tracked(x) for x in dicts)
 
 
 @pytest.mark.parametrize("grouped", [False, True])
 def test_the_compiled_steps_keep_the_per_key_containers_out_of_the_collectors_sight(grouped: bool):
-    """The containers a compiled insert fills, one or more per key and per group (each key's exponent
-    buckets and their item lists, the sorted exponents, a node's groups and its key -> items maps), hold
-    only settled tuples, ints and one another, so no reference cycle runs through them: the kernel takes
-    them off the collector's watch, and a full collection does not walk the index. Deletes (on the Python
-    steps) and collections then leave the index as the Python steps do."""
+    """The containers a compiled insert fills, one or more per key and per group (each key's record,
+    its exponent buckets and their item lists, the sorted exponents, a node's groups and its key ->
+    items maps), hold only settled tuples, ints and one another, so no reference cycle runs through
+    them: the kernel takes them off the collector's watch, and a full collection does not walk the
+    index. Deletes (on the Python steps) and collections then leave the index as the Python steps do."""
     compiled, python, q = pair("line3", grouped)
     rng = random.Random(5)
     stream = [(e, tuple(rng.randrange(6) for _ in q.nodes[e].attrs)) for e in rng.choices(range(3), k=300)]
@@ -196,8 +196,9 @@ def test_the_compiled_steps_keep_the_per_key_containers_out_of_the_collectors_si
             ix.insert(e, t)
     containers: list[Any] = []
     for d in compiled.ds:
-        containers += [d.buckets, d.exps, *d.buckets.values(), *d.exps.values()]
-        containers += [arr for per in d.buckets.values() for arr in per.values()]
+        records = list(d.recs.values())
+        containers += [d.recs, *records, *(rec[BUCKETS] for rec in records), *(rec[EXPS] for rec in records)]
+        containers += [arr for rec in records for arr in rec[BUCKETS].values()]
     for n in compiled.nodes:
         containers += [*n.by_key.values(), *(m for keyed in n.by_key.values() for m in keyed.values())]
         containers += [n.items, *(g for g in n.items.values() if isinstance(g, list))]

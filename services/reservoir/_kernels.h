@@ -1,0 +1,43 @@
+/* What the rounded join index's kernel sources share; they build one extension module: _kernels.c (the
+ * module, an insert into a node store, an event's projection), _reweigh.c (the re-weighing: buckets,
+ * counts and propagation) and _batches.c (an insert's virtual batch: its size and its entries).
+ *
+ * A rounded structure keeps one record per key, a list [count, rounded count, exponent -> items,
+ * sorted exponents] (index.py's CNT, RCNT, BUCKETS, EXPS), so an update reaches all of it with one
+ * dict lookup.
+ */
+#ifndef IVMSTREAM_RESERVOIR_KERNELS_H
+#define IVMSTREAM_RESERVOIR_KERNELS_H
+
+#include "_capi.h"
+
+enum { REC_CNT = 0, REC_RCNT = 1, REC_BUCKETS = 2, REC_EXPS = 3, REC_FIELDS = 4 };
+
+/* The attribute names the kernels read, interned once by the module (_kernels.c). */
+#define RESERVOIR_NAMES(X)                                                                              \
+    X(key_pos) X(recs) X(where) X(parent) X(node) X(parents) X(children) X(child_pos) X(idx) X(by_key) \
+    X(items) X(ds) X(nodes) X(grouped) X(tracking) X(dirty) X(places) X(propagations) X(out) X(tuples) \
+    X(next_seq) X(whole) X(item_pos) X(neighbours) X(into) X(col_map) X(width) X(retrieves)
+#define RESERVOIR_DECLARE_NAME(n) extern PyObject *S_##n;
+RESERVOIR_NAMES(RESERVOIR_DECLARE_NAME)
+extern PyObject *ZERO, *ONE;
+
+typedef struct {
+    PyObject *ds;    /* list of Directed */
+    PyObject *nodes; /* list of NodeStore */
+    int grouped;
+    PyObject *dirty; /* the index's set of changed (structure, key), NULL when not tracking */
+    long long places, propagations;
+} Ctx;
+
+/* _reweigh.c */
+PyObject *nextpow2(PyObject *c);
+int open_ctx(Ctx *cx, PyObject *ix);
+int close_ctx(Ctx *cx, PyObject *ix, int rc);
+int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f);
+
+/* _batches.c */
+PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *k_delta_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+#endif /* IVMSTREAM_RESERVOIR_KERNELS_H */
