@@ -81,6 +81,11 @@ setup(
             "services/reservoir/_capi.h",
         ),
         _vectorized(_extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c")),
-        _extension("ivmstream.services.reference._kernels", "services/reference/_kernels.c"),
+        _extension(
+            "ivmstream.services.reference._kernels",
+            "services/reference/_kernels.c",
+            "services/reference/_bag_rows.c",
+            "services/reference/_kernels.h",
+        ),
     ],
 )

@@ -125,6 +125,12 @@ class StoreBackedMap(Generic[V]):
         if clean:  # a key is dirty or clean, never both
             deque(map(clean.pop, map(itemgetter(0), items), repeat(None)), maxlen=0)
 
+    def resident_dicts(self) -> tuple[dict[bytes, V | None], dict[bytes, V | None]] | None:
+        """The dirty and clean dicts while nothing is attached (every entry resident), for a batch update
+        that writes them in place by ``put``'s and ``delete``'s rules: a written key leaves clean and is
+        dirty, a dirty None is a delete. None once a store is attached (reads then go through it)."""
+        return (self._dirty, self._clean) if self._source is None else None
+
     def put(self, key: bytes, value: V) -> None:
         self._clean.pop(key, None)
         self._dirty[key] = value

@@ -1,4 +1,4 @@
-/* The reference engine's member keys and member hashes.
+/* The reference engine's member keys and member hashes (its batch update, bag_rows, is in _bag_rows.c).
  *
  * Member hashes: BLAKE2b with a 16-byte digest (RFC 7693) of each member key, as
  * a 128-bit unsigned integer read big-endian, the same numbers as
@@ -6,12 +6,7 @@
  * member_hash, kept as the reference and the fallback). A batch of keys is hashed in one call, without a
  * hashlib object per key. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-
-#define OUT_BYTES 16
+#include "_kernels.h"
 
 static const uint64_t IV[8] = {
     0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
@@ -89,7 +84,7 @@ static void compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int la
 }
 
 /* BLAKE2b-128 of data (no key): the digest's 16 bytes in out. */
-static void blake2b_128(const uint8_t *data, Py_ssize_t n, uint8_t out[OUT_BYTES]) {
+void blake2b_128(const uint8_t *data, Py_ssize_t n, uint8_t out[OUT_BYTES]) {
     uint64_t h[8];
     uint8_t block[128];
     memcpy(h, IV, sizeof h);
@@ -138,12 +133,7 @@ fail:
 
 /* --- member keys: orjson's bytes of [relation, [v1, v2, ...]] for rows of str, bool and 64-bit int values */
 
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buffer;
-
-static int reserve(Buffer *b, Py_ssize_t more) {
+int reserve(Buffer *b, Py_ssize_t more) {
     if (b->len + more <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + more) cap *= 2;
@@ -157,7 +147,7 @@ static int reserve(Buffer *b, Py_ssize_t more) {
     return 0;
 }
 
-static int append(Buffer *b, const char *s, Py_ssize_t n) {
+int append(Buffer *b, const char *s, Py_ssize_t n) {
     if (reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, s, (size_t)n);
     b->len += n;
@@ -166,7 +156,7 @@ static int append(Buffer *b, const char *s, Py_ssize_t n) {
 
 /* A JSON string as orjson writes it: '"' and '\\' escaped, control characters as \b \t \n \f \r or
  * \u00xx, everything else (DEL and non-ASCII UTF-8 included) as it is. */
-static int append_string(Buffer *b, const char *s, Py_ssize_t n) {
+int append_string(Buffer *b, const char *s, Py_ssize_t n) {
     static const char HEX[] = "0123456789abcdef";
     if (reserve(b, 6 * n + 2) < 0) return -1;
     char *out = b->data + b->len;
@@ -201,7 +191,7 @@ static int append_string(Buffer *b, const char *s, Py_ssize_t n) {
 
 /* One value; 1 written, 0 a value this writer leaves to orjson (a float, a decimal, an int beyond 64
  * bits, a string that is not valid UTF-8), -1 an error. */
-static int append_value(Buffer *b, PyObject *v) {
+int append_value(Buffer *b, PyObject *v) {
     if (PyUnicode_CheckExact(v)) {
         Py_ssize_t n;
         const char *s = PyUnicode_AsUTF8AndSize(v, &n);
@@ -281,6 +271,7 @@ static PyMethodDef methods[] = {
     {"member_keys", (PyCFunction)(void (*)(void))member_keys, METH_FASTCALL,
      "member_keys(relation, columns) -> list[bytes] | None: orjson's bytes of [relation, [row values]] for "
      "each row, or None when a value is one this writer leaves to orjson."},
+    {"bag_rows", (PyCFunction)(void (*)(void))bag_rows, METH_FASTCALL, BAG_ROWS_DOC},
     {"member_hashes", member_hashes, METH_O,
      "member_hashes(keys) -> list[int]: BLAKE2b-128 of each key, read as a big-endian unsigned integer."},
     {NULL, NULL, 0, NULL},

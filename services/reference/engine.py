@@ -13,6 +13,7 @@ running aggregates (one small entry, map ``s``), so ``result()`` never scans the
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import os
 from collections import Counter
@@ -38,7 +39,25 @@ from ivmstream.sdk import (
     relation_columns,
 )
 
+from .bag_rows import KERNEL_TYPES, bag_rows, decimal_flags
+
 _NUMERIC = frozenset(("int", "float", "number", "decimal"))
+
+
+def kernel_precision() -> int:
+    """The decimal context's precision for ``bag_rows``, or 0 (no decimal left to the kernel) unless the
+    context rounds, prints and bounds exponents as the default one does (what its canonical text assumes)."""
+    ctx = decimal.getcontext()
+    default_like = (
+        ctx.rounding == decimal.ROUND_HALF_EVEN
+        and ctx.capitals == 1
+        and ctx.clamp == 0
+        and ctx.Emax >= 999_999
+        and ctx.Emin <= -999_999
+    )
+    return ctx.prec if default_like else 0
+
+
 _MOD = 2**128
 BAG = "bag"  # map of tuples: orjson [relation, [values]] -> multiplicity
 SCALARS = "s"  # map of the running aggregates: one entry
@@ -141,6 +160,20 @@ class BagEngine:
             r: {c: (Decimal(0) if t == "decimal" else 0) for c, t in cols.items() if t in _NUMERIC}
             for r, cols in relations.items()
         }
+        # Per relation, what ``bag_rows`` takes: its columns, their decimal flags and the summed columns'
+        # indexes (None: a column type the kernel does not write, or no columns).
+        self._row_kernel: dict[str, tuple[list[str], bytes, list[int]] | None] = {
+            r: (
+                (
+                    list(cols),
+                    decimal_flags(list(cols.values())),
+                    [i for i, t in enumerate(cols.values()) if t in _NUMERIC],
+                )
+                if cols and all(t in KERNEL_TYPES for t in cols.values())
+                else None
+            )
+            for r, cols in self.types.items()
+        }
         self.counts: dict[str, int] = {r: 0 for r in relations}
         self.distinct: dict[str, int] = {r: 0 for r in relations}  # tuples of nonzero multiplicity
         self.fingerprint = 0
@@ -222,6 +255,10 @@ class BagEngine:
         return rejected
 
     def _apply_relation(self, rel: str, part: RelationColumns) -> list[Rejection]:
+        if self._row_kernel[rel] is not None and (dicts := self.bag.resident_dicts()) is not None:
+            refused = self._apply_rows(rel, part, *dicts)
+            if refused is not None:
+                return refused
         keys = self.member_keys(rel, part.columns, len(part))
         deltas = part.deltas
         bag = self.bag
@@ -286,6 +323,46 @@ class BagEngine:
                 sums[col] = reduce(add, map(mul, columns[col], kept), sums[col])  # in event order, as apply
         self.applied += len(kept)
         self._aggregates_changed = True
+        return rejected
+
+    def _apply_rows(
+        self, rel: str, part: RelationColumns, dirty: dict[bytes, int | None], clean: dict[bytes, int | None]
+    ) -> list[Rejection] | None:
+        """``_apply_relation`` in one pass per row (``bag_rows``), the bag resident; None: left to it."""
+        kernel = self._row_kernel[rel]
+        assert kernel is not None
+        names, flags, summed = kernel
+        columns = [c if type(c) is list else list(c) for c in map(part.columns.__getitem__, names)]
+        deltas = part.deltas if type(part.deltas) is list else list(part.deltas)
+        sums = self.sums[rel]
+        out = bag_rows(
+            rel,
+            columns,
+            flags,
+            deltas,
+            dirty,
+            clean,
+            self.allow_negative,
+            summed,
+            list(sums.values()),
+            kernel_precision(),
+            Decimal,
+        )
+        if out is None:
+            return None
+        refused, applied, total, distinct, fingerprint, new_sums = out
+        self.bag.hits += len(deltas)
+        self.distinct[rel] += distinct
+        self.counts[rel] += total
+        self.fingerprint = (self.fingerprint + fingerprint) % _MOD
+        sums.update(zip(sums, new_sums, strict=True))
+        self.applied += applied
+        self._aggregates_changed |= applied > 0
+        rejected = []
+        for i, old in refused:
+            values = tuple(c[i] for c in columns)
+            detail = f"delete of {-deltas[i]} copies of {values!r} from {rel} which holds {old}"
+            rejected.append(Rejection(part.positions[i], "absent-tuple", detail))
         return rejected
 
     def member_keys(self, rel: str, columns: Mapping[str, Sequence[Any]], rows: int) -> list[bytes]:

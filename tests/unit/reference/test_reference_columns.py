@@ -1,5 +1,6 @@
 """The reference engine's columnar entry (``apply_columns``) against its per-event ``apply`` and a
-brute-force multiset: the same refusals (index, reason, detail), results, statistics of what was applied
+brute-force multiset (the bag in memory: through the compiled batch update where its column types
+allow): the same refusals (index, reason, detail), results, statistics of what was applied
 and checkpoint entries, for every column type, with duplicates, deletes below zero, equal values written
 differently ("1.5" and "1.50", 1 and 1.0) and batches of several relations; the bag kept in memory or read
 through a store."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 from itertools import pairwise
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,7 @@ RELATIONS = {
     "r": {"a": "int", "p": "decimal", "f": "float", "n": "number", "x": "exact"},
     "s": {"b": "str", "ok": "bool"},
     "e": {},  # no columns: every event is the one empty tuple
+    "d": {"a": "int", "p": "decimal", "b": "str"},  # types the compiled batch update (bag_rows) writes
 }
 CODEC = EventCodec(Schema.of(*(Relation.of(name, **cols) for name, cols in RELATIONS.items())))
 
@@ -35,12 +38,20 @@ r_rows = st.fixed_dictionaries(
         "x": st.sampled_from([1, "1.0", "2.50", 7]),
     }
 )
+d_rows = st.fixed_dictionaries(
+    {
+        "a": st.integers(-2, 2),
+        "p": st.sampled_from(["1.5", "1.50", "-0", "0", "2E+1", "20"]),
+        "b": st.sampled_from("xy"),
+    }
+)
 s_rows = st.fixed_dictionaries({"b": st.sampled_from("xyz"), "ok": st.booleans()})
 deltas = st.sampled_from([1, 1, 1, 2, -1, -2])
-raw_events = st.one_of(
+raw_events: st.SearchStrategy[tuple[str, dict[str, Any], int]] = st.one_of(
     st.tuples(st.just("r"), r_rows, deltas),
     st.tuples(st.just("s"), s_rows, st.sampled_from([1, -1, 3])),
     st.tuples(st.just("e"), st.just({}), st.sampled_from([1, -1])),
+    st.tuples(st.just("d"), d_rows, deltas),
 )
 
 
@@ -122,6 +133,8 @@ def test_columns_give_what_apply_gives_and_what_brute_force_says(raw, cuts, allo
             assert result[rel]["count"] == sum(bags[rel].values())
             assert result[rel]["distinct"] == sum(1 for m in bags[rel].values() if m)
         assert Decimal(result["r"]["sums"]["p"]) == sum(t[1] * m for t, m in bags["r"].items())
+        assert Decimal(result["d"]["sums"]["p"]) == sum(t[1] * m for t, m in bags["d"].items())
+        assert result["d"]["sums"]["a"] == sum(t[0] * m for t, m in bags["d"].items())
     assert sorted(columnar.all_entries()) == sorted(per_event.all_entries())
 
 
