@@ -153,6 +153,12 @@ class ListingRing:
     def columns(self, a: Listing) -> list[str]:
         return [self.variables[i] for i in a.schema]
 
+    def result_columns(self, a: Listing) -> list[str]:
+        """The columns a result reports: its schema's, or for the empty relation (which has every
+        schema, §4.2) every output variable, as any non-empty root has. So a result's columns depend
+        neither on whether rows exist nor on the sums and products that reached zero."""
+        return self.columns(a) if not self.is_zero(a) else list(self.variables)
+
     # msgpack ``[schema, [[value..., multiplicity], ...]]``; values are scalars msgpack keeps exactly
     # (ints, floats, strings, bytes, bools, None) and multiplicities fit in 64 bits (§4.3).
     def encode(self, a: Listing) -> bytes:
@@ -166,7 +172,7 @@ class ListingRing:
         """``join_size`` (Σ multiplicities) and ``distinct`` rows; the rows themselves if configured."""
         out: dict[str, Any] = {"join_size": a.size, "distinct": sum(1 for m in a.rows.values() if m)}
         if self.with_rows:
-            out["columns"] = self.columns(a)
+            out["columns"] = self.result_columns(a)
             out["rows"] = [[*t, m] for t, m in sorted_rows(a.rows.items()) if m]
         return out
 

@@ -77,6 +77,7 @@ def test_root_payload_lists_the_join_in_preorder_columns(R, S, T, rnd):
         assert ring.columns(root) == OUTPUT
     out = ring.to_json(root)
     assert out["join_size"] == sum(want.values()) and out["distinct"] == len(want)
+    assert out["columns"] == OUTPUT  # with rows or without
     assert Counter({tuple(r[:-1]): r[-1] for r in out["rows"]}) == Counter(want)
 
 
@@ -105,6 +106,17 @@ def test_shared_columns_and_mismatched_unions_are_engine_errors():
     with pytest.raises(BlockLayoutError, match="different schemas"):
         ring.add(ring.lift("a", 1), ring.lift("b", 1))
     assert ring.add(ring.zero(), ring.lift("b", 1)) == ring.lift("b", 1)
+
+
+def test_an_empty_result_reports_every_output_column_however_it_was_reached():
+    ring = ListingRing(["a", "b"], rows=True)
+    ab = ring.mul(ring.lift("a", 1), ring.lift("b", 2))
+    cancelled = ring.add(ab, ring.neg(ab))  # keeps the schema (0, 1), has no row
+    assert cancelled.schema == (0, 1) and ring.zero().schema == ()
+    empty = {"join_size": 0, "distinct": 0, "columns": ["a", "b"], "rows": []}
+    for zero in (ring.zero(), cancelled, ring.sum_all([ab, ring.neg(ab)]), ring.mul(ring.zero(), ab)):
+        assert ring.to_json(zero) == empty
+    assert ring.to_json(ab)["columns"] == ["a", "b"]
 
 
 def test_bound_variables_lift_to_one_and_options_are_checked():
