@@ -112,6 +112,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def trace_limit(args: argparse.Namespace) -> int | None:
+    """A quick run reads only the prefix of the trace its cases use: every forked window collects the
+    parent's heap before its clock starts, and the whole trace held there is most of that heap."""
+    if not args.quick:
+        return None
+    return max(*args.sizes, *args.other_sizes, args.full_max, 0 if args.no_worker else args.worker_events)
+
+
 def _import_heavy() -> None:
     """pandas, DuckDB and the result shaping of the peer, and matplotlib (the plot), imported before
     any clock starts: an import is slow on a loaded machine and would count against the first case
@@ -134,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     load_start = load_average()
     print(f"loading {args.trace.name} through the order-book adaptor", flush=True)
-    traces = {book: load_trace(args.trace, book) for book in ("bids", "both")}
+    traces = {book: load_trace(args.trace, book, trace_limit(args)) for book in ("bids", "both")}
     print(f"  bids: {len(traces['bids'])} events, both books: {len(traces['both'])} events", flush=True)
     print("batches through the engine", flush=True)
     batches, problems = batch_suite(args, traces)

@@ -27,13 +27,17 @@ BOOK_COLUMNS = ("t", "id", "broker_id", "volume", "price")
 Event = tuple[str, dict[str, Any], int]
 
 
-def load_trace(path: Path, book: str) -> list[Event]:
+def load_trace(path: Path, book: str, limit: int | None = None) -> list[Event]:
+    """The trace's events through the order-book adaptor; with ``limit``, only its first ``limit``
+    events (the file is read no further than they need)."""
     adaptor = OrderBookAdaptor(book=book)
     out: list[Event] = []
     with open(path) as fh:
         for line in fh:
             for ev in adaptor.feed_line(line):
                 out.append((ev["relation"], ev["row"], ev["delta"]))
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
     return out
 
 
