@@ -17,10 +17,7 @@ static PyObject *field_or_zero(PyObject *recs, PyObject *v, Py_ssize_t i) {
 
 /* JoinIndex.delta_size: |dJ| of t just inserted into node e (the product of the counts of its
  * neighbours' structures at its keys) and those counts, the radices. */
-PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    EXPECT_ARGS(nargs, 3, "delta_size(index, e, t)");
-    PyObject *ix = args[0], *e = args[1], *t = args[2];
+PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t) {
     PyObject *ds = held(ix, S_ds), *nodes = held(ix, S_nodes), *neighbours = held(ix, S_neighbours);
     PyObject *into = held(ix, S_into);
     if (ds == NULL || nodes == NULL || neighbours == NULL || into == NULL) return NULL;
@@ -73,6 +70,12 @@ fail:
     Py_XDECREF(radices);
     Py_DECREF(size);
     return NULL;
+}
+
+PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    EXPECT_ARGS(nargs, 3, "delta_size(index, e, t)");
+    return delta_size(args[0], args[1], args[2]);
 }
 
 /* --- virtual batches (JoinIndex.delta_get and the _key / _item / assemble it calls) ------------- */

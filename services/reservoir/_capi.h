@@ -63,6 +63,16 @@ static inline PyObject *held(PyObject *o, PyObject *name) {
     return r;
 }
 
+/* o.name = value, written straight into the slot when it is one (the generic setattr otherwise). */
+static inline int set_held(PyObject *o, PyObject *name, PyObject *value) {
+    Py_ssize_t offset = slot_offset(Py_TYPE(o), name);
+    if (offset < 0) return PyObject_SetAttr(o, name, value);
+    PyObject **at = (PyObject **)((char *)o + offset), *old = *at;
+    *at = Py_NewRef(value);
+    Py_XDECREF(old);
+    return 0;
+}
+
 static inline int as_index(PyObject *o, Py_ssize_t *out) {
     *out = PyLong_AsSsize_t(o);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;

@@ -13,24 +13,31 @@ RESERVOIR_NAMES(RESERVOIR_DEFINE_NAME)
 PyObject *ZERO, *ONE;
 
 /* NodeStore.add: record t (arrival number seq, None: the next) in the node; its item (new reference)
- * and whether the item is new. */
-static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_new) {
+ * and whether the item is new. NULL without an error (and *there set) when the node holds t already:
+ * one probe of the node's tuples both asks and records. */
+static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_new, int *there) {
     PyObject *tuples = held(node, S_tuples), *items = held(node, S_items), *by_key = held(node, S_by_key);
     PyObject *key_pos = held(node, S_key_pos), *whole = held(node, S_whole), *next = held(node, S_next_seq);
     if (tuples == NULL || items == NULL || by_key == NULL || key_pos == NULL || whole == NULL || next == NULL)
         return NULL;
     if (seq == Py_None) seq = next;
+    Py_ssize_t held_before = PyDict_GET_SIZE(tuples);
+    if (PyDict_SetDefault(tuples, t, seq) == NULL) return NULL;
+    if (PyDict_GET_SIZE(tuples) == held_before) {
+        *there = 1;
+        return NULL;
+    }
     Py_INCREF(seq);
     Py_INCREF(next);
     int later = PyObject_RichCompareBool(seq, next, Py_GE);
     Py_DECREF(next);
-    if (later < 0 || PyDict_SetItem(tuples, t, seq) < 0) {
+    if (later < 0) {
         Py_DECREF(seq);
         return NULL;
     }
     if (later) {
         PyObject *after = PyNumber_Add(seq, ONE);
-        int rc = after == NULL ? -1 : PyObject_SetAttr(node, S_next_seq, after);
+        int rc = after == NULL ? -1 : set_held(node, S_next_seq, after);
         Py_XDECREF(after);
         if (rc < 0) {
             Py_DECREF(seq);
@@ -103,25 +110,16 @@ fail_item:
 }
 
 /* JoinIndex.insert in rounded mode with counts: t into node e (arrival number seq or None), the item
- * re-weighed when it is new or its rounded group size changes; False if t was there. */
-static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    EXPECT_ARGS(nargs, 4, "insert(index, e, t, seq)");
-    PyObject *ix = args[0], *t = args[2], *seq = args[3];
-    Py_ssize_t e = PyLong_AsSsize_t(args[1]);
-    if (e == -1 && PyErr_Occurred()) return NULL;
+ * re-weighed when it is new or its rounded group size changes; 1 inserted, 0 if t was there, -1 error. */
+static int insert(PyObject *ix, Py_ssize_t e, PyObject *t, PyObject *seq) {
     settle(t);
     Ctx cx = {0};
-    if (open_ctx(&cx, ix) < 0) return NULL;
+    if (open_ctx(&cx, ix) < 0) return -1;
     PyObject *node = PyList_GetItem(cx.nodes, e);
-    PyObject *tuples = node == NULL ? NULL : held(node, S_tuples);
-    if (tuples == NULL) return NULL;
-    int there = PyDict_Contains(tuples, t);
-    if (there < 0) return NULL;
-    if (there) Py_RETURN_FALSE;
-    int is_new = 0;
-    PyObject *item = node_add(node, t, seq, &is_new);
-    if (item == NULL) return NULL;
+    if (node == NULL) return -1;
+    int is_new = 0, there = 0;
+    PyObject *item = node_add(node, t, seq, &is_new, &there);
+    if (item == NULL) return there ? 0 : -1;
     int rc;
     if (is_new) {
         rc = reweigh(&cx, ix, e, item, ZERO, ONE);
@@ -143,8 +141,30 @@ static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_XDECREF(f);
     }
     Py_DECREF(item);
-    if (close_ctx(&cx, ix, rc) < 0) return NULL;
-    Py_RETURN_TRUE;
+    return close_ctx(&cx, ix, rc) < 0 ? -1 : 1;
+}
+
+static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    EXPECT_ARGS(nargs, 4, "insert(index, e, t, seq)");
+    Py_ssize_t e;
+    if (as_index(args[1], &e) < 0) return NULL;
+    int rc = insert(args[0], e, args[2], args[3]);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
+/* JoinIndex.insert_sized: insert, then the size and radices of the insert's virtual batch (one call where
+ * a sampling engine made two); None if t was there. */
+static PyObject *k_insert_sized(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    EXPECT_ARGS(nargs, 4, "insert_sized(index, e, t, seq)");
+    Py_ssize_t e;
+    if (as_index(args[1], &e) < 0) return NULL;
+    int rc = insert(args[0], e, args[2], args[3]);
+    if (rc < 0) return NULL;
+    if (rc == 0) Py_RETURN_NONE;
+    return delta_size(args[0], args[1], args[2]);
 }
 
 static PyObject *k_reweigh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -190,6 +210,8 @@ static PyMethodDef methods[] = {
      "Re-weigh an item of node e (factor old_f -> f) in every D[e->*], propagating rounded-count changes."},
     {"insert", (PyCFunction)(void (*)(void))k_insert, METH_FASTCALL,
      "Add tuple t to node e (arrival number seq or None) and re-weigh its item; False if t was there."},
+    {"insert_sized", (PyCFunction)(void (*)(void))k_insert_sized, METH_FASTCALL,
+     "insert, then delta_size: (|dJ|, radices) of tuple t inserted into node e, or None if t was there."},
     {"delta_get", (PyCFunction)(void (*)(void))k_delta_get, METH_FASTCALL,
      "Entry z of dJ for tuple t just inserted into node e: a result row, or None for a dummy."},
     {"delta_size", (PyCFunction)(void (*)(void))k_delta_size, METH_FASTCALL,

@@ -36,7 +36,8 @@ int open_ctx(Ctx *cx, PyObject *ix);
 int close_ctx(Ctx *cx, PyObject *ix, int rc);
 int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f);
 
-/* _batches.c */
+/* _batches.c: (|dJ|, radices) of t just inserted into node e, and the module's entry points */
+PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t);
 PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *k_delta_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 

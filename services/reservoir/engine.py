@@ -218,17 +218,23 @@ class ReservoirEngine(EngineState):
 
     def _insert_node(self, e: int, b: Tup, seq: int | None) -> None:
         index = self.index
-        if not index.insert(e, b, seq):
-            return
-        if seq is None and self._logging:  # a node of one alias (seq given) is logged by its alias
-            self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
-        if self.strategy in SAMPLING:
-            size, radices = index.delta_size(e, b)
+        if self.strategy in SAMPLING:  # the insert and its virtual batch's size in one step
+            sized = index.insert_sized(e, b, seq)
+            if sized is None:
+                return
+            if seq is None and self._logging:  # a node of one alias (seq given) is logged by its alias
+                self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
+            size, radices = sized
             if size:
                 delta_get = index.delta_get
                 self.sampler.update(size, lambda z: delta_get(e, b, radices, z))
             self.known_size = index.full_size() if index.exact and self.theta is None else None
-        elif self.strategy == "symhj":
+            return
+        if not index.insert(e, b, seq):
+            return
+        if seq is None and self._logging:
+            self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
+        if self.strategy == "symhj":
             rows = index.delta_rows(e, b)
             self.all_results += len(rows)
             if self.theta is not None:

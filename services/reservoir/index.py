@@ -198,6 +198,16 @@ class JoinIndex:
             self._reweigh(e, item, old_f, f)
         return True
 
+    def insert_sized(self, e: int, t: Tup, seq: int | None = None) -> tuple[int, list[int]] | None:
+        """``insert``, then ``delta_size``: the size and radices of t's virtual batch, None if t was
+        there (one compiled call where the rounded steps are built)."""
+        if self.native is not None:
+            sized: tuple[int, list[int]] | None = self.native.insert_sized(self, e, t, seq)
+            return sized
+        if not self.insert(e, t, seq):
+            return None
+        return self.delta_size(e, t)
+
     def remove(self, e: int, t: Tup) -> bool:
         """Take tuple ``t`` out of node ``e``; False if it was not there. The mirror of ``insert``: the
         item leaves its structures (or, grouped, moves to its smaller rounded size), and a count whose

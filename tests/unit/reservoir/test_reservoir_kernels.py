@@ -82,8 +82,14 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
         else:
             e = data.draw(st.integers(0, len(q.nodes) - 1))
             t = tuple(data.draw(st.integers(0, domain - 1)) for _ in q.nodes[e].attrs)
-            added = compiled.insert(e, t)
-            assert python.insert(e, t) == added
+            if data.draw(st.booleans()):  # the insert and its batch's size in one call, or two
+                sized = compiled.insert_sized(e, t)
+                assert python.insert_sized(e, t) == sized
+                added = sized is not None
+                assert sized is None or sized == python.delta_size(e, t)
+            else:
+                added = compiled.insert(e, t)
+                assert python.insert(e, t) == added
             if added:
                 present.append((e, t))
                 size, radices = python.delta_size(e, t)
