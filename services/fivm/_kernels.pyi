@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,10 @@ def install_new(
 def probe_all(
     datas: list[dict[Any, Any]], keylists: list[list[Any]], rows: list[Any], /
 ) -> tuple[list[list[Any]], list[int] | None, list[Any]]: ...
-def view_values(items: list[tuple[int, Any] | None], row_cls: type | None, /) -> list[bytes | None]: ...
+def view_entries(
+    name: str, keys: dict[Any, Any], data: dict[Any, Any], seq: dict[Any, int], row_cls: type | None,
+    key_of: Callable[[Any], bytes], /,
+) -> list[tuple[str, bytes, bytes | None]]: ...  # fmt: skip
 def absorb_columns(
     columns: Sequence[Sequence[Any]], deltas: Sequence[Any], /
 ) -> dict[tuple[Any, ...], int] | None: ...

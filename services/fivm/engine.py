@@ -341,10 +341,8 @@ class FivmEngine:
             out.extend((name, st.encode_key(k), None) for k in keys)
         maint.dropped.clear()
         for name, view in maint.views.items():
-            drained = list(view.drain_changes())
-            values = st.encode_view_values(ring, [sp for _, sp in drained])
-            encoded = st.encode_keys([key for key, _ in drained])
-            out.extend(zip(itertools.repeat(name, len(encoded)), encoded, values, strict=True))
+            out.extend(st.view_entries(ring, name, view.changed, view))
+            view.changed.clear()
         for rel, support in maint.supports.items():
             name = st.support_map(rel)
             for t in support.changed:
@@ -363,13 +361,9 @@ class FivmEngine:
         maint = self.maint
         ring = self.ring
         for name, view in maint.views.items():
-            # A view's values in one pass (compiled for the float cofactor ring): the first checkpoint
+            # A view's entries in one pass (compiled for the float cofactor ring): the first checkpoint
             # takes every entry, more than the batches before it.
-            keys = list(view.data)
-            seqs = map(view.seq.__getitem__, keys)
-            values = st.encode_view_values(ring, list(zip(seqs, view.data.values(), strict=True)))
-            encoded = st.encode_keys(keys)
-            yield from zip(itertools.repeat(name), encoded, cast("list[bytes]", values), strict=False)
+            yield from cast("list[Entry]", st.view_entries(ring, name, view.data, view))
         for rel, support in maint.supports.items():
             name = st.support_map(rel)
             for t, m in support.data.items():

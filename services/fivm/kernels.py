@@ -164,12 +164,29 @@ def py_install_new(
 
 _SEQ = struct.Struct(">Q")  # services/fivm/state.py's creation number prefix
 _HEADER = struct.Struct("<IIB")  # CofactorRing.encode's block header
+RANK_ONE = 1 << 31  # set in the header's k: the products are left out, as they are the sums' products
+
+
+def rank_one(sums: Floats, quad: Floats) -> bool:
+    """Whether every product of the upper triangle is, bit for bit, the product of its two sums and
+    none is NaN (one tuple's lift at multiplicity 1 is such a payload): multiplying the sums then gives
+    the products back exactly on any IEEE machine, so an encoding need not store them."""
+    k = len(sums)
+    if not k:
+        return False
+    rows, cols = _triu(k)
+    with np.errstate(all="ignore"):
+        products = np.asarray(sums, dtype=np.float64)[rows] * np.asarray(sums, dtype=np.float64)[cols]
+    if np.isnan(products).any():
+        return False
+    return bool(np.array_equal(products.view(np.int64), np.asarray(quad, dtype=np.float64).view(np.int64)))
 
 
 def py_view_values(items: list[tuple[int, Any] | None], row_cls: Any = None) -> list[bytes | None]:
     """The stored value of each (seq, payload) of a float cofactor view (None for None): the seq as a
     big-endian u64, then ``CofactorRing.encode``'s bytes: lo, k, the count's length, the count in its
-    shortest signed little-endian form, the sums and products as little-endian float64. OverflowError
+    shortest signed little-endian form, the sums and products as little-endian float64 (the products
+    left out, and k's top bit set, for a ``rank_one`` payload). OverflowError
     for a count beyond int64 (the caller then encodes in Python)."""
     out: list[bytes | None] = []
     for item in items:
@@ -178,12 +195,29 @@ def py_view_values(items: list[tuple[int, Any] | None], row_cls: Any = None) -> 
             continue
         seq, p = item
         if not -(2**63) <= p.count < 2**63:
-            raise OverflowError("view_values: a count beyond int64")
+            raise OverflowError("view_entries: a count beyond int64")
         count = p.count.to_bytes((p.count.bit_length() + 8) // 8, "little", signed=True) if p.count else b""
         sums, quad = np.asarray(p.sums, dtype="<f8"), np.asarray(p.quad, dtype="<f8")
+        if rank_one(sums, quad):
+            out.append(
+                _SEQ.pack(seq) + _HEADER.pack(p.lo, len(sums) | RANK_ONE, len(count)) + count + sums.tobytes()
+            )
+            continue
         head = _SEQ.pack(seq) + _HEADER.pack(p.lo, len(sums), len(count))
         out.append(head + count + sums.tobytes() + quad.tobytes())
     return out
+
+
+def py_view_entries(
+    name: str, keys: Mapping[Any, Any], data: Mapping[Any, Any], seq: Mapping[Any, int], row_cls: Any,
+    key_of: Callable[[Any], bytes],
+) -> list[tuple[str, bytes, bytes | None]]:  # fmt: skip
+    """The checkpoint entry ``(name, key_of(key), value)`` of each of ``keys`` in its order: the value as
+    ``py_view_values`` writes it from ``seq[key]`` and ``data[key]``, None where ``data`` lacks the key."""
+    listed = list(keys)
+    items = [None if (p := data.get(key)) is None else (seq[key], p) for key in listed]
+    values = py_view_values(items, row_cls)
+    return [(name, key_of(key), value) for key, value in zip(listed, values, strict=True)]
 
 
 def py_columns_into(rows: Sequence[tuple[Any, ...]], positions: Sequence[int], out: Floats) -> None:
@@ -353,7 +387,7 @@ columns_into: Callable[..., Any] = py_columns_into
 probe_get: Callable[..., tuple[list[Any], list[int] | None, list[Any]]] = py_probe_get
 install_new: Callable[..., tuple[int, list[tuple[Any, Any]]]] = py_install_new
 probe_all: Callable[..., tuple[list[list[Any]], list[int] | None, list[Any]]] = py_probe_all
-view_values: Callable[..., list[bytes | None]] = py_view_values
+view_entries: Callable[..., list[tuple[str, bytes, bytes | None]]] = py_view_entries
 if ACTIVE == "compiled":
     assert compiled is not None
     mul_rows_into = compiled.mul_rows_into
@@ -367,4 +401,4 @@ if ACTIVE == "compiled":
     probe_get = compiled.probe_get
     install_new = compiled.install_new
     probe_all = compiled.probe_all
-    view_values = compiled.view_values
+    view_entries = compiled.view_entries

@@ -22,7 +22,7 @@ import orjson
 from ivmstream.sdk import json_bytes
 from ivmstream.services.fivm import kernels
 from ivmstream.services.fivm.rings.cofactor import CofactorRing, RowCofactor
-from ivmstream.services.fivm.views import Key
+from ivmstream.services.fivm.views import Key, View
 
 META = "@meta"
 SUPPORT_PREFIX = "@base:"
@@ -37,12 +37,6 @@ def encode_key(key: Key) -> bytes:
     return json_bytes(key)
 
 
-def encode_keys(keys: list[Key]) -> list[bytes]:
-    """``encode_key`` of each key, without a call per key through ``json_bytes``."""
-    dumps = orjson.dumps
-    return [b"%b" % dumps(key) for key in keys]
-
-
 def decode_key(data: bytes) -> Key:
     return tuple(orjson.loads(data))
 
@@ -51,16 +45,26 @@ def encode_view_value(seq: int, payload: bytes) -> bytes:
     return _SEQ.pack(seq) + payload
 
 
-def encode_view_values(ring: Any, items: list[tuple[int, Any] | None]) -> list[bytes | None]:
-    """``encode_view_value(seq, ring.encode(payload))`` of each (seq, payload), None for None: in one
-    compiled pass for the float cofactor ring (a checkpoint encodes every key a batch added), else one
-    at a time."""
+def view_entries(
+    ring: Any, name: str, keys: dict[Key, Any], view: View
+) -> list[tuple[str, bytes, bytes | None]]:
+    """The entry ``(name, encode_key(key), value)`` of each of ``keys`` (a view's change log, or its data
+    for all entries), None for a key the view no longer holds: in one compiled pass for the float cofactor
+    ring (``kernels.view_entries``), else one at a time."""
     if isinstance(ring, CofactorRing) and not ring.exact:
         try:
-            return kernels.view_values(items, RowCofactor)
+            return kernels.view_entries(name, keys, view.data, view.seq, RowCofactor, encode_key)
         except (OverflowError, TypeError):  # a count past int64, or arrays of another kind: in Python
             pass
-    return [None if sp is None else encode_view_value(sp[0], ring.encode(sp[1])) for sp in items]
+    data, seq = view.data, view.seq
+    return [
+        (
+            name,
+            encode_key(key),
+            None if (p := data.get(key)) is None else encode_view_value(seq[key], ring.encode(p)),
+        )
+        for key in list(keys)
+    ]
 
 
 def decode_view_value(data: bytes) -> tuple[int, bytes]:

@@ -12,7 +12,7 @@ from entries that arrive in any order iterates exactly as the original did (§4.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ivmstream.services.fivm import kernels
@@ -159,13 +159,6 @@ class View:
         for key, seq, payload in sorted(rows, key=lambda r: r[1]):
             self._insert(key, payload, seq)
         self.next_seq = next_seq
-        self.changed.clear()
-
-    def drain_changes(self) -> Iterator[tuple[Key, tuple[int, Any] | None]]:
-        """(key, (seq, payload) or None when deleted) for every key changed since the last call."""
-        for key in self.changed:
-            payload = self.data.get(key)
-            yield key, None if payload is None else (self.seq[key], payload)
         self.changed.clear()
 
     def _insert(self, key: Key, payload: Any, seq: int) -> None:

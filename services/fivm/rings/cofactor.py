@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ivmstream.services.fivm import kernels
-from ivmstream.services.fivm.kernels import product_layout
+from ivmstream.services.fivm.kernels import RANK_ONE, product_layout, rank_one
 from ivmstream.services.fivm.rings.decimals import check_decimals, from_units, to_units
 
 FloatArray = npt.NDArray[np.float64]
@@ -178,9 +178,11 @@ class RowCofactor(Cofactor):
 
 
 # lo: u32, k: u32, byte length of the count: u8, then the count (signed little-endian), the sums and
-# the upper triangle as little-endian float64 (§2.5). Exact payloads (§8) follow the count with a u32
-# width w and every sum and product as a w-byte signed little-endian int; w is 8 whenever every value
-# fits 64 bits, else the least width that fits them all (equal payloads give equal bytes).
+# the upper triangle as little-endian float64 (§2.5); a float payload whose products are its sums'
+# products (``rank_one``) sets k's top bit (RANK_ONE) and leaves the products out. Exact payloads (§8)
+# follow the count with a u32 width w and every sum and product as a w-byte signed little-endian int; w
+# is 8 whenever every value fits 64 bits, else the least width that fits them all (equal payloads give
+# equal bytes).
 _HEADER = struct.Struct("<IIB")
 _WIDTH = struct.Struct("<I")
 _F8 = np.dtype("<f8")
@@ -294,6 +296,14 @@ class CofactorRing:
             return (
                 _HEADER.pack(a.lo, a.k, len(count)) + count + _encode_ints(np.concatenate((a.sums, a.quad)))
             )
+        if rank_one(a.sums, a.quad):
+            return b"".join(
+                (
+                    _HEADER.pack(a.lo, a.k | RANK_ONE, len(count)),
+                    count,
+                    a.sums.astype(_F8, copy=False).tobytes(),
+                )
+            )
         return b"".join(
             (
                 _HEADER.pack(a.lo, a.k, len(count)),
@@ -311,11 +321,16 @@ class CofactorRing:
         if self.exact:
             values = _decode_ints(data, at, k + tri_size(k))
             return Cofactor(lo, count, exact_array(values[:k]), exact_array(values[k:]))
-        sums = np.frombuffer(data, dtype=_F8, count=k, offset=at)
-        quad = np.frombuffer(data, dtype=_F8, count=tri_size(k), offset=at + 8 * k)
-        if at + 8 * (k + tri_size(k)) != len(data):
+        compact = bool(k & RANK_ONE)
+        k &= RANK_ONE - 1
+        if at + 8 * (k + (0 if compact else tri_size(k))) != len(data):
             raise ValueError(f"cofactor payload of {len(data)} bytes does not match its header")
-        return Cofactor(lo, count, sums.astype(np.float64), quad.astype(np.float64))
+        sums = np.frombuffer(data, dtype=_F8, count=k, offset=at).astype(np.float64)
+        if compact:
+            with np.errstate(all="ignore"):  # infinite products are stored ones too
+                return Cofactor(lo, count, sums, upper(np.outer(sums, sums)))
+        quad = np.frombuffer(data, dtype=_F8, count=tri_size(k), offset=at + 8 * k)
+        return Cofactor(lo, count, sums, quad.astype(np.float64))
 
     def to_json(self, a: Cofactor) -> dict[str, Any]:
         """Count, sums and the full symmetric ``sumprod`` matrix over *all* lifted variables (§2.6);

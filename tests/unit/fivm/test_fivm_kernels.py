@@ -234,7 +234,7 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
     assert kernels.absorb_run is C.absorb_run and kernels.payload_rows is C.payload_rows
     assert kernels.probe_get is C.probe_get
     assert kernels.install_new is C.install_new and kernels.columns_into is C.columns_into
-    assert kernels.probe_all is C.probe_all and kernels.view_values is C.view_values
+    assert kernels.probe_all is C.probe_all and kernels.view_entries is C.view_entries
     code = (
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
@@ -561,29 +561,34 @@ def test_sum_by_on_groups_in_order_adds_as_the_gathered_rows_do(data, n, k, one_
 
 @settings(max_examples=80, deadline=None)
 @given(st.data(), st.integers(0, 5), st.integers(0, 4), st.integers(0, 3))
-def test_view_values_are_the_seq_and_the_rings_encoding_of_each_payload(data, n, lo, k):
-    # plain payloads and rows of columns, counts of any size in int64 (0, negative, 2^40), deletes (None)
+def test_view_entries_are_the_seq_and_the_rings_encoding_of_each_payload(data, n, lo, k):
+    # plain payloads and rows of columns, counts of any size in int64 (0, negative, 2^40), deletes (keys
+    # the view no longer holds)
     rows = row_payloads(data, n, lo, k)
     plain = [
         Cofactor(lo, data.draw(counts), data.draw(column(1, k))[0], data.draw(column(1, tri(k)))[0])
         for _ in range(n)
     ]
-    items: list = [
-        None if data.draw(st.booleans()) and i % 3 == 0 else (data.draw(st.integers(0, 2**64 - 1)), p)
-        for i, p in enumerate(rows + plain)
-    ]
+    keys = {(i,): None for i in range(2 * n)}
+    held = {(i,): p for i, p in enumerate(rows + plain) if not (i % 3 == 0 and data.draw(st.booleans()))}
+    seq = {key: data.draw(st.integers(0, 2**64 - 1)) for key in held}
     ring = CofactorRing([f"v{i}" for i in range(lo + k)])
-    want = [None if it is None else fivm_state.encode_view_value(it[0], ring.encode(it[1])) for it in items]
-    assert C.view_values(items, RowCofactor) == kernels.py_view_values(items, RowCofactor) == want
-    assert fivm_state.encode_view_values(ring, items) == want
+    want = [
+        (
+            "V",
+            fivm_state.encode_key(key),
+            None if key not in held else fivm_state.encode_view_value(seq[key], ring.encode(held[key])),
+        )
+        for key in keys
+    ]
+    got = C.view_entries("V", keys, held, seq, RowCofactor, fivm_state.encode_key)
+    assert got == kernels.py_view_entries("V", keys, held, seq, RowCofactor, fivm_state.encode_key) == want
 
 
-def test_view_values_leave_counts_past_int64_to_python():
+def test_view_entries_leave_counts_past_int64_to_python():
     payload = Cofactor(0, 2**64, [1.0], [1.0])
-    big: list[tuple[int, Any] | None] = [(1, payload)]
+    args = ("V", {(1,): None}, {(1,): payload}, {(1,): 1}, RowCofactor, fivm_state.encode_key)
     with pytest.raises(OverflowError):
-        C.view_values(big, RowCofactor)
+        C.view_entries(*args)
     with pytest.raises(OverflowError):
-        kernels.py_view_values(big, RowCofactor)
-    ring = CofactorRing(["x"])
-    assert fivm_state.encode_view_values(ring, big) == [fivm_state.encode_view_value(1, ring.encode(payload))]
+        kernels.py_view_entries(*args)
