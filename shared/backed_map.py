@@ -153,7 +153,12 @@ class StoreBackedMap(Generic[V]):
             out = list(zip(repeat(name), dirty, map(encode, dirty.values())))  # type: ignore[arg-type]
         clean, cap = self._clean, self.capacity
         if self._source is None and not deletes:
-            clean.update(dirty)
+            if len(clean) < len(dirty):  # the smaller merged into the larger (a key is in one of them)
+                dirty.update(clean)
+                self._clean, self._dirty = dirty, clean
+                dirty = clean
+            else:
+                clean.update(dirty)
         elif self._source is None:  # everything stays; absent entries need no memory
             for k, v in dirty.items():
                 if v is not None:

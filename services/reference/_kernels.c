@@ -207,9 +207,11 @@ int append_value(Buffer *b, PyObject *v) {
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (overflow) return 0;
         if (x == -1 && PyErr_Occurred()) return -1;
-        char text[24];
-        int n = snprintf(text, sizeof text, "%lld", x);
-        return append(b, text, n) < 0 ? -1 : 1;
+        char text[24], *end = text + sizeof text, *p = end; /* the digits backwards, as %lld writes them */
+        unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+        do *--p = (char)('0' + u % 10); while ((u /= 10) != 0);
+        if (x < 0) *--p = '-';
+        return append(b, p, end - p) < 0 ? -1 : 1;
     }
     return 0;
 }
