@@ -41,6 +41,18 @@ PyObject *nextpow2(PyObject *c) {
     return r;
 }
 
+/* An exact int in [0, 2^61] as a C integer (0 for any other number: the caller then takes Python's
+ * arithmetic): sums of two such counts, and their next power of two, stay within 63 bits. */
+#define SMALL_COUNT_MAX (1LL << 61)
+static int small_count(PyObject *x, long long *out) {
+    if (!PyLong_CheckExact(x)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (overflow || v < 0 || v > SMALL_COUNT_MAX) return 0;
+    *out = v;
+    return 1;
+}
+
 /* Key v's record in a structure's recs (borrowed), NULL without an error when the key is not held. */
 static PyObject *record(PyObject *recs, PyObject *v) {
     PyObject *rec = PyDict_GetItemWithError(recs, v);
@@ -307,6 +319,33 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
         goto done;
     }
     old_r = Py_NewRef(PyList_GET_ITEM(rec, REC_RCNT)); /* read before the count changes */
+    long long n0, a, b, r0;
+    if (small_count(PyList_GET_ITEM(rec, REC_CNT), &n0) && small_count(w_old, &a) && small_count(w_new, &b) &&
+        small_count(old_r, &r0) && n0 + b - a >= 0 && n0 + b - a <= SMALL_COUNT_MAX) {
+        /* the same steps on C integers: no Python int made for a count whose rounding stays */
+        long long cl = n0 + b - a, p = 1;
+        if (cl) {
+            if ((c = PyLong_FromLongLong(cl)) == NULL) goto done_rec;
+            set_field(rec, REC_CNT, c);
+            while (p < cl) p <<= 1;
+            if (p == r0) {
+                rc = 0;
+                goto done_rec;
+            }
+            if ((new_r = PyLong_FromLongLong(p)) == NULL) goto done_rec;
+        } else { /* the key is gone from this structure (deletes only) */
+            if (PyDict_DelItem(recs, v) < 0) goto done_rec;
+            if (r0 == 0) {
+                rc = 0;
+                goto done_rec;
+            }
+            new_r = Py_NewRef(ZERO);
+        }
+        set_field(rec, REC_RCNT, new_r);
+        if (propagate(cx, d, v, old_r, new_r) < 0) goto done_rec;
+        rc = 0;
+        goto done_rec;
+    }
     PyObject *sum = PyNumber_Add(PyList_GET_ITEM(rec, REC_CNT), w_new);
     if (sum == NULL) goto done_rec;
     c = PyNumber_Subtract(sum, w_old);

@@ -171,14 +171,14 @@ class ReservoirEngine(EngineState):
         return rejected
 
     def _insert_alias(self, alias: str, t: Tup) -> None:
-        self._add_rel(alias, t)
+        seq = self._add_rel(alias, t)
         self.counters["inserts"] += 1
         e = self.node_of[alias]
         if alias in self.bags.plans:
             for b in self.bags.insert(alias, t):
                 self._insert_node(e, b, None)
-        else:  # a node of this alias alone: its tuple is t (_shared_seq)
-            self._insert_node(e, t, self.rels[alias][t])
+        else:  # a node of this alias alone: its tuple is t, numbered as in the alias (_shared_seq)
+            self._insert_node(e, t, seq)
 
     def _shared_seq(self, alias: str, b: Tup) -> int | None:
         """A node of one alias numbers its tuples with the alias's own arrival numbers (the same int
@@ -208,13 +208,15 @@ class ReservoirEngine(EngineState):
             for t in self.rels[alias]:
                 self.holders[alias][self._key_of(alias, t)] = t
 
-    def _add_rel(self, alias: str, t: Tup) -> None:
+    def _add_rel(self, alias: str, t: Tup) -> int:
+        """Record t in the alias under the next arrival number, and return that number."""
         if alias in self.key_pos:
             self.holders[alias][self._key_of(alias, t)] = t
-        self.rels[alias][t] = self.rel_seq
+        seq = self.rels[alias][t] = self.rel_seq
         if self._logging:
-            self._log[(REL, alias, t)] = self.rel_seq
+            self._log[(REL, alias, t)] = seq
         self.rel_seq += 1
+        return seq
 
     def _insert_node(self, e: int, b: Tup, seq: int | None) -> None:
         index = self.index
