@@ -9,7 +9,7 @@ static PyObject *field_or_zero(PyObject *recs, PyObject *v, Py_ssize_t i) {
     PyObject *rec = PyDict_GetItemWithError(recs, v);
     if (rec == NULL) return PyErr_Occurred() ? NULL : ZERO;
     if (!PyList_CheckExact(rec) || PyList_GET_SIZE(rec) != REC_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps]");
+        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps, where]");
         return NULL;
     }
     return PyList_GET_ITEM(rec, i);
@@ -129,7 +129,7 @@ static int walk_key(Parts *p, PyObject *d, PyObject *v, PyObject *z) {
     PyObject *rec = PyDict_GetItemWithError(recs, v);
     if (rec == NULL) return PyErr_Occurred() ? -1 : 0; /* no such key: all padding */
     if (!PyList_CheckExact(rec) || PyList_GET_SIZE(rec) != REC_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps]");
+        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps, where]");
         return -1;
     }
     int beyond = PyObject_RichCompareBool(z, PyList_GET_ITEM(rec, REC_CNT), Py_GE);

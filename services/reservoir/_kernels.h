@@ -3,19 +3,19 @@
  * counts and propagation) and _batches.c (an insert's virtual batch: its size and its entries).
  *
  * A rounded structure keeps one record per key, a list [count, rounded count, exponent -> items,
- * sorted exponents] (index.py's CNT, RCNT, BUCKETS, EXPS), so an update reaches all of it with one
- * dict lookup.
+ * sorted exponents, item -> its index in its bucket] (index.py's CNT, RCNT, BUCKETS, EXPS, WHERE), so
+ * an update reaches all of it with one dict lookup.
  */
 #ifndef IVMSTREAM_RESERVOIR_KERNELS_H
 #define IVMSTREAM_RESERVOIR_KERNELS_H
 
 #include "_capi.h"
 
-enum { REC_CNT = 0, REC_RCNT = 1, REC_BUCKETS = 2, REC_EXPS = 3, REC_FIELDS = 4 };
+enum { REC_CNT = 0, REC_RCNT = 1, REC_BUCKETS = 2, REC_EXPS = 3, REC_WHERE = 4, REC_FIELDS = 5 };
 
 /* The attribute names the kernels read, interned once by the module (_kernels.c). */
 #define RESERVOIR_NAMES(X)                                                                              \
-    X(key_pos) X(recs) X(where) X(parent) X(node) X(parents) X(children) X(child_pos) X(idx) X(by_key) \
+    X(key_pos) X(recs) X(parent) X(node) X(parents) X(children) X(child_pos) X(idx) X(by_key) \
     X(items) X(ds) X(nodes) X(grouped) X(tracking) X(dirty) X(places) X(propagations) X(out) X(tuples) \
     X(next_seq) X(whole) X(item_pos) X(neighbours) X(into) X(col_map) X(width) X(retrieves)
 #define RESERVOIR_DECLARE_NAME(n) extern PyObject *S_##n;

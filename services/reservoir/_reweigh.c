@@ -57,26 +57,29 @@ static int small_count(PyObject *x, long long *out) {
 static PyObject *record(PyObject *recs, PyObject *v) {
     PyObject *rec = PyDict_GetItemWithError(recs, v);
     if (rec != NULL && (!PyList_CheckExact(rec) || PyList_GET_SIZE(rec) != REC_FIELDS)) {
-        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps]");
+        PyErr_SetString(PyExc_TypeError, "a key's record is a list [cnt, rcnt, buckets, exps, where]");
         return NULL;
     }
     return rec;
 }
 
-/* A new key's record [0, 0, {}, []], untracked, stored in recs (borrowed). */
+/* A new key's record [0, 0, {}, [], {}], untracked, stored in recs (borrowed). */
 static PyObject *new_record(PyObject *recs, PyObject *v) {
-    PyObject *rec = atom_list(REC_FIELDS), *per = PyDict_New(), *exps = atom_list(0);
-    if (rec == NULL || per == NULL || exps == NULL) {
+    PyObject *rec = atom_list(REC_FIELDS), *per = PyDict_New(), *exps = atom_list(0), *where = PyDict_New();
+    if (rec == NULL || per == NULL || exps == NULL || where == NULL) {
         Py_XDECREF(rec);
         Py_XDECREF(per);
         Py_XDECREF(exps);
+        Py_XDECREF(where);
         return NULL;
     }
     unwatch(per);
+    unwatch(where);
     PyList_SET_ITEM(rec, REC_CNT, Py_NewRef(ZERO));
     PyList_SET_ITEM(rec, REC_RCNT, Py_NewRef(ZERO));
     PyList_SET_ITEM(rec, REC_BUCKETS, per);
     PyList_SET_ITEM(rec, REC_EXPS, exps);
+    PyList_SET_ITEM(rec, REC_WHERE, where);
     int rc = PyDict_SetItem(recs, v, rec);
     Py_DECREF(rec);
     if (rc < 0) return NULL;
@@ -105,8 +108,8 @@ static Py_ssize_t sorted_slot(PyObject *list, PyObject *x) {
 }
 
 /* JoinIndex._bucket_add: the item at the end of bucket x of its key's record. */
-static int bucket_add(PyObject *where, PyObject *rec, PyObject *x, PyObject *item) {
-    PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS);
+static int bucket_add(PyObject *rec, PyObject *x, PyObject *item) {
+    PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS), *where = PyList_GET_ITEM(rec, REC_WHERE);
     PyObject *arr = PyDict_GetItemWithError(per, x);
     if (arr == NULL) {
         if (PyErr_Occurred()) return -1;
@@ -130,8 +133,8 @@ static int bucket_add(PyObject *where, PyObject *rec, PyObject *x, PyObject *ite
 }
 
 /* JoinIndex._bucket_remove: the item out of bucket x, the bucket's last item moved into its place. */
-static int bucket_remove(PyObject *where, PyObject *rec, PyObject *x, PyObject *item) {
-    PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS);
+static int bucket_remove(PyObject *rec, PyObject *x, PyObject *item) {
+    PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS), *where = PyList_GET_ITEM(rec, REC_WHERE);
     PyObject *arr = item_or_keyerror(per, x);
     if (arr == NULL || !PyList_Check(arr)) return -1;
     PyObject *slot = pop_item(where, item);
@@ -279,8 +282,8 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
 /* JoinIndex._place in rounded mode: the item's weight under its key goes from w_old to w_new. */
 static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject *w_new) {
     cx->places++;
-    PyObject *recs = held(d, S_recs), *where = held(d, S_where), *key_pos = held(d, S_key_pos);
-    if (recs == NULL || where == NULL || key_pos == NULL) return -1;
+    PyObject *recs = held(d, S_recs), *key_pos = held(d, S_key_pos);
+    if (recs == NULL || key_pos == NULL) return -1;
     PyObject *v = key_of(item, key_pos);
     if (v == NULL) return -1;
     PyObject *old_r = NULL, *c = NULL, *new_r = NULL, *x = NULL;
@@ -303,7 +306,7 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
             PyErr_SetObject(PyExc_KeyError, v);
             goto done;
         }
-        if ((x = exponent(w_old)) == NULL || bucket_remove(where, rec, x, item) < 0) goto done_rec;
+        if ((x = exponent(w_old)) == NULL || bucket_remove(rec, x, item) < 0) goto done_rec;
         Py_CLEAR(x);
     }
     if (new_nz) {
@@ -311,7 +314,7 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
             if ((rec = new_record(recs, v)) == NULL) goto done;
             Py_INCREF(rec);
         }
-        if ((x = exponent(w_new)) == NULL || bucket_add(where, rec, x, item) < 0) goto done_rec;
+        if ((x = exponent(w_new)) == NULL || bucket_add(rec, x, item) < 0) goto done_rec;
         Py_CLEAR(x);
     }
     if (rec == NULL) {

@@ -8,7 +8,8 @@ that a virtual batch of join results can be addressed by position without materi
   counts, times its rounded group size); items sit in one bucket per exponent; a key's count is the
   sum of weights and its rounded count the next power of two. A change travels to the parents only
   when the rounded count changes, which happens O(log N) times per key (§2.4). Each key keeps one
-  record (``CNT``, ``RCNT``, ``BUCKETS``, ``EXPS``), so an update reaches all of it with one lookup.
+  record (``CNT``, ``RCNT``, ``BUCKETS``, ``EXPS``, ``WHERE``), so an update reaches all of it with
+  one lookup.
 - Exact mode (SJoin): weights are exact counts, kept per key in a Fenwick tree; every change travels
   (§3.1).
 - Grouping (the ``-opt`` strategies, §2.7): items are the groups of a node's tuples by their join
@@ -31,8 +32,11 @@ from ivmstream.services.reservoir.nodes import NodeStore, Tup, positions
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
 
 # A key's record in a rounded structure, so that one dict lookup reaches everything an update of the
-# key touches: [its count, its rounded count, exponent -> the items in that bucket, sorted exponents].
-CNT, RCNT, BUCKETS, EXPS = 0, 1, 2, 3
+# key touches: [its count, its rounded count, exponent -> the items in that bucket, sorted exponents,
+# item -> its index in its bucket]. The positions sit with their key: a key's items are re-weighed
+# together (a propagation), and a small dict of one key stays in the CPU's caches where a structure's
+# dict of every item does not.
+CNT, RCNT, BUCKETS, EXPS, WHERE = 0, 1, 2, 3, 4
 
 
 def nextpow2(c: int) -> int:
@@ -71,10 +75,10 @@ class Directed:
         self.children: list[int] = []  # indexes of D[c→node], c != parent, in a fixed order
         self.child_pos: list[tuple[int, ...]] = []  # each child's key columns within this node's items
         self.parents: list[tuple[int, int]] = []  # (D[node'→q] reading this one, its child slot)
-        self.recs: dict[Tup, list[Any]] = {}  # rounded: key -> its record [CNT, RCNT, BUCKETS, EXPS]
+        self.recs: dict[Tup, list[Any]] = {}  # rounded: key -> [CNT, RCNT, BUCKETS, EXPS, WHERE]
         self.cnt: dict[Tup, int] = {}  # exact: key -> count
         self.rcnt: dict[Tup, int] = {}  # exact: the counts again (what a parent multiplies by)
-        self.where: dict[Tup, int] = {}  # item -> its index in its bucket (rounded) or its key's rows
+        self.where: dict[Tup, int] = {}  # exact: item -> its index in its key's rows
         self.rows: dict[Tup, list[Tup]] = {}  # exact: key -> items in arrival order
         self.fen: dict[Tup, Nodes] = {}  # exact: key -> Fenwick tree over the items' weights
 
@@ -270,7 +274,7 @@ class JoinIndex:
             self._bucket_remove(d, rec, w_old.bit_length() - 1, item)
         if w_new:
             if rec is None:
-                rec = d.recs[v] = [0, 0, {}, []]
+                rec = d.recs[v] = [0, 0, {}, [], {}]
             self._bucket_add(d, rec, w_new.bit_length() - 1, item)
         if rec is None:
             raise AssertionError("a placement of weight 0 over weight 0")
@@ -308,17 +312,17 @@ class JoinIndex:
             exps = rec[EXPS]
             exps.append(x)
             exps.sort()
-        d.where[item] = len(arr)
+        rec[WHERE][item] = len(arr)
         arr.append(item)
 
     def _bucket_remove(self, d: Directed, rec: Any, x: int, item: Tup) -> None:
-        per = rec[BUCKETS]
+        per, where = rec[BUCKETS], rec[WHERE]
         arr = per[x]
-        i = d.where.pop(item)
+        i = where.pop(item)
         last = arr.pop()
         if i < len(arr):
             arr[i] = last
-            d.where[last] = i
+            where[last] = i
         if not arr:
             del per[x]
             rec[EXPS].remove(x)
@@ -514,12 +518,12 @@ class JoinIndex:
                     continue
                 rec = d.recs.get(v)
                 if rec is None:
-                    rec = d.recs[v] = [0, 0, {}, []]
-                per = rec[BUCKETS]
+                    rec = d.recs[v] = [0, 0, {}, [], {}]
+                per, where = rec[BUCKETS], rec[WHERE]
                 for x, items_ in entries:
                     arr = per[x] = [tuple(it) for it in items_]
                     for i, it in enumerate(arr):
-                        d.where[it] = i
+                        where[it] = i
                     total += len(arr) << x
                 rec[EXPS] = sorted(per)
                 rec[CNT] = total

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, Directed, JoinIndex, nextpow2
+from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, WHERE, Directed, JoinIndex, nextpow2
 from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import BRANCH, LINE3, STAR3, TWO_TABLE, options
 
@@ -71,9 +71,10 @@ def check_index(index: JoinIndex) -> None:
                 per = rec[BUCKETS]
                 assert sum(len(a) << x for x, a in per.items()) == rec[CNT]
                 assert rec[EXPS] == sorted(per)
+                assert len(rec[WHERE]) == sum(len(a) for a in per.values())
                 for x, arr in per.items():
                     for i, item in enumerate(arr):
-                        assert d.where[item] == i
+                        assert rec[WHERE][item] == i
                         weight = (nextpow2(len(node.items[item])) if index.grouped else 1) * _children(
                             index, d, item
                         )

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.reservoir import kernels
-from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, RCNT, JoinIndex
+from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, RCNT, WHERE, JoinIndex
 from ivmstream.services.reservoir.query import parse_query
 from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
 
@@ -51,8 +51,12 @@ def state(ix: JoinIndex) -> list[Any]:
     """Everything the re-weighing writes, with every dict's and list's order."""
     out: list[Any] = [ix.places, ix.propagations, sorted(ix.dirty, key=repr)]
     for d in ix.ds:
-        records = [(v, r[CNT], r[RCNT], list(r[BUCKETS].items()), r[EXPS]) for v, r in d.recs.items()]
-        out.append([records, list(d.where.items())])
+        out.append(
+            [
+                (v, r[CNT], r[RCNT], list(r[BUCKETS].items()), r[EXPS], list(r[WHERE].items()))
+                for v, r in d.recs.items()
+            ]
+        )
     return out
 
 
@@ -73,7 +77,7 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
         leaf = next(d for d in compiled.ds if not d.children and d.parent >= 0)
         v = tuple(data.draw(st.integers(0, domain - 1)) for _ in leaf.key_pos)
         for ix in (compiled, python):
-            ix.ds[leaf.idx].recs[v] = [0, 2**70, {}, []]
+            ix.ds[leaf.idx].recs[v] = [0, 2**70, {}, [], {}]
     present: list[tuple[int, tuple[int, ...]]] = []
     for _ in range(data.draw(st.integers(1, 40))):
         if present and data.draw(st.integers(0, 2)) == 0:
@@ -182,7 +186,7 @@ def test_the_compiled_steps_keep_the_index_dicts_out_of_the_collectors_sight():
     ix = e.index
     dicts: list[dict[Any, Any]] = [*e.rels.values(), *(n.tuples for n in ix.nodes)]
     dicts += [n.items for n in ix.nodes]
-    dicts += [x for d in ix.ds for x in (d.recs, d.where)]
+    dicts += [d.recs for d in ix.ds]
     assert all(len(x) for x in dicts)
     assert not any(gc.is_tracked(x) for x in dicts)
 
@@ -204,6 +208,7 @@ def test_the_compiled_steps_keep_the_per_key_containers_out_of_the_collectors_si
     for d in compiled.ds:
         records = list(d.recs.values())
         containers += [d.recs, *records, *(rec[BUCKETS] for rec in records), *(rec[EXPS] for rec in records)]
+        containers += [rec[WHERE] for rec in records]
         containers += [arr for rec in records for arr in rec[BUCKETS].values()]
     for n in compiled.nodes:
         containers += [*n.by_key.values(), *(m for keyed in n.by_key.values() for m in keyed.values())]
