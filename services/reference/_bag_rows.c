@@ -249,6 +249,65 @@ static int small_count(PyObject *m, long long *out) {
     return 1;
 }
 
+/* One row's count change, old (borrowed, NULL or None: none) found in clean (in_clean) or dirty: 1 applied
+ * (the key written to dirty, and dropped from clean), 0 refused (its (row, old count) appended), -1 an error. */
+static int update_count(PyObject *dirty, PyObject *clean, PyObject *key, PyObject *old, int in_clean, long long delta,
+                        PyObject *delta_obj, int allow_negative, Py_ssize_t i, PyObject *refused, Py_ssize_t *distinct) {
+    PyObject *old_count = (old == NULL || old == Py_None) ? NULL : old;
+    long long before, after;
+    PyObject *after_obj;
+    int below, zero_after, zero_before;
+    if (small_count(old_count, &before) && !__builtin_add_overflow(before, delta, &after)) {
+        below = after < 0;
+        zero_after = after == 0;
+        zero_before = before == 0;
+        after_obj = NULL; /* made below, if it is stored */
+    } else { /* beyond 64 bits: Python ints */
+        PyObject *zero = PyLong_FromLong(0);
+        if (zero == NULL) return -1;
+        after_obj = PyNumber_Add(old_count != NULL ? old_count : zero, delta_obj);
+        if (after_obj == NULL) {
+            Py_DECREF(zero);
+            return -1;
+        }
+        below = PyObject_RichCompareBool(after_obj, zero, Py_LT);
+        zero_after = PyObject_RichCompareBool(after_obj, zero, Py_EQ);
+        zero_before = old_count == NULL ? 1 : PyObject_RichCompareBool(old_count, zero, Py_EQ);
+        Py_DECREF(zero);
+        if (below < 0 || zero_after < 0 || zero_before < 0) {
+            Py_DECREF(after_obj);
+            return -1;
+        }
+    }
+    if (below && !allow_negative) {
+        PyObject *item = old_count != NULL ? Py_BuildValue("(nO)", i, old_count) : Py_BuildValue("(ni)", i, 0);
+        Py_XDECREF(after_obj);
+        if (item == NULL || PyList_Append(refused, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+        return 0;
+    }
+    int rc = 0;
+    if (zero_after) {
+        Py_XDECREF(after_obj);
+        if (!zero_before) { /* delete */
+            if (in_clean) rc = PyDict_DelItem(clean, key);
+            if (rc == 0) rc = PyDict_SetItem(dirty, key, Py_None);
+            (*distinct)--;
+        }
+    } else {
+        if (after_obj == NULL) after_obj = PyLong_FromLongLong(after);
+        if (after_obj == NULL) return -1;
+        if (in_clean) rc = PyDict_DelItem(clean, key);
+        if (rc == 0) rc = PyDict_SetItem(dirty, key, after_obj);
+        Py_DECREF(after_obj);
+        if (zero_before) (*distinct)++;
+    }
+    return rc < 0 ? -1 : 1;
+}
+
 PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 11 || !PyUnicode_CheckExact(args[0]) || !PyList_CheckExact(args[1]) || !PyBytes_CheckExact(args[2]) ||
@@ -312,67 +371,36 @@ PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     for (Py_ssize_t i = 0; i < r.nrows; i++) {
         PyObject *key = r.keys[i], *delta_obj = PyList_GET_ITEM(deltas, i);
         long long delta = r.deltas[i];
-        int in_clean = 0;
-        PyObject *old = PyDict_GetItemWithError(dirty, key); /* borrowed */
-        if (old == NULL) {
-            if (PyErr_Occurred()) goto done;
+        /* a key is in one of the dicts at most: clean first, then dirty */
+        PyObject *old = NULL; /* borrowed */
+        int in_clean = 0, status;
+        if (PyDict_GET_SIZE(clean) > 0) {
             old = PyDict_GetItemWithError(clean, key);
             if (old == NULL && PyErr_Occurred()) goto done;
             in_clean = old != NULL;
         }
-        PyObject *old_count = (old == NULL || old == Py_None) ? NULL : old;
-        long long before, after;
-        PyObject *after_obj;
-        int below, zero_after, zero_before;
-        if (small_count(old_count, &before) && !__builtin_add_overflow(before, delta, &after)) {
-            below = after < 0;
-            zero_after = after == 0;
-            zero_before = before == 0;
-            after_obj = NULL; /* made below, if it is stored */
-        } else { /* beyond 64 bits: Python ints */
-            PyObject *zero = PyLong_FromLong(0);
-            if (zero == NULL) goto done;
-            after_obj = PyNumber_Add(old_count != NULL ? old_count : zero, delta_obj);
-            if (after_obj == NULL) {
-                Py_DECREF(zero);
-                goto done;
-            }
-            below = PyObject_RichCompareBool(after_obj, zero, Py_LT);
-            zero_after = PyObject_RichCompareBool(after_obj, zero, Py_EQ);
-            zero_before = old_count == NULL ? 1 : PyObject_RichCompareBool(old_count, zero, Py_EQ);
-            Py_DECREF(zero);
-            if (below < 0 || zero_after < 0 || zero_before < 0) {
-                Py_DECREF(after_obj);
-                goto done;
-            }
-        }
-        if (below && !allow_negative) {
-            PyObject *item = old_count != NULL ? Py_BuildValue("(nO)", i, old_count) : Py_BuildValue("(ni)", i, 0);
-            Py_XDECREF(after_obj);
-            if (item == NULL || PyList_Append(refused, item) < 0) {
-                Py_XDECREF(item);
-                goto done;
-            }
-            Py_DECREF(item);
-            continue;
-        }
-        int rc = 0;
-        if (zero_after) {
-            Py_XDECREF(after_obj);
-            if (!zero_before) { /* delete */
-                if (in_clean) rc = PyDict_DelItem(clean, key);
-                if (rc == 0) rc = PyDict_SetItem(dirty, key, Py_None);
-                distinct--;
+        if (!in_clean && delta > 0) { /* one probe of dirty: its count, or delta set where it had none */
+            Py_ssize_t size = PyDict_GET_SIZE(dirty);
+            PyObject *fresh = PyLong_FromLongLong(delta);
+            if (fresh == NULL) goto done;
+            old = PyDict_SetDefault(dirty, key, fresh);
+            Py_DECREF(fresh);
+            if (old == NULL) goto done;
+            if (PyDict_GET_SIZE(dirty) > size) {
+                distinct++;
+                status = 1;
+            } else {
+                status = update_count(dirty, clean, key, old, 0, delta, delta_obj, allow_negative, i, refused, &distinct);
             }
         } else {
-            if (after_obj == NULL) after_obj = PyLong_FromLongLong(after);
-            if (after_obj == NULL) goto done;
-            if (in_clean) rc = PyDict_DelItem(clean, key);
-            if (rc == 0) rc = PyDict_SetItem(dirty, key, after_obj);
-            Py_DECREF(after_obj);
-            if (zero_before) distinct++;
+            if (!in_clean) {
+                old = PyDict_GetItemWithError(dirty, key);
+                if (old == NULL && PyErr_Occurred()) goto done;
+            }
+            status = update_count(dirty, clean, key, old, in_clean, delta, delta_obj, allow_negative, i, refused, &distinct);
         }
-        if (rc < 0) goto done;
+        if (status < 0) goto done;
+        if (status == 0) continue; /* refused */
         total += delta;
         applied++;
         fingerprint += (u128)(__int128)delta * r.hashes[i];
