@@ -22,7 +22,7 @@ from typing import Any
 PARTS = (
     ("engine", ("/services/",)),
     ("state store", ("/state/",)),
-    ("decode", ("/events/codec.py", "/events/_fastjson")),
+    ("decode", ("/events/codec.py", "/events/msgspec_decoder.py", "/events/model.py", "/events/_fastjson")),
     ("publish", ("/runtime/output.py", "/runtime/produce.py", "/runtime/postgres.py")),
 )
 OTHER = "runtime, other"

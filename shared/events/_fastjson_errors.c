@@ -68,7 +68,7 @@ static PyObject *error_args(PyObject *prefix, PyObject *detail) {
     return args;
 }
 
-/* An error_type instance as EventError.__init__ makes it (shared/events/codec.py): its one argument
+/* An error_type instance as EventError.__init__ makes it (shared/events/model.py): its one argument
  * "<code>: <detail>", and the attributes code and detail; made without running that __init__ (a Python
  * frame per refused record), which tests/unit/hostile/test_cheap_refusal.py checks this matches. Steals
  * `detail`. */

@@ -1,23 +1,25 @@
-"""Update events: the one record format every service consumes.
+"""The event codec: a service's record values decoded into update events, in three tiers that agree.
 
-An update is ``{"relation": name, "row": {column: value, ...}, "delta": k}`` with ``k`` a nonzero
-integer multiplicity change. Validation is strict and precise because a silently coerced or dropped
-field corrupts an incremental view forever: every rejection names its reason (``EventError.code``
-is a stable, low-cardinality label for metrics and the dead-letter topic; ``detail`` is for humans).
+1. the compiled decoder (``ivmstream.events._fastjson``, built by setup.py) for canonical records;
+2. the msgspec path (``ivmstream.events.msgspec_decoder``) for what it declines, or for every record
+   where it is not built or IVMSTREAM_PURE_PYTHON=1;
+3. the reference decoder (``EventCodec.decode_slow``): the semantics and the precise rejection reasons.
+
+The event model and the schema are in ``ivmstream.events.model``; their names are importable from here.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Union
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
+from typing import Any
 
-import msgspec
 import orjson
 
+from ivmstream.events.model import COLUMN_TYPES, EventError, Relation, Schema, UpdateEvent, encode_event
+from ivmstream.events.msgspec_decoder import DECLINED, MsgspecDecoder
 from ivmstream.events.reasons import (
     MAX_NESTING,
     MAX_RECORD_BYTES,
@@ -29,185 +31,26 @@ from ivmstream.events.reasons import (
 )
 from ivmstream.events.reasons import max_record_bytes as record_size_limit
 
-try:  # the compiled decoder (setup.py); without it every record takes the msgspec path below
+try:  # the compiled decoder (setup.py); without it every record takes the msgspec path
     from ivmstream.events import _fastjson
 except ImportError:  # pragma: no cover - a build without a C compiler
     _fastjson = None  # type: ignore[assignment]
 
+__all__ = [
+    "CODECS",
+    "COLUMN_TYPES",
+    "PURE_PYTHON_ENV",
+    "EventCodec",
+    "EventError",
+    "Relation",
+    "Schema",
+    "UpdateEvent",
+    "encode_event",
+]
+
 # Set to 1 to decode with the pure-Python (msgspec) path even where the compiled decoder is built:
 # for measuring what it buys (bench/runtime.py) and for ruling it out when debugging.
 PURE_PYTHON_ENV = "IVMSTREAM_PURE_PYTHON"
-
-
-class EventError(ValueError):
-    """An update that cannot be applied, with a stable reason code and a precise explanation.
-
-    The compiled decoder makes its instances without calling ``__init__`` (the same ``args``, ``code``
-    and ``detail``, checked by tests/unit/hostile/test_cheap_refusal.py): keep the two in step. ``code`` and
-    ``detail`` are slots, so that a flood of refused records allocates no attribute dict per record."""
-
-    __slots__ = ("code", "detail")
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code = code
-        self.detail = detail
-
-
-class UpdateEvent(msgspec.Struct, gc=False):
-    """A decoded, validated update. ``key`` is the partition key value (``None`` without key_field).
-
-    A msgspec struct: built once per record on the hot path, and its constructor runs in C. Like the
-    dataclass it replaces it is mutable, unhashable and compares field by field (same class only), with
-    the same ``repr``. ``gc=False``: events hold plain rows, never themselves, so they can take no part in
-    a reference cycle and need no tracking by the cycle collector. Engines must treat events as read-only.
-    """
-
-    relation: str
-    row: dict[str, Any]
-    delta: int
-    key: str | None = None
-
-    def to_json(self, key_field: str | None = None) -> dict[str, Any]:
-        row = dict(self.row)
-        if key_field is not None and self.key is not None:
-            row[key_field] = self.key
-        return {"relation": self.relation, "row": row, "delta": self.delta}
-
-
-def _encode_default(v: Any) -> Any:
-    # orjson has no Decimal support; a decimal string is exact and is what the decimal type accepts.
-    if type(v) is Decimal:
-        return str(v)
-    raise TypeError(f"Type is not JSON serializable: {type(v).__name__}")
-
-
-def encode_event(event: UpdateEvent, key_field: str | None = None) -> bytes:
-    return orjson.dumps(event.to_json(key_field), default=_encode_default)
-
-
-# --- column types -------------------------------------------------------------------------------
-# Each checker returns the coerced value or raises TypeError with what was expected.
-
-
-def _check_int(v: Any) -> int:
-    if type(v) is int:
-        return v
-    raise TypeError("an integer")
-
-
-def _check_float(v: Any) -> float:
-    t = type(v)
-    if t is float:
-        return v
-    if t is int:
-        return float(v)
-    raise TypeError("a number")
-
-
-def _check_number(v: Any) -> int | float:
-    t = type(v)
-    if t is int or t is float:
-        return v
-    raise TypeError("a number")
-
-
-def _check_str(v: Any) -> str:
-    if type(v) is str:
-        return v
-    raise TypeError("a string")
-
-
-def _check_bool(v: Any) -> bool:
-    if type(v) is bool:
-        return v
-    raise TypeError("a boolean")
-
-
-def _check_decimal(v: Any) -> Decimal:
-    """Exact decimal: integers, decimal strings, and floats by their shortest repr (what was written)."""
-    t = type(v)
-    if t is int:
-        return Decimal(v)
-    if t is float:
-        if v != v or v in (float("inf"), float("-inf")):
-            raise TypeError("a finite decimal")
-        return Decimal(repr(v))
-    if t is str:
-        try:
-            d = Decimal(v)
-        except InvalidOperation:
-            raise TypeError("a decimal number or decimal string") from None
-        if not d.is_finite():
-            raise TypeError("a finite decimal")
-        return d
-    raise TypeError("a decimal number or decimal string")
-
-
-def _check_exact(v: Any) -> int | Decimal:
-    """Exact number: integers stay Python ints (the fast path), anything else is an exact Decimal."""
-    if type(v) is int:
-        return v
-    return _check_decimal(v)
-
-
-COLUMN_TYPES: dict[str, Callable[[Any], Any]] = {
-    "int": _check_int,
-    "float": _check_float,
-    "number": _check_number,
-    "str": _check_str,
-    "bool": _check_bool,
-    "decimal": _check_decimal,
-    "exact": _check_exact,
-}
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A relation a service accepts: its name and ordered, typed columns."""
-
-    name: str
-    columns: tuple[tuple[str, str], ...]
-
-    def __post_init__(self) -> None:
-        for col, typ in self.columns:
-            if typ not in COLUMN_TYPES:
-                raise ValueError(
-                    f"relation {self.name!r}: column {col!r} has unknown type {typ!r} "
-                    f"(known: {', '.join(COLUMN_TYPES)})"
-                )
-        names = [c for c, _ in self.columns]
-        if len(set(names)) != len(names):
-            raise ValueError(f"relation {self.name!r}: duplicate column names")
-
-    @classmethod
-    def of(cls, name: str, **columns: str) -> Relation:
-        return cls(name, tuple(columns.items()))
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c for c, _ in self.columns)
-
-
-@dataclass(frozen=True)
-class Schema:
-    """The relations of one service instance plus the optional partition-key column."""
-
-    relations: Mapping[str, Relation]
-    key_field: str | None = None
-
-    @classmethod
-    def of(cls, *relations: Relation, key_field: str | None = None) -> Schema:
-        return cls({r.name: r for r in relations}, key_field)
-
-    def __post_init__(self) -> None:
-        if self.key_field is not None:
-            for rel in self.relations.values():
-                if self.key_field in rel.column_names:
-                    raise ValueError(
-                        f"key_field {self.key_field!r} collides with a column of relation {rel.name!r}"
-                    )
-
 
 _EVENT_FIELDS = frozenset(("relation", "row", "delta"))
 
@@ -235,7 +78,7 @@ class EventCodec:
             for name, rel in schema.relations.items()
         }
         self._arity = {name: len(rel.columns) for name, rel in schema.relations.items()}
-        self._fast = _FastDecoder(schema, max_record_bytes)
+        self._fast = MsgspecDecoder(schema, max_record_bytes)
         if compiled is None:
             compiled = _fastjson is not None and os.environ.get(PURE_PYTHON_ENV, "") != "1"
         elif compiled and _fastjson is None:
@@ -272,7 +115,7 @@ class EventCodec:
     def decode(self, value: bytes | str | None) -> UpdateEvent:
         try:
             return self._fast.decode(value)
-        except _DECLINED:
+        except DECLINED:
             return self.decode_slow(value)
 
     def decode_slow(self, value: bytes | str | None) -> UpdateEvent:
@@ -377,12 +220,13 @@ class EventCodec:
         return self._fast.decode_grouped(values, self.decode_slow)
 
     def column_lists(
-        self, values: Sequence[bytes | None]
+        self, values: Sequence[bytes | None], decimal_text: bool = False
     ) -> tuple[list[tuple[int, EventError]], dict[str, dict[str, list[list[Any]]]]] | None:
         """The compiled decoder's columns (``ivmstream.events.columns.decode_columns`` reads them): the
         refused records' ``(index, error)``, and ``groups[key][relation] = [indexes, deltas, column 0,
-        ...]`` made without an event per record; None where batches are not decoded in C."""
-        return self._compiled.decode_columns(values) if self._compiled is not None else None
+        ...]`` made without an event per record; None where batches are not decoded in C.
+        ``decimal_text``: a decimal written as a plain decimal string stays that string."""
+        return self._compiled.decode_columns(values, decimal_text) if self._compiled is not None else None
 
     def encode(self, event: UpdateEvent) -> bytes:
         return encode_event(event, self.schema.key_field)
@@ -465,200 +309,3 @@ def _json_messages() -> tuple[str, ...] | None:
         else:
             return None
     return tuple(messages)
-
-
-class _NeedsSlowPath(Exception):
-    """The fast path cannot decide; the reference decoder will (and report why, if it rejects)."""
-
-
-# What the msgspec path leaves to the reference decoder: its own refusals, type mismatches, text that
-# is not UTF-8 (msgspec raises UnicodeDecodeError; for a str with a lone surrogate, UnicodeEncodeError)
-# and nesting deeper than Python's recursion limit (RecursionError).
-_DECLINED = (msgspec.DecodeError, TypeError, UnicodeError, RecursionError, _NeedsSlowPath)
-
-# orjson (the reference parser) reads integers outside [-2**63, 2**64 - 1] as floats, and msgspec reads
-# any integer as an int: integers beyond int64 (the widest bounds msgspec checks) go to the reference.
-_JSON_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-
-# Column types as msgspec decodes them. Only exact, strict types are decoded natively; decimal and
-# number columns arrive as their JSON type and go through the same checker as the slow path. A float
-# column takes integers as int64 and converts them, so that a longer literal is declined (the reference
-# refuses it) rather than read as a float.
-_FAST_TYPES: dict[str, Any] = {
-    "int": _JSON_INT,
-    "float": _JSON_INT | float,
-    "number": _JSON_INT | float,
-    "str": str,
-    "bool": bool,
-    "decimal": _JSON_INT | float | str,
-    "exact": _JSON_INT | float | str,
-}
-
-
-class _FastDecoder:
-    """One msgspec decoder for the schema: a tagged union of per-relation event structs.
-
-    msgspec parses and type-checks in C, about half the cost of ``orjson.loads`` alone; whatever it
-    cannot accept is handed to the pure-Python path, which owns the error messages.
-
-    The per-record loops that turn decoded structs into ``UpdateEvent``s are generated for the schema
-    (as ``dataclasses`` generates ``__init__``): each relation's row dict is one dict display over the
-    struct's attributes, with no per-record lookups of field names, relations or checkers. Struct
-    attributes are named ``c0, c1, ...`` (``k`` for the key field) and renamed to the column names, so
-    any column name works; names reach the generated source only as ``str`` literals."""
-
-    def __init__(self, schema: Schema, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
-        self.key_field = key_field = schema.key_field
-        self.max_record_bytes = max_record_bytes
-        structs = []
-        self._relations: list[tuple[Any, str, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = []
-        for i, (name, rel) in enumerate(schema.relations.items()):
-            fields: list[tuple[str, Any]] = [
-                (f"c{j}", _FAST_TYPES[typ]) for j, (_, typ) in enumerate(rel.columns)
-            ]
-            rename = {f"c{j}": col for j, (col, _) in enumerate(rel.columns)}
-            if key_field is not None:
-                fields.append(("k", str | _JSON_INT))
-                rename["k"] = key_field
-            row_t = msgspec.defstruct(f"Row{i}", fields, rename=rename, forbid_unknown_fields=True, gc=False)
-            event_t = msgspec.defstruct(
-                f"Event{i}",
-                [("row", row_t), ("delta", _JSON_INT)],
-                tag_field="relation",
-                tag=name,
-                forbid_unknown_fields=True,
-                gc=False,  # a temporary holding scalars only
-            )
-            structs.append(event_t)
-            # Decimal, exact and float columns arrive as their JSON type and go through the slow path's
-            # checker.
-            checks = tuple(
-                (col, COLUMN_TYPES[typ] if typ in ("decimal", "exact", "float") else None)
-                for col, typ in rel.columns
-            )
-            self._relations.append((event_t, name, checks))
-        # msgspec does not insist on the tag of a lone tagged struct: a schema of one relation gets a
-        # second member no record can decode into, so that the union makes "relation" required.
-        unused = "\x00unused"
-        while unused in schema.relations:
-            unused += "\x00"
-        fields_unused = [("row", Any, None), ("delta", Any, 0)]
-        structs.append(msgspec.defstruct("Unused", fields_unused, tag_field="relation", tag=unused))
-        union = Union[tuple(structs)]  # noqa: UP007 - runtime union
-        self._decoder = msgspec.json.Decoder(union)
-        self.decode_many = self._compile(grouped=False)
-        self.decode_grouped = self._compile(grouped=True)
-
-    def decode(self, value: bytes | str | None) -> UpdateEvent:
-        if value is None:
-            raise _NeedsSlowPath
-        [item] = self.decode_many([value])
-        if item.__class__ is not UpdateEvent:
-            raise _NeedsSlowPath
-        return item
-
-    def _compile(self, grouped: bool) -> Callable[..., Any]:
-        """Generate one tight loop over a batch of record values, with locals only.
-
-        ``grouped=False``: ``decode_many(values)`` gives, per value, its UpdateEvent where the fast path
-        decides and the value itself where it cannot.
-
-        ``grouped=True``: ``decode_grouped(values, slow)`` decodes every value, calling ``slow`` (the
-        reference decoder) where the fast path cannot decide, and returns ``(decoded, groups, errors)``:
-        per value its UpdateEvent or EventError, the UpdateEvents per partition key (``""`` without a
-        key field) in their order, and the number of EventErrors."""
-        keyed = self.key_field is not None
-        namespace: dict[str, Any] = {
-            "UpdateEvent": UpdateEvent,
-            "EventError": EventError,
-            "_NeedsSlowPath": _NeedsSlowPath,
-            "_DECLINE": _DECLINED,
-            "_decode": self._decoder.decode,
-            "_limit": self.max_record_bytes,
-        }
-        src = ["def decode_grouped(values, slow):" if grouped else "def decode_many(values):"]
-        src += ["    decode = _decode", "    limit = _limit", "    decoded = []"]
-        if grouped:
-            src += ["    errors = 0"]
-            if keyed:
-                src += ["    groups = {}"]
-        src += [
-            "    for v in values:",
-            "        try:",
-            "            if len(v) > limit:",  # None: a TypeError, declined like the oversized
-            "                raise _NeedsSlowPath",
-            "            ev = decode(v)",
-            "            d = ev.delta",  # msgspec already refused bools and floats
-            "            if not d:",
-            "                raise _NeedsSlowPath",
-        ]
-        src += ["            cls = type(ev)"]
-        for i, (event_t, name, checks) in enumerate(self._relations):
-            indent = "                "
-            namespace[f"Event{i}"] = event_t
-            src += [f"            {'if' if i == 0 else 'elif'} cls is Event{i}:"]
-            items = []
-            for j, (col, check) in enumerate(checks):
-                if check is None:
-                    items.append(f"{_literal(col)}: r.c{j}")
-                else:
-                    namespace[f"check{i}_{j}"] = check
-                    items.append(f"{_literal(col)}: check{i}_{j}(r.c{j})")  # TypeError: the slow path decides
-            src += [f"{indent}r = ev.row"]
-            if keyed:
-                src += [f"{indent}k = r.k", f"{indent}if type(k) is not str:", f"{indent}    k = str(k)"]
-            src += [
-                f"{indent}e = UpdateEvent({_literal(name)}, {{{', '.join(items)}}}, d, "
-                f"{'k' if keyed else 'None'})"
-            ]
-        if self._relations:
-            src += ["            else:", "                raise _NeedsSlowPath  # the union's unused member"]
-        else:
-            src += ["            raise _NeedsSlowPath"]
-        src += ["        except _DECLINE:"]
-        if grouped:
-            src += [
-                "            try:",
-                "                e = slow(v)",
-                "            except EventError as err:",
-                "                decoded.append(err)",
-                "                errors += 1",
-                "                continue",
-            ]
-            if keyed:
-                src += ["            k = e.key"]
-        else:
-            src += ["            decoded.append(v)", "            continue"]
-        src += ["        decoded.append(e)"]
-        if grouped and keyed:
-            src += [
-                "        group = groups.get(k)",
-                "        if group is None:",
-                "            groups[k] = [e]",
-                "        else:",
-                "            group.append(e)",
-                "    return decoded, groups, errors",
-            ]
-        elif grouped:  # one group, the valid events in order
-            src += [
-                "    events = decoded.copy() if not errors else [",
-                "        e for e in decoded if e.__class__ is UpdateEvent",
-                "    ]",
-                "    return decoded, ({'': events} if events else {}), errors",
-            ]
-        else:
-            src += ["    return decoded"]
-        exec(
-            compile(
-                "\n".join(src) + "\n", f"<ivmstream fast decoder {'grouped' if grouped else 'many'}>", "exec"
-            ),
-            namespace,
-        )
-        return namespace["decode_grouped" if grouped else "decode_many"]
-
-
-def _literal(name: Any) -> str:
-    """The Python literal of a relation or column name, for generated source (the value, as a plain str)."""
-    if not isinstance(name, str):
-        raise TypeError(f"relation and column names must be strings, got {name!r}")
-    return str.__repr__(name)
