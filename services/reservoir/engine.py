@@ -20,6 +20,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -228,8 +230,7 @@ class ReservoirEngine(EngineState):
                 self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
             size, radices = sized
             if size:
-                delta_get = index.delta_get
-                self.sampler.update(size, lambda z: delta_get(e, b, radices, z))
+                self.sampler.update(size, index.batch_reader(e, b, radices))
             self.known_size = index.full_size() if index.exact and self.theta is None else None
             return
         if not index.insert(e, b, seq):
@@ -428,10 +429,11 @@ class ReservoirEngine(EngineState):
         cols = self.query.columns
         rows = self.rows()
         # ordered by _canonical; rows of ints alone sort the same by their values, without a key per row
-        rows = sorted(rows) if all(type(v) is int for r in rows for v in r) else sorted(rows, key=_canonical)
+        ints_only = set(map(type, chain.from_iterable(rows))) <= {int}
+        rows = sorted(rows) if ints_only else sorted(rows, key=_canonical)
         return {
             "k": self.k,
-            "sample": [dict(zip(cols, r, strict=True)) for r in rows],
+            "sample": list(map(dict, map(partial(zip, cols, strict=True), rows))),
             "join_size": self.join_size(),
             "join_size_bound": self.join_size_bound(),
             "stats": {**self.stats(), "decomposition": self.decomposition()},

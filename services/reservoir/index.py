@@ -22,7 +22,8 @@ walk over it, and so every bucket's order, is a function of the input order alon
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from ivmstream.services.reservoir import exact_kernels, kernels
@@ -386,6 +387,12 @@ class JoinIndex:
             if not self._key(d, tuple(item[i] for i in self.nodes[e].key_pos[c]), digit, parts):
                 return None
         return self.assemble(parts)
+
+    def batch_reader(self, e: int, t: Tup, radices: list[int]) -> Callable[[int], Tup | None]:
+        """``delta_get`` of t's virtual batch as a function of z (the compiled step itself, where built)."""
+        if self.native is not None:
+            return partial(self.native.delta_get, self, e, t, radices)
+        return partial(self.delta_get, e, t, radices)
 
     def full_size(self) -> int:
         """|J|: the super-root's length, an upper bound on |Q| (exact in exact mode)."""
