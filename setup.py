@@ -80,7 +80,18 @@ setup(
             "services/reservoir/_exact_kernels.c",
             "services/reservoir/_capi.h",
         ),
-        _vectorized(_extension("ivmstream.services.fivm._kernels", "services/fivm/_kernels.c")),
+        _vectorized(
+            _extension(
+                "ivmstream.services.fivm._kernels",
+                "services/fivm/_kernels.c",
+                "services/fivm/_products.c",
+                "services/fivm/_payloads.c",
+                "services/fivm/_views.c",
+                "services/fivm/_entries.c",
+                "services/fivm/_intake.c",
+                "services/fivm/_kernels.h",
+            )
+        ),
         _extension(
             "ivmstream.services.reference._kernels",
             "services/reference/_kernels.c",

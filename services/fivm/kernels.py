@@ -1,12 +1,12 @@
 """The row loops of column execution (services/fivm/columnar.py): the block product of two columns of
 cofactor payloads, the lifts of a leaf's tuples, and the moves between payload objects and columns.
 
-Each is written here with numpy, the reference, and compiled in ``_kernels.c`` (built by setup.py where
-a C compiler is present). The numpy forms build concatenations and gathers of whole columns; the
-compiled loops write each output element once, in place. The module exports the compiled functions
-when they are built and ``IVMSTREAM_PURE_PYTHON`` is not ``1``, else the numpy ones. Both compute each
-element as the same IEEE product, so their results are equal bit for bit
-(tests/unit/fivm/test_fivm_kernels.py).
+Each is written here with numpy, the reference, and compiled in the ``_kernels`` extension (its sources
+listed in ``_kernels.h``; built by setup.py where a C compiler is present). The numpy forms build
+concatenations and gathers of whole columns; the compiled loops write each output element once, in
+place. The module exports the compiled functions when they are built and ``IVMSTREAM_PURE_PYTHON`` is
+not ``1``, else the numpy ones. Both compute each element as the same IEEE product, so their results are
+equal bit for bit (tests/unit/fivm/test_fivm_kernels.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The compiled column loops (services/fivm/_kernels.c) give exactly what their numpy reference gives,
-bit for bit, on randomized columns; without the extension these tests fail, saying how to build it."""
+"""The compiled column loops (the sources services/fivm/_kernels.h lists) give exactly what their numpy
+reference gives, bit for bit, on randomized columns; without the extension these tests fail, saying how
+to build it."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ if kernels.compiled is None:  # never skipped: without the extension these tests
     pytest.fail(
         "the compiled F-IVM kernels ivmstream.services.fivm._kernels are not built. Build them with "
         "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "services/fivm/_kernels.c), or, with a C compiler and the Python headers present, "
+        "the sources services/fivm/_kernels.h lists), or, with a C compiler and the Python headers "
+        "present, "
         "`.venv/bin/pip install -e .`",
         pytrace=False,
     )
