@@ -95,6 +95,10 @@ class ColumnarEngine(Protocol):
     checkpoint entries) and refuse the same events with the same reasons; a ``Rejection`` names the
     event's index in the batch, as from ``apply``. ``replay`` and the per-event apply mode keep
     calling ``apply``.
+
+    An engine whose class sets ``decimal_text = True`` takes a decimal column's values written as plain
+    decimal strings as those strings (``ivmstream.events.columns.decode_columns``), each read exactly as
+    ``Decimal()`` of it; the others in such a column are ``Decimal`` objects.
     """
 
     def apply_columns(self, batch: EventColumns) -> list[Rejection]:
@@ -113,6 +117,11 @@ def columnar_entry(engine: object) -> Callable[[EventColumns], list[Rejection]] 
     if takes is None:
         takes = _TAKES_COLUMNS[cls] = callable(getattr(cls, "apply_columns", None))
     return engine.apply_columns if takes else None  # type: ignore[attr-defined]
+
+
+def takes_decimal_text(engine: object) -> bool:
+    """Whether ``engine`` takes a decimal column's plain decimal strings as text (``ColumnarEngine``)."""
+    return getattr(type(engine), "decimal_text", False) is True
 
 
 @runtime_checkable

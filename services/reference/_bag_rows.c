@@ -17,39 +17,42 @@
 #define MAX_DELTA (1LL << 40)
 #define MAX_ROWS (1LL << 22) /* MAX_ROWS * MAX_DELTA fits an int64: the applied deltas' total */
 #define MAX_EXPONENT 500000  /* |exponent| of a decimal written here (the context's Emax is checked by the caller) */
+#define MAX_DIGITS 64        /* significant digits of a decimal read here (the context's precision is at most 36) */
 
 typedef unsigned __int128 u128;
 
-/* The canonical text of a decimal, str((v + 0).normalize()), from its str() (the scientific string):
- * 1 written, 0 left to Python (not finite, more significant digits than prec, a large exponent).
- * *full: its coefficient's digits as stored, so v * 1 is v itself when *full <= prec. */
-static int append_decimal(Buffer *b, const char *s, Py_ssize_t n, Py_ssize_t prec, Py_ssize_t *full) {
-    Py_ssize_t i = 0, frac = 0;
-    int negative = 0, in_frac = 0;
-    if (i < n && s[i] == '-') {
-        negative = 1;
-        i++;
-    }
-    if (prec < 1) return 0; /* a context unlike the default one: every decimal left to Python */
-    if (i >= n || s[i] < '0' || s[i] > '9') return 0; /* Infinity, NaN, sNaN */
-    char digits[64];
-    Py_ssize_t nd = 0;
+/* A finite decimal as Decimal holds it: sign, coefficient digits (no leading zeros; none for 0) and
+ * exponent. Read from a plain decimal string ([+-], digits with at most one point, at least one digit,
+ * an exponent of at most 9 digits), which Decimal() reads exactly, or from str() of a Decimal. */
+typedef struct {
+    int negative;
+    int ndigits;
+    long long exponent;
+    char digits[MAX_DIGITS];
+} Dec;
+
+/* 1 read, 0 not a plain finite decimal or more than MAX_DIGITS significant digits (left to Python). */
+static int parse_dec(const char *s, Py_ssize_t n, Dec *d) {
+    Py_ssize_t i = 0, frac = 0, any = 0;
+    int in_frac = 0;
+    d->negative = 0;
+    d->ndigits = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+')) d->negative = s[i++] == '-';
     for (; i < n; i++) {
         char ch = s[i];
         if (ch >= '0' && ch <= '9') {
-            if (nd == 0 && ch == '0') { /* a leading zero */
-                if (in_frac) frac++;
-                continue;
-            }
-            if (nd >= (Py_ssize_t)sizeof digits) return 0;
-            digits[nd++] = ch;
+            any = 1;
             if (in_frac) frac++;
+            if (d->ndigits == 0 && ch == '0') continue; /* a leading zero */
+            if (d->ndigits >= MAX_DIGITS) return 0;
+            d->digits[d->ndigits++] = ch;
         } else if (ch == '.' && !in_frac) {
             in_frac = 1;
         } else {
             break;
         }
     }
+    if (!any) return 0; /* Infinity, NaN, sNaN, "." */
     long long exponent = 0;
     if (i < n) {
         if (s[i] != 'E' && s[i] != 'e') return 0;
@@ -63,10 +66,17 @@ static int append_decimal(Buffer *b, const char *s, Py_ssize_t n, Py_ssize_t pre
         }
         if (exp_negative) exponent = -exponent;
     }
-    exponent -= frac;
-    *full = nd > 0 ? nd : 1;
-    if (nd == 0) return append(b, "\"0\"", 3) < 0 ? -1 : 1; /* every zero normalizes to 0 */
-    while (digits[nd - 1] == '0') { /* normalize: no trailing zeros */
+    d->exponent = exponent - frac;
+    return 1;
+}
+
+/* The canonical text of a decimal, str((v + 0).normalize()), as a JSON string: 1 written, 0 left to
+ * Python (more significant digits than prec, a large exponent). */
+static int append_canonical(Buffer *b, const Dec *d, Py_ssize_t prec) {
+    if (prec < 1) return 0; /* a context unlike the default one: every decimal left to Python */
+    if (d->ndigits == 0) return append(b, "\"0\"", 3) < 0 ? -1 : 1; /* every zero normalizes to 0 */
+    long long nd = d->ndigits, exponent = d->exponent;
+    while (d->digits[nd - 1] == '0') { /* normalize: no trailing zeros */
         nd--;
         exponent++;
     }
@@ -76,26 +86,108 @@ static int append_decimal(Buffer *b, const char *s, Py_ssize_t n, Py_ssize_t pre
     if (reserve(b, nd + 32 + (dot < 0 ? -dot : 0)) < 0) return -1;
     char *out = b->data + b->len;
     *out++ = '"';
-    if (negative) *out++ = '-';
+    if (d->negative) *out++ = '-';
     if (dot <= 0) {
         *out++ = '0';
         *out++ = '.';
         for (long long k = 0; k < -dot; k++) *out++ = '0';
-        memcpy(out, digits, (size_t)nd);
+        memcpy(out, d->digits, (size_t)nd);
         out += nd;
     } else if (dot >= nd) { /* dot == nd: the exponent is 0, or one digit in scientific form */
-        memcpy(out, digits, (size_t)nd);
+        memcpy(out, d->digits, (size_t)nd);
         out += nd;
     } else {
-        memcpy(out, digits, (size_t)dot);
+        memcpy(out, d->digits, (size_t)dot);
         out += dot;
         *out++ = '.';
-        memcpy(out, digits + dot, (size_t)(nd - dot));
+        memcpy(out, d->digits + dot, (size_t)(nd - dot));
         out += nd - dot;
     }
     if (left != dot) out += sprintf(out, "E%+lld", left - dot);
     *out++ = '"';
     b->len = out - b->data;
+    return 1;
+}
+
+/* --- exact decimal sums: a sum kept as sign, coefficient and exponent while every step of Python's
+ * reduce(add, map(mul, column, deltas), sum) is exact (each product and sum within the context's
+ * precision), which then gives the same Decimal, exponent and sign of zero included; at the first step
+ * that would round, the sum becomes a Decimal and the rest goes through Python's arithmetic. */
+
+typedef struct {
+    int exact;          /* held as (negative, coefficient, exponent); else in `obj` */
+    int negative;
+    u128 coefficient;
+    long long exponent;
+    PyObject *obj;      /* the sum as a Decimal (or whatever `sums` held) when not exact */
+} DecSum;
+
+static u128 POW10[39];
+
+static void init_pow10(void) {
+    if (POW10[0] == 1) return;
+    POW10[0] = 1;
+    for (int k = 1; k < 39; k++) POW10[k] = POW10[k - 1] * 10;
+}
+
+/* A coefficient's digits as a number: 1, or 0 when there are more than 36. */
+static int dec_coefficient(const Dec *d, u128 *out) {
+    if (d->ndigits > 36) return 0;
+    u128 c = 0;
+    for (int k = 0; k < d->ndigits; k++) c = c * 10 + (u128)(d->digits[k] - '0');
+    *out = c;
+    return 1;
+}
+
+/* x * 10^k where it stays below 10^37: 1, else 0. */
+static int scale10(u128 x, long long k, u128 *out) {
+    if (k < 0 || k > 37) return 0;
+    if (x != 0 && x >= POW10[37 - k]) return 0;
+    *out = x * POW10[k];
+    return 1;
+}
+
+/* The exact sum as a Decimal (decimal_type of "[-]<coefficient>E<exponent>", read exactly). */
+static PyObject *dec_sum_object(const DecSum *sum, PyObject *decimal_type) {
+    char text[96], *p = text + 48, *end = p;
+    u128 c = sum->coefficient;
+    do *--p = (char)('0' + (int)(c % 10)); while ((c /= 10) != 0);
+    if (sum->negative) *--p = '-';
+    end += sprintf(end, "E%lld", sum->exponent);
+    PyObject *str = PyUnicode_FromStringAndSize(p, end - p);
+    if (str == NULL) return NULL;
+    PyObject *out = PyObject_CallOneArg(decimal_type, str);
+    Py_DECREF(str);
+    return out;
+}
+
+/* sum + value * delta for one row, exactly (1), or 0 when that step would round (nothing changed). */
+static int dec_sum_add(DecSum *sum, int negative, u128 coefficient, long long exponent, long long delta, Py_ssize_t prec) {
+    u128 magnitude = (u128)(delta < 0 ? -delta : delta);
+    if (coefficient != 0 && magnitude != 0 && coefficient > POW10[prec] / magnitude) return 0;
+    u128 term = coefficient * magnitude;
+    if (term >= POW10[prec]) return 0; /* the product rounds */
+    int term_negative = negative ^ (delta < 0);
+    long long e = sum->exponent < exponent ? sum->exponent : exponent;
+    u128 a, b;
+    if (!scale10(sum->coefficient, sum->exponent - e, &a) || !scale10(term, exponent - e, &b)) return 0;
+    u128 total;
+    int total_negative;
+    if (sum->negative == term_negative) {
+        total = a + b;
+        total_negative = sum->negative;
+    } else if (a >= b) {
+        total = a - b;
+        total_negative = sum->negative;
+    } else {
+        total = b - a;
+        total_negative = term_negative;
+    }
+    if (total >= POW10[prec]) return 0; /* the sum rounds */
+    if (total == 0) total_negative = (a == 0 && b == 0) ? (sum->negative && term_negative) : 0;
+    sum->negative = total_negative;
+    sum->coefficient = total;
+    sum->exponent = e;
     return 1;
 }
 
@@ -148,8 +240,15 @@ typedef struct {
     PyObject **keys;       /* each row's member key (new references) */
     u128 *hashes;          /* each key's BLAKE2b-128 */
     long long *deltas;     /* each row's delta */
-    unsigned char *same;   /* [row * ncol + col]: a decimal's v * 1 is v */
+    /* [row * ncol + col] of a decimal column: its coefficient (when DEC_FITS), exponent and flags */
+    u128 *dcoef;
+    long long *dexp;
+    unsigned char *dflags;
 } Rows;
+
+#define DEC_NEGATIVE 1
+#define DEC_FITS 2 /* at most 36 significant digits: dcoef holds the coefficient */
+#define DEC_SAME 4 /* at most prec digits: v * 1 is v itself */
 
 static void rows_free(Rows *r) {
     if (r->keys != NULL)
@@ -157,7 +256,9 @@ static void rows_free(Rows *r) {
     PyMem_Free(r->keys);
     PyMem_Free(r->hashes);
     PyMem_Free(r->deltas);
-    PyMem_Free(r->same);
+    PyMem_Free(r->dcoef);
+    PyMem_Free(r->dexp);
+    PyMem_Free(r->dflags);
 }
 
 /* Every row's key, hash and delta: 1 done, 0 a row left to Python, -1 an error. */
@@ -170,8 +271,12 @@ static int write_rows(Rows *r, PyObject *relation, PyObject *columns, const char
     r->keys = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(PyObject *));
     r->hashes = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(u128));
     r->deltas = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(long long));
-    r->same = PyMem_Calloc((size_t)(n > 0 ? n * ncol : 1), 1);
-    if (r->keys == NULL || r->hashes == NULL || r->deltas == NULL || r->same == NULL) {
+    size_t cells = (size_t)(n > 0 ? n * ncol : 1);
+    r->dcoef = PyMem_Calloc(cells, sizeof(u128));
+    r->dexp = PyMem_Calloc(cells, sizeof(long long));
+    r->dflags = PyMem_Calloc(cells, 1);
+    if (r->keys == NULL || r->hashes == NULL || r->deltas == NULL || r->dcoef == NULL || r->dexp == NULL ||
+        r->dflags == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -199,18 +304,34 @@ static int write_rows(Rows *r, PyObject *relation, PyObject *columns, const char
             if (j > 0 && append(&row, ",", 1) < 0) goto done;
             PyObject *v = PyList_GET_ITEM(PyList_GET_ITEM(columns, j), i);
             int written;
-            if (decimal[j]) {
-                if (Py_TYPE(v) != (PyTypeObject *)decimal_type) {
+            if (decimal[j]) { /* a Decimal, or the plain decimal string it was written as */
+                PyObject *text = NULL;
+                const char *s;
+                Py_ssize_t len;
+                if (PyUnicode_CheckExact(v)) {
+                    s = PyUnicode_AsUTF8AndSize(v, &len);
+                } else if (Py_TYPE(v) == (PyTypeObject *)decimal_type) {
+                    text = PyObject_Str(v);
+                    if (text == NULL) goto done;
+                    s = PyUnicode_AsUTF8AndSize(text, &len);
+                } else {
                     rc = 0;
                     goto done;
                 }
-                PyObject *text = PyObject_Str(v);
-                if (text == NULL) goto done;
-                Py_ssize_t len, full = 0;
-                const char *s = PyUnicode_AsUTF8AndSize(text, &len);
-                written = s == NULL ? -1 : append_decimal(&row, s, len, prec, &full);
-                Py_DECREF(text);
-                r->same[i * ncol + j] = full <= prec;
+                Dec d;
+                int parsed = s != NULL ? parse_dec(s, len, &d) : -1;
+                Py_XDECREF(text);
+                if (parsed <= 0) {
+                    rc = parsed;
+                    goto done;
+                }
+                written = append_canonical(&row, &d, prec);
+                size_t at = (size_t)(i * ncol + j);
+                unsigned char flags = d.negative ? DEC_NEGATIVE : 0;
+                if (dec_coefficient(&d, &r->dcoef[at])) flags |= DEC_FITS;
+                if (d.ndigits <= prec) flags |= DEC_SAME;
+                r->dexp[at] = d.exponent;
+                r->dflags[at] = flags;
             } else {
                 written = append_value(&row, v);
             }
@@ -323,6 +444,8 @@ PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int allow_negative = PyObject_IsTrue(args[6]);
     Py_ssize_t prec = PyLong_AsSsize_t(args[9]);
     if (allow_negative < 0 || (prec == -1 && PyErr_Occurred())) return NULL;
+    if (prec > 36 || prec < 0) prec = 0; /* every decimal left to Python */
+    init_pow10();
     Rows r = {0};
     r.nrows = PyList_GET_SIZE(deltas);
     r.ncol = PyList_GET_SIZE(columns);
@@ -342,8 +465,9 @@ PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t *sum_at = PyMem_Malloc((size_t)(nsums > 0 ? nsums : 1) * sizeof(Py_ssize_t));
     PyObject **sums = PyMem_Calloc((size_t)(nsums > 0 ? nsums : 1), sizeof(PyObject *));
     long long *parts = PyMem_Calloc((size_t)(nsums > 0 ? nsums : 1), sizeof(long long));
+    DecSum *exact = PyMem_Calloc((size_t)(nsums > 0 ? nsums : 1), sizeof(DecSum)); /* decimal columns' sums */
     PyObject *refused = NULL, *out = NULL;
-    if (sum_at == NULL || sums == NULL || parts == NULL) {
+    if (sum_at == NULL || sums == NULL || parts == NULL || exact == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -356,6 +480,21 @@ PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             goto done;
         }
         sums[k] = Py_NewRef(PyList_GET_ITEM(sums_in, k));
+        if (decimal[sum_at[k]] && prec > 0 && Py_TYPE(sums[k]) == (PyTypeObject *)args[10]) {
+            PyObject *text = PyObject_Str(sums[k]);
+            if (text == NULL) goto done;
+            Py_ssize_t len;
+            const char *s = PyUnicode_AsUTF8AndSize(text, &len);
+            Dec d;
+            int parsed = s != NULL ? parse_dec(s, len, &d) : -1;
+            Py_DECREF(text);
+            if (parsed < 0) goto done;
+            if (parsed && dec_coefficient(&d, &exact[k].coefficient) && exact[k].coefficient < POW10[prec]) {
+                exact[k].exact = 1;
+                exact[k].negative = d.negative;
+                exact[k].exponent = d.exponent;
+            }
+        }
     }
     int written = write_rows(&r, args[0], columns, decimal, deltas, prec, args[10]);
     if (written < 0) goto done;
@@ -407,14 +546,39 @@ PyObject *bag_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         for (Py_ssize_t k = 0; k < nsums; k++) {
             Py_ssize_t j = sum_at[k];
             PyObject *v = PyList_GET_ITEM(PyList_GET_ITEM(columns, j), i);
-            int ok = decimal[j] ? add_decimal(&sums[k], v, delta == 1 && r.same[i * r.ncol + j], delta_obj)
-                                : add_int(&sums[k], &parts[k], v, delta, delta_obj);
+            if (!decimal[j]) {
+                if (add_int(&sums[k], &parts[k], v, delta, delta_obj) < 0) goto done;
+                continue;
+            }
+            size_t at = (size_t)(i * r.ncol + j);
+            unsigned char flags = r.dflags[at];
+            if (exact[k].exact && (flags & DEC_FITS) &&
+                dec_sum_add(&exact[k], flags & DEC_NEGATIVE, r.dcoef[at], r.dexp[at], delta, prec))
+                continue;
+            if (exact[k].exact) { /* this step rounds: the sum as a Decimal from here on */
+                PyObject *sum = dec_sum_object(&exact[k], args[10]);
+                if (sum == NULL) goto done;
+                Py_SETREF(sums[k], sum);
+                exact[k].exact = 0;
+            }
+            PyObject *value = PyUnicode_CheckExact(v) ? PyObject_CallOneArg(args[10], v) : Py_NewRef(v);
+            if (value == NULL) goto done;
+            int ok = add_decimal(&sums[k], value, delta == 1 && (flags & DEC_SAME), delta_obj);
+            Py_DECREF(value);
             if (ok < 0) goto done;
         }
     }
     PyObject *sums_out = PyList_New(nsums);
     if (sums_out == NULL) goto done;
     for (Py_ssize_t k = 0; k < nsums; k++) {
+        if (exact[k].exact) {
+            PyObject *sum = dec_sum_object(&exact[k], args[10]);
+            if (sum == NULL) {
+                Py_DECREF(sums_out);
+                goto done;
+            }
+            Py_SETREF(sums[k], sum);
+        }
         PyObject *sum = sums[k];
         if (parts[k] != 0) {
             PyObject *part = PyLong_FromLongLong(parts[k]);
@@ -442,6 +606,7 @@ done:
     PyMem_Free(sums);
     PyMem_Free(sum_at);
     PyMem_Free(parts);
+    PyMem_Free(exact);
     rows_free(&r);
     return out;
 }

@@ -47,9 +47,13 @@ def py_bag_rows(
     prec: int,
     decimal_type: type,
 ) -> BagRows | None:
-    """The Python form of the compiled ``bag_rows`` (``prec`` and ``decimal_type`` are the kernel's
-    limits: the Python form writes every value)."""
-    del prec, decimal_type
+    """The Python form of the compiled ``bag_rows`` (``prec`` is the kernel's limit: the Python form
+    writes every value). A decimal column holds Decimals or the plain decimal strings they were written as."""
+    del prec
+    columns = [  # a decimal column's plain decimal strings (decimal_text) as the Decimals they read as
+        [decimal_type(v) if type(v) is str else v for v in col] if flag else col
+        for col, flag in zip(columns, decimal_columns, strict=True)
+    ]
     forms = [
         list(map(canonical_decimal, col)) if flag else col
         for col, flag in zip(columns, decimal_columns, strict=True)

@@ -140,6 +140,10 @@ _encode_mult: Callable[[int], bytes] = b"%d".__mod__  # str(m).encode(), in C
 
 
 class BagEngine:
+    # Its columnar entry takes a decimal written as a plain decimal string as that string
+    # (ColumnarEngine): the batch update reads it without a Decimal; the other paths make one.
+    decimal_text = True
+
     def __init__(
         self,
         relations: Mapping[str, Mapping[str, str]],
@@ -259,6 +263,7 @@ class BagEngine:
             refused = self._apply_rows(rel, part, *dicts)
             if refused is not None:
                 return refused
+        part = RelationColumns(part.positions, part.deltas, self._decimals(rel, part.columns))
         keys = self.member_keys(rel, part.columns, len(part))
         deltas = part.deltas
         bag = self.bag
@@ -359,11 +364,22 @@ class BagEngine:
         self.applied += applied
         self._aggregates_changed |= applied > 0
         rejected = []
+        types = self.types[rel].values()
         for i, old in refused:
-            values = tuple(c[i] for c in columns)
+            values = tuple(
+                _as_decimal(c[i]) if t == "decimal" else c[i] for c, t in zip(columns, types, strict=True)
+            )
             detail = f"delete of {-deltas[i]} copies of {values!r} from {rel} which holds {old}"
             rejected.append(Rejection(part.positions[i], "absent-tuple", detail))
         return rejected
+
+    def _decimals(self, rel: str, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """``columns`` with a decimal column's plain decimal strings (``decimal_text``) as Decimals."""
+        types = self.types[rel]
+        return {
+            c: list(map(_as_decimal, values)) if types[c] == "decimal" else values
+            for c, values in columns.items()
+        }
 
     def member_keys(self, rel: str, columns: Mapping[str, Sequence[Any]], rows: int) -> list[bytes]:
         """``member`` of each of the ``rows`` rows of ``columns``, made a column at a time (same bytes)."""
@@ -503,6 +519,10 @@ class BagEngine:
         self.bag.replace(members.items())
         self._restore_aggregates({**snap, "distinct": distinct})
         self._aggregates_changed = True
+
+
+def _as_decimal(v: Any) -> Any:
+    return Decimal(v) if type(v) is str else v
 
 
 def _same(v: Any) -> Any:

@@ -310,9 +310,10 @@ static PyMethodDef Decoder_methods[] = {
     {"decode_grouped", (PyCFunction)Decoder_decode_grouped, METH_O,
      "decode_grouped(values) -> (decoded, groups, errors): every value decoded (declined ones by the "
      "fallback), the events grouped by partition key in input order, and the number of errors."},
-    {"decode_columns", (PyCFunction)Decoder_decode_columns, METH_O,
-     "decode_columns(values) -> (errors, groups): the refused values' (index, error), and every decoded "
-     "row as columns, groups[key][relation] = [indexes, deltas, column 0, ...], without an event per row."},
+    {"decode_columns", (PyCFunction)Decoder_decode_columns, METH_VARARGS,
+     "decode_columns(values, decimal_text=False) -> (errors, groups): the refused values' (index, error), "
+     "and every decoded row as columns, groups[key][relation] = [indexes, deltas, column 0, ...], without an "
+     "event per row; decimal_text: a decimal written as a plain decimal string stays that string."},
     {"decode_many", (PyCFunction)Decoder_decode_many, METH_O,
      "decode_many(values) -> decoded: every value decoded (declined ones by the fallback), not grouped."},
     {"decode_debezium", (PyCFunction)(void (*)(void))Decoder_decode_debezium, METH_FASTCALL,

@@ -83,6 +83,9 @@ typedef struct {
     PyObject **sink;
     const RelationSpec *sink_rel;
     int64_t sink_delta;
+    /* set while decode_columns(values, decimal_text=True) runs: a decimal column's value written as a
+     * plain decimal string is kept as that string (the Decimal it reads as exactly), not made a Decimal */
+    int decimal_text;
 } Decoder;
 
 /* The text of a bytes object, which CPython always follows with a NUL byte: no character class the
@@ -242,7 +245,7 @@ PyObject *Decoder_decode_debezium(Decoder *self, PyObject *const *args, Py_ssize
 /* _fastjson_batch.c */
 PyObject *Decoder_decode_grouped(Decoder *self, PyObject *values);
 PyObject *Decoder_decode_many(Decoder *self, PyObject *values);
-PyObject *Decoder_decode_columns(Decoder *self, PyObject *values);
+PyObject *Decoder_decode_columns(Decoder *self, PyObject *args);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -33,10 +33,11 @@ class Decoder:
         """Every value decoded (declined ones by the fallback), the events grouped by partition key in
         input order, and the number of errors."""
     def decode_columns(
-        self, values: Iterable[bytes | None]
+        self, values: Iterable[bytes | None], decimal_text: bool = False, /
     ) -> tuple[list[tuple[int, Any]], dict[Any, dict[str, list[list[Any]]]]]:
         """The refused values' (index, error), and every decoded row as columns per key and relation:
-        ``[indexes, deltas, column 0, ...]``, without an event per row."""
+        ``[indexes, deltas, column 0, ...]``, without an event per row; ``decimal_text``: a decimal
+        written as a plain decimal string stays that string."""
     def decode_many(self, values: Sequence[bytes | None]) -> list[Any]:
         """Every value decoded (declined ones by the fallback), not grouped."""
     def decode_debezium(self, value: bytes, start: int, stop: int, relation: str | None) -> list[Any] | None:

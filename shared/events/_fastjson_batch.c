@@ -168,7 +168,10 @@ static int event_append(Decoder *self, PyObject *groups, PyObject *event, Py_ssi
 /* Every value decoded as columns: (errors, groups), errors the (index, error) of each refused value,
  * groups[key][relation] = [records, deltas, column 0, ...] (column_append), keys and relations in order
  * of first appearance. No event or row dict is made for a value the parser reads itself. */
-PyObject *Decoder_decode_columns(Decoder *self, PyObject *values) {
+PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
+    PyObject *values;
+    int decimal_text = 0;
+    if (!PyArg_ParseTuple(args, "O|p:decode_columns", &values, &decimal_text)) return NULL;
     if (self->fallback == NULL || self->refuse == NULL || self->event_type == NULL || self->error_type == NULL) {
         PyErr_SetString(PyExc_TypeError, "Decoder.__init__ was not called");
         return NULL;
@@ -182,8 +185,10 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *values) {
     while ((value = PyIter_Next(it)) != NULL) {
         PyObject *key = NULL; /* owned */
         self->sink = sink;
+        self->decimal_text = decimal_text;
         PyObject *item = decode_one(self, value, &key);
         self->sink = NULL;
+        self->decimal_text = 0;
         int rc = 0;
         if (item == Py_True) {
             const RelationSpec *rel = self->sink_rel;

@@ -162,6 +162,16 @@ static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
             return self->decimal_type != NULL ? parse_decimal(self, c) : NULL;
         }
         case T_DECIMAL:
+            if (self->decimal_text) { /* decode_columns(values, decimal_text=True): a plain decimal string as it is */
+                Cursor at = *c;
+                int ascii;
+                skip_ws(c);
+                if (c->p < c->end && *c->p == '"') {
+                    if (!scan_string(c, &s, &n, &ascii) || !ascii || !plain_decimal(s, n)) return NULL;
+                    return PyUnicode_FromStringAndSize(s, n);
+                }
+                *c = at;
+            }
             return parse_decimal(self, c);
         case T_FLOAT:
             kind = scan_number(c, &iv, &s, &n);

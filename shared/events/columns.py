@@ -71,12 +71,18 @@ def _gather(events: Sequence[UpdateEvent], positions: Sequence[int]) -> Relation
 DecodedColumns = tuple[list[tuple[int, EventError]], dict[str, EventColumns], dict[str, list[int]]]
 
 
-def decode_columns(codec: EventCodec, values: Sequence[bytes | None]) -> DecodedColumns:
+def decode_columns(
+    codec: EventCodec, values: Sequence[bytes | None], decimal_text: bool = False
+) -> DecodedColumns:
     """``codec.decode_grouped`` for engines that take columns: the refused records' ``(index, error)``,
     each key's events as ``EventColumns``, and each key's record indexes in its batch order. The
     compiled decoder writes the columns without an event per record (``EventCodec.column_lists``); the
-    Python path gathers the same columns from the events ``decode_grouped`` makes."""
-    lists = codec.column_lists(values)
+    Python path gathers the same columns from the events ``decode_grouped`` makes.
+
+    ``decimal_text`` (an engine's ``ColumnarEngine.decimal_text``): where the compiled decoder reads a
+    decimal written as a plain decimal string, the column holds that string, which ``Decimal()`` reads
+    exactly as the value; other decimals (and every one on the Python path) are ``Decimal`` objects."""
+    lists = codec.column_lists(values, decimal_text)
     if lists is not None:
         errors, groups = lists
         names = {name: rel.column_names for name, rel in codec.schema.relations.items()}

@@ -138,7 +138,8 @@ class ApplyMode:
         """``apply`` with the records decoded as columns: the same refusals (decoding's first, then the
         engines'), the same keys applied and published."""
         assert isinstance(self.codec, EventCodec)
-        errors, batches, records = decode_columns(self.codec, list(map(_message_value, msgs)))
+        values = list(map(_message_value, msgs))
+        errors, batches, records = decode_columns(self.codec, values, state.decimal_text)
         self.count(batches.values())
         if errors:
             self.refusals.decoded(

@@ -20,7 +20,14 @@ from typing import Any
 
 import orjson
 
-from ivmstream.engine import Engine, StoredMap, columnar_entry, is_incremental, store_backed_maps
+from ivmstream.engine import (
+    Engine,
+    StoredMap,
+    columnar_entry,
+    is_incremental,
+    store_backed_maps,
+    takes_decimal_text,
+)
 from ivmstream.state import PartitionCheckpoint, StateChanges, StateError, StateStore
 from ivmstream.state.base import EntryReader, KeyLoader
 
@@ -238,6 +245,11 @@ class PartitionState:
         """Whether this partition's engines take batches as columns (``ColumnarEngine``), asked of a
         throwaway engine once."""
         return columnar_entry(self._factory()) is not None
+
+    @functools.cached_property
+    def decimal_text(self) -> bool:
+        """Whether this partition's engines take plain decimal strings as text (``ColumnarEngine``)."""
+        return takes_decimal_text(self._factory())
 
     @property
     def key_count(self) -> int:

@@ -45,7 +45,7 @@ good = st.builds(
         {"relation": "items", "row": {"item": item, "qty": 2, "price": price, "store": store}, "delta": delta}
     ),
     st.sampled_from("ab"),
-    st.sampled_from(["1.5", "1.50", "2"]),
+    st.sampled_from(["1.5", "1.50", "2", "+.5", "-0", "0.00", "1e1", 2.5, 10]),  # strings reach it as text
     st.sampled_from(["s", "t", "u"]),
     st.sampled_from([1, 1, 2, -1, -3]),
 )

@@ -2,8 +2,10 @@
 against its Python form ``py_bag_rows`` and against a brute-force multiset, on random rows of str, int,
 bool and decimal columns over random resident dicts: duplicates, deletes, counts crossing zero (and
 deletes below it, refused unless negatives are allowed), decimals written differently ("1.5", "1.50",
-"15E-1", "-0"), decimal sums, and the values the kernel leaves to Python (non-finite decimals, decimals
-beyond the context's precision, ints beyond 64 bits, deltas beyond 2^40), for which it changes nothing."""
+"15E-1", "-0"), as Decimals or as the plain decimal strings they were written as, decimal sums (exact in
+C, and sums that leave the context's precision, where Python's arithmetic takes over), and the values the
+kernel leaves to Python (non-finite decimals, decimals beyond the context's precision, ints beyond 64
+bits, deltas beyond 2^40), for which it changes nothing."""
 
 from __future__ import annotations
 
@@ -48,19 +50,25 @@ DECIMALS = [
     "1E-7",
     "123.4500",
 ]
+TEXT_ONLY = ["+.5", "5.", "-0.00", "1e3", "007.10"]  # plain decimal strings Decimal's str never writes
+# sums that leave the context's 28 digits: the rest of the batch is summed by Python's arithmetic
+ROUNDING = ["9999999999999999999999999999", "1E+27", "-1E+27", "0.0000000000000000000000000001"]
 LEFT_TO_PYTHON = ["Infinity", "-Infinity", "NaN", "1234567890123456789012345678901", "1E+999999"]
 
 rows = st.tuples(
     st.sampled_from(["a", "b", 'q"\\', "é\n"]),
     st.integers(-3, 3),
     st.booleans(),
-    st.sampled_from(DECIMALS).map(Decimal),
+    st.one_of(  # a Decimal, or the plain decimal string it was written as (decimal_text)
+        st.sampled_from(DECIMALS + ROUNDING).map(Decimal),
+        st.sampled_from(DECIMALS + TEXT_ONLY + ROUNDING),
+    ),
 )
 deltas = st.sampled_from([1, 1, 1, 2, -1, -2, -3])
 
 
 def member(row: tuple[Any, ...]) -> bytes:
-    return ENGINE.member("r", row)
+    return ENGINE.member("r", (*row[:3], Decimal(row[3])))
 
 
 def columns_of(batch: list[tuple[tuple[Any, ...], int]]) -> tuple[list[list[Any]], list[int]]:
@@ -109,7 +117,7 @@ def brute(
         bag[key] += d
         fingerprint += d * member_hash(key)
         sums[0] += row[1] * d
-        sums[1] += row[3] * d
+        sums[1] += Decimal(row[3]) * d
         applied += 1
     return bag, refused, applied, fingerprint % 2**128, sums
 
@@ -143,7 +151,7 @@ def test_compiled_equals_python_and_brute_force(batch, state, allow_negative):
     assert multiset(dirty, clean) == {k: v for k, v in bag.items() if v}
     assert distinct == sum(1 for v in bag.values() if v) - len(multiset(*state))
     assert got_fingerprint == fingerprint
-    assert got_sums == want_sums
+    assert [str(s) for s in got_sums] == [str(s) for s in want_sums]  # the same digits and exponent
 
 
 @settings(max_examples=100, deadline=None)
@@ -177,6 +185,26 @@ def test_a_batch_with_a_value_the_kernel_does_not_write_is_left_to_python_unchan
     dirty, clean = dict(state[0]), dict(state[1])
     assert run(C, batch, dirty, clean, False, [0, Decimal(0)]) is None
     assert (dirty, clean) == state
+
+
+@pytest.mark.parametrize(
+    ("start", "prices", "deltas"),
+    [
+        ("0", ["1E+27", "0.0000000000000000000000000001", "5", "-1E+27"], [1, 1, 2, 1]),  # leaves 28 digits
+        ("9999999999999999999999999999", ["1"], [1]),  # the first step rounds
+        ("-0", ["-0.00", "0"], [1, -1]),  # -0 + -0.00 stays -0.00, then + -0 (0 * -1)
+        ("0E+3", ["-0.0"], [2]),
+        ("1.5", ["-1.50", "2E+40"], [1, 3]),  # exactly 0 (0.00), then beyond the precision
+    ],
+)
+def test_decimal_sums_are_pythons_digit_for_digit(start, prices, deltas):
+    batch = [(("a", 1, True, p), d) for p, d in zip(prices, deltas, strict=True)]
+    want = Decimal(start)
+    for p, d in zip(prices, deltas, strict=True):
+        want = want + Decimal(p) * d
+    for fn in (C, kernel.py_bag_rows):
+        out = run(fn, batch, {}, {}, True, [0, Decimal(start)])
+        assert out is not None and str(out[5][1]) == str(want)
 
 
 def test_counts_beyond_64_bits_are_python_ints():
