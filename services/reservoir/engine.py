@@ -223,14 +223,20 @@ class ReservoirEngine(EngineState):
     def _insert_node(self, e: int, b: Tup, seq: int | None) -> None:
         index = self.index
         if self.strategy in SAMPLING:  # the insert and its virtual batch's size in one step
-            sized = index.insert_sized(e, b, seq)
+            native = index.native  # the compiled steps called straight, not through the index's methods
+            sized = index.insert_sized(e, b, seq) if native is None else native.insert_sized(index, e, b, seq)
             if sized is None:
                 return
             if seq is None and self._logging:  # a node of one alias (seq given) is logged by its alias
                 self._log[(NODE, e, b)] = index.nodes[e].tuples[b]
             size, radices = sized
             if size:
-                self.sampler.update(size, index.batch_reader(e, b, radices))
+                get = (
+                    index.batch_reader(e, b, radices)
+                    if native is None
+                    else partial(native.delta_get, index, e, b, radices)
+                )
+                self.sampler.update(size, get)
             self.known_size = index.full_size() if index.exact and self.theta is None else None
             return
         if not index.insert(e, b, seq):

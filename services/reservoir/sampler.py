@@ -86,12 +86,14 @@ class Reservoir(_Sampler):
 
     def update(self, n: int, get: Get) -> None:
         """Feed one batch of n items (BatchUpdate); an empty batch changes nothing."""
-        if not self._batch(n):
+        if n <= 0:
             return
+        c = self.counters  # _batch, in line: one call per insert is most of an insert's sampling cost
+        c.batches += 1
+        c.items += n
         if n <= self.q and self.w is not None and len(self.sample) >= self.k:  # the skip passes it all
             self.q -= n
             return
-        c = self.counters
         pos, k, s = 0, self.k, self.sample
         while len(s) < k and pos < n:  # fill: real items only, in order
             row = get(pos)
