@@ -248,9 +248,9 @@ def check_kill9_restart(
         raise AssertionError(f"{case}: {total} records are too few for {kills} kills")
     bounds = [total * i // parts for i in range(parts + 1)]
     run = StreamRun(case, broker, redis_url, workdir, prefix, backend, tuple(extra))
-    # Small batches and checkpoints a second apart make a restarted worker checkpoint several times; a short
+    # Small batches and frequent checkpoints make a restarted worker checkpoint several times; a short
     # session timeout lets the group drop a killed worker after a few seconds.
-    run.prepare(batch_size=50, checkpoint_interval=1.0, session_timeout_ms=3000)
+    run.prepare(batch_size=50, checkpoint_interval=0.3, session_timeout_ms=3000)
     holding = run.variant("holding", checkpoint_interval=HOLDING_INTERVAL)
     seen: list[KillPoint] = []
     for k in range(kills):
