@@ -164,8 +164,8 @@ static PyObject *dec_sum_object(const DecSum *sum, PyObject *decimal_type) {
 /* sum + value * delta for one row, exactly (1), or 0 when that step would round (nothing changed). */
 static int dec_sum_add(DecSum *sum, int negative, u128 coefficient, long long exponent, long long delta, Py_ssize_t prec) {
     u128 magnitude = (u128)(delta < 0 ? -delta : delta);
-    if (coefficient != 0 && magnitude != 0 && coefficient > POW10[prec] / magnitude) return 0;
-    u128 term = coefficient * magnitude;
+    u128 term;
+    if (__builtin_mul_overflow(coefficient, magnitude, &term)) return 0;
     if (term >= POW10[prec]) return 0; /* the product rounds */
     int term_negative = negative ^ (delta < 0);
     long long e = sum->exponent < exponent ? sum->exponent : exponent;

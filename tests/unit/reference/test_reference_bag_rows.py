@@ -195,6 +195,7 @@ def test_a_batch_with_a_value_the_kernel_does_not_write_is_left_to_python_unchan
         ("-0", ["-0.00", "0"], [1, -1]),  # -0 + -0.00 stays -0.00, then + -0 (0 * -1)
         ("0E+3", ["-0.0"], [2]),
         ("1.5", ["-1.50", "2E+40"], [1, 3]),  # exactly 0 (0.00), then beyond the precision
+        ("0", ["9999999999999999999999999999", "1.5"], [2**40, -(2**40)]),  # products that round
     ],
 )
 def test_decimal_sums_are_pythons_digit_for_digit(start, prices, deltas):
