@@ -240,10 +240,12 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
         Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GetItem(pair, 1));
         if ((pi == -1 || slot == -1) && PyErr_Occurred()) return -1;
         PyObject *parent = PyList_GET_ITEM(cx->ds, pi);
-        PyObject *snapshot = PyDict_Keys(matching);
-        if (snapshot == NULL) return -1;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(snapshot); j++) {
-            PyObject *item = PyList_GET_ITEM(snapshot, j);
+        /* the matching items in order, read in place: a placement changes structures, never a node store
+         * (a change of the set under the walk is refused, as Python's dict iteration refuses it) */
+        Py_INCREF(matching);
+        Py_ssize_t at = 0, size_before = PyDict_GET_SIZE(matching);
+        PyObject *item, *ignored;
+        while (PyDict_Next(matching, &at, &item, &ignored)) {
             cx->propagations++;
             PyObject *f = ONE;
             Py_INCREF(f);
@@ -269,11 +271,15 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
             }
             Py_DECREF(o);
             if (rc < 0) goto fail;
+            if (PyDict_GET_SIZE(matching) != size_before) {
+                PyErr_SetString(PyExc_RuntimeError, "a node's key -> items map changed during a propagation");
+                goto fail;
+            }
         }
-        Py_DECREF(snapshot);
+        Py_DECREF(matching);
         continue;
     fail:
-        Py_DECREF(snapshot);
+        Py_DECREF(matching);
         return -1;
     }
     return 0;
