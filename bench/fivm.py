@@ -77,10 +77,8 @@ from bench.fivm_experiments import (  # noqa: E402
 )
 from bench.fivm_markdown import markdown  # noqa: E402
 from bench.fivm_paper import e1_growth, e7_batches, model_experiment, retailer_experiments  # noqa: E402
-from bench.fivm_plots import plot  # noqa: E402
 from bench.fivm_retailer import DIMS_ENV  # noqa: E402
 from bench.fivm_runs import BATCH, FEATURES_27, REL_TOL, REPEATS, RESULTS  # noqa: E402
-from bench.fivm_service import service_point  # noqa: E402
 from bench.fivm_summary import summarize  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.progress import progress  # noqa: E402
@@ -124,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         "Retailer experiments and E7's Retailer rows are left out, saying so",
     )
     p.add_argument("--retailer-inventory", type=int, help="Retailer: only this prefix of Inventory")
+    p.add_argument(
+        "--retailer-dim-rows",
+        type=int,
+        help="Retailer: only the first rows of Location and Item and the Census rows they reference",
+    )
     p.add_argument("--e7-sizes", default="100,1000,10000,100000")
     p.add_argument("--e7-postcodes", type=int, default=10_000, help="E7 Housing postcodes (s = 1)")
     p.add_argument("--e7-inventory", type=int, default=20_000, help="E7 Retailer Inventory rows")
@@ -146,13 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(orjson.loads(Path(args.markdown).read_bytes())), end="")
         return 0
     if args.quick:
-        args.budget, args.postcodes, args.e1_scales = 5.0, 200, "1,3"
+        # Tiny sizes, a short budget, and one repeat of a short run only (the repeat round still runs
+        # and is checked against the first run; the slow baselines, up to the budget, run once).
+        args.budget, args.postcodes, args.e1_scales, args.repeats = 1.0, 200, "1,3", 2
+        REPEATS["below_seconds"] = 0.2
         args.e3_sizes, args.e3_ranks, args.e3_updates, args.e3_hashmap_sizes = "32,64", "1,2,4", 3, "6"
         args.e4_scales, args.e4_widths, args.e4_postcodes = "1,2", "6,27", 100
         args.e6_sizes, args.e8_scales, args.e8_postcodes, args.service_postcodes = "300,600", "1,2", 100, 100
         args.growth_scales, args.growth_postcodes, args.model_postcodes = "1,4", 100, 100
-        args.e7_sizes, args.e7_postcodes, args.e7_inventory, args.e7_edges = "100,1000", 100, 500, 200
-        args.retailer_inventory = 2_000
+        args.e7_sizes, args.e7_postcodes, args.e7_inventory, args.e7_edges = "100,1000", 100, 100, 200
+        args.retailer_inventory, args.retailer_dim_rows = 300, 150
         if args.out == str(RESULTS / "fivm.json"):
             args.out = str(RESULTS / "fivm_quick.json")
     if args.part_e8_scale is not None:
@@ -178,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "e4_postcodes": args.e4_postcodes,
             "e8_postcodes": args.e8_postcodes,
             "service_postcodes": args.service_postcodes,
+            "retailer_dim_rows": args.retailer_dim_rows,
             "rel_tol": REL_TOL,
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         },
@@ -221,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    from bench.fivm_plots import plot  # matplotlib: only the process that draws imports it
+
     plot(report, out.with_suffix(".png"))
     print(orjson.dumps(report["summary"], option=orjson.OPT_INDENT_2).decode())
     return 0
@@ -298,6 +307,7 @@ def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
                 args.budget,
                 "inventoryunits",
                 args.retailer_inventory,
+                args.retailer_dim_rows,
             )
         if "e7" in wanted:
             report["e7"] = e7_batches(
@@ -307,10 +317,19 @@ def run_cases(wanted: set[str], args: argparse.Namespace) -> dict[str, Any]:
                 dims,
                 args.e7_edges,
                 args.budget,
+                args.retailer_dim_rows,
             )
         if "model" in wanted:
-            report["model"] = model_experiment(args.model_postcodes, args.retailer_dates, dims)
+            report["model"] = model_experiment(
+                args.model_postcodes,
+                args.retailer_dates,
+                dims,
+                args.retailer_inventory if args.quick else None,  # a full run fits the whole Retailer
+                args.retailer_dim_rows,
+            )
         if "service" in wanted and args.service_postcodes:
+            from bench.fivm_service import service_point  # the runtime: only the service case imports it
+
             progress("  service: the worker on the embedded broker")
             report["service"] = service_point(1, args.service_postcodes, FEATURES_27)
     return report

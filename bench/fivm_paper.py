@@ -106,12 +106,18 @@ def _retailer_check(db: dict[str, list[dict[str, Any]]]) -> Any:
 
 
 def retailer_experiments(
-    dates: int, dims: Path, budget: float, label: str, inventory: int | None = None
+    dates: int,
+    dims: Path,
+    budget: float,
+    label: str,
+    inventory: int | None = None,
+    dim_rows: int | None = None,
 ) -> dict[str, Any]:
     """E2 (SUM of inventoryunits, all relations updatable), E5 (the degree-43 cofactor matrix, all
     updatable, then ONE: only Inventory updatable, the dimensions and Weather loaded first) and the
-    regression model from E5's root. ``inventory``: keep only that prefix of Inventory (smoke runs)."""
-    db = retailer(dates, dims, seed=dates)
+    regression model from E5's root. ``inventory``: keep only that prefix of Inventory; ``dim_rows``:
+    only the first rows of the dimensions (smoke runs, see ``retailer``)."""
+    db = retailer(dates, dims, seed=dates, dim_rows=dim_rows)
     if inventory is not None:
         db["Inventory"] = db["Inventory"][:inventory]
     sizes = {name: len(rows) for name, rows in db.items()}
@@ -183,17 +189,24 @@ def model_fits(
     return out
 
 
-def model_experiment(postcodes: int, dates: int, dims: Path | None) -> dict[str, Any]:
+def model_experiment(
+    postcodes: int,
+    dates: int,
+    dims: Path | None,
+    inventory: int | None = None,
+    dim_rows: int | None = None,
+) -> dict[str, Any]:
     """Both methods on two maintained roots: Housing at s = 1 (price on the other 26 variables) and
     Retailer (inventoryunits on every variable but those that are exact linear combinations of others:
     dateid is constant at one date, and in the real Census table males + females = population and
-    occupiedhouseunits = households, so those two are left out)."""
+    occupiedhouseunits = households, so those two are left out). ``inventory`` and ``dim_rows``: a
+    smaller Retailer (smoke runs, see ``retailer``)."""
     stream = Stream(events(housing(1, postcodes, seed=1)))
     _, engine = run_stream(housing_config("covariance", FEATURES_27), stream, float("inf"))
     out = {"housing": model_fits(answer(engine)["value"], "price", [v for v in FEATURES_27 if v != "price"])}
     del engine
     if dims is not None and dims.is_dir():
-        db = retailer(dates, dims, seed=dates)
+        db = retailer(dates, dims, seed=dates, dim_rows=dim_rows, inventory=inventory)
         _, engine = run_stream(
             retailer_config("covariance", features=list(VARIABLES)), Stream(events(db)), float("inf")
         )
@@ -213,11 +226,18 @@ RETAILER_DEPENDENT = ("population", "households")  # = males + females, = occupi
 
 
 def e7_batches(
-    sizes: Sequence[int], postcodes: int, inventory: int, dims: Path, edges: int, budget: float
+    sizes: Sequence[int],
+    postcodes: int,
+    inventory: int,
+    dims: Path,
+    edges: int,
+    budget: float,
+    dim_rows: int | None = None,
 ) -> list[dict[str, Any]]:
     """The cofactor matrix on Housing (s = 1, m = 27), Retailer (m = 43; one date, the first
-    ``inventory`` Inventory rows) and the triangle (m = 3) in batches of each size, all relations
-    updatable, three strategies per dataset (the paper shows the best three)."""
+    ``inventory`` Inventory rows; ``dim_rows``: see ``retailer``) and the triangle (m = 3) in batches
+    of each size, all relations updatable, three strategies per dataset (the paper shows the best
+    three)."""
     datasets: list[tuple[str, dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], str]] = []
     hcfg = housing_config("covariance", FEATURES_27)
     datasets.append(
@@ -233,7 +253,7 @@ def e7_batches(
         )
     )
     rcfg = retailer_config("covariance", features=list(VARIABLES))
-    rdb = retailer(1, dims, seed=1)
+    rdb = retailer(1, dims, seed=1, dim_rows=dim_rows)
     rdb["Inventory"] = rdb["Inventory"][:inventory]
     datasets.append(
         (

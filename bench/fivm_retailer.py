@@ -97,13 +97,26 @@ def read_table(path: Path, columns: tuple[str, ...]) -> list[Row]:
 
 
 def retailer(
-    dates: int, dims: Path, per_weather: float = PER_WEATHER, zipf: float = 1.1, seed: int = 0
+    dates: int,
+    dims: Path,
+    per_weather: float = PER_WEATHER,
+    zipf: float = 1.1,
+    seed: int = 0,
+    dim_rows: int | None = None,
+    inventory: int | None = None,
 ) -> dict[str, list[Row]]:
-    """Retailer over the real dimensions with ``dates`` dates of Weather and Inventory (see above)."""
+    """Retailer over the real dimensions with ``dates`` dates of Weather and Inventory (see above).
+    Smoke runs: ``dim_rows`` keeps the first rows of Location and Item (and the Census rows those
+    locations reference, so every join stays key-foreign-key), ``inventory`` generates only that many
+    Inventory rows (the prefix of the full generation over the same dimensions)."""
     if not dims.is_dir():
         raise FileNotFoundError(f"the Retailer dimension tables are not at {dims} (--retailer-dims)")
     rng = random.Random(seed)
     db = {name: read_table(dims / f"{name}.tbl", COLUMNS[name]) for name in ("Location", "Census", "Item")}
+    if dim_rows is not None:
+        db["Location"], db["Item"] = db["Location"][:dim_rows], db["Item"][:dim_rows]
+        zips = {r["zip"] for r in db["Location"]}
+        db["Census"] = [r for r in db["Census"] if r["zip"] in zips]
     locations = [r["locn"] for r in db["Location"]]
     weather = []
     for locn in locations:
@@ -126,6 +139,8 @@ def retailer(
     rng.shuffle(ksns)  # which real items are popular: a seeded choice
     cum = list(itertools.accumulate(1.0 / (k + 1) ** zipf for k in range(len(ksns))))
     total = round(per_weather * len(weather))
+    if inventory is not None:
+        total = min(total, inventory)
     seen: set[tuple[int, int, int]] = set()
     inventory = []
     while len(inventory) < total:
