@@ -10,9 +10,6 @@ steps."""
 from __future__ import annotations
 
 import itertools
-import random
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -22,30 +19,26 @@ from hypothesis import strategies as st
 from ivmstream.services.reservoir import exact_kernels
 from ivmstream.services.reservoir.index import JoinIndex, _fen_add, _fen_append, _fen_find, _fen_point
 from ivmstream.services.reservoir.query import parse_query
-from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
+from tests.unit.reservoir.kernel_checks import (
+    SHAPES,
+    engines_on_one_stream,
+    index_pair,
+    pure_python_switch,
+    require_built,
+)
+from tests.unit.reservoir.oracle import DUMBBELL, LINE3, STAR3, options
 
-if exact_kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled exact-count kernels ivmstream.services.reservoir._exact_kernels are not built. "
-        "Build them with `make setup` (installs gcc and the Python headers if missing, then `pip install "
-        "-e .` compiles services/reservoir/_exact_kernels.c), or, with a C compiler and the Python "
-        "headers present, `.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
-
-SHAPES: dict[str, dict[str, Any]] = {"line3": LINE3, "two": TWO_TABLE, "star3": STAR3, "branch": BRANCH}
+require_built(
+    exact_kernels.compiled,
+    "exact-count kernels",
+    "ivmstream.services.reservoir._exact_kernels",
+    "services/reservoir/_exact_kernels.c",
+)
 
 
 def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
     """(compiled, Python) exact indexes over the same query."""
-    q = parse_query(options(SHAPES[shape]))
-
-    def make() -> JoinIndex:
-        return JoinIndex([n.attrs for n in q.nodes], q.neighbours(), q.columns, exact=True, grouped=grouped)
-
-    compiled, python = make(), make()
-    compiled.exact_native, python.exact_native = exact_kernels.compiled, None
-    return compiled, python, q
+    return index_pair(shape, grouped, exact=True, slot="exact_native", native=exact_kernels.compiled)
 
 
 def state(ix: JoinIndex) -> list[Any]:
@@ -148,20 +141,8 @@ def test_compiled_exact_counts_beyond_64_bits_match_the_python_steps(grouped: bo
 def test_an_engine_on_the_compiled_exact_step_draws_the_same_sample(query: dict[str, Any], strategy: str):
     """Same seed, same stream (inserts, then deletes of a third of the tuples): the same sample, the
     same generator state, the same snapshot of the index, the same work counters."""
-    rng = random.Random(7)
-    engines = [engine(query, strategy=strategy, k=8, seed=3) for _ in range(2)]
-    engines[1].index.exact_native = None
-    assert engines[0].index.exact_native is not None
-    rels = list(engines[0].query.bases.items())
-    stream = []
-    for _ in range(300):
-        rel, cols = rng.choice(rels)
-        stream.append(event(rel, cols, [rng.randrange(6) for _ in cols]))
     done: list[Any] = []
-    for e in engines:
-        rejected = {r.index for r in e.apply(stream)}
-        kept = [ev for i, ev in enumerate(stream) if i not in rejected]
-        e.apply([event(ev.relation, list(ev.row), list(ev.row.values()), -1) for ev in kept[::3]])
+    for e in engines_on_one_stream(query, strategy, 7, "exact_native"):
         ix = e.index
         done.append((e.sampler.rows(), e.rng.getstate(), ix.dump_directed(), ix.places, ix.propagations))
     assert done[0] == done[1]
@@ -222,14 +203,5 @@ def test_the_exact_kernel_refuses_a_rounded_index():
 def test_pure_python_switch_turns_the_compiled_exact_step_off():
     """IVMSTREAM_PURE_PYTHON=1 gives the Python steps (as for the event decoder); unset, the compiled."""
     probe = "from ivmstream.services.reservoir import exact_kernels as k; print(k.ACTIVE, k.native is None)"
-    runs = {
-        flag: subprocess.run(
-            [sys.executable, "-c", probe],
-            env={"IVMSTREAM_PURE_PYTHON": flag, "PATH": ""},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        for flag in ("1", "0")
-    }
+    runs = pure_python_switch(probe)
     assert runs == {"1": ["python", "True"], "0": ["compiled", "False"]}

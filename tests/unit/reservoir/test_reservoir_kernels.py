@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import gc
 import random
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -20,31 +18,26 @@ from hypothesis import strategies as st
 
 from ivmstream.services.reservoir import kernels
 from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, RCNT, WHERE, JoinIndex
-from ivmstream.services.reservoir.query import parse_query
-from tests.unit.reservoir.oracle import BRANCH, DUMBBELL, LINE3, STAR3, TWO_TABLE, engine, event, options
+from tests.unit.reservoir.kernel_checks import (
+    SHAPES,
+    engines_on_one_stream,
+    index_pair,
+    pure_python_switch,
+    require_built,
+)
+from tests.unit.reservoir.oracle import DUMBBELL, LINE3, STAR3, engine, event
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled reservoir kernels ivmstream.services.reservoir._kernels are not built. Build them "
-        "with `make setup` (installs gcc and the Python headers if missing, then `pip install -e .` "
-        "compiles services/reservoir/_kernels.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
-
-SHAPES: dict[str, dict[str, Any]] = {"line3": LINE3, "two": TWO_TABLE, "star3": STAR3, "branch": BRANCH}
+require_built(
+    kernels.compiled,
+    "reservoir kernels",
+    "ivmstream.services.reservoir._kernels",
+    "services/reservoir/_kernels.c",
+)
 
 
 def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
     """(compiled, Python) rounded indexes over the same query."""
-    q = parse_query(options(SHAPES[shape]))
-
-    def make() -> JoinIndex:
-        return JoinIndex([n.attrs for n in q.nodes], q.neighbours(), q.columns, grouped=grouped)
-
-    compiled, python = make(), make()
-    compiled.native, python.native = kernels.compiled, None
-    return compiled, python, q
+    return index_pair(shape, grouped, exact=False, slot="native", native=kernels.compiled)
 
 
 def state(ix: JoinIndex) -> list[Any]:
@@ -110,20 +103,8 @@ def test_compiled_reweighing_leaves_the_index_as_the_python_steps_do(shape: str,
 def test_an_engine_on_the_compiled_steps_draws_the_same_sample(query: dict[str, Any], strategy: str):
     """Same seed, same stream (inserts, then deletes of a third of the tuples): the same sample, the
     same generator state, the same snapshot of the index."""
-    rng = random.Random(5)
-    engines = [engine(query, strategy=strategy, k=8, seed=3) for _ in range(2)]
-    engines[1].index.native = None
-    assert engines[0].index.native is not None
-    rels = list(engines[0].query.bases.items())
-    stream = []
-    for _ in range(300):
-        rel, cols = rng.choice(rels)
-        stream.append(event(rel, cols, [rng.randrange(6) for _ in cols]))
     done: list[Any] = []
-    for e in engines:
-        rejected = {r.index for r in e.apply(stream)}
-        kept = [ev for i, ev in enumerate(stream) if i not in rejected]
-        e.apply([event(ev.relation, list(ev.row), list(ev.row.values()), -1) for ev in kept[::3]])
+    for e in engines_on_one_stream(query, strategy, 5, "native"):
         done.append((e.sampler.rows(), e.rng.getstate(), e.index.dump_directed(), e.index.places))
     assert done[0] == done[1]
     assert done[0][0]  # a non-empty sample was compared
@@ -132,16 +113,7 @@ def test_an_engine_on_the_compiled_steps_draws_the_same_sample(query: dict[str, 
 def test_pure_python_switch_turns_the_compiled_steps_off():
     """IVMSTREAM_PURE_PYTHON=1 gives the Python steps (as for the event decoder); unset, the compiled."""
     probe = "from ivmstream.services.reservoir import kernels; print(kernels.ACTIVE, kernels.native is None)"
-    runs = {
-        flag: subprocess.run(
-            [sys.executable, "-c", probe],
-            env={"IVMSTREAM_PURE_PYTHON": flag, "PATH": ""},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        for flag in ("1", "0")
-    }
+    runs = pure_python_switch(probe)
     assert runs == {"1": ["python", "True"], "0": ["compiled", "False"]}
 
 
