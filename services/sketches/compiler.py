@@ -10,7 +10,7 @@ condition S1-S4 (§5) proves the sketch safe to skip data with, or with ``allow_
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +27,17 @@ from ivmstream.services.sketches.expressions import (
     literal,
     unsupported,
 )
+from ivmstream.services.sketches.join_tree import (
+    Scope,
+    Source,
+    UnionFind,
+    check_tree,
+    column_resolver,
+    conjuncts,
+    from_sources,
+    join_tree,
+)
 from ivmstream.services.sketches.partition import RangeSpec, parse_partition
-from ivmstream.services.sketches.probe import ProbeJoin
 from ivmstream.services.sketches.reuse import reuse_refusal
 
 STRATEGIES = ("imp", "full", "nosketch")
@@ -47,74 +56,6 @@ class Compiled:
 
 
 @dataclass
-class _Source:
-    alias: str
-    table: Table
-    base: int = 0  # position of its first column in the joined row
-
-
-class _Scope:
-    """Columns of the FROM clause's tables by alias, and their positions in the joined row."""
-
-    def __init__(self, sources: Sequence[_Source]) -> None:
-        self.sources = {s.alias: s for s in sources}
-
-    def locate(self, col: exp.Column) -> tuple[str, int]:
-        """(alias, column position within its table) of a column reference."""
-        name, qual = col.name.lower(), col.table.lower()
-        hits = []
-        for alias, src in self.sources.items():
-            if qual and qual != alias:
-                continue
-            pos = src.table.position(name)
-            if pos is not None:
-                hits.append((alias, pos))
-        if not hits:
-            raise QueryError(f"unknown column {col.sql()}")
-        if len(hits) > 1:
-            raise QueryError(f"ambiguous column {col.sql()}: qualify it with its table")
-        return hits[0]
-
-    def aliases_of(self, e: exp.Expression) -> set[str]:
-        return {self.locate(c)[0] for c in e.find_all(exp.Column)}
-
-
-def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
-    if e is None:
-        return []
-    if isinstance(e, exp.And):
-        return _conjuncts(e.this) + _conjuncts(e.expression)
-    if isinstance(e, exp.Paren):
-        inner = _conjuncts(e.this)
-        return inner if len(inner) > 1 else [e]
-    return [e]
-
-
-def _check_tree(e: exp.Expression) -> None:
-    for node in e.walk():
-        if isinstance(node, exp.Subquery | exp.Exists | exp.Window):
-            raise unsupported(node)
-        if isinstance(node, exp.Select) and node is not e:
-            raise unsupported(node)
-        if isinstance(node, exp.AggFunc) and type(node) not in AGGREGATES:
-            raise QueryError(f"unsupported aggregate {node.sql()} (supported: sum, count, avg, min, max)")
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Any, Any] = {}
-
-    def find(self, x: Any) -> Any:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            x = self.parent[x]
-        return x
-
-    def union(self, a: Any, b: Any) -> None:
-        self.parent[self.find(a)] = self.find(b)
-
-
-@dataclass
 class _SelectPlan:
     node: P.Node
     columns: list[str]
@@ -123,8 +64,8 @@ class _SelectPlan:
     having: bool
     limit: bool
     group_columns: set[tuple[str, int]]  # (alias, position) of plain-column GROUP BY / DISTINCT items
-    classes: _UnionFind
-    sources: list[_Source]
+    classes: UnionFind
+    sources: list[Source]
     s4: dict[str, list[tuple[Expr, str]]] | None  # the sums' inputs to enforce >= 0 if S4 holds
 
 
@@ -134,152 +75,6 @@ def _output_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Column):
         return e.name
     return e.sql()
-
-
-def _sources(select: exp.Select, tables: Mapping[str, Table]) -> list[_Source]:
-    froms = select.args.get("from_")
-    if froms is None:
-        raise QueryError("the query must read a table (FROM)")
-    items = [froms.this]
-    for j in select.args.get("joins") or []:
-        side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if side or kind not in ("", "INNER", "CROSS"):
-            raise QueryError(f"outer and semi joins are not supported: {j.sql()}")
-        if j.args.get("using"):
-            raise QueryError(f"JOIN ... USING is not supported (write ON): {j.sql()}")
-        items.append(j.this)
-    out: list[_Source] = []
-    for item in items:
-        if not isinstance(item, exp.Table):
-            raise (
-                unsupported(item)
-                if isinstance(item, exp.Subquery)
-                else QueryError(f"cannot read {item.sql()}")
-            )
-        name = item.name.lower()
-        if name not in tables:
-            raise QueryError(f"unknown table {item.name!r} (known: {', '.join(sorted(tables))})")
-        alias = (item.alias or item.name).lower()
-        if any(s.alias == alias for s in out):
-            raise QueryError(f"table alias {alias!r} is used twice")
-        out.append(_Source(alias, tables[name]))
-    return out
-
-
-def _join_tree(
-    select: exp.Select,
-    sources: list[_Source],
-    specs: Mapping[str, RangeSpec],
-    pushdown: bool,
-    bloom: bool,
-    probe: bool,
-) -> tuple[P.Node, list[_Source], _UnionFind, _Scope]:
-    scope = _Scope(sources)
-    conds = _conjuncts(select.args["where"].this if select.args.get("where") else None)
-    for j in select.args.get("joins") or []:
-        conds += _conjuncts(j.args.get("on"))
-    classes = _UnionFind()
-    equi: list[tuple[str, int, str, int]] = []
-    single: dict[str, list[exp.Expression]] = {s.alias: [] for s in sources}
-    rest: list[tuple[set[str], exp.Expression]] = []
-    for c in conds:
-        _check_tree(c)
-        aliases = scope.aliases_of(c)
-        if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
-            (a1, p1), (a2, p2) = scope.locate(c.this), scope.locate(c.expression)
-            classes.union((a1, p1), (a2, p2))
-            if a1 != a2:
-                equi.append((a1, p1, a2, p2))
-                continue
-        if len(aliases) == 1 and pushdown:
-            single[next(iter(aliases))].append(c)  # selection push-down below the joins (§2.6.1)
-        else:
-            rest.append((aliases, c))
-
-    def leaf(src: _Source) -> P.Node:
-        node: P.Node = P.Scan(src.table.name, specs.get(src.table.name), len(src.table.sql_columns))
-        local = _Scope([_Source(src.alias, src.table)])
-        for c in single[src.alias]:
-            node = P.Filter(node, compile_expr(c, _column_resolver(local)))
-        return node
-
-    placed = [sources[0]]
-    sources[0].base = 0
-    node = leaf(sources[0])
-    width = len(sources[0].table.sql_columns)
-    remaining = sources[1:]
-    while remaining:
-        inside = {s.alias for s in placed}
-        nxt = next((s for s in remaining if any(_edge(e, inside, s.alias) for e in equi)), remaining[0])
-        remaining.remove(nxt)
-        lpos, rpos = [], []
-        for a1, p1, a2, p2 in equi:
-            if a1 in inside and a2 == nxt.alias:
-                lpos.append(next(s for s in placed if s.alias == a1).base + p1)
-                rpos.append(p2)
-            elif a2 in inside and a1 == nxt.alias:
-                lpos.append(next(s for s in placed if s.alias == a2).base + p2)
-                rpos.append(p1)
-        nxt.base = width
-        placed.append(nxt)
-        width += len(nxt.table.sql_columns)
-        inside.add(nxt.alias)
-        joined_scope = _Scope(placed)
-        theta_parts = [c for aliases, c in rest if aliases <= inside and aliases & {nxt.alias}]
-        rest = [(a, c) for a, c in rest if not (a <= inside and a & {nxt.alias})]
-        theta = _conjunction(theta_parts, _column_resolver(joined_scope))
-        if probe:
-            node = ProbeJoin(node, leaf(nxt), (tuple(lpos), tuple(rpos)), theta, bloom)
-        else:
-            node = P.Join(node, leaf(nxt), _key(lpos), _key(rpos), theta, bloom)
-    scope = _Scope(placed)
-    top = _conjunction([c for _, c in rest], _column_resolver(scope))
-    if top is not None:
-        node = P.Filter(node, top)
-    return node, placed, classes, scope
-
-
-def _edge(e: tuple[str, int, str, int], inside: set[str], alias: str) -> bool:
-    return (e[0] in inside and e[2] == alias) or (e[2] in inside and e[0] == alias)
-
-
-def _key(positions: list[int]) -> Expr:
-    if not positions:
-        return lambda _row: ()
-    getter = operator.itemgetter(*positions)
-    if len(positions) == 1:
-        return lambda row: (getter(row),)
-    return getter  # type: ignore[return-value]
-
-
-def _conjunction(parts: list[exp.Expression], resolve: Callable[[exp.Expression], int | None]) -> Expr | None:
-    if not parts:
-        return None
-    fns = [compile_expr(c, resolve) for c in parts]
-    if len(fns) == 1:
-        return fns[0]
-
-    def all_true(row: P.Row) -> Any:
-        out: Any = True
-        for f in fns:
-            v = f(row)
-            if v is False:
-                return False
-            if v is None:
-                out = None
-        return out
-
-    return all_true
-
-
-def _column_resolver(scope: _Scope) -> Callable[[exp.Expression], int | None]:
-    def resolve(e: exp.Expression) -> int | None:
-        if isinstance(e, exp.Column):
-            alias, pos = scope.locate(e)
-            return scope.sources[alias].base + pos
-        return None
-
-    return resolve
 
 
 def _aggregate_calls(exprs: Sequence[exp.Expression]) -> list[exp.Expression]:
@@ -296,7 +91,7 @@ def _aggregate_calls(exprs: Sequence[exp.Expression]) -> list[exp.Expression]:
 
 
 def _substitute_aliases(
-    e: exp.Expression, aliases: Mapping[str, exp.Expression], scope: _Scope
+    e: exp.Expression, aliases: Mapping[str, exp.Expression], scope: Scope
 ) -> exp.Expression:
     """Replace unqualified references to SELECT aliases (that are not table columns) by their expressions."""
 
@@ -325,15 +120,15 @@ def _plan_select(
             raise QueryError(f"{key.strip('_').upper()} is not supported")
     if select.args.get("distinct") and select.args["distinct"].args.get("on"):
         raise QueryError("DISTINCT ON is not supported")
-    sources = _sources(select, tables)
-    node, placed, classes, scope = _join_tree(select, sources, specs, pushdown, bloom, probe)
+    sources = from_sources(select, tables)
+    node, placed, classes, scope = join_tree(select, sources, specs, pushdown, bloom, probe)
     items = list(select.expressions)
     if any(isinstance(i, exp.Star) for i in items):
         if len(items) != 1:
             raise QueryError("SELECT * cannot be mixed with other items")
         items = [exp.column(c, s.alias) for s in placed for c in s.table.sql_columns]
     for i in items:
-        _check_tree(i)
+        check_tree(i)
     names = [_output_name(i) for i in items]
     exprs = [i.this if isinstance(i, exp.Alias) else i for i in items]
     alias_map = {i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias)}
@@ -364,12 +159,12 @@ def _plan_select(
         order_exprs.append((_substitute_aliases(e, alias_map, scope), desc))
     if having_e is not None:
         having_e = _substitute_aliases(having_e, alias_map, scope)
-        _check_tree(having_e)
+        check_tree(having_e)
     distinct = bool(select.args.get("distinct"))
     calls = _aggregate_calls(
         [*exprs, *([having_e] if having_e is not None else []), *(e for e, _ in order_exprs)]
     )
-    base = _column_resolver(scope)
+    base = column_resolver(scope)
     ordered = bool(order_exprs)
     if group_by or calls:
         if distinct:
@@ -408,9 +203,9 @@ def _plan_select(
 
 def _plan_aggregate(
     node: P.Node,
-    scope: _Scope,
-    classes: _UnionFind,
-    placed: list[_Source],
+    scope: Scope,
+    classes: UnionFind,
+    placed: list[Source],
     names: list[str],
     exprs: list[exp.Expression],
     group_by: list[exp.Expression],
@@ -419,9 +214,9 @@ def _plan_aggregate(
     order: list[tuple[exp.Expression, bool]],
     limit: int | None,
 ) -> _SelectPlan:
-    base = _column_resolver(scope)
+    base = column_resolver(scope)
     for g in group_by:
-        _check_tree(g)
+        check_tree(g)
         if isinstance(g, exp.Literal):
             raise QueryError(f"GROUP BY by position or constant is not supported: {g.sql()}")
         if any(type(x) in AGGREGATES for x in g.walk()):
@@ -477,8 +272,8 @@ def _monotone_inputs(
     order: list[tuple[exp.Expression, bool]],
     limit: int | None,
     calls: list[exp.Expression],
-    scope: _Scope,
-    placed: list[_Source],
+    scope: Scope,
+    placed: list[Source],
 ) -> dict[str, list[tuple[Expr, str]]] | None:
     """S4 (§5): HAVING of ``sum/count > c`` conjuncts and/or ``ORDER BY sum/count DESC LIMIT k``.
 
@@ -493,7 +288,7 @@ def _monotone_inputs(
             return True
         return False
 
-    for c in _conjuncts(having):
+    for c in conjuncts(having):
         if (
             isinstance(c, exp.GT | exp.GTE)
             and type(c.this) in AGGREGATES
@@ -521,9 +316,9 @@ def _monotone_inputs(
             return None  # the input must be a per-row value of one table to be checked at ingestion
         alias = next(iter(aliases))
         src = scope.sources[alias]
-        local = _Scope([_Source(alias, src.table)])
+        local = Scope([Source(alias, src.table)])
         out.setdefault(src.table.name, []).append(
-            (compile_expr(s.this, _column_resolver(local)), s.this.sql())
+            (compile_expr(s.this, column_resolver(local)), s.this.sql())
         )
     return out
 
