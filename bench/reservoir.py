@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import gc
 import math
 import random
@@ -282,8 +283,9 @@ def e4(
     }
 
 
+@functools.cache
 def _functions(path: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, name) of every function in a source file."""
+    """(first line, last line, name) of every function in a source file (parsed once per run)."""
     try:
         tree = ast.parse(Path(path).read_text())
     except (OSError, SyntaxError):
@@ -319,8 +321,9 @@ def _held(
     engine.apply(list(preload))
     engine.apply(list(events))
     current, peak = tracemalloc.get_traced_memory()
-    by_site = _by_function(tracemalloc.take_snapshot()) if sites else None
-    tracemalloc.stop()
+    snapshot = tracemalloc.take_snapshot() if sites else None
+    tracemalloc.stop()  # before the sites are named: parsing sources under tracing is slow
+    by_site = _by_function(snapshot) if snapshot is not None else None
     del engine
     n = len(preload) + len(events)
     out = {"peak_bytes": peak, "held_bytes": current, "bytes_per_edge": current / n, "tuples": n}
@@ -404,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if a.out == str(RESULTS / "reservoir.json"):
             a.out = str(RESULTS / "reservoir_quick.json")
+        # Every run starts with a full collection; on smoke sizes, collecting what the imports left was
+        # a large part of the run. A full run leaves the heap as it is.
+        gc.freeze()
     GRAPH.update(name=a.graph, stream=a.stream)
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
