@@ -4,6 +4,8 @@
  */
 #include "_fastjson.h"
 
+#include <float.h>
+
 static inline uint32_t hash_bytes(const char *s, Py_ssize_t n) {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
@@ -40,8 +42,63 @@ PyObject *parse_str(Decoder *self, Cursor *c) {
     return out;
 }
 
+/* Clinger's fast path for the text of a JSON number (the grammar scan_number checked): when its digits
+ * make an integer w <= 2^53 and its value is w * 10^e with |e| <= 22, both w and 10^|e| are doubles
+ * exactly, so one IEEE multiplication or division rounds the exact value correctly, as strtod does.
+ * 1 with *out set, or 0 where the text needs the general parser. */
+static int fast_decimal(const char *s, Py_ssize_t n, double *out) {
+#if FLT_EVAL_METHOD == 0 /* double arithmetic in double precision (not x87's extended one) */
+    static const double powers[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char *p = s, *end = s + n;
+    const int negative = p < end && *p == '-';
+    p += negative;
+    uint64_t w = 0;
+    long e = 0;
+    int fraction = 0;
+    for (; p < end; p++) {
+        if (*p == '.') {
+            fraction = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9') break;
+        w = w * 10 + (uint64_t)(*p - '0');
+        if (w > (1ULL << 53)) return 0;
+        e -= fraction;
+    }
+    if (p < end) { /* the exponent: [eE][+-]?digits */
+        p++;
+        const int minus = p < end && *p == '-';
+        p += p < end && (*p == '-' || *p == '+');
+        long x = 0;
+        for (; p < end; p++) {
+            x = x * 10 + (*p - '0');
+            if (x > 1000) return 0;
+        }
+        e += minus ? -x : x;
+    }
+    double d = (double)w;
+    if (e > 22 || e < -22) {
+        if (w != 0) return 0;
+    } else if (e > 0) {
+        d *= powers[e];
+    } else if (e < 0) {
+        d /= powers[-e];
+    }
+    *out = negative ? -d : d;
+    return 1;
+#else
+    (void)s;
+    (void)n;
+    (void)out;
+    return 0;
+#endif
+}
+
 /* Correctly rounded, as the reference decoder's parser; NULL (no exception) declines, e.g. overflow. */
 PyObject *float_from_text(const char *s, Py_ssize_t n) {
+    double fast;
+    if (fast_decimal(s, n, &fast)) return PyFloat_FromDouble(fast);
     char buf[MAX_FLOAT_TEXT + 1];
     if (n > MAX_FLOAT_TEXT) return NULL;
     memcpy(buf, s, (size_t)n);
