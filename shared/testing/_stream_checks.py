@@ -264,8 +264,11 @@ def check_kill9_restart(
             run.wait_for(
                 worker, f"a checkpoint past {stale or before}", partial(_resumed, run, stale, before)
             )
-        finally:
-            run.stop(worker)
+        except BaseException:
+            worker.kill()
+            worker.wait(30)
+            raise
+        run.stop(worker)  # SIGTERM: a last checkpoint, then it leaves the group to the holding worker
         held, *unsent = _slices(records[middle:end], KILL_SLICES)
         worker = run.start_worker(config=holding)
         point: list[KillPoint] = []
