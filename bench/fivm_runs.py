@@ -109,13 +109,18 @@ def run_stream(config: Mapping[str, Any], stream: Stream, budget: float) -> tupl
     """Feed ``stream`` to a fresh engine until it ends or ``budget`` seconds of ``apply`` have passed.
 
     What earlier cases left on the heap is collected and frozen first, so every strategy runs on the
-    same clean heap and the collector's passes skip it (a worker holds only its own engines)."""
+    same clean heap and the collector's passes skip it (a worker holds only its own engines). A smoke
+    run (``--quick``) froze its imports before the first case and stays frozen between runs, so each
+    collection here walks only what the last run left."""
+    smoke = gc.get_freeze_count() > 0
     gc.collect()
     gc.freeze()
     try:
         return _run_stream(config, stream, budget)
     finally:
         gc.unfreeze()
+        if smoke:
+            gc.freeze()
 
 
 def _run_stream(
