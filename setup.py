@@ -54,6 +54,7 @@ setup(
             "shared/events/_fastjson.h",
         ),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
+        _extension("ivmstream.state._staging", "shared/state/_staging.c"),
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
         _extension(
             "ivmstream.services.triangles._graph_kernels",

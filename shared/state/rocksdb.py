@@ -14,15 +14,12 @@ store, rather than growing with both.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Collection, Iterator, Sequence
-from itertools import repeat
-from operator import is_, itemgetter
 from pathlib import Path
 
 from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
 
-from ivmstream.engine import Entry, EntryChange
+from ivmstream.engine import Entry
 from ivmstream.state.base import (
     BROADCAST_OFFSET_KEY,
     ENTRY_PREFIX,
@@ -42,30 +39,10 @@ from ivmstream.state.base import (
     group_entries,
     split_entry_key,
 )
+from ivmstream.state.staging import stage_entries
 
 MEMTABLE_BYTES = 8 << 20  # one memtable of one partition database; all of them share the write budget
 MIB = 1 << 20
-
-
-_MAP, _ENTRY, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
-# A run of puts at least this long is staged in key order: the memtable's skiplist then inserts each
-# entry next to the previous one (about 3x less CPU in the write for 40,000 random member keys, more
-# than the sort costs); a stable sort, so an entry put twice keeps its last value.
-SORTED_RUN = 64
-
-
-def _leading_puts(items: Sequence[EntryChange]) -> int:
-    """How many changes at the start of ``items`` put entries of its first map, when they are all of
-    that map's changes and none deletes (checked in C); else 0, and the caller stages them one by one.
-    An engine's changes usually run map by map (a map's puts, then a small map's entry)."""
-    if not items:
-        return 0
-    names = list(map(_MAP, items))
-    first = names[0]
-    run = names.count(first)
-    if names[:run].count(first) != run or any(map(is_, map(_VALUE, items[:run]), repeat(None))):
-        return 0
-    return run
 
 
 class RocksDBStore:
@@ -206,32 +183,8 @@ class RocksDBStore:
             batch.put(SNAPSHOT_PREFIX + key.encode(), snap)
             size += len(snap)
         put, delete = batch.put, batch.delete
-        for key, changed in changes.entries.items():
-            prefix = entry_prefix(key)
-            items = changed
-            while (run := _leading_puts(items)) > 0:  # staged a column at a time, in C
-                head = items[:run] if run < len(items) else items
-                entry_keys = list(map(entry_key(prefix, head[0][0], b"").__add__, map(_ENTRY, head)))
-                values = list(map(_VALUE, head))
-                if len(entry_keys) >= SORTED_RUN:  # in key order: RocksDB's memtable takes it faster
-                    order = sorted(range(len(entry_keys)), key=entry_keys.__getitem__)  # stable
-                    in_order = map(entry_keys.__getitem__, order), map(values.__getitem__, order)
-                    deque(map(put, *in_order), maxlen=0)
-                else:
-                    deque(map(put, entry_keys, values), maxlen=0)
-                size += sum(map(len, entry_keys)) + sum(map(len, values))
-                items = items[run:]
-            map_prefixes: dict[str, bytes] = {}
-            for map_name, entry, value in items:
-                mp = map_prefixes.get(map_name)
-                if mp is None:
-                    mp = map_prefixes[map_name] = entry_key(prefix, map_name, b"")
-                stored = mp + entry
-                if value is None:
-                    delete(stored)
-                else:
-                    put(stored, value)
-                    size += len(stored) + len(value)
+        for key, changed in changes.entries.items():  # each map's runs of puts in key order (staging)
+            size += stage_entries(put, delete, entry_prefix(key), changed)
         batch.put(ENVELOPE_KEY, envelope)
         batch.put(OFFSET_KEY, str(offset).encode())
         if changes.broadcast_offset is not None:

@@ -1,7 +1,7 @@
-"""RocksDBStore.commit stages runs of puts of one map a column at a time (long ones in key order) and
-anything else one change at a time: on random change lists (maps interleaved or in runs, puts and
+"""RocksDBStore.commit stages each run of one map's puts in key order and a delete where it stands
+(ivmstream.state.staging): on random change lists (maps interleaved or in runs, puts and
 deletes, an entry put twice, several keys) what it stores equals a dict that applies the same changes
-in order."""
+in order, whether staged by the compiled pass or its Python form."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ivmstream.state import StateChanges, rocksdb
+from ivmstream.state import StateChanges, rocksdb, staging
 from ivmstream.state.rocksdb import RocksDBStore
 
 change = st.tuples(
@@ -38,9 +38,20 @@ commits = st.lists(
 )
 
 
+@pytest.mark.parametrize("stage", ["compiled", "python"])
 @settings(max_examples=60, deadline=None)
-@given(commits)
-def test_stored_entries_equal_the_changes_applied_in_order(store, batches):
+@given(batches=commits)
+def test_stored_entries_equal_the_changes_applied_in_order(store, stage, batches):
+    chosen = staging.compiled_stage_entries if stage == "compiled" else staging.py_stage_entries
+    assert chosen is not None, "the compiled staging pass is not built (tests/unit/test_state_staging.py)"
+    kept, rocksdb.stage_entries = rocksdb.stage_entries, chosen
+    try:
+        check_commits(store, batches)
+    finally:
+        rocksdb.stage_entries = kept
+
+
+def check_commits(store: RocksDBStore, batches: list[dict[str, list]]) -> None:
     tag = f"{next(_EXAMPLES)}/"  # one database for every example (opening one costs more than the example)
     model: dict[str, dict[tuple[str, bytes], bytes]] = {}
     for offset, entries in enumerate(batches):
@@ -69,7 +80,5 @@ _EXAMPLES = itertools.count()
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Iterator[RocksDBStore]:
     opened = RocksDBStore(tmp_path_factory.mktemp("rocksdb-commit"), "t")
-    sorted_run, rocksdb.SORTED_RUN = rocksdb.SORTED_RUN, 2  # the examples' runs are staged in key order
     yield opened
-    rocksdb.SORTED_RUN = sorted_run
     opened.close()
