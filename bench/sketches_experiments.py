@@ -4,7 +4,9 @@ fragment count), TPC-H queries, and a mixed query/update workload.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import random
 import subprocess
 import sys
@@ -215,7 +217,16 @@ def tpch_folder(sf: float) -> Path:
     if not (folder / "lineitem.tbl").exists():
         progress(f"generating TPC-H SF {sf} with tpchgen-cli into {folder}")
         exe = Path(sys.executable).with_name("tpchgen-cli")
-        subprocess.run([str(exe), "-s", str(sf), "--output-dir", str(folder)], check=True)
+        # Generated beside it and renamed into place, so a run at the same time (another test process)
+        # never reads a half-written table: whichever finishes second keeps the first one's folder.
+        with tempfile.TemporaryDirectory(
+            dir=folder.parent, prefix=f".{folder.name}.", ignore_cleanup_errors=True
+        ) as tmp:
+            subprocess.run([str(exe), "-s", str(sf), "--output-dir", tmp], check=True)
+            with contextlib.suppress(OSError):  # a complete folder made meanwhile stays
+                os.rename(tmp, folder)
+        if not (folder / "lineitem.tbl").exists():  # a folder an interrupted run left half-written
+            subprocess.run([str(exe), "-s", str(sf), "--output-dir", str(folder)], check=True)
     return folder
 
 
