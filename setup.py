@@ -64,6 +64,7 @@ setup(
         _extension(
             "ivmstream.services.vwap._kernels",
             "services/vwap/_kernels.c",
+            "services/vwap/_level_sums.c",
             "services/vwap/_level_tree.c",
             "services/vwap/_bag_entries.c",
             "services/vwap/_kernels.h",

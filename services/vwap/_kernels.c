@@ -9,8 +9,9 @@
  * netted levels come out identical too. Arithmetic goes through Python's number protocol (ints and exact
  * Decimals alike); integers that fit in 64 bits take a shortcut that gives the same values.
  *
- * The module is built with _level_tree.c (the crosscheck plan's LevelTree) and _bag_entries.c (a
- * ledger's checkpoint entries); _kernels.h holds what they share.
+ * The module is built with _level_sums.c (the netting's sums per price level), _level_tree.c (the
+ * crosscheck plan's LevelTree) and _bag_entries.c (a ledger's checkpoint entries); _kernels.h holds
+ * what they share.
  */
 #include "_kernels.h"
 
@@ -57,194 +58,11 @@ static inline PyObject *field(const Fields *f, PyObject *ev, int k) {
     return PyObject_GetAttr(ev, *field_names[k]);
 }
 
-static PyObject *add(PyObject *a, PyObject *b) {
-    long long x, y, s;
-    if (as_small(a, &x) && as_small(b, &y) && !__builtin_add_overflow(x, y, &s)) return PyLong_FromLongLong(s);
-    return PyNumber_Add(a, b);
-}
-
-static PyObject *in_place_add(PyObject *a, PyObject *b) {
-    long long x, y, s;
-    if (as_small(a, &x) && as_small(b, &y) && !__builtin_add_overflow(x, y, &s)) return PyLong_FromLongLong(s);
-    return PyNumber_InPlaceAdd(a, b);
-}
-
-static PyObject *mul(PyObject *a, PyObject *b) {
-    long long x, y, p;
-    if (as_small(a, &x) && as_small(b, &y) && !__builtin_mul_overflow(x, y, &p)) return PyLong_FromLongLong(p);
-    return PyNumber_Multiply(a, b);
-}
-
-/* `acc[k] += v` on a list. */
-static int list_add(PyObject *acc, Py_ssize_t k, PyObject *v) {
-    PyObject *old = PyList_GET_ITEM(acc, k);
-    PyObject *sum = in_place_add(old, v);
-    if (sum == NULL) return -1;
-    PyList_SET_ITEM(acc, k, sum);
-    Py_DECREF(old);
-    return 0;
-}
-
-/* `acc[k] += a * b` on a list: in 64 bits where the operands, the product and the sum fit, else as
- * the Python loop computes it (the product, then the in-place sum). */
-static int list_add_product(PyObject *acc, Py_ssize_t k, PyObject *a, PyObject *b) {
-    PyObject *old = PyList_GET_ITEM(acc, k);
-    long long x, y, z, p, s;
-    if (as_small(a, &x) && as_small(b, &y) && as_small(old, &z) && !__builtin_mul_overflow(x, y, &p) &&
-        !__builtin_add_overflow(z, p, &s)) {
-        PyObject *sum = PyLong_FromLongLong(s);
-        if (sum == NULL) return -1;
-        PyList_SET_ITEM(acc, k, sum);
-        Py_DECREF(old);
-        return 0;
-    }
-    PyObject *prod = mul(a, b);
-    if (prod == NULL) return -1;
-    int rc = list_add(acc, k, prod);
-    Py_DECREF(prod);
-    return rc;
-}
-
 static int call_reject(PyObject *reject, Py_ssize_t i, PyObject *ev, PyObject *have) {
     PyObject *r = PyObject_CallFunction(reject, "nOO", i, ev, have == NULL ? Py_None : have);
     if (r == NULL) return -1;
     Py_DECREF(r);
     return 0;
-}
-
-/* A batch's netting per price level, summed in C while prices, volumes, deltas and sums are ints held
- * in 64 bits: price -> (Σ delta, Σ delta·volume), the levels in the order of their first event. Flushed
- * into the netted dict (`levels.get(price)`, then a new list or the two sums added to the one there, in
- * that order) before anything else may read the dict: when the loop meets a value outside that range,
- * moves to another relation, hands a refusal to Python, and at its end. Int sums are exact whatever the
- * grouping, so the dict ends with the same keys, in the same order, and the same values as from adding
- * event by event. */
-typedef struct {
-    PyObject **price; /* the first price object of each level (new references) */
-    int64_t *key, *count, *weight;
-    Py_ssize_t n, cap;
-    int32_t *index; /* open addressing over `mask + 1` slots: a level's position + 1, 0 when empty */
-    uint64_t mask;
-    int bits;
-} LevelSums;
-
-static void sums_free(LevelSums *t) {
-    for (Py_ssize_t i = 0; i < t->n; i++) Py_DECREF(t->price[i]);
-    PyMem_Free(t->price);
-    PyMem_Free(t->key);
-    PyMem_Free(t->count);
-    PyMem_Free(t->weight);
-    PyMem_Free(t->index);
-    memset(t, 0, sizeof(*t));
-}
-
-static inline uint64_t sums_slot(const LevelSums *t, int64_t k) {
-    return ((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> (64 - t->bits);
-}
-
-static int sums_grow(LevelSums *t) {
-    if (t->n == t->cap) {
-        Py_ssize_t cap = t->cap ? 2 * t->cap : 64;
-        PyObject **price = PyMem_Realloc(t->price, (size_t)cap * sizeof(PyObject *));
-        if (price != NULL) t->price = price;
-        int64_t *key = PyMem_Realloc(t->key, (size_t)cap * sizeof(int64_t));
-        if (key != NULL) t->key = key;
-        int64_t *count = PyMem_Realloc(t->count, (size_t)cap * sizeof(int64_t));
-        if (count != NULL) t->count = count;
-        int64_t *weight = PyMem_Realloc(t->weight, (size_t)cap * sizeof(int64_t));
-        if (weight != NULL) t->weight = weight;
-        if (price == NULL || key == NULL || count == NULL || weight == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->cap = cap;
-    }
-    if (t->index == NULL || (uint64_t)(2 * (t->n + 1)) > t->mask + 1) {
-        int bits = t->index == NULL ? 7 : t->bits + 1;
-        uint64_t size = (uint64_t)1 << bits;
-        int32_t *index = PyMem_Calloc((size_t)size, sizeof(int32_t));
-        if (index == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        PyMem_Free(t->index);
-        t->index = index;
-        t->bits = bits;
-        t->mask = size - 1;
-        for (Py_ssize_t i = 0; i < t->n; i++) {
-            uint64_t j = sums_slot(t, t->key[i]);
-            while (index[j]) j = (j + 1) & t->mask;
-            index[j] = (int32_t)(i + 1);
-        }
-    }
-    return 0;
-}
-
-/* Add (d, dw) to level k: 1 when added, 0 when a sum would leave 64 bits (nothing changed), -1 on an
- * exception. */
-static int sums_add(LevelSums *t, PyObject *price, int64_t k, int64_t d, int64_t dw) {
-    if (t->index != NULL) {
-        for (uint64_t j = sums_slot(t, k); t->index[j]; j = (j + 1) & t->mask) {
-            Py_ssize_t i = t->index[j] - 1;
-            if (t->key[i] == k) {
-                int64_t c, w;
-                if (__builtin_add_overflow(t->count[i], d, &c) || __builtin_add_overflow(t->weight[i], dw, &w))
-                    return 0;
-                t->count[i] = c;
-                t->weight[i] = w;
-                return 1;
-            }
-        }
-    }
-    if (sums_grow(t) < 0) return -1;
-    uint64_t j = sums_slot(t, k);
-    while (t->index[j]) j = (j + 1) & t->mask;
-    Py_ssize_t i = t->n++;
-    t->index[j] = (int32_t)(i + 1);
-    Py_INCREF(price);
-    t->price[i] = price;
-    t->key[i] = k;
-    t->count[i] = d;
-    t->weight[i] = dw;
-    return 1;
-}
-
-static int list_add(PyObject *acc, Py_ssize_t k, PyObject *v);
-
-/* Move the sums into the netted dict `levels` and empty the table. */
-static int sums_flush(LevelSums *t, PyObject *levels) {
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < t->n && rc == 0; i++) {
-        PyObject *c = PyLong_FromLongLong(t->count[i]), *w = c ? PyLong_FromLongLong(t->weight[i]) : NULL;
-        PyObject *acc = w ? PyDict_GetItemWithError(levels, t->price[i]) : NULL;
-        if (w == NULL || (acc == NULL && PyErr_Occurred())) {
-            rc = -1;
-        } else if (acc == NULL) {
-            PyObject *fresh = PyList_New(2);
-            if (fresh == NULL) {
-                rc = -1;
-            } else {
-                PyList_SET_ITEM(fresh, 0, c);
-                PyList_SET_ITEM(fresh, 1, w);
-                c = w = NULL;
-                rc = PyDict_SetItem(levels, t->price[i], fresh);
-                Py_DECREF(fresh);
-            }
-        } else if (!PyList_Check(acc) || PyList_GET_SIZE(acc) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a netted level must be a list [count, weight]");
-            rc = -1;
-        } else {
-            Py_INCREF(acc);
-            rc = list_add(acc, 0, c) < 0 || list_add(acc, 1, w) < 0 ? -1 : 0;
-            Py_DECREF(acc);
-        }
-        Py_XDECREF(c);
-        Py_XDECREF(w);
-    }
-    for (Py_ssize_t i = 0; i < t->n; i++) Py_DECREF(t->price[i]);
-    t->n = 0;
-    if (t->index != NULL) memset(t->index, 0, (size_t)(t->mask + 1) * sizeof(int32_t));
-    return rc;
 }
 
 /* What the loop needs of one relation, looked up once per run of events of that relation. */
