@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
@@ -83,23 +84,12 @@ TIMES = "\u00d7"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke sizes (seconds)")
-    p.add_argument("--markdown", nargs="?", const=str(OUT), default=None, metavar="JSON")
-    p.add_argument(
-        "--cpp", type=Path, default=None, help=f"the authors' housing_regression binary (${CPP_ENV})"
-    )
+    p = comparison_parser(__doc__, OUT, cpp_env=CPP_ENV, cpp_help="the authors' housing_regression binary")
     p.add_argument("--postcodes", type=int, default=None, help="postcodes (25,000: 150,000 tuples)")
     p.add_argument("--batch", type=int, default=1_000)
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (3)")
     p.add_argument("--cpp-runs", type=int, default=10, help="extra runs of the stream in one C++ process")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = comparison_defaults(p.parse_args(argv), CPP_ENV)
     a.postcodes = a.postcodes or (300 if a.quick else 25_000)
-    a.repeats = a.repeats or (1 if a.quick else 3)
-    env_cpp = os.environ.get(CPP_ENV)
-    a.cpp = a.cpp or (Path(env_cpp) if env_cpp else None)
     return a
 
 

@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.line3_report import plot_cases, run_and_store  # noqa: E402
 from bench.lib.machine import load_average  # noqa: E402
@@ -68,21 +69,12 @@ TIMES = "\u00d7"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke sizes (seconds)")
-    p.add_argument("--markdown", nargs="?", const=str(OUT), default=None, metavar="JSON")
-    p.add_argument("--cpp", type=Path, default=None, help=f"the SJoin driver (default: ${BIN_ENV})")
+    p = comparison_parser(__doc__, OUT, cpp_env=BIN_ENV, cpp_help="the SJoin driver")
     p.add_argument("--edges", type=int, nargs="+", default=None, help="graph sizes (20,000)")
     p.add_argument("--k", type=int, nargs="+", default=None, help="sample sizes (1,000)")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (3)")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = comparison_defaults(p.parse_args(argv), BIN_ENV)
     a.edges = a.edges or ([300] if a.quick else [20_000])
     a.k = a.k or ([50] if a.quick else [1_000])
-    a.repeats = a.repeats or (1 if a.quick else 3)
-    if a.cpp is None and os.environ.get(BIN_ENV):
-        a.cpp = Path(os.environ[BIN_ENV])
     return a
 
 

@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
 
@@ -68,23 +69,15 @@ GOALS = {5_000: ("at most", 3.0), 1: ("at least", 30.0)}  # ivmstream vs C++: sl
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke sizes (seconds)")
-    p.add_argument("--markdown", nargs="?", const=str(OUT), default=None, metavar="JSON")
-    p.add_argument("--cpp", type=Path, default=None, help=f"the generated VWAP binary (default: ${BIN_ENV})")
+    p = comparison_parser(__doc__, OUT, cpp_env=BIN_ENV, cpp_help="the generated VWAP binary", child=False)
     p.add_argument(
         "--trace", type=Path, default=None, help=f"finance trace (default: ${TRACE_ENV} or finance big)"
     )
     p.add_argument("--batches", type=int, nargs="+", default=None, help="batch sizes (5,000 1)")
     p.add_argument("--events", type=int, default=None, help="only the first N bids events (all)")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (3)")
-    p.add_argument("--out", type=Path, default=None)
-    a = p.parse_args(argv)
+    a = comparison_defaults(p.parse_args(argv), BIN_ENV)
     a.batches = a.batches or ([500, 1] if a.quick else [5_000, 1])
     a.events = a.events or (2_000 if a.quick else None)
-    a.repeats = a.repeats or (1 if a.quick else 3)
-    if a.cpp is None and os.environ.get(BIN_ENV):
-        a.cpp = Path(os.environ[BIN_ENV])
     if a.trace is None:
         a.trace = Path(os.environ[TRACE_ENV]) if os.environ.get(TRACE_ENV) else TRACE
     return a

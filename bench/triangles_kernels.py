@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
 from bench.lib.report import command_line, shown  # noqa: E402
@@ -52,23 +53,18 @@ TIMES = "\u00d7"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke sizes (seconds)")
-    p.add_argument("--markdown", nargs="?", const=str(OUT), default=None, metavar="JSON")
+    p = comparison_parser(__doc__, OUT, child=False)
     p.add_argument("--warm", type=int, default=None, help="edges loaded by BUILD (engine; 20,000)")
     p.add_argument("--churn", type=int, default=None, help="churn events timed (engine; 40,000)")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--worker-events", type=int, default=None, help="events through the worker (30,000)")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (3)")
     p.add_argument("--no-worker", action="store_true")
-    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--child", choices=("engine", "worker"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--strategy", default="auto", help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = comparison_defaults(p.parse_args(argv))
     a.warm = a.warm or (500 if a.quick else 20_000)
     a.churn = a.churn or (500 if a.quick else 40_000)
     a.worker_events = a.worker_events or (600 if a.quick else 30_000)
-    a.repeats = a.repeats or (1 if a.quick else 3)
     return a
 
 
