@@ -32,8 +32,6 @@ Writes ``bench/results/native_rsjoin.json`` and ``.png`` (``--out X.json``).
 from __future__ import annotations
 
 import argparse
-import gc
-import hashlib
 import json
 import os
 import re
@@ -52,8 +50,14 @@ if str(ROOT) not in sys.path:
 
 from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
-from bench.lib.line3_report import plot_cases, run_and_store  # noqa: E402
-from bench.lib.machine import load_average  # noqa: E402
+from bench.lib.line3_report import (  # noqa: E402
+    add_ratios,
+    interleaved_runs,
+    plot_cases,
+    run_and_store,
+    sample_digest,
+    timed_apply,
+)
 
 OUT = ROOT / "bench" / "results" / "native_rsjoin.json"
 BIN_ENV = "RSJOIN_BIN"
@@ -92,31 +96,15 @@ def engine_child(edges: int, k: int) -> dict[str, Any]:
     query, events = stream(edges, k)
     engine = ReservoirEngine(parse_options(OPTIONS, query, owner="bench"))
     batches = [events[i : i + BATCH] for i in range(0, len(events), BATCH)]
-    gc_cpu = [0.0, 0.0]  # CPU time in collections, the start of the current one
-
-    def in_gc(phase: str, _info: dict[str, Any]) -> None:
-        if phase == "start":
-            gc_cpu[1] = time.thread_time()
-        else:
-            gc_cpu[0] += time.thread_time() - gc_cpu[1]
-
-    gc.collect()
-    gc.callbacks.append(in_gc)
-    wall0, cpu0 = time.perf_counter(), time.thread_time()
-    for batch in batches:
-        engine.apply(batch)
-    cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
-    gc.callbacks.remove(in_gc)
-    sample = sorted(engine.sampler.rows())
+    timing = timed_apply(engine, batches)
+    size, digest = sample_digest(engine)
     return {
         "kernels": kernels.ACTIVE,
         "tuples": len(events),
-        "cpu_s": cpu,
-        "wall_s": wall,
-        "gc_cpu_s": gc_cpu[0],
-        "tuples_per_s": len(events) / cpu,
-        "sample_size": len(sample),
-        "sample_digest": hashlib.sha256(repr((sample, engine.rng.getstate())).encode()).hexdigest(),
+        **timing,
+        "tuples_per_s": len(events) / timing["cpu_s"],
+        "sample_size": size,
+        "sample_digest": digest,
     }
 
 
@@ -176,13 +164,12 @@ def measure_case(a: argparse.Namespace, edges: int, k: int, workdir: Path) -> di
     if a.cpp is not None and not path.exists():
         query, events = stream(edges, k)
         write_cpp_input(query, events, path)
-    runs: list[dict[str, Any]] = []
-    for rep in range(a.repeats):
-        order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
-        for variant in order:
-            print(f"{edges:,} edges, k = {k:,}: {variant} (repeat {rep + 1})", flush=True)
-            got = run_cpp(a.cpp, path, k, 3 * edges) if variant == "cpp" else run_engine(edges, k, variant)
-            runs.append({"repeat": rep, "variant": variant, "load": load_average()[0], **got})
+    runs = interleaved_runs(
+        a.repeats,
+        variants,
+        f"{edges:,} edges, k = {k:,}",
+        lambda v: run_cpp(a.cpp, path, k, 3 * edges) if v == "cpp" else run_engine(edges, k, v),
+    )
     digests = {r["sample_digest"] for r in runs if r["variant"] != "cpp"}
     if len(digests) != 1:
         raise SystemExit(f"{edges} edges, k={k}: the compiled and Python steps drew different samples")
@@ -190,15 +177,7 @@ def measure_case(a: argparse.Namespace, edges: int, k: int, workdir: Path) -> di
     case: dict[str, Any] = {"edges": edges, "k": k, "tuples": 3 * edges, "samples_agree": True, "runs": runs}
     for v in variants:
         case[f"{v}_tuples_per_s_median"] = statistics.median(r["tuples_per_s"] for r in by[v])
-    case["gc_share_compiled_median"] = statistics.median(r["gc_cpu_s"] / r["cpu_s"] for r in by["compiled"])
-    pairs = zip(by["compiled"], by["python"], strict=True)
-    case["kernel_speedups"] = [round(c["tuples_per_s"] / p["tuples_per_s"], 3) for c, p in pairs]
-    case["kernel_speedup_median"] = statistics.median(case["kernel_speedups"])
-    if "cpp" in by:
-        for v in ("compiled", "python"):
-            ratios = [c["tuples_per_s"] / e["tuples_per_s"] for c, e in zip(by["cpp"], by[v], strict=True)]
-            case[f"cpp_over_{v}"] = [round(x, 3) for x in ratios]
-            case[f"cpp_over_{v}_median"] = statistics.median(ratios)
+    add_ratios(case, by)
     return case
 
 

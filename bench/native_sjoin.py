@@ -37,8 +37,6 @@ Writes ``bench/results/native_sjoin.json`` and ``.png`` (``--out X.json``).
 from __future__ import annotations
 
 import argparse
-import gc
-import hashlib
 import json
 import os
 import re
@@ -57,8 +55,14 @@ if str(ROOT) not in sys.path:
 
 from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
-from bench.lib.line3_report import plot_cases, run_and_store  # noqa: E402
-from bench.lib.machine import load_average  # noqa: E402
+from bench.lib.line3_report import (  # noqa: E402
+    add_ratios,
+    interleaved_runs,
+    plot_cases,
+    run_and_store,
+    sample_digest,
+    timed_apply,
+)
 
 OUT = ROOT / "bench" / "results" / "native_sjoin.json"
 BIN_ENV = "SJOIN_BIN"
@@ -99,33 +103,17 @@ def engine_child(edges: int, k: int) -> dict[str, Any]:
     query, events, _size = workload(edges, k)
     engine = ReservoirEngine(parse_options(OPTIONS, query, owner="bench"))
     batches = [events[i : i + BATCH] for i in range(0, len(events), BATCH)]
-    gc_cpu = [0.0, 0.0]  # CPU time in collections, the start of the current one
-
-    def in_gc(phase: str, _info: dict[str, Any]) -> None:
-        if phase == "start":
-            gc_cpu[1] = time.thread_time()
-        else:
-            gc_cpu[0] += time.thread_time() - gc_cpu[1]
-
-    gc.collect()
-    gc.callbacks.append(in_gc)
-    wall0, cpu0 = time.perf_counter(), time.thread_time()
-    for batch in batches:
-        engine.apply(batch)
-    cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
-    gc.callbacks.remove(in_gc)
-    sample = sorted(engine.sampler.rows())
+    timing = timed_apply(engine, batches)
+    size, digest = sample_digest(engine)
     return {
         "kernels": exact_kernels.ACTIVE,
         "tuples": len(events),
-        "cpu_s": cpu,
-        "wall_s": wall,
-        "gc_cpu_s": gc_cpu[0],
-        "tuples_per_s": len(events) / cpu,
+        **timing,
+        "tuples_per_s": len(events) / timing["cpu_s"],
         "join_size": engine.index.full_size(),
         "places": engine.index.places,
-        "sample_size": len(sample),
-        "sample_digest": hashlib.sha256(repr((sample, engine.rng.getstate())).encode()).hexdigest(),
+        "sample_size": size,
+        "sample_digest": digest,
     }
 
 
@@ -188,13 +176,12 @@ def measure_case(a: argparse.Namespace, edges: int, k: int, workdir: Path) -> di
     path = workdir / f"line3_{edges}.txt"
     if a.cpp is not None:
         write_cpp_input(query, events, path)
-    runs: list[dict[str, Any]] = []
-    for rep in range(a.repeats):
-        order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
-        for variant in order:
-            print(f"{edges:,} edges, k = {k:,}: {variant} (repeat {rep + 1})", flush=True)
-            got = run_cpp(a.cpp, path, k, workdir) if variant == "cpp" else run_engine(edges, k, variant)
-            runs.append({"repeat": rep, "variant": variant, "load": load_average()[0], **got})
+    runs = interleaved_runs(
+        a.repeats,
+        variants,
+        f"{edges:,} edges, k = {k:,}",
+        lambda v: run_cpp(a.cpp, path, k, workdir) if v == "cpp" else run_engine(edges, k, v),
+    )
     if len({r["sample_digest"] for r in runs if r["variant"] != "cpp"}) != 1:
         raise SystemExit(f"{edges} edges, k={k}: the compiled and Python steps drew different samples")
     wrong = [r for r in runs if r["join_size"] != line3 or r["tuples"] != len(events)]
@@ -214,15 +201,7 @@ def measure_case(a: argparse.Namespace, edges: int, k: int, workdir: Path) -> di
     for v in variants:
         case[f"{v}_tuples_per_s_median"] = statistics.median(r["tuples_per_s"] for r in by[v])
         case[f"{v}_us_per_tuple_median"] = statistics.median(1e6 * r["cpu_s"] / r["tuples"] for r in by[v])
-    case["gc_share_compiled_median"] = statistics.median(r["gc_cpu_s"] / r["cpu_s"] for r in by["compiled"])
-    pairs = zip(by["compiled"], by["python"], strict=True)
-    case["kernel_speedups"] = [round(c["tuples_per_s"] / p["tuples_per_s"], 3) for c, p in pairs]
-    case["kernel_speedup_median"] = statistics.median(case["kernel_speedups"])
-    if "cpp" in by:
-        for v in ("compiled", "python"):
-            ratios = [c["tuples_per_s"] / e["tuples_per_s"] for c, e in zip(by["cpp"], by[v], strict=True)]
-            case[f"cpp_over_{v}"] = [round(x, 3) for x in ratios]
-            case[f"cpp_over_{v}_median"] = statistics.median(ratios)
+    add_ratios(case, by)
     return case
 
 
