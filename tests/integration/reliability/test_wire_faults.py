@@ -245,8 +245,8 @@ class _Lacking:
 
 
 def test_a_missing_librdkafka_symbol_is_one_line_naming_it():
-    from ivmstream.dev.mock_cluster import _lib
     from ivmstream.dev.faults import FaultError, run_fault
+    from ivmstream.dev.mock_cluster import _lib
 
     assert run_fault(_Lacking(), _lib(), ["faults"]) == ""
     with pytest.raises(FaultError) as missing:
