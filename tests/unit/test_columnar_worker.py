@@ -6,39 +6,23 @@ checkpoint. The columnar worker's records are decoded as columns (``EventCodec.d
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any
 
 import orjson
+from helpers_worker import crash_then_resume, events_only, unstamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.config import build_config
 from ivmstream.engine import columnar_entry
-from ivmstream.runtime import Worker
-from ivmstream.runtime.harness import InMemoryCluster, run_to_end
-from ivmstream.runtime.hooks import BatchApplied, Hooks
+from ivmstream.runtime.harness import InMemoryCluster
 from ivmstream.service import load_service
-from ivmstream.services.reference.engine import BagEngine, make_engine
 from ivmstream.state import MemoryStore
 
 REFERENCE = load_service("reference")
 
 
-class EventsOnlyBag(BagEngine):
-    """The reference engine without its columnar entry: the runtime hands it events."""
-
-    apply_columns = None  # type: ignore[assignment]
-
-
-def _events_only(options: Any) -> BagEngine:
-    engine = make_engine(options)
-    engine.__class__ = EventsOnlyBag
-    return engine
-
-
-SERVICES = {"columns": REFERENCE, "events": dataclasses.replace(REFERENCE, engine=_events_only)}
+SERVICES = {"columns": REFERENCE, "events": events_only(REFERENCE)}
 
 good = st.builds(
     lambda item, price, store, delta: orjson.dumps(
@@ -53,10 +37,6 @@ bad = st.sampled_from([b"{not json", b'{"relation": "nope", "row": {}, "delta": 
 records = st.tuples(good, st.lists(st.one_of(good, good, good, bad), max_size=30)).map(
     lambda t: [t[0], *t[1]]
 )
-
-
-class Crash(Exception):
-    pass
 
 
 def _run(name: str, values: list[bytes], batch: int, crash_after: int | None) -> dict:
@@ -77,35 +57,16 @@ def _run(name: str, values: list[bytes], batch: int, crash_after: int | None) ->
     )
     config = dataclasses.replace(config, checkpoint_interval=0.0)  # a checkpoint after every batch
     store = MemoryStore()
-    if crash_after is not None:
-        seen: list[BatchApplied] = []
-
-        def crash(applied: BatchApplied) -> None:
-            seen.append(applied)
-            if len(seen) == crash_after:
-                raise Crash
-
-        # after that batch was applied and published, before its checkpoint (if it has that many)
-        with contextlib.suppress(Crash):
-            run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
     assert (columnar_entry(service.engine(config.options)) is None) == (name == "events")
-    worker = Worker(service, config, cluster, store, group="g")
-    run_to_end(worker)
+    worker = crash_then_resume(service, config, cluster, store, crash_after)
     stored = {p: store.load("in", p) for p in (0, 1)}
     return {
-        "published": [_unstamped(v) for v in cluster.values("out")],
+        "published": [unstamped(v) for v in cluster.values("out")],
         "dead letters": [(m.value(), sorted(m.headers() or [])) for m in cluster.messages("dlq")],
         "offsets": {p: cp.offset for p, cp in stored.items()},
         "entries": {p: {k: sorted(v) for k, v in cp.entries.items()} for p, cp in stored.items()},
         "events per relation": worker.coverage.counts,
     }
-
-
-def _unstamped(value: bytes | None) -> dict:
-    """A published record without the time it was published at."""
-    record = orjson.loads(value or b"null")
-    record.pop("published_at")
-    return record
 
 
 @settings(max_examples=40, deadline=None)

@@ -5,13 +5,13 @@ a sum is never null otherwise: it skips rows whose expression is null)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 from typing import Any
 
 import orjson
 import pytest
+from helpers_worker import crash_then_resume
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,6 @@ from ivmstream.events import UpdateEvent
 from ivmstream.events.floats import state_bytes
 from ivmstream.runtime import Worker
 from ivmstream.runtime.harness import InMemoryCluster, run_to_end
-from ivmstream.runtime.hooks import BatchApplied, Hooks
 from ivmstream.service import load_service
 from ivmstream.services.firstorder.engine import make_engine
 from ivmstream.state import MemoryStore
@@ -150,10 +149,6 @@ def test_entries_of_finite_values_keep_their_bytes_and_stored_ones_restore() -> 
     assert _groups(engine) == {1: (6, 14.0, 10.5)}  # 2.5 * (-0.0 * 2 + 4.0) + 1.0 * 4.0 = 14.0
 
 
-class Crash(Exception):
-    pass
-
-
 Events = list[tuple[str, dict[str, Any], int]]
 
 
@@ -167,18 +162,7 @@ def _published(events: Events, crash_after: int | None) -> list[dict[str, Any]]:
         service, {**CONFIG, "input_topic": "in", "output_topic": "out", "dlq_topic": "dlq", "batch_size": 3}
     )
     config = dataclasses.replace(config, checkpoint_interval=0.0)  # a checkpoint after every batch
-    store = MemoryStore()
-    if crash_after is not None:
-        seen: list[BatchApplied] = []
-
-        def crash(applied: BatchApplied) -> None:
-            seen.append(applied)
-            if len(seen) == crash_after:
-                raise Crash
-
-        with contextlib.suppress(Crash):
-            run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
-    run_to_end(Worker(service, config, cluster, store, group="g"))
+    crash_then_resume(service, config, cluster, MemoryStore(), crash_after)
     assert cluster.values("dlq") == []
     records = [orjson.loads(v or b"null") for v in cluster.values("out")]
     return [r["result"] for r in records]

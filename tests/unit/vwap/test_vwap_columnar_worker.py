@@ -5,39 +5,23 @@ checkpoint the same offsets and state, also across a crash and a restart from th
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any
 
 import orjson
+from helpers_worker import crash_then_resume, events_only, unstamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.config import build_config
 from ivmstream.engine import columnar_entry
-from ivmstream.runtime import Worker
-from ivmstream.runtime.harness import InMemoryCluster, run_to_end
-from ivmstream.runtime.hooks import BatchApplied, Hooks
+from ivmstream.runtime.harness import InMemoryCluster
 from ivmstream.service import load_service
-from ivmstream.services.vwap.engine import VwapEngine, make_engine
 from ivmstream.state import MemoryStore
 
 VWAP = load_service("vwap")
 
 
-class EventsOnlyVwap(VwapEngine):
-    """The vwap engine without its columnar entry: the runtime hands it events."""
-
-    apply_columns = None  # type: ignore[assignment]
-
-
-def _events_only(options: Any) -> VwapEngine:
-    engine = make_engine(options)
-    engine.__class__ = EventsOnlyVwap
-    return engine
-
-
-SERVICES = {"columns": VWAP, "events": dataclasses.replace(VWAP, engine=_events_only)}
+SERVICES = {"columns": VWAP, "events": events_only(VWAP)}
 
 good = st.builds(
     lambda rel, oid, volume, price, delta: orjson.dumps(
@@ -59,10 +43,6 @@ records = st.tuples(good, st.lists(st.one_of(good, good, good, bad), max_size=30
 )
 
 
-class Crash(Exception):
-    pass
-
-
 def _run(name: str, values: list[bytes], batch: int, strategy: str, crash_after: int | None) -> dict:
     cluster = InMemoryCluster()
     cluster.create_topic("in", 1)
@@ -73,32 +53,15 @@ def _run(name: str, values: list[bytes], batch: int, strategy: str, crash_after:
     config = build_config(service, {**options, "dlq_topic": "dlq", "batch_size": batch})
     config = dataclasses.replace(config, checkpoint_interval=0.0)  # a checkpoint after every batch
     store = MemoryStore()
-    if crash_after is not None:
-        seen: list[BatchApplied] = []
-
-        def crash(applied: BatchApplied) -> None:
-            seen.append(applied)
-            if len(seen) == crash_after:
-                raise Crash
-
-        with contextlib.suppress(Crash):
-            run_to_end(Worker(service, config, cluster, store, group="g", hooks=Hooks(batch_applied=[crash])))
     assert (columnar_entry(service.engine(config.options)) is None) == (name == "events")
-    run_to_end(Worker(service, config, cluster, store, group="g"))
+    crash_then_resume(service, config, cluster, store, crash_after)
     stored = store.load("in", 0)
     return {
-        "published": [_unstamped(v) for v in cluster.values("out")],
+        "published": [unstamped(v) for v in cluster.values("out")],
         "dead letters": [(m.value(), sorted(m.headers() or [])) for m in cluster.messages("dlq")],
         "offset": stored.offset,
         "entries": {k: sorted(v) for k, v in stored.entries.items()},
     }
-
-
-def _unstamped(value: bytes | None) -> dict:
-    """A published record without the time it was published at."""
-    record = orjson.loads(value or b"null")
-    record.pop("published_at")
-    return record
 
 
 @settings(max_examples=25, deadline=None)
