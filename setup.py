@@ -55,6 +55,7 @@ setup(
         ),
         _extension("ivmstream.runtime._deadletters", "shared/runtime/_deadletters.c"),
         _extension("ivmstream.state._staging", "shared/state/_staging.c"),
+        _extension("ivmstream._backed_map", "shared/_backed_map.c"),
         _extension("ivmstream.services.triangles._kernels", "services/triangles/_kernels.c"),
         _extension(
             "ivmstream.services.triangles._graph_kernels",

@@ -18,15 +18,38 @@ Pure: the store is reached only through the two callables of ``StoredMap``.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import is_, itemgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ivmstream.engine import Entry, EntryChange, StoredMap
 
 V = TypeVar("V")
+
+
+def py_entry_changes(name: str, dirty: dict[bytes, Any], encode: Callable[[Any], bytes]) -> list[EntryChange]:
+    """``(name, key, encode(value))`` per item of ``dirty`` in its order, ``(name, key, None)`` for a
+    None value (a delete): the Python form of the compiled ``entry_changes`` (shared/_backed_map.c),
+    which also makes the tuples untracked by the cyclic collector and encodes a run of one value once."""
+    if any(map(is_, dirty.values(), repeat(None))):
+        return [(name, k, None if v is None else encode(v)) for k, v in dirty.items()]
+    return list(zip(repeat(name), dirty, map(encode, dirty.values())))  # puts only: a column at a time
+
+
+try:
+    from ivmstream._backed_map import entry_changes as compiled_entry_changes
+except ImportError:  # no C compiler where it was installed: the Python form
+    compiled_entry_changes = None  # type: ignore[assignment]
+
+# Set IVMSTREAM_PURE_PYTHON=1 to list changes in Python even where the extension is built.
+entry_changes: Callable[[str, dict[bytes, Any], Callable[[Any], bytes]], list[EntryChange]] = (
+    compiled_entry_changes
+    if compiled_entry_changes is not None and os.environ.get("IVMSTREAM_PURE_PYTHON", "") != "1"
+    else py_entry_changes
+)
 
 
 class StoreBackedMap(Generic[V]):
@@ -147,10 +170,7 @@ class StoreBackedMap(Generic[V]):
         """Puts and deletes since the previous call, as entry changes; they become clean (evictable)."""
         name, encode, dirty = self.name, self._encode, self._dirty
         deletes = any(map(is_, dirty.values(), repeat(None)))
-        if deletes:
-            out: list[EntryChange] = [(name, k, None if v is None else encode(v)) for k, v in dirty.items()]
-        else:  # puts only: encoded and paired a column at a time
-            out = list(zip(repeat(name), dirty, map(encode, dirty.values())))  # type: ignore[arg-type]
+        out = entry_changes(name, dirty, encode)
         clean, cap = self._clean, self.capacity
         if self._source is None and not deletes:
             if len(clean) < len(dirty):  # the smaller merged into the larger (a key is in one of them)
