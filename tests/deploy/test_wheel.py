@@ -49,6 +49,8 @@ def test_typed_with_stubs_for_the_compiled_modules(wheel: zipfile.ZipFile) -> No
     assert {
         "ivmstream/events/_fastjson.pyi",
         "ivmstream/runtime/_deadletters.pyi",
+        "ivmstream/state/_staging.pyi",
+        "ivmstream/_backed_map.pyi",
         "ivmstream/services/triangles/_kernels.pyi",
         "ivmstream/services/triangles/_graph_kernels.pyi",
         "ivmstream/services/reservoir/_kernels.pyi",
