@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:
 from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
-from bench.lib.report import command_line, shown  # noqa: E402
+from bench.lib.report import run_header, store_report  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "native_fivm.json"
 CPP_ENV = "IVMSTREAM_FIVM_CPP"
@@ -313,8 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_tables(database(a.postcodes), folder / "datasets" / "housing")
         measured = measure(a, folder)
     report = {
-        "command": command_line("bench/native_fivm.py", list(argv) if argv is not None else None),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+        **run_header("bench/native_fivm.py", list(argv) if argv is not None else None, started),
         "config": {
             "postcodes": a.postcodes,
             "tuples": a.postcodes * len(TABLES),
@@ -335,11 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs": [{k: v for k, v in r.items() if k != "result"} for r in measured["runs"]],
         "summary": summarize(measured["runs"], measured["variants"]),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, out.with_suffix(".png"))
-    print(markdown(report))
-    print(f"wrote {shown(out)}")
+    store_report(report, out, plot, markdown)
     return 0
 
 

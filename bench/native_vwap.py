@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:
 
 from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
-from bench.lib.report import command_line, shown  # noqa: E402
+from bench.lib.report import run_header, store_report  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "native_vwap.json"
 TRACE = ROOT / "bench" / "data" / "finance-big.csv"
@@ -320,8 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_cpp_input(events, path)
         cases = [measure_case(a, events, batch, path) for batch in a.batches]
     report = {
-        "command": command_line("bench/native_vwap.py", list(argv) if argv is not None else None),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+        **run_header("bench/native_vwap.py", list(argv) if argv is not None else None, started),
         "config": {
             "trace": a.trace.name,
             "events": len(events),
@@ -336,11 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(),
         "cases": cases,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, out.with_suffix(".png"))
-    print(markdown(report))
-    print(f"wrote {shown(out)}")
+    store_report(report, out, plot, markdown)
     return 0
 
 

@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 from bench.lib.comparison_args import comparison_defaults, comparison_parser  # noqa: E402
 from bench.lib.kernel_children import print_result, run_variant  # noqa: E402
 from bench.lib.machine import load_average, machine_info  # noqa: E402
-from bench.lib.report import command_line, shown  # noqa: E402
+from bench.lib.report import run_header, store_report  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "triangles_kernels.json"
 STRATEGIES = ("auto", "ivm-eps")
@@ -246,8 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_start = load_average()
     cases = measure(a)
     report = {
-        "command": command_line("bench/triangles_kernels.py", list(argv) if argv is not None else None),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+        **run_header("bench/triangles_kernels.py", list(argv) if argv is not None else None, started),
         "config": {
             "warm": a.warm,
             "churn": a.churn,
@@ -261,11 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(),
         "cases": cases,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, out.with_suffix(".png"))
-    print(markdown(report))
-    print(f"wrote {shown(out)}")
+    store_report(report, out, plot, markdown)
     return 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import json
 import statistics
 import tempfile
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.machine import load_average, machine_info
-from bench.lib.report import command_line, shown
+from bench.lib.report import run_header, store_report
 
 NAMES = {"compiled": "ivmstream, compiled", "python": "ivmstream, Python", "cpp": "authors' C++"}
 
@@ -95,8 +94,7 @@ def run_and_store(
     with tempfile.TemporaryDirectory(prefix=f"ivmstream-{Path(script).stem}-") as tmp:
         cases = [measure_case(a, edges, k, Path(tmp)) for edges in a.edges for k in a.k]
     report = {
-        "command": command_line(script, list(argv) if argv is not None else None),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+        **run_header(script, list(argv) if argv is not None else None, started),
         "config": {
             "edges": a.edges,
             "k": a.k,
@@ -110,11 +108,7 @@ def run_and_store(
         "machine": machine_info(),
         "cases": cases,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, out.with_suffix(".png"))
-    print(markdown(report))
-    print(f"wrote {shown(out)}")
+    store_report(report, out, plot, markdown)
 
 
 def plot_cases(
