@@ -36,6 +36,22 @@ _CMP: dict[type, Callable[[Any, Any], bool]] = {
     exp.GTE: operator.ge,
 }
 
+# The binary operators a predicate compiled to Python source writes as Python's own.
+PYTHON_OPERATORS: dict[type, str] = {
+    exp.EQ: "==",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.And: "and",
+    exp.Or: "or",
+}
+
 
 def constant(value: Any) -> Fn:
     """A function of anything returning ``value``."""

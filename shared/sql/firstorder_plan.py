@@ -17,25 +17,19 @@ from sqlglot import exp
 from ivmstream.sql.aggregates import evaluate_output
 from ivmstream.sql.analyze import AGGREGATES, Shape
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.expr import ColumnRef, _date_text, all_of, by_column, converted, position_of
+from ivmstream.sql.expr import (
+    PYTHON_OPERATORS,
+    ColumnRef,
+    _date_text,
+    all_of,
+    by_column,
+    converted,
+    position_of,
+)
 from ivmstream.sql.joins import variables
 from ivmstream.sql.plan import Feed, Unit, ViewPlan
 
 _CAST = {"int": int, "float": float, "str": str}
-_OPS: dict[type, str] = {
-    exp.EQ: "==",
-    exp.NEQ: "!=",
-    exp.LT: "<",
-    exp.LTE: "<=",
-    exp.GT: ">",
-    exp.GTE: ">=",
-    exp.Add: "+",
-    exp.Sub: "-",
-    exp.Mul: "*",
-    exp.Div: "/",
-    exp.And: "and",
-    exp.Or: "or",
-}
 COST = (
     "O(size of the other relations) per single-tuple update: the delta query is evaluated against the "
     "other relations' current contents, through hash indexes on the equi-join variables (O(tuples "
@@ -89,7 +83,7 @@ class _Python:
         if isinstance(node, exp.Anonymous) and str(node.this).upper() in ("LISTMAX", "LISTMIN"):
             args = ", ".join(self(a) for a in node.expressions)
             return f"{'min' if str(node.this).upper() == 'LISTMIN' else 'max'}({args})"
-        op = _OPS.get(type(node))
+        op = PYTHON_OPERATORS.get(type(node))
         if op is None:
             raise self.fail(node)
         return f"({self(node.this)} {op} {self(node.expression)})"

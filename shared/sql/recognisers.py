@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ivmstream.sql.analyze import AGGREGATES, Shape
 from ivmstream.sql.errors import SqlError
-from ivmstream.sql.expr import ColumnRef, all_of, by_column, converted, position_of
+from ivmstream.sql.expr import PYTHON_OPERATORS, ColumnRef, all_of, by_column, converted, position_of
 from ivmstream.sql.joins import SERVICE_TYPE, join_classes, variables
 from ivmstream.sql.model import Script
 from ivmstream.sql.plan import Feed, Unit, ViewPlan
@@ -114,21 +114,6 @@ def plan_triangles(shape: Shape, script: Script) -> ViewPlan | None:
 
 # --- reservoir --------------------------------------------------------------------------------------
 
-_PY_OPS: dict[type, str] = {
-    exp.EQ: "==",
-    exp.NEQ: "!=",
-    exp.LT: "<",
-    exp.LTE: "<=",
-    exp.GT: ">",
-    exp.GTE: ">=",
-    exp.Add: "+",
-    exp.Sub: "-",
-    exp.Mul: "*",
-    exp.Div: "/",
-    exp.And: "and",
-    exp.Or: "or",
-}
-
 
 def _python(node: exp.Expression, shape: Shape, var_of: dict[ColumnRef, str]) -> str:
     """A residual predicate in the reservoir's predicate language (Python expressions over variables)."""
@@ -142,7 +127,7 @@ def _python(node: exp.Expression, shape: Shape, var_of: dict[ColumnRef, str]) ->
         return "not (" + _python(node.this, shape, var_of) + ")"
     if isinstance(node, exp.Neg):
         return "-(" + _python(node.this, shape, var_of) + ")"
-    op = _PY_OPS.get(type(node))
+    op = PYTHON_OPERATORS.get(type(node))
     if op is None:
         raise SqlError(
             f"unsupported in a sampled join's predicate: {node.sql()!r}",
