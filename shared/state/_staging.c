@@ -12,6 +12,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#define PREFETCH_AHEAD 8
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 typedef struct {
     /* 16 bytes of the entry past the run's common prefix, big-endian (zero past its end): most
      * comparisons end here, without reading the entry's bytes (scattered across the heap) */
@@ -174,6 +181,11 @@ static PyObject *stage_entries(PyObject *Py_UNUSED(module), PyObject *const *arg
         }
         if (run > 1) qsort(staged, (size_t)run, sizeof(Staged), staged_order);
         for (Py_ssize_t j = 0; j < run; j++) {
+            /* in key order the entries are read across the heap: fetch a few ahead of their turn */
+            if (j + PREFETCH_AHEAD < run) {
+                PREFETCH(staged[j + PREFETCH_AHEAD].data);
+                PREFETCH(staged[j + PREFETCH_AHEAD].value);
+            }
             PyObject *key = stored_key(mp, mp_len, staged[j].data, staged[j].len);
             if (key == NULL) goto fail;
             size += mp_len + staged[j].len + PyBytes_GET_SIZE(staged[j].value);
