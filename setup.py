@@ -73,7 +73,7 @@ setup(
         _extension(
             "ivmstream.services.reservoir._kernels",
             "services/reservoir/_kernels.c",
-            "services/reservoir/_reweigh.c",
+            "services/reservoir/_weights.c",
             "services/reservoir/_batches.c",
             "services/reservoir/_kernels.h",
             "services/reservoir/_capi.h",

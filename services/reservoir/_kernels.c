@@ -1,5 +1,5 @@
 /* The rounded join index's kernels, compiled: the module (its functions and the names it interns), an
- * insert into a node store and the re-weighing it makes (_reweigh.c), an insert's virtual batch
+ * insert into a node store and the re-weighing it makes (_weights.c), an insert's virtual batch
  * (_batches.c), an event's projection. services/reservoir/index.py holds the same steps in Python
  * (`JoinIndex.insert`, `_reweigh`, `delta_size`, `delta_get`): the reference these are tested against
  * and the fallback where this is not built. The index's containers are the Python objects the

@@ -1,5 +1,5 @@
 /* What the rounded join index's kernel sources share; they build one extension module: _kernels.c (the
- * module, an insert into a node store, an event's projection), _reweigh.c (the re-weighing: buckets,
+ * module, an insert into a node store, an event's projection), _weights.c (the re-weighing: buckets,
  * counts and propagation) and _batches.c (an insert's virtual batch: its size and its entries).
  *
  * A rounded structure keeps one record per key, a list [count, rounded count, exponent -> items,
@@ -30,7 +30,7 @@ typedef struct {
     long long places, propagations;
 } Ctx;
 
-/* _reweigh.c */
+/* _weights.c */
 PyObject *nextpow2(PyObject *c);
 int open_ctx(Ctx *cx, PyObject *ix);
 int close_ctx(Ctx *cx, PyObject *ix, int rc);
