@@ -81,6 +81,8 @@ setup(
         _extension(
             "ivmstream.services.reservoir._exact_kernels",
             "services/reservoir/_exact_kernels.c",
+            "services/reservoir/_fenwick.c",
+            "services/reservoir/_exact_kernels.h",
             "services/reservoir/_capi.h",
         ),
         _vectorized(
@@ -99,6 +101,7 @@ setup(
             "ivmstream.services.reference._kernels",
             "services/reference/_kernels.c",
             "services/reference/_bag_rows.c",
+            "services/reference/_decimals.c",
             "services/reference/_kernels.h",
         ),
     ],
