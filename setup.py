@@ -101,7 +101,6 @@ setup(
             "ivmstream.services.reference._kernels",
             "services/reference/_kernels.c",
             "services/reference/_bag_rows.c",
-            "services/reference/_decimals.c",
             "services/reference/_kernels.h",
         ),
     ],
