@@ -101,6 +101,7 @@ setup(
             "ivmstream.services.reference._kernels",
             "services/reference/_kernels.c",
             "services/reference/_bag_rows.c",
+            "services/reference/_decimals.c",
             "services/reference/_kernels.h",
         ),
     ],
