@@ -258,7 +258,7 @@ def run_isolated(argv: Sequence[str], wanted: set[str], args: argparse.Namespace
             children.append((name, ["--experiments", name]))
     if args.quick:
         # A smoke run: E8's scales as always, every other experiment in one child (a child's start-up,
-        # not its tiny cases, was most of the run); the children and the merge still run.
+        # not its tiny cases, is most of the run); the children and the merge still run.
         rest = ",".join(name for name, _ in children if name != "e8")
         children = [c for c in children if c[0] == "e8"] + ([(rest, ["--experiments", rest])] if rest else [])
     merged: dict[str, Any] = {}

@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [s for s in chosen if s not in WORKER_SECTIONS]
     if args.quick:
         # Every timed call starts with a full collection; on a smoke run's tiny inputs, collecting what
-        # the imports left (DuckDB, sqlglot, matplotlib) was most of the run. A full run leaves the heap
+        # the imports left (DuckDB, sqlglot, matplotlib) is most of the run. A full run leaves the heap
         # as it is.
         gc.freeze()
     t0 = time.perf_counter()

@@ -263,7 +263,7 @@ def batch_suite(args: argparse.Namespace, traces: dict[str, list[Event]]) -> tup
                 strategies = strategies_of(query)
                 if args.quick:
                     # Each window's child collects the heap it forked with before its clock starts; on
-                    # smoke sizes that collection was most of the run. The peer's window unfreezes it
+                    # smoke sizes that collection is most of the run. The peer's window unfreezes it
                     # again. A full run leaves the heap as it is.
                     gc.freeze()
                 measured = batched_cases(

@@ -253,7 +253,7 @@ static void scan_container(Scan *s, int depth, int object) {
 
 void scan_value(Scan *s, int depth) {
     scan_ws(s);
-    if (s->p >= s->end || depth > 64) { /* deeper texts were refused or left undecided before */
+    if (s->p >= s->end || depth > 64) { /* deeper texts: nesting_exceeds refuses them or leaves them undecided first */
         if (s->p >= s->end) fail(s, FAIL_END, s->p);
         return;
     }
