@@ -1,7 +1,7 @@
 """Checkpoint entries of float cofactor views: a payload whose products are its sums' products is stored
 without them (k's top bit set), decodes to the same payload bit for bit, and state written in the full
-form (every product stored) restores to the live engine's state; a view's entries are written in one compiled pass
-(``kernels.view_entries``) that must give what encoding each entry on its own gives."""
+form (every product stored) restores to the live engine's state; a view's entries are written in one
+compiled pass (``kernels.view_entries``) that must give what encoding each entry on its own gives."""
 
 from __future__ import annotations
 
