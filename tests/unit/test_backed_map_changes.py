@@ -2,7 +2,8 @@
 pass (shared/_backed_map.c) lists what its Python form lists, and what a brute-force walk of the dict
 lists, on random maps of puts and deletes (runs of one value, distinct values, values that encode alike);
 its tuples are left to reference counting; an encode that fails stops it; a StoreBackedMap hands out
-the same changes either way; the map lists in C unless IVMSTREAM_PURE_PYTHON=1."""
+the same changes either way and holds what a dict of the same puts and deletes holds; the map lists in
+C unless IVMSTREAM_PURE_PYTHON=1."""
 
 from __future__ import annotations
 
@@ -95,6 +96,14 @@ def test_a_store_backed_map_hands_out_the_same_changes_either_way(batches):
         finally:
             backed_map.entry_changes = kept
     assert maps[C] == maps[PY]
+    brute: dict[bytes, int] = {}  # brute force: every put and delete applied to a dict in order
+    for batch in batches:
+        for k, v in batch.items():
+            if v is None:
+                brute.pop(k, None)
+            else:
+                brute[k] = v
+    assert maps[C][1] == sorted(brute.items())
 
 
 def test_the_map_lists_changes_in_c_unless_pure_python_is_asked_for():
