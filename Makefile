@@ -54,7 +54,7 @@ LAYOUT := $(VENV)/.layout-$(shell git ls-files -co --exclude-standard shared ser
 $(LAYOUT):
 	@mkdir -p $(VENV) && rm -f $(VENV)/.layout-* && touch $@
 
-$(STAMP): pyproject.toml setup.py $(wildcard shared/events/_fastjson*.[ch]) shared/runtime/_deadletters.c shared/state/_staging.c shared/_backed_map.c services/triangles/_kernels.c services/triangles/_graph_kernels.c $(wildcard services/reservoir/_*.[ch]) $(wildcard services/vwap/_*.[ch]) $(wildcard services/fivm/_*.[ch]) $(wildcard services/reference/_*.[ch]) $(LAYOUT)
+$(STAMP): pyproject.toml setup.py $(wildcard shared/events/_fastjson*.[ch]) shared/runtime/_deadletters.c shared/state/_staging.c shared/_backed_map.c $(wildcard services/triangles/_*.[ch]) $(wildcard services/reservoir/_*.[ch]) $(wildcard services/vwap/_*.[ch]) $(wildcard services/fivm/_*.[ch]) $(wildcard services/reference/_*.[ch]) $(LAYOUT)
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e . --config-settings editable_mode=strict

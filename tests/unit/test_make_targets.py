@@ -37,3 +37,25 @@ def test_development_targets_install_the_tool_chain(target: str, tmp_path: Path)
     plan = planned(target, tmp_path / "venv")
     assert "pip install -q -e . --config-settings editable_mode=strict" in plan
     assert all(word in plan for word in DEV_ONLY[:3])
+
+
+def test_every_c_source_and_header_is_built_and_rebuilds_the_install(tmp_path: Path) -> None:
+    """A C file left out of setup.py is not compiled (or, a header, not a rebuild trigger), and one left out
+    of the install stamp's prerequisites leaves `make setup` on a stale extension after it changes."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "shared/*.[ch]", "services/*.[ch]"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked
+    setup = (REPO / "setup.py").read_text()
+    assert [f for f in tracked if f'"{f}"' not in setup] == []
+    venv = tmp_path / "venv"
+    database = subprocess.run(
+        ["make", "-npq", f"VENV={venv}", "lint"], cwd=REPO, capture_output=True, text=True, timeout=60
+    ).stdout
+    [rule] = [line for line in database.splitlines() if line.startswith(f"{venv}/.installed-stamp:")]
+    prerequisites = set(rule.split(":", 1)[1].split())
+    assert [f for f in tracked if f not in prerequisites] == []
