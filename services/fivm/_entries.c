@@ -227,20 +227,29 @@ PyObject *k_view_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *key, *ignored;
     Py_hash_t hash;
     while (_PyDict_Next(keys, &pos, &key, &ignored, &hash)) {
+        /* the key, payload and sequence number are held while Python code (a payload's attributes,
+         * key_of) runs, which may change the dicts and drop their references */
+        Py_INCREF(key);
         PyObject *payload = _PyDict_GetItem_KnownHash(data, key, hash), *value = NULL;
-        if (payload == NULL && PyErr_Occurred()) goto fail;
+        if (payload == NULL && PyErr_Occurred()) goto fail_key;
         if (payload == NULL) {
             value = Py_NewRef(Py_None);
         } else {
             PyObject *number = _PyDict_GetItem_KnownHash(seq, key, hash);
             if (number == NULL) {
                 if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
-                goto fail;
+                goto fail_key;
             }
-            if (put_value(number, payload, &rs, &src, &value) < 0) goto fail;
+            Py_INCREF(payload);
+            Py_INCREF(number);
+            int rc = put_value(number, payload, &rs, &src, &value);
+            Py_DECREF(number);
+            Py_DECREF(payload);
+            if (rc < 0) goto fail_key;
         }
         PyObject *encoded = key_json(key);
         if (encoded == NULL && !PyErr_Occurred()) encoded = PyObject_CallOneArg(key_of, key);
+        Py_DECREF(key);
         if (encoded == NULL) {
             Py_DECREF(value);
             goto fail;
@@ -268,6 +277,8 @@ PyObject *k_view_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     return out;
+fail_key:
+    Py_DECREF(key);
 fail:
     release(src.cols, 2);
     Py_DECREF(out);

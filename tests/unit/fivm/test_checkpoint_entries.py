@@ -5,13 +5,16 @@ order, whatever the ring (the compiled float cofactor pass, the exact ring, a sc
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.events import UpdateEvent as Ev
-from ivmstream.services.fivm import state
+from ivmstream.services.fivm import kernels, state
 from ivmstream.services.fivm.engine import FivmEngine
 
 RELATIONS = {"A": ["k", "x"], "B": ["k", "y"]}
@@ -60,3 +63,48 @@ def test_checkpoint_entries_equal_each_entry_encoded_alone(
     changed_keys = {name: list(view.changed) for name, view in engine.maint.views.items()}
     changed = [e for e in engine.changed_entries() if not e[0].startswith("@")]
     assert changed == one_at_a_time(engine, changed_keys)
+
+
+# A payload whose attributes run Python code that drops the view's references to it and to its key: the
+# compiled pass holds the key, payload and sequence number while it reads them (run in a child, so a
+# use after free fails this test alone, as a crash).
+DROPPING_PAYLOAD = """
+import numpy as np
+from ivmstream.services.fivm import kernels, state
+from ivmstream.services.fivm.rings.cofactor import Cofactor, CofactorRing, RowCofactor
+
+class Dropping:
+    sums = np.array([1.5, 2.0])
+    quad = np.array([2.25, 3.0, 4.5])
+
+    def __del__(self):
+        freed.append(self.sums)
+
+    @property
+    def count(self):  # read first
+        data.clear()
+        keys.clear()
+        seq.clear()
+        return 2
+
+    @property
+    def lo(self):  # read after count: the payload must still be alive
+        assert not freed, "the pass read a payload it had let go"
+        return 0
+
+want = [("V", b"[1000000000000]", state.encode_view_value(7, CofactorRing(["a", "b"]).encode(
+    Cofactor(0, 2, np.array([1.5, 2.0]), np.array([2.25, 3.0, 4.5])))))]
+for form in (kernels.compiled.view_entries, kernels.py_view_entries):
+    key = (10**12,)
+    data, keys, seq, freed = {key: Dropping()}, {key: None}, {key: 7}, []
+    del key
+    assert form("V", keys, data, seq, RowCofactor, state.encode_key) == want, form
+print("ok")
+"""
+
+
+def test_view_entries_hold_what_a_payloads_attributes_may_drop() -> None:
+    if kernels.compiled is None:
+        pytest.fail("the compiled F-IVM kernels are not built (test_fivm_kernels says how to build them)")
+    out = subprocess.run([sys.executable, "-c", DROPPING_PAYLOAD], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
