@@ -8,9 +8,10 @@ print. The call counts per tuple are exact and machine-independent.
 
 A compiled kernel is a built-in to cProfile (one row per call into it, its time in C as self time) and
 invisible to py-spy without native unwinding, which needs the process paused: the summary therefore
-credits each kernel's built-in row to its C source (``ivmstream/services/<service>/_kernels.c``, or the
-source of an extension's type or function named after it) and states the compiled share of every case,
-while the flame graph shows kernel time under the Python line that calls the kernel.
+credits each kernel's built-in row to its C source (``ivmstream/services/<service>/_kernels.c``, the
+source of an extension's type or function named after it, or the source that holds the kernel's body)
+and states the compiled share of every case, while the flame graph shows kernel time under the Python
+line that calls the kernel.
 """
 
 from __future__ import annotations
@@ -45,8 +46,26 @@ def kernel(func: str) -> tuple[str, str] | None:
         return None
     name = f"{m['name']}.{m['method']}" if m["method"] else m["name"]
     own = "_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", m["name"]).lower()
-    source = own if (REPO / "services" / m["service"] / f"{own}.c").is_file() else m["module"]
+    if (REPO / "services" / m["service"] / f"{own}.c").is_file():
+        source = own
+    elif m["method"] is None:
+        source = _defining_source(m["service"], m["module"], m["name"])
+    else:
+        source = m["module"]
     return f"ivmstream/services/{m['service']}/{source}.c", name
+
+
+def _defining_source(service: str, module: str, function: str) -> str:
+    """The C source (stem) whose body defines ``function`` (``PyObject *k_<function>(``, ``py_`` or bare):
+    the module's own source when it does, else the one other source of the service that does (a module
+    built from several sources keeps each kernel's body beside its helpers), else the module's own."""
+    defines = re.compile(rf"^(?:static )?PyObject \*(?:k_|py_)?{re.escape(function)}\(", re.MULTILINE)
+    sources = sorted((REPO / "services" / service).glob("*.c"))
+    own = [p for p in sources if p.stem == module]
+    if any(defines.search(p.read_text()) for p in own):
+        return module
+    found = [p.stem for p in sources if p.stem != module and defines.search(p.read_text())]
+    return found[0] if len(found) == 1 else module
 
 
 def hot_path(

@@ -33,6 +33,19 @@ def test_kernel_names_map_to_their_c_sources() -> None:
         "ivmstream/services/reservoir/_exact_kernels.c",
         "reweigh",
     )
+    # a module built from several sources: each kernel credited to the source that holds its body
+    assert kernel("<built-in method ivmstream.services.fivm._kernels.absorb_run>") == (
+        "ivmstream/services/fivm/_intake.c",
+        "absorb_run",
+    )
+    assert kernel("<built-in method ivmstream.services.reservoir._kernels.delta_get>") == (
+        "ivmstream/services/reservoir/_batches.c",
+        "delta_get",
+    )
+    assert kernel("<built-in method ivmstream.services.reservoir._kernels.insert_sized>") == (
+        "ivmstream/services/reservoir/_kernels.c",
+        "insert_sized",
+    )
     assert kernel("<method 'get' of 'dict' objects>") is None
     assert kernel("<built-in method builtins.len>") is None
 
