@@ -35,14 +35,17 @@ def parse_fraction(v: Any, what: str = "value") -> Fraction:
 
 
 def to_json(v: Any) -> Any:
-    """Exact JSON form: ints as ints, integral values as ints, other decimals as exact decimal strings.
+    """Exact JSON form: ints as ints, integral decimals as ints where JSON encoders take them (64 bits),
+    other decimals as exact decimal strings.
 
     A Fraction whose decimal expansion terminates is written as a decimal string; otherwise as "p/q"."""
     if type(v) is int:
         return v
     if isinstance(v, Decimal):
         if v == v.to_integral_value():
-            return int(v)
+            i = int(v)
+            if -(2**63) <= i < 2**64:
+                return i
         return format(v.normalize(), "f")
     if isinstance(v, Fraction):
         if v.denominator == 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ivmstream.engine import EngineError
@@ -197,12 +197,25 @@ def test_unknown_query_and_strategy_are_engine_errors():
         max_size=6,
     )
 )
+@example([Decimal("-12283826816462094336.000"), Decimal("18446744073709551616")])
 def test_a_bag_key_is_the_json_of_its_encoded_row(values):
     import orjson
 
     from ivmstream.services.vwap import snapshot as snap
 
     assert snap.bag_key("bids", tuple(values)) == orjson.dumps(["bids", *snap.encode_row(values)])
+
+
+def test_an_integral_decimal_beyond_64_bits_is_kept_as_exact_text():
+    import orjson
+
+    from ivmstream.services.vwap import snapshot as snap
+
+    values = (Decimal("-12283826816462094336.000"), Decimal("18446744073709551616"), Decimal("42.000"))
+    encoded = snap.encode_row(values)
+    assert encoded == ["-12283826816462094336", "18446744073709551616", 42]
+    assert snap.decode_row(encoded, ["exact", "exact", "exact"]) == values
+    assert orjson.loads(snap.bag_key("bids", values)) == ["bids", *encoded]
 
 
 def test_a_bag_key_refuses_what_is_not_json():
