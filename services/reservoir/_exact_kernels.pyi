@@ -1,8 +1,9 @@
 """Types of the compiled step of the exact join index (``_exact_kernels.c``)."""
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, final
 
+@final
 class Fenwick:
     """One key's Fenwick tree: 64-bit nodes while they fit, Python ints after."""
 
