@@ -131,13 +131,21 @@ fuzz: setup-dev
 	$(PY) fuzz/decoders.py -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/corpus/crash- \
 	  $(VENV)/fuzz-work fuzz/seeds fuzz/corpus
 
-# Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml) and types (mypy).
+# The compiled modules' stubs: every .pyi beside a C extension, named as the installed module (shared/ is
+# ivmstream, services/ is ivmstream.services), for stubtest to compare with the built module.
+STUB_MODULES = $(shell find shared services -name '*.pyi' | sort | sed -e 's|\.pyi$$||' -e 's|^shared/|ivmstream/|' \
+  -e 's|^services/|ivmstream/services/|' -e 's|/|.|g')
+
+# Style (ruff), the house rules on imports (import-linter contracts in pyproject.toml), types (mypy) and the
+# compiled modules' stubs against the built modules (mypy's stubtest, with what a stub cannot express in
+# stubtest-allowlist.txt).
 lint: setup-dev
 	$(VENV)/bin/ruff check shared services tests bench deploy setup.py
 	$(VENV)/bin/ruff format --check shared services tests bench deploy setup.py
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --no-warn-unused-configs deploy
+	$(VENV)/bin/stubtest --concise --allowlist stubtest-allowlist.txt $(STUB_MODULES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache shared/events/*.so shared/runtime/*.so

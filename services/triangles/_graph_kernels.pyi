@@ -1,5 +1,6 @@
-from typing import Any
+from typing import Any, final
 
+@final
 class SimpleGraph:
     tuples: int
     fwd: dict[Any, dict[Any, int]]

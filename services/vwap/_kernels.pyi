@@ -1,5 +1,5 @@
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, final
 
 def ledger_pass(
     events: Sequence[Any],
@@ -38,6 +38,7 @@ def bag_entries(
     /,
 ) -> list[tuple[str, bytes, bytes | None]]: ...
 
+@final
 class LevelTree:
     def __len__(self) -> int: ...
     def add(self, price: int, dw: int, dpv: int, /) -> None: ...

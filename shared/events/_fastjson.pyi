@@ -1,7 +1,7 @@
 """Types of the compiled update-event decoder (_fastjson.c)."""
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, final
 
 T_INT: int
 T_FLOAT: int
@@ -13,6 +13,7 @@ T_DECLINE: int
 T_DECIMAL: int
 T_CONNECT_DECIMAL: int
 
+@final
 class Decoder:
     def __init__(
         self,
