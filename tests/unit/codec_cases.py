@@ -8,20 +8,18 @@ import json
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import strategies as st
 
 from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from ivmstream.events import codec as codec_module
+from tests.unit.extension_checks import require_built
 
-if codec_module._fastjson is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled event decoder ivmstream.events._fastjson is not built. Build it with `make setup` "
-        "(installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "shared/events/_fastjson.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    codec_module._fastjson,
+    "event decoder",
+    "ivmstream.events._fastjson",
+    "shared/events/_fastjson*.c",
+)
 
 # --- outcomes ---------------------------------------------------------------------------------------
 

@@ -8,8 +8,6 @@ C unless IVMSTREAM_PURE_PYTHON=1."""
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -17,16 +15,14 @@ from hypothesis import strategies as st
 
 from ivmstream import backed_map
 from ivmstream.backed_map import StoreBackedMap
+from tests.unit.extension_checks import printed_in_child, require_built
 
-# never skipped: without the extension these tests fail, saying why
-if backed_map.compiled_entry_changes is None:
-    pytest.fail(
-        "the compiled change listing ivmstream._backed_map is not built. Build it with `make setup` "
-        "(installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "shared/_backed_map.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    backed_map.compiled_entry_changes,
+    "change listing",
+    "ivmstream._backed_map",
+    "shared/_backed_map.c",
+)
 
 C = backed_map.compiled_entry_changes
 PY = backed_map.py_entry_changes
@@ -109,11 +105,4 @@ def test_a_store_backed_map_hands_out_the_same_changes_either_way(batches):
 def test_the_map_lists_changes_in_c_unless_pure_python_is_asked_for():
     assert backed_map.entry_changes is C
     code = "from ivmstream import backed_map; print(backed_map.entry_changes is backed_map.py_entry_changes)"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "True"
+    assert printed_in_child(code) == ["True"]

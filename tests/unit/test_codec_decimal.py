@@ -18,11 +18,14 @@ from hypothesis import strategies as st
 
 from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from ivmstream.events import codec as codec_module
+from tests.unit.extension_checks import require_built
 
-if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
-    pytest.fail(
-        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
-    )
+require_built(
+    codec_module._fastjson,
+    "event decoder",
+    "ivmstream.events._fastjson",
+    "shared/events/_fastjson*.c",
+)
 
 SCHEMA = Schema.of(
     Relation.of("m", d="decimal", x="exact", i="int", s="str", b="bool", f="float"), key_field="k"

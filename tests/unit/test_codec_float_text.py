@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from ivmstream.events import EventCodec, Relation, Schema
 from ivmstream.events import codec as codec_module
+from tests.unit.extension_checks import require_built
 
-if codec_module._fastjson is None:  # never skipped: without the extension this test fails, saying why
-    pytest.fail(
-        "the compiled event decoder ivmstream.events._fastjson is not built: run `make setup` or "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    codec_module._fastjson,
+    "event decoder",
+    "ivmstream.events._fastjson",
+    "shared/events/_fastjson*.c",
+)
 
 SCHEMA = Schema.of(Relation("r", (("v", "float"),)))
 COMPILED = EventCodec(SCHEMA, compiled=True)

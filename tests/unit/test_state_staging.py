@@ -6,25 +6,20 @@ names, entries that are prefixes of one another); the store stages in C unless I
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.state import staging
 from ivmstream.state.base import entry_key, entry_prefix
+from tests.unit.extension_checks import printed_in_child, require_built
 
-# never skipped: without the extension these tests fail, saying why
-if staging.compiled_stage_entries is None:
-    pytest.fail(
-        "the compiled staging pass ivmstream.state._staging is not built. Build it with `make setup` "
-        "(installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "shared/state/_staging.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    staging.compiled_stage_entries,
+    "staging pass",
+    "ivmstream.state._staging",
+    "shared/state/_staging.c",
+)
 
 C = staging.compiled_stage_entries
 PY = staging.py_stage_entries
@@ -154,11 +149,4 @@ def test_an_error_in_put_stops_the_pass():
 def test_the_store_stages_in_c_unless_pure_python_is_asked_for():
     assert staging.stage_entries is C
     code = "from ivmstream.state import staging; print(staging.stage_entries is staging.py_stage_entries)"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "True"
+    assert printed_in_child(code) == ["True"]

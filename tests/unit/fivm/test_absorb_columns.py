@@ -13,14 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.fivm import kernels
+from tests.unit.extension_checks import require_built
 
 C: Any = kernels.compiled
-if C is None:  # never skipped: without the extension this fails, saying why
-    pytest.fail(
-        "the compiled F-IVM kernels ivmstream.services.fivm._kernels are not built; build them with "
-        "`make setup`",
-        pytrace=False,
-    )
+require_built(C, "F-IVM kernels", "ivmstream.services.fivm._kernels", "services/fivm/_*.c")
 
 GOOD = st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, 1e308, -1e308])
 BAD = st.sampled_from([math.nan, math.inf, -math.inf, 2, True, "1", None])

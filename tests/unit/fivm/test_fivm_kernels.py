@@ -7,8 +7,6 @@ from __future__ import annotations
 import gc
 import math
 import pickle
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -31,16 +29,9 @@ from ivmstream.services.fivm.rings.cofactor import (
     sum_by,
 )
 from ivmstream.services.fivm.views import View
+from tests.unit.extension_checks import printed_in_child, require_built
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled F-IVM kernels ivmstream.services.fivm._kernels are not built. Build them with "
-        "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "the sources services/fivm/_kernels.h lists), or, with a C compiler and the Python headers "
-        "present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(kernels.compiled, "F-IVM kernels", "ivmstream.services.fivm._kernels", "services/fivm/_*.c")
 
 C = kernels.compiled
 
@@ -241,13 +232,7 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
         "from ivmstream.services.fivm import kernels; "
         "print(kernels.ACTIVE, kernels.mul_rows_into is kernels.py_mul_rows_into)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    out = printed_in_child(code)
     assert out == ["python", "True"]
 
 

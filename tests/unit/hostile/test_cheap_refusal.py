@@ -24,11 +24,14 @@ from fuzz.hostile_records import KINDS, hostile_record
 from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from ivmstream.events import codec as codec_module
 from ivmstream.events.reasons import MAX_NESTING
+from tests.unit.extension_checks import require_built
 
-if codec_module._fastjson is None:  # never skipped: the compiled decoder is what is tested
-    pytest.fail(
-        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
-    )
+require_built(
+    codec_module._fastjson,
+    "event decoder",
+    "ivmstream.events._fastjson",
+    "shared/events/_fastjson*.c",
+)
 
 # Two relations the C decoder parses in full (one with a decimal column), and a key.
 PARSED = Relation.of("p", i="int", f="float", s="str", b="bool", e="exact")

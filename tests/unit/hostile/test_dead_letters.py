@@ -13,11 +13,14 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from ivmstream.events import EventError, UpdateEvent
 from ivmstream.runtime import output as output_module
 from ivmstream.runtime.output import DeliveryFailed, Output
+from tests.unit.extension_checks import require_built
 
-if output_module._deadletters is None:  # never skipped: the compiled loop is what is tested
-    pytest.fail(
-        "ivmstream.runtime._deadletters is not built: run `make setup` or `pip install -e .`", pytrace=False
-    )
+require_built(
+    output_module._deadletters,
+    "dead-letter loop",
+    "ivmstream.runtime._deadletters",
+    "shared/runtime/_deadletters.c",
+)
 
 REASONS = ["oversized", "null-value", "malformed-json", "wrong-type"]
 

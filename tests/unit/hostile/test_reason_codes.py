@@ -19,11 +19,14 @@ from hypothesis import strategies as st
 from ivmstream.events import EventCodec, EventError, Relation, Schema, UpdateEvent
 from ivmstream.events import codec as codec_module
 from ivmstream.events.reasons import INT_MAX, INT_MIN, MAX_NESTING, REASONS, out_of_range_integer, too_deep
+from tests.unit.extension_checks import require_built
 
-if codec_module._fastjson is None:  # never skipped: the compiled decoder is part of what is tested
-    pytest.fail(
-        "ivmstream.events._fastjson is not built: run `make setup` or `pip install -e .`", pytrace=False
-    )
+require_built(
+    codec_module._fastjson,
+    "event decoder",
+    "ivmstream.events._fastjson",
+    "shared/events/_fastjson*.c",
+)
 
 # One column of every type, and a key field, so that every column type meets every hostile value.
 ALL_TYPES = Relation.of("t", i="int", f="float", n="number", s="str", b="bool", d="decimal", e="exact")

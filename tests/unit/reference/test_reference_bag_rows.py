@@ -9,8 +9,6 @@ bits, deltas beyond 2^40), for which it changes nothing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from typing import Any
@@ -21,13 +19,14 @@ from hypothesis import strategies as st
 
 from ivmstream.services.reference import bag_rows as kernel
 from ivmstream.services.reference.engine import BagEngine, kernel_precision, member_hash
+from tests.unit.extension_checks import printed_in_child, require_built
 
-if kernel.compiled_bag_rows is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled reference kernel ivmstream.services.reference._kernels is not built. Build it with "
-        "`make setup`, or, with a C compiler and the Python headers present, `.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    kernel.compiled_bag_rows,
+    "reference kernels",
+    "ivmstream.services.reference._kernels",
+    "services/reference/_*.c",
+)
 
 C = kernel.compiled_bag_rows
 TYPES = {"item": "str", "qty": "int", "ok": "bool", "price": "decimal"}
@@ -230,11 +229,4 @@ def test_the_engine_updates_in_c_unless_pure_python_is_asked_for():
     code = (
         "from ivmstream.services.reference import bag_rows; print(bag_rows.bag_rows is bag_rows.py_bag_rows)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "True"
+    assert printed_in_child(code) == ["True"]

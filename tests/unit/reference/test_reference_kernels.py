@@ -6,24 +6,20 @@ IVMSTREAM_PURE_PYTHON=1 asks for hashlib and orjson."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.reference import engine
+from tests.unit.extension_checks import printed_in_child, require_built
 
-if engine.compiled_member_hashes is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled reference kernel ivmstream.services.reference._kernels is not built. Build it with "
-        "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "services/reference/_kernels.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    engine.compiled_member_hashes,
+    "reference kernels",
+    "ivmstream.services.reference._kernels",
+    "services/reference/_*.c",
+)
 
 C = engine.compiled_member_hashes
 KEYS = engine.compiled_member_keys
@@ -75,11 +71,4 @@ def test_the_engine_hashes_in_c_unless_pure_python_is_asked_for():
         "from ivmstream.services.reference import engine; "
         "print(engine.member_hashes is engine.py_member_hashes)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "True"
+    assert printed_in_child(code) == ["True"]

@@ -1,34 +1,19 @@
 """What the reservoir's two compiled-kernel test modules (the rounded re-weighing, the exact counts) share:
-the failure when a kernel is expected but not built, the query shapes and a (compiled, Python) pair of
-indexes over one, two engines run on one stream, and the IVMSTREAM_PURE_PYTHON switch probed in child
-processes."""
+the query shapes and a (compiled, Python) pair of indexes over one, two engines run on one stream, and
+the IVMSTREAM_PURE_PYTHON switch probed in child processes."""
 
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from typing import Any
-
-import pytest
 
 from ivmstream.services.reservoir.engine import ReservoirEngine
 from ivmstream.services.reservoir.index import JoinIndex
 from ivmstream.services.reservoir.query import Query, parse_query
+from tests.unit.extension_checks import printed_in_child
 from tests.unit.reservoir.oracle import BRANCH, LINE3, STAR3, TWO_TABLE, engine, event, options
 
 SHAPES: dict[str, dict[str, Any]] = {"line3": LINE3, "two": TWO_TABLE, "star3": STAR3, "branch": BRANCH}
-
-
-def require_built(native: Any, what: str, module: str, source: str) -> None:
-    """Fail the importing test module (never skip it) when the kernel is not built, saying how to build it."""
-    if native is None:
-        pytest.fail(
-            f"the compiled {what} {module} are not built. Build them with `make setup` (installs gcc and "
-            f"the Python headers if missing, then `pip install -e .` compiles {source}), or, with a C "
-            "compiler and the Python headers present, `.venv/bin/pip install -e .`",
-            pytrace=False,
-        )
 
 
 def index_pair(
@@ -69,13 +54,4 @@ def engines_on_one_stream(
 
 def pure_python_switch(probe: str) -> dict[str, list[str]]:
     """What `probe` prints in a child process with IVMSTREAM_PURE_PYTHON=1 and with it 0, as words."""
-    return {
-        flag: subprocess.run(
-            [sys.executable, "-c", probe],
-            env={"IVMSTREAM_PURE_PYTHON": flag, "PATH": ""},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        for flag in ("1", "0")
-    }
+    return {flag: printed_in_child(probe, flag) for flag in ("1", "0")}

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from ivmstream.services.reservoir import exact_kernels
 from ivmstream.services.reservoir.index import JoinIndex, _fen_add, _fen_append, _fen_find, _fen_point
 from ivmstream.services.reservoir.query import parse_query
+from tests.unit.extension_checks import require_built
 from tests.unit.reservoir.kernel_checks import (
     SHAPES,
     engines_on_one_stream,
     index_pair,
     pure_python_switch,
-    require_built,
 )
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, STAR3, options
 

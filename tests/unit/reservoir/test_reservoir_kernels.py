@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from ivmstream.services.reservoir import kernels
 from ivmstream.services.reservoir.index import BUCKETS, CNT, EXPS, RCNT, WHERE, JoinIndex
+from tests.unit.extension_checks import require_built
 from tests.unit.reservoir.kernel_checks import (
     SHAPES,
     engines_on_one_stream,
     index_pair,
     pure_python_switch,
-    require_built,
 )
 from tests.unit.reservoir.oracle import DUMBBELL, LINE3, STAR3, engine, event
 

@@ -23,14 +23,14 @@ from ivmstream.services.triangles.auto import AutoEngine, CostModel
 from ivmstream.services.triangles.base import support
 from ivmstream.services.triangles.baselines import FirstOrderEngine
 from ivmstream.services.triangles.engine import create_engine
+from tests.unit.extension_checks import require_built
 
-if simple_graph.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled graph kernel ivmstream.services.triangles._graph_kernels is not built. Build it with "
-        "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "services/triangles/_graph_kernels.c)",
-        pytrace=False,
-    )
+require_built(
+    simple_graph.compiled,
+    "graph kernel",
+    "ivmstream.services.triangles._graph_kernels",
+    "services/triangles/_graph_kernels.c",
+)
 
 TWITCHY = CostModel(
     rebuild_fixed=0, rebuild_per_tuple=0, rebuild_per_view_entry=0, eps_rebuild_per_tuple=0, sample_stride=1

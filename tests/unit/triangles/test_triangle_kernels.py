@@ -4,8 +4,6 @@ iteration order, with multiplicities beyond 64 bits, negative ones and entries t
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -13,15 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.services.triangles import kernels
+from tests.unit.extension_checks import printed_in_child, require_built
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled triangle kernels ivmstream.services.triangles._kernels are not built. Build them "
-        "with `make setup` (installs gcc and the Python headers if missing, then `pip install -e .` "
-        "compiles services/triangles/_kernels.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(
+    kernels.compiled,
+    "triangle kernels",
+    "ivmstream.services.triangles._kernels",
+    "services/triangles/_kernels.c",
+)
 
 C = kernels.compiled
 
@@ -108,13 +105,7 @@ def test_the_engines_use_the_compiled_kernels_unless_told_not_to():
         "from ivmstream.services.triangles import kernels; "
         "print(kernels.ACTIVE, kernels.dot is kernels.py_dot)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    out = printed_in_child(code)
     assert out == ["python", "True"]
 
 

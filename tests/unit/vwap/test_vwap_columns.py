@@ -19,13 +19,10 @@ from ivmstream.events.columns import event_columns
 from ivmstream.sdk import UpdateEvent
 from ivmstream.services.vwap import kernels
 from ivmstream.services.vwap.engine import create_engine
+from tests.unit.extension_checks import require_built
 from tests.unit.vwap.book_streams import answer, book_events, cut, op
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled vwap kernel ivmstream.services.vwap._kernels is not built: run `make setup`",
-        pytrace=False,
-    )
+require_built(kernels.compiled, "vwap kernels", "ivmstream.services.vwap._kernels", "services/vwap/_*.c")
 
 NAMES = ("t", "id", "broker_id", "volume", "price")
 COLUMNS = {rel: NAMES for rel in ("bids", "asks")}

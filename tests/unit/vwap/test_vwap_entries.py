@@ -19,12 +19,9 @@ from ivmstream.sdk import UpdateEvent
 from ivmstream.services.vwap import kernels
 from ivmstream.services.vwap.engine import VwapEngine
 from ivmstream.services.vwap.exact import to_json
+from tests.unit.extension_checks import require_built
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled vwap kernel ivmstream.services.vwap._kernels is not built: `make setup` builds it",
-        pytrace=False,
-    )
+require_built(kernels.compiled, "vwap kernels", "ivmstream.services.vwap._kernels", "services/vwap/_*.c")
 
 EDGES = [0, 1, -1, 2**30 - 1, 2**30, 2**62, 2**63 - 1, -(2**63), 2**63, 2**64 - 1]
 ints = st.one_of(st.integers(-5, 300), st.sampled_from(EDGES), st.integers(-(2**63), 2**64 - 1))

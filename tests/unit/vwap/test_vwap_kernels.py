@@ -7,8 +7,6 @@ and an engine reaches the same state and answers on either loop."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -20,15 +18,9 @@ from hypothesis import strategies as st
 from ivmstream.sdk import UpdateEvent
 from ivmstream.services.vwap import engine as vwap_engine
 from ivmstream.services.vwap import kernels
+from tests.unit.extension_checks import printed_in_child, require_built
 
-if kernels.compiled is None:  # never skipped: without the extension these tests fail, saying why
-    pytest.fail(
-        "the compiled vwap kernel ivmstream.services.vwap._kernels is not built. Build it with "
-        "`make setup` (installs gcc and the Python headers if missing, then `pip install -e .` compiles "
-        "services/vwap/_kernels.c), or, with a C compiler and the Python headers present, "
-        "`.venv/bin/pip install -e .`",
-        pytrace=False,
-    )
+require_built(kernels.compiled, "vwap kernels", "ivmstream.services.vwap._kernels", "services/vwap/_*.c")
 
 C = kernels.compiled
 COLUMNS = {rel: ("t", "id", "broker_id", "volume", "price") for rel in ("bids", "asks")}
@@ -185,13 +177,7 @@ def test_the_engine_uses_the_compiled_kernels_unless_told_not_to():
         "kernels.ledger_columns is kernels.py_ledger_columns, kernels.bag_entries is kernels.py_bag_entries, "
         "type(VwapEngine('vwap', 'crosscheck').plan).__name__)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"IVMSTREAM_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    out = printed_in_child(code)
     assert out == ["python", "True", "True", "True", "CrossCheckPlan"]
 
 
