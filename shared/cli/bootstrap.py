@@ -19,7 +19,6 @@ from ivmstream.cli.common import (
     rekey_group,
     services_epilog,
 )
-from ivmstream.cli.spark import spark_session
 
 
 def register(sub: Any) -> None:
@@ -73,6 +72,7 @@ def register(sub: Any) -> None:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from ivmstream.spark.jobs import refuse_sharded
     from ivmstream.spark.runs import run_bootstrap
+    from ivmstream.spark.session import command_session
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)
@@ -96,7 +96,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         check_broker(args.bootstrap, config)
     source = args.snapshot or "its input topics"
     print(f"bootstrapping {service.name} from {source} with Spark ...", file=sys.stderr, flush=True)
-    with spark_session(args.master) as spark:
+    with command_session(args.master) as spark:
         report = run_bootstrap(
             spark,
             service,

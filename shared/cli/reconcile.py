@@ -18,7 +18,6 @@ from ivmstream.cli.common import (
     load,
     services_epilog,
 )
-from ivmstream.cli.spark import spark_session
 
 
 def register(sub: Any) -> None:
@@ -56,13 +55,14 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from ivmstream.redis_client import connect
     from ivmstream.spark.jobs import record_verdict, refuse_sharded
     from ivmstream.spark.runs import run_reconcile
+    from ivmstream.spark.session import command_session
 
     service, config = load(args.service, args.config)
     refuse_sharded(config)
     client = connect(args.redis) if args.redis else None
     check_broker(args.bootstrap, config)
     print(f"reconciling {service.name} with Spark ...", file=sys.stderr, flush=True)
-    with spark_session(args.master) as spark:
+    with command_session(args.master) as spark:
         report = run_reconcile(
             spark,
             service,

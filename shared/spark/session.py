@@ -7,13 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "SparkUnavailable", "get_session", "stop_session"]
+__all__ = ["DEFAULT_MASTER", "SparkUnavailable", "command_session", "get_session", "stop_session"]
 
 DEFAULT_MASTER = "local[*]"
 LOCAL_SHUFFLE_PARTITIONS = 4
@@ -116,3 +117,19 @@ def stop_session(spark: SparkSession, timeout: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def command_session(master: str | None) -> Iterator[SparkSession]:
+    """The session of a command (``bootstrap``, ``reconcile``, their ``sql`` forms): one the command starts
+    is stopped with its JVM when the command ends, so no JVM outlives it; an active one (a test's, a
+    notebook's) is borrowed and left running."""
+    from pyspark.sql import SparkSession
+
+    borrowed = SparkSession.getActiveSession() is not None
+    spark = get_session(master)
+    try:
+        yield spark
+    finally:
+        if not borrowed:
+            stop_session(spark)

@@ -4,52 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
-@contextmanager
-def spark_session(master: str | None) -> Iterator[Any]:
-    """A session this command starts is stopped with its JVM when it ends; an active one is borrowed."""
-    from pyspark.sql import SparkSession
-
-    from ivmstream.spark.session import get_session, stop_session
-
-    borrowed = SparkSession.getActiveSession() is not None
-    spark = get_session(master)
-    try:
-        yield spark
-    finally:
-        if not borrowed:
-            stop_session(spark)
-
-
-def _inputs(items: list[str] | None) -> dict[str, str]:
-    from ivmstream.sql.errors import SqlError
-
-    out: dict[str, str] = {}
-    for item in items or []:
-        table, sep, path = item.partition("=")
-        if not sep or not table or not path:
-            raise SqlError(f"--input {item!r}: expected TABLE=PATH")
-        out[table.lower()] = path
-    return out
-
-
 def _units(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from ivmstream.sql.inputs import InputChoice
+    from ivmstream.sql.inputs import InputChoice, input_overrides
     from ivmstream.sql.load import load_script
     from ivmstream.sql.routing import plan_script
     from ivmstream.sql.streaming import stream_units
 
     script = load_script(args.file)
     units = stream_units(plan_script(script, args.view), None, script.tables)
-    return script, units, InputChoice(_inputs(args.input), args.dataset, Path.cwd())
+    return script, units, InputChoice(input_overrides(args.input), args.dataset, Path.cwd())
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from ivmstream.spark.session import command_session
     from ivmstream.sql.batch import bootstrap_views, report_line
     from ivmstream.sql.streaming import group_of
     from ivmstream.state import open_store
@@ -60,7 +31,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         return open_store(args.state_backend, group_of(u), state_dir=args.state_dir, redis_url=args.redis)
 
     print("bootstrapping the views' units with Spark ...", file=sys.stderr, flush=True)
-    with spark_session(args.master) as spark:
+    with command_session(args.master) as spark:
         reports = bootstrap_views(
             spark,
             script,
@@ -76,11 +47,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
+    from ivmstream.spark.session import command_session
     from ivmstream.sql.batch import reconcile_views, report_line
 
     script, units, choice = _units(args)
     print("reconciling the views with Spark SQL ...", file=sys.stderr, flush=True)
-    with spark_session(args.master) as spark:
+    with command_session(args.master) as spark:
         reports = reconcile_views(spark, script, units, choice, args.bootstrap)
     for r in reports:
         print(report_line(r))

@@ -11,18 +11,6 @@ from typing import Any
 # The compiler's modules (sqlglot, the services) load when a verb runs, not when the CLI starts.
 
 
-def _inputs(items: list[str] | None) -> dict[str, str]:
-    from ivmstream.sql.errors import SqlError
-
-    out: dict[str, str] = {}
-    for item in items or []:
-        table, sep, path = item.partition("=")
-        if not sep or not table or not path:
-            raise SqlError(f"--input {item!r}: expected TABLE=PATH")
-        out[table.lower()] = path
-    return out
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
     from ivmstream.sql.explain import explain_json, explain_text
     from ivmstream.sql.load import load_script
@@ -46,14 +34,14 @@ def _print(results: list[dict[str, Any]], after: int | None = None) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ivmstream.sql.inputs import InputChoice
+    from ivmstream.sql.inputs import InputChoice, input_overrides
     from ivmstream.sql.load import load_script
     from ivmstream.sql.replay import replay_script
     from ivmstream.sql.routing import plan_script
 
     script = load_script(args.file)
     plans = plan_script(script, args.view)
-    choice = InputChoice(_inputs(args.input), args.dataset, Path.cwd())
+    choice = InputChoice(input_overrides(args.input), args.dataset, Path.cwd())
     results = replay_script(
         script, plans, choice, args.every, (lambda res, n: _print(res, n)) if args.every else None
     )
@@ -107,11 +95,11 @@ def _plans_and_units(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 def cmd_produce(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    from ivmstream.sql.inputs import InputChoice, read_events
+    from ivmstream.sql.inputs import InputChoice, input_overrides, read_events
     from ivmstream.sql.streaming import produce_events, tables_of
 
     script, _plans, units = _plans_and_units(args)
-    choice = InputChoice(_inputs(args.input), args.dataset, Path.cwd())
+    choice = InputChoice(input_overrides(args.input), args.dataset, Path.cwd())
     events = read_events(script, tables_of(units), choice)
     producer = Producer({"bootstrap.servers": args.bootstrap, "enable.idempotence": True, "linger.ms": 20})
     failed: list[str] = []

@@ -34,6 +34,18 @@ class InputChoice:
     base: Path | None = None
 
 
+def input_overrides(items: list[str] | None) -> dict[str, str]:
+    """The ``--input TABLE=PATH`` options as {table: path} (table names lower-cased, as the script's are);
+    SqlError for an option without both parts."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        table, sep, path = item.partition("=")
+        if not sep or not table or not path:
+            raise SqlError(f"--input {item!r}: expected TABLE=PATH")
+        out[table.lower()] = path
+    return out
+
+
 def source_path(table: Table, choice: InputChoice) -> tuple[Path, FileSource]:
     """The file a table reads and its source clause; SqlError if it has none or it is unreadable."""
     src = table.source

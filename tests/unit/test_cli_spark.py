@@ -1,5 +1,5 @@
-"""``bootstrap`` and ``reconcile`` stop a Spark session they started, its JVM included, and leave an
-active one (a test's, a notebook's) running."""
+"""``bootstrap`` and ``reconcile`` (and their ``sql`` forms) stop a Spark session they started, its JVM
+included, and leave an active one (a test's, a notebook's) running."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession
 
 import ivmstream.spark.session as session
-from ivmstream.cli.spark import spark_session
 
 
 def _fakes(monkeypatch: pytest.MonkeyPatch, active: Any) -> list[Any]:
@@ -25,7 +24,7 @@ def _fakes(monkeypatch: pytest.MonkeyPatch, active: Any) -> list[Any]:
 
 def test_a_session_the_command_started_is_stopped_even_on_failure(monkeypatch):
     stopped = _fakes(monkeypatch, None)
-    with pytest.raises(RuntimeError), spark_session("local[1]") as spark:
+    with pytest.raises(RuntimeError), session.command_session("local[1]") as spark:
         assert spark == "started"
         raise RuntimeError("the job failed")
     assert stopped == ["started"]
@@ -33,6 +32,6 @@ def test_a_session_the_command_started_is_stopped_even_on_failure(monkeypatch):
 
 def test_an_active_session_is_borrowed(monkeypatch):
     stopped = _fakes(monkeypatch, "active")
-    with spark_session(None) as spark:
+    with session.command_session(None) as spark:
         assert spark == "active"
     assert stopped == []

@@ -49,3 +49,13 @@ def test_a_refused_view_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]
     assert main(["sql", "explain", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{path}:2:12: unknown column 'q'" in err, err
+
+
+@pytest.mark.parametrize("verb", [["replay"], ["bootstrap"], ["reconcile", "--bootstrap", "localhost:1"]])
+def test_an_input_override_without_a_path_is_one_line_on_stderr(
+    verb: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every verb that reads the tables' files (replay, and Spark's bootstrap and reconcile, before a
+    session starts) refuses an --input that is not TABLE=PATH."""
+    assert main(["sql", verb[0], str(EXAMPLES / "triangles.sql"), *verb[1:], "--input", "edges"]) == 1
+    assert capsys.readouterr().err.strip() == "ivmstream: error: --input 'edges': expected TABLE=PATH"
