@@ -75,6 +75,7 @@ setup(
             "services/reservoir/_kernels.c",
             "services/reservoir/_weights.c",
             "services/reservoir/_batches.c",
+            "services/reservoir/_arrivals.c",
             "services/reservoir/_kernels.h",
             "services/reservoir/_capi.h",
         ),

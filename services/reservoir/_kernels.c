@@ -216,6 +216,8 @@ static PyMethodDef methods[] = {
      "Entry z of dJ for tuple t just inserted into node e: a result row, or None for a dummy."},
     {"delta_size", (PyCFunction)(void (*)(void))k_delta_size, METH_FASTCALL,
      "|dJ| of tuple t just inserted into node e, and the radices."},
+    {"insert_run", (PyCFunction)(void (*)(void))k_insert_run, METH_FASTCALL,
+     "The engine's plain inserts from events[start:] until one it must judge: (its position, any sized)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,4 +41,7 @@ PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t);
 PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *k_delta_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
+/* _arrivals.c: a run of plain inserts, the engine's steps for each */
+PyObject *k_insert_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 #endif /* IVMSTREAM_RESERVOIR_KERNELS_H */

@@ -1,6 +1,6 @@
 """Types of the compiled steps of the rounded join index (``_kernels.c``)."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 def project(row: Mapping[str, Any], columns: tuple[str, ...], /) -> tuple[Any, ...]: ...
@@ -13,3 +13,6 @@ def delta_get(
     index: Any, e: int, t: tuple[Any, ...], radices: list[int], z: int, /
 ) -> tuple[Any, ...] | None: ...
 def delta_size(index: Any, e: int, t: tuple[Any, ...], /) -> tuple[int, list[int]]: ...
+def insert_run(
+    engine: Any, events: Sequence[Any], start: int, plan: tuple[Any, ...], /
+) -> tuple[int, bool]: ...

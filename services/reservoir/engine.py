@@ -38,6 +38,8 @@ from ivmstream.services.reservoir.state import NODE, REL, EngineState, LogKey
 SAMPLING = ("rsjoin", "rsjoin-opt", "sjoin", "sjoin-opt")  # the ones sampling virtual batches
 REDRAWING = ("redraw", "rebuild")
 _COUNTERS = ("events", "inserts", "deletes", "refills")
+# the engine's plain inserts, one compiled call per run of them (None: ``apply`` takes each in Python)
+_insert_run = None if kernels.native is None else kernels.native.insert_run
 
 
 class ReservoirEngine(EngineState):
@@ -131,46 +133,80 @@ class ReservoirEngine(EngineState):
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
         self._meta_changed = True
+        run, plan = _insert_run, self._insert_plan()
+        i, n = 0, len(events)
+        while i < n:
+            if run is not None and plan is not None:  # the plain inserts in one compiled call
+                i, sized = run(self, events, i, plan)
+                if sized:
+                    self._sized()
+                if i == n:
+                    break
+            self._apply_event(i, events[i], rejected)
+            i += 1
+        return rejected
+
+    def _apply_event(self, i: int, ev: UpdateEvent, rejected: list[Rejection]) -> None:
         q = self.query
         project = _project if kernels.native is None else kernels.native.project
-        for i, ev in enumerate(events):
-            t = project(ev.row, q.bases[ev.relation])
-            aliases = q.fanout[ev.relation]
-            if ev.delta == 1:
-                if t in self.rels[aliases[0]]:
-                    # refused, not ignored: the log's net count of every tuple is then 0 or 1 (§8.2)
-                    detail = f"insert of {t!r} present in {ev.relation}"
-                    rejected.append(Rejection(i, "duplicate-tuple", detail))
-                    continue
-                clash = self._key_clash(aliases, t) if self.key_pos else None
-                if clash is not None:
-                    rejected.append(
-                        Rejection(i, "key-violation", f"insert of {t!r} into {ev.relation}: {clash}")
-                    )
-                    continue
-                self.counters["events"] += 1
-                for alias in aliases:
-                    self._insert_alias(alias, t)
-                if self.strategy in REDRAWING:
-                    self._redraw()
-            elif ev.delta == -1:
-                if self.append_only:
-                    rejected.append(
-                        Rejection(i, "append-only", f"delete of {t!r} from {ev.relation}: append_only")
-                    )
-                elif t not in self.rels[aliases[0]]:
-                    rejected.append(
-                        Rejection(i, "absent-tuple", f"delete of {t!r} absent from {ev.relation}")
-                    )
-                else:
-                    self._delete(aliases, t)
-            else:
+        t = project(ev.row, q.bases[ev.relation])
+        aliases = q.fanout[ev.relation]
+        if ev.delta == 1:
+            if t in self.rels[aliases[0]]:
+                # refused, not ignored: the log's net count of every tuple is then 0 or 1 (§8.2)
+                rejected.append(Rejection(i, "duplicate-tuple", f"insert of {t!r} present in {ev.relation}"))
+                return
+            clash = self._key_clash(aliases, t) if self.key_pos else None
+            if clash is not None:
+                rejected.append(Rejection(i, "key-violation", f"insert of {t!r} into {ev.relation}: {clash}"))
+                return
+            self.counters["events"] += 1
+            for alias in aliases:
+                self._insert_alias(alias, t)
+            if self.strategy in REDRAWING:
+                self._redraw()
+        elif ev.delta == -1:
+            if self.append_only:
                 rejected.append(
-                    Rejection(
-                        i, "set-semantics", f"delta {ev.delta} on {ev.relation}: relations are sets (±1)"
-                    )
+                    Rejection(i, "append-only", f"delete of {t!r} from {ev.relation}: append_only")
                 )
-        return rejected
+            elif t not in self.rels[aliases[0]]:
+                rejected.append(Rejection(i, "absent-tuple", f"delete of {t!r} absent from {ev.relation}"))
+            else:
+                self._delete(aliases, t)
+        else:
+            rejected.append(
+                Rejection(i, "set-semantics", f"delta {ev.delta} on {ev.relation}: relations are sets (±1)")
+            )
+
+    def _insert_plan(self) -> tuple[Any, ...] | None:
+        """What the compiled run of plain inserts (``_arrivals.c``) works on, in its order; None where
+        it does not apply: a strategy that does not sample virtual batches, declared keys, or an index
+        without its compiled steps. An alias whose node is a bag leaves its events to ``apply``."""
+        index = self.index
+        if self.strategy not in SAMPLING or self.key_pos or index.native is None:
+            return None
+        plans = self.bags.plans
+        direct = {a: e for a, e in self.node_of.items() if a not in plans}
+        return (
+            self.query.bases,
+            self.query.fanout,
+            self.rels,
+            direct,
+            self._log if self._logging else None,
+            REL,
+            index,
+            self.sampler,
+            isinstance(self.sampler, Reservoir),
+            index.native.insert_sized,
+            index.native.delta_get,
+            partial,
+        )
+
+    def _sized(self) -> None:
+        """An insert entered the index and sized its virtual batch (``_insert_node``)."""
+        index = self.index
+        self.known_size = index.full_size() if index.exact and self.theta is None else None
 
     def _insert_alias(self, alias: str, t: Tup) -> None:
         seq = self._add_rel(alias, t)
@@ -237,7 +273,7 @@ class ReservoirEngine(EngineState):
                     else partial(native.delta_get, index, e, b, radices)
                 )
                 self.sampler.update(size, get)
-            self.known_size = index.full_size() if index.exact and self.theta is None else None
+            self._sized()
             return
         if not index.insert(e, b, seq):
             return
