@@ -1,6 +1,36 @@
 /* A step's sibling lookups and a batch's installs into a view (part of the _kernels extension, _kernels.h). */
 #include "_kernels.h"
 
+/* The row filter both probes build: keep None and kept `rows` itself while every row is kept; at the
+ * first dropped row i, keep = [0, ..., i - 1] and kept = rows[:i], and each kept row after it appends
+ * its index to keep and itself to kept. Inline, so the probes' loops pay one test per row as before. */
+static inline int drop_row(PyObject *rows, Py_ssize_t i, PyObject **keep, PyObject **kept) {
+    if (*keep != NULL) return 0;
+    *keep = PyList_New(0);
+    *kept = PyList_GetSlice(rows, 0, i);
+    if (*keep == NULL || *kept == NULL) return -1;
+    for (Py_ssize_t j = 0; j < i; j++) {
+        PyObject *at = PyLong_FromSsize_t(j);
+        int rc = at == NULL ? -1 : PyList_Append(*keep, at);
+        Py_XDECREF(at);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static inline int keep_row(PyObject *rows, Py_ssize_t i, PyObject *keep, PyObject *kept) {
+    if (keep == NULL) return 0;
+    PyObject *at = PyLong_FromSsize_t(i);
+    int rc = at == NULL ? -1 : PyList_Append(keep, at);
+    Py_XDECREF(at);
+    return rc < 0 || PyList_Append(kept, PyList_GET_ITEM(rows, i)) < 0 ? -1 : 0;
+}
+
+/* (found, keep, kept) as the probes return it. */
+static inline PyObject *probe_result(PyObject *found, PyObject *rows, PyObject *keep, PyObject *kept) {
+    return keep == NULL ? PyTuple_Pack(3, found, Py_None, rows) : PyTuple_Pack(3, found, keep, kept);
+}
+
 /* probe_get(data, keys, rows): the point lookups of one sibling for every join row: (found, keep,
  * kept) with found the payloads data[keys[i]] that exist, in row order; keep None and kept `rows`
  * itself when every key is present, else keep the indexes of the rows that found one and kept those
@@ -20,32 +50,12 @@ PyObject *k_probe_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *hit = PyDict_GetItemWithError(data, PyList_GET_ITEM(args[1], i));
         if (hit == NULL) {
-            if (PyErr_Occurred()) goto done;
-            if (keep == NULL) {  /* the first miss: the rows before it all hit */
-                keep = PyList_New(0);
-                kept = PyList_GetSlice(args[2], 0, i);
-                if (keep == NULL || kept == NULL) goto done;
-                for (Py_ssize_t j = 0; j < i; j++) {
-                    PyObject *at = PyLong_FromSsize_t(j);
-                    int rc = at == NULL ? -1 : PyList_Append(keep, at);
-                    Py_XDECREF(at);
-                    if (rc < 0) goto done;
-                }
-            }
+            if (PyErr_Occurred() || drop_row(args[2], i, &keep, &kept) < 0) goto done;
             continue;
         }
-        if (PyList_Append(found, hit) < 0) goto done;
-        if (keep != NULL) {
-            PyObject *at = PyLong_FromSsize_t(i);
-            int rc = at == NULL ? -1 : PyList_Append(keep, at);
-            Py_XDECREF(at);
-            if (rc < 0 || PyList_Append(kept, PyList_GET_ITEM(args[2], i)) < 0) goto done;
-        }
+        if (PyList_Append(found, hit) < 0 || keep_row(args[2], i, keep, kept) < 0) goto done;
     }
-    if (keep == NULL)
-        result = PyTuple_Pack(3, found, Py_None, args[2]);
-    else
-        result = PyTuple_Pack(3, found, keep, kept);
+    result = probe_result(found, args[2], keep, kept);
 done:
     Py_DECREF(found);
     Py_XDECREF(keep);
@@ -147,29 +157,14 @@ PyObject *k_probe_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             }
         }
         if (!all) {
-            if (keep == NULL) {  /* the first row dropped: every row before it was kept */
-                keep = PyList_New(0);
-                kept = PyList_GetSlice(rows, 0, i);
-                if (keep == NULL || kept == NULL) goto done;
-                for (Py_ssize_t j = 0; j < i; j++) {
-                    PyObject *at = PyLong_FromSsize_t(j);
-                    int rc = at == NULL ? -1 : PyList_Append(keep, at);
-                    Py_XDECREF(at);
-                    if (rc < 0) goto done;
-                }
-            }
+            if (drop_row(rows, i, &keep, &kept) < 0) goto done;
             continue;
         }
         for (Py_ssize_t p = 0; p < m; p++)
             if (PyList_Append(PyList_GET_ITEM(found, p), hits[p]) < 0) goto done;
-        if (keep != NULL) {
-            PyObject *at = PyLong_FromSsize_t(i);
-            int rc = at == NULL ? -1 : PyList_Append(keep, at);
-            Py_XDECREF(at);
-            if (rc < 0 || PyList_Append(kept, PyList_GET_ITEM(rows, i)) < 0) goto done;
-        }
+        if (keep_row(rows, i, keep, kept) < 0) goto done;
     }
-    result = keep == NULL ? PyTuple_Pack(3, found, Py_None, rows) : PyTuple_Pack(3, found, keep, kept);
+    result = probe_result(found, rows, keep, kept);
 done:
     PyMem_Free(hits);
     Py_XDECREF(found);
