@@ -23,6 +23,7 @@ from ivmstream.runtime.harness import InMemoryCluster, run_to_end
 from ivmstream.service import load_service
 from ivmstream.services.firstorder.engine import make_engine
 from ivmstream.state import MemoryStore
+from tests.unit.entry_store import fold_changes
 
 BIG = 1e308  # finite; BIG * BIG overflows to inf, BIG * -BIG to -inf, and their sum is NaN
 CONFIG = {
@@ -107,11 +108,7 @@ def test_checkpoint_entries_keep_non_finite_sums_and_the_restored_engine_continu
     store: dict[tuple[str, bytes], bytes] = {}
 
     def checkpoint() -> None:
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
+        fold_changes(store, engine.changed_entries())
 
     _apply(engine, STREAM[:4])
     checkpoint()  # the first: every entry
@@ -237,16 +234,8 @@ def test_restored_engines_continue_exactly_on_overflowing_streams(
     for i, event in enumerate(stream[:cut]):
         _apply(live, [event])
         if i % 3 == 0:
-            for name, key, value in live.changed_entries():
-                if value is None:
-                    store.pop((name, key), None)
-                else:
-                    store[(name, key)] = value
-    for name, key, value in live.changed_entries():
-        if value is None:
-            store.pop((name, key), None)
-        else:
-            store[(name, key)] = value
+            fold_changes(store, live.changed_entries())
+    fold_changes(store, live.changed_entries())
     from_entries, from_snapshot = _engine(strategy), _engine(strategy)
     from_entries.restore_entries((name, key, value) for (name, key), value in store.items())
     from_snapshot.restore(live.snapshot())

@@ -9,6 +9,7 @@ from typing import Any
 
 from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm.engine import FivmEngine
+from tests.unit.entry_store import fold_changes
 
 
 def check_restore_mid_stream(
@@ -49,11 +50,7 @@ def check_checkpoints_fold(
         engine.apply(batch)
         if not checkpoint:
             continue  # changes accumulate until the next checkpoint
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
+        fold_changes(store, engine.changed_entries())
         assert store == {(n, k): v for n, k, v in engine.all_entries()}
         restored = FivmEngine(config)
         restored.restore_entries([(n, k, v) for (n, k), v in store.items()])

@@ -26,6 +26,7 @@ from ivmstream.engine import EngineError
 from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm.engine import FivmEngine
 from ivmstream.services.fivm.rings.cofactor import Cofactor
+from tests.unit.entry_store import fold_changes
 from tests.unit.fivm.fivm_oracle import (
     PANDAS_TYPES,
     Database,
@@ -390,11 +391,7 @@ def test_changed_entries_fold_into_all_entries(data: st.DataObject) -> None:
     store: dict[tuple[str, bytes], bytes] = {}
     for batch in data.draw(batched(data.draw(stream(config, BIG_FLOATS)))):
         engine.apply(batch)
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
+        fold_changes(store, engine.changed_entries())
         assert store == {(n, k): v for n, k, v in engine.all_entries()}
         restored = FivmEngine(config)
         restored.restore_entries([(n, k, v) for (n, k), v in store.items()])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ivmstream.engine import EngineError
 from ivmstream.events import UpdateEvent
 from ivmstream.services.fivm.engine import FivmEngine
+from tests.unit.entry_store import fold_changes
 from tests.unit.fivm.fivm_oracle import acyclic_schema, event_batches, relation_columns
 from tests.unit.fivm.state_checks import check_checkpoints_fold, check_restore_mid_stream
 
@@ -103,11 +104,7 @@ def test_views_dropped_at_the_seal_delete_their_keys_deleted_since_the_last_chec
     store: dict[tuple[str, bytes], bytes] = {}
 
     def checkpoint() -> None:
-        for name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((name, key), None)
-            else:
-                store[(name, key)] = value
+        fold_changes(store, engine.changed_entries())
 
     t = {"C": 0, "A": 0}
     engine.apply([UpdateEvent("T", t, 1)])
