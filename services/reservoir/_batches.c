@@ -138,8 +138,16 @@ static int walk_key(Parts *p, PyObject *d, PyObject *v, PyObject *z) {
     Py_INCREF(z);
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(exps); j++) {
         PyObject *x = PyList_GET_ITEM(exps, j);
-        PyObject *arr = item_or_keyerror(buckets, x);
-        PyObject *len = arr == NULL ? NULL : PyLong_FromSsize_t(PyList_GET_SIZE(arr));
+        Py_ssize_t xi = PyLong_AsSsize_t(x);
+        if (xi == -1 && PyErr_Occurred()) goto fail;
+        PyObject *arr = PyList_CheckExact(buckets) && xi >= 0 && xi < PyList_GET_SIZE(buckets)
+                            ? PyList_GET_ITEM(buckets, xi)
+                            : NULL;
+        if (arr == NULL || !PyList_CheckExact(arr)) {
+            PyErr_SetString(PyExc_KeyError, "a sorted exponent without its bucket");
+            goto fail;
+        }
+        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(arr));
         PyObject *block = len == NULL ? NULL : PyNumber_Lshift(len, x);
         Py_XDECREF(len);
         if (block == NULL) goto fail;
@@ -202,10 +210,13 @@ static int walk_item(Parts *p, PyObject *d, PyObject *item, PyObject *z) {
         Py_SETREF(h, prod);
     }
     if ((qr = PyNumber_Divmod(z, h)) == NULL) goto done;
-    PyObject *items = held(PyList_GET_ITEM(p->nodes, e), S_items);
-    PyObject *members = items == NULL ? NULL : item_or_keyerror(items, item);
+    PyObject *store = PyList_GET_ITEM(p->nodes, e), *whole = held(store, S_whole);
+    int alone = whole == NULL ? -1 : PyObject_IsTrue(whole); /* the item is its one tuple */
+    if (alone < 0) goto done;
+    PyObject *items = alone ? NULL : held(store, S_items);
+    PyObject *members = alone ? item : items == NULL ? NULL : item_or_keyerror(items, item);
     if (members == NULL) goto done;
-    Py_ssize_t size = PyObject_Size(members);
+    Py_ssize_t size = alone ? 1 : PyObject_Size(members);
     if (size < 0) goto done;
     Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(qr, 0));
     if (idx == -1 && PyErr_Occurred()) {
@@ -216,9 +227,9 @@ static int walk_item(Parts *p, PyObject *d, PyObject *item, PyObject *z) {
         rc = 0;
         goto done;
     }
-    PyObject *member = PySequence_GetItem(members, idx);
+    PyObject *member = alone ? Py_NewRef(item) : PySequence_GetItem(members, idx);
     if (member == NULL) goto done;
-    Py_DECREF(member); /* the group keeps it */
+    Py_DECREF(member); /* the node keeps it */
     if (parts_add(p, e, member) < 0 || digits(PyTuple_GET_ITEM(qr, 1), radices, digit) < 0) goto done;
     rc = 1;
     for (Py_ssize_t j = 0; j < n && rc == 1; j++) {

@@ -17,7 +17,7 @@
 
 static PyObject *S_key_pos, *S_where, *S_cnt, *S_rcnt, *S_parent, *S_node, *S_parents, *S_children,
     *S_child_pos, *S_idx, *S_by_key, *S_items, *S_ds, *S_nodes, *S_grouped, *S_tracking, *S_dirty,
-    *S_places, *S_propagations, *S_out, *S_rows, *S_fen, *S_exact;
+    *S_places, *S_propagations, *S_out, *S_rows, *S_fen, *S_exact, *S_whole;
 static PyObject *ZERO, *ONE;
 
 /* One structure D[node->parent], its attributes borrowed (the structure holds them). */
@@ -185,8 +185,10 @@ static int propagate(Ctx *cx, Dir *d, PyObject *v, PyObject *old, PyObject *new_
         return -1;
     }
     PyObject *node = PyList_GET_ITEM(cx->nodes, d->parent);
-    PyObject *by_key = held(node, S_by_key), *items = held(node, S_items);
-    if (by_key == NULL || items == NULL) return -1;
+    PyObject *by_key = held(node, S_by_key), *items = held(node, S_items), *whole = held(node, S_whole);
+    if (by_key == NULL || items == NULL || whole == NULL) return -1;
+    int alone = PyObject_IsTrue(whole); /* every item its one tuple, not held in `items` */
+    if (alone < 0) return -1;
     PyObject *keyed = item_or_keyerror(by_key, d->node_name);
     if (keyed == NULL) return -1;
     PyObject *matching = PyDict_GetItemWithError(keyed, v);
@@ -212,7 +214,7 @@ static int propagate(Ctx *cx, Dir *d, PyObject *v, PyObject *old, PyObject *new_
             PyObject *item = PyList_GET_ITEM(snapshot, j);
             cx->propagations++;
             PyObject *f;
-            if (cx->grouped) {
+            if (cx->grouped && !alone) {
                 PyObject *members = item_or_keyerror(items, item);
                 Py_ssize_t n = members == NULL ? -1 : PyObject_Size(members);
                 f = n < 0 ? NULL : PyLong_FromSsize_t(n);
@@ -405,7 +407,7 @@ PyMODINIT_FUNC PyInit__exact_kernels(void) {
         {&S_ds, "ds"},             {&S_nodes, "nodes"},       {&S_grouped, "grouped"},
         {&S_tracking, "tracking"}, {&S_dirty, "dirty"},       {&S_places, "places"},
         {&S_propagations, "propagations"}, {&S_out, "out"},   {&S_rows, "rows"},
-        {&S_fen, "fen"},           {&S_exact, "exact"},
+        {&S_fen, "fen"},           {&S_exact, "exact"},       {&S_whole, "whole"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return NULL;

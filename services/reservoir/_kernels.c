@@ -48,14 +48,9 @@ static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_ne
     int w = PyObject_IsTrue(whole);
     if (w < 0) return NULL;
     PyObject *item;
-    if (w) {
+    if (w) { /* the tuple is its own item, its one member: `tuples` holds it, `items` stays empty */
         item = t;
         Py_INCREF(item);
-        PyObject *one = PyTuple_Pack(1, t);
-        if (one != NULL) settle(one);
-        int rc = one == NULL ? -1 : PyDict_SetItem(items, t, one);
-        Py_XDECREF(one);
-        if (rc < 0) goto fail_item;
     } else {
         PyObject *item_pos = held(node, S_item_pos);
         if (item_pos == NULL || (item = key_of(t, item_pos)) == NULL) return NULL;

@@ -2,9 +2,10 @@
  * module, an insert into a node store, an event's projection), _weights.c (the re-weighing: buckets,
  * counts and propagation) and _batches.c (an insert's virtual batch: its size and its entries).
  *
- * A rounded structure keeps one record per key, a list [count, rounded count, exponent -> items,
- * sorted exponents, item -> its index in its bucket] (index.py's CNT, RCNT, BUCKETS, EXPS, WHERE), so
- * an update reaches all of it with one dict lookup.
+ * A rounded structure keeps one record per key, a list [count, rounded count, the buckets (a list
+ * indexed by exponent, None where empty), the exponents present in increasing order, item -> its index
+ * in its bucket] (index.py's CNT, RCNT, BUCKETS, EXPS, WHERE), so an update reaches all of it with one
+ * dict lookup, and a bucket by its position.
  */
 #ifndef IVMSTREAM_RESERVOIR_KERNELS_H
 #define IVMSTREAM_RESERVOIR_KERNELS_H

@@ -12,11 +12,16 @@
  */
 #include "_kernels.h"
 
-/* w.bit_length() - 1 as a Python int (w > 0): the exponent of a power-of-two weight. */
-static PyObject *exponent(PyObject *w) {
+/* w.bit_length() - 1 (w > 0): the exponent of a power-of-two weight, its bucket's position; -1 on an
+ * error. */
+static Py_ssize_t exponent(PyObject *w) {
     size_t bits = _PyLong_NumBits(w);
-    if (bits == (size_t)-1 && PyErr_Occurred()) return NULL;
-    return PyLong_FromSize_t(bits - 1);
+    if (bits == (size_t)-1 && PyErr_Occurred()) return -1;
+    if (bits == 0 || bits > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a weight is a positive power of two");
+        return -1;
+    }
+    return (Py_ssize_t)(bits - 1);
 }
 
 /* 1 << (c - 1).bit_length(), the smallest power of two >= c (c > 0), a new reference. */
@@ -63,9 +68,9 @@ static PyObject *record(PyObject *recs, PyObject *v) {
     return rec;
 }
 
-/* A new key's record [0, 0, {}, [], {}], untracked, stored in recs (borrowed). */
+/* A new key's record [0, 0, [], [], {}], untracked, stored in recs (borrowed). */
 static PyObject *new_record(PyObject *recs, PyObject *v) {
-    PyObject *rec = atom_list(REC_FIELDS), *per = PyDict_New(), *exps = atom_list(0), *where = PyDict_New();
+    PyObject *rec = atom_list(REC_FIELDS), *per = atom_list(0), *exps = atom_list(0), *where = PyDict_New();
     if (rec == NULL || per == NULL || exps == NULL || where == NULL) {
         Py_XDECREF(rec);
         Py_XDECREF(per);
@@ -73,7 +78,6 @@ static PyObject *new_record(PyObject *recs, PyObject *v) {
         Py_XDECREF(where);
         return NULL;
     }
-    unwatch(per);
     unwatch(where);
     PyList_SET_ITEM(rec, REC_CNT, Py_NewRef(ZERO));
     PyList_SET_ITEM(rec, REC_RCNT, Py_NewRef(ZERO));
@@ -94,35 +98,45 @@ static void set_field(PyObject *rec, Py_ssize_t i, PyObject *x) {
     Py_DECREF(old);
 }
 
-/* The index in a sorted list of ints where x goes after its equals (append, then sort). */
-static Py_ssize_t sorted_slot(PyObject *list, PyObject *x) {
+/* The index in a sorted list of exponents (small Python ints) where x goes after its equals (append,
+ * then sort); -1 on an error. */
+static Py_ssize_t sorted_slot(PyObject *list, Py_ssize_t x) {
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
-        int lt = PyObject_RichCompareBool(x, PyList_GET_ITEM(list, mid), Py_LT);
-        if (lt < 0) return -1;
-        if (lt) hi = mid;
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(list, mid));
+        if (at == -1 && PyErr_Occurred()) return -1;
+        if (x < at) hi = mid;
         else lo = mid + 1;
     }
     return lo;
 }
 
-/* JoinIndex._bucket_add: the item at the end of bucket x of its key's record. */
-static int bucket_add(PyObject *rec, PyObject *x, PyObject *item) {
+/* JoinIndex._bucket_add: the item at the end of bucket x of its key's record (the buckets' list grown to
+ * hold position x, a new bucket's exponent entered in order). */
+static int bucket_add(PyObject *rec, Py_ssize_t x, PyObject *item) {
     PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS), *where = PyList_GET_ITEM(rec, REC_WHERE);
-    PyObject *arr = PyDict_GetItemWithError(per, x);
-    if (arr == NULL) {
-        if (PyErr_Occurred()) return -1;
+    if (!PyList_CheckExact(per)) {
+        PyErr_SetString(PyExc_TypeError, "a key's buckets are a list indexed by exponent");
+        return -1;
+    }
+    while (PyList_GET_SIZE(per) <= x)
+        if (PyList_Append(per, Py_None) < 0) return -1;
+    PyObject *arr = PyList_GET_ITEM(per, x);
+    if (arr == Py_None) {
         arr = atom_list(0);
-        if (arr == NULL || PyDict_SetItem(per, x, arr) < 0) {
-            Py_XDECREF(arr);
-            return -1;
-        }
-        Py_DECREF(arr);
-        unwatch(per);
+        if (arr == NULL) return -1;
+        PyList_SET_ITEM(per, x, arr); /* steals arr; the reference to None it replaces is released */
+        Py_DECREF(Py_None);
         PyObject *exps = PyList_GET_ITEM(rec, REC_EXPS);
         Py_ssize_t at = sorted_slot(exps, x);
-        if (at < 0 || PyList_Insert(exps, at, x) < 0) return -1;
+        PyObject *xo = at < 0 ? NULL : PyLong_FromSsize_t(x);
+        int rc = xo == NULL ? -1 : PyList_Insert(exps, at, xo);
+        Py_XDECREF(xo);
+        if (rc < 0) return -1;
+    } else if (!PyList_CheckExact(arr)) {
+        PyErr_SetString(PyExc_TypeError, "a bucket is a list of items");
+        return -1;
     }
     PyObject *slot = PyLong_FromSsize_t(PyList_GET_SIZE(arr));
     if (slot == NULL) return -1;
@@ -132,11 +146,15 @@ static int bucket_add(PyObject *rec, PyObject *x, PyObject *item) {
     return PyList_Append(arr, item);
 }
 
-/* JoinIndex._bucket_remove: the item out of bucket x, the bucket's last item moved into its place. */
-static int bucket_remove(PyObject *rec, PyObject *x, PyObject *item) {
+/* JoinIndex._bucket_remove: the item out of bucket x, the bucket's last item moved into its place; an
+ * emptied bucket's position goes back to None and its exponent leaves the sorted ones. */
+static int bucket_remove(PyObject *rec, Py_ssize_t x, PyObject *item) {
     PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS), *where = PyList_GET_ITEM(rec, REC_WHERE);
-    PyObject *arr = item_or_keyerror(per, x);
-    if (arr == NULL || !PyList_Check(arr)) return -1;
+    PyObject *arr = PyList_CheckExact(per) && x < PyList_GET_SIZE(per) ? PyList_GET_ITEM(per, x) : NULL;
+    if (arr == NULL || !PyList_CheckExact(arr) || PyList_GET_SIZE(arr) == 0) {
+        PyErr_SetString(PyExc_KeyError, "no such bucket");
+        return -1;
+    }
     PyObject *slot = pop_item(where, item);
     if (slot == NULL) return -1;
     Py_ssize_t i = PyLong_AsSsize_t(slot);
@@ -169,12 +187,12 @@ static int bucket_remove(PyObject *rec, PyObject *x, PyObject *item) {
         Py_DECREF(last);
     }
     if (PyList_GET_SIZE(arr) == 0) {
-        if (PyDict_DelItem(per, x) < 0) return -1;
+        if (PyList_SetItem(per, x, Py_NewRef(Py_None)) < 0) return -1; /* releases the empty bucket */
         PyObject *exps = PyList_GET_ITEM(rec, REC_EXPS);
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(exps); j++) {
-            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(exps, j), x, Py_EQ);
-            if (eq < 0) return -1;
-            if (eq) return PyList_SetSlice(exps, j, j + 1, NULL);
+            Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(exps, j));
+            if (at == -1 && PyErr_Occurred()) return -1;
+            if (at == x) return PyList_SetSlice(exps, j, j + 1, NULL);
         }
         PyErr_SetString(PyExc_ValueError, "list.remove(x): x not in list");
         return -1;
@@ -226,9 +244,11 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
     if (p == -1 && PyErr_Occurred()) return -1;
     if (p < 0) return 0;
     PyObject *node = PyList_GET_ITEM(cx->nodes, p);
-    PyObject *by_key = held(node, S_by_key), *items = held(node, S_items);
+    PyObject *by_key = held(node, S_by_key), *items = held(node, S_items), *whole = held(node, S_whole);
     PyObject *parents = held(d, S_parents);
-    if (by_key == NULL || items == NULL || parents == NULL) return -1;
+    if (by_key == NULL || items == NULL || whole == NULL || parents == NULL) return -1;
+    int alone = PyObject_IsTrue(whole); /* every item its one tuple, not held in `items` */
+    if (alone < 0) return -1;
     PyObject *keyed = item_or_keyerror(by_key, held(d, S_node));
     if (keyed == NULL) return -1;
     PyObject *matching = PyDict_GetItemWithError(keyed, v);
@@ -249,7 +269,7 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
             cx->propagations++;
             PyObject *f = ONE;
             Py_INCREF(f);
-            if (cx->grouped) {
+            if (cx->grouped && !alone) {
                 PyObject *members = item_or_keyerror(items, item);
                 Py_ssize_t n = members == NULL ? -1 : PyObject_Size(members);
                 PyObject *size = n < 0 ? NULL : PyLong_FromSsize_t(n);
@@ -292,7 +312,7 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
     if (recs == NULL || key_pos == NULL) return -1;
     PyObject *v = key_of(item, key_pos);
     if (v == NULL) return -1;
-    PyObject *old_r = NULL, *c = NULL, *new_r = NULL, *x = NULL;
+    PyObject *old_r = NULL, *c = NULL, *new_r = NULL;
     int rc = -1;
     if (cx->dirty != NULL) {
         PyObject *changed = PyTuple_Pack(2, held(d, S_idx), v);
@@ -312,16 +332,16 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
             PyErr_SetObject(PyExc_KeyError, v);
             goto done;
         }
-        if ((x = exponent(w_old)) == NULL || bucket_remove(rec, x, item) < 0) goto done_rec;
-        Py_CLEAR(x);
+        Py_ssize_t x = exponent(w_old);
+        if (x < 0 || bucket_remove(rec, x, item) < 0) goto done_rec;
     }
     if (new_nz) {
         if (rec == NULL) {
             if ((rec = new_record(recs, v)) == NULL) goto done;
             Py_INCREF(rec);
         }
-        if ((x = exponent(w_new)) == NULL || bucket_add(rec, x, item) < 0) goto done_rec;
-        Py_CLEAR(x);
+        Py_ssize_t x = exponent(w_new);
+        if (x < 0 || bucket_add(rec, x, item) < 0) goto done_rec;
     }
     if (rec == NULL) {
         PyErr_SetString(PyExc_AssertionError, "a placement of weight 0 over weight 0");
@@ -383,7 +403,6 @@ done:
     Py_XDECREF(old_r);
     Py_XDECREF(c);
     Py_XDECREF(new_r);
-    Py_XDECREF(x);
     return rc;
 }
 

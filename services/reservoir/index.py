@@ -33,10 +33,11 @@ from ivmstream.services.reservoir.nodes import NodeStore, Tup, positions
 Parts = list[tuple[int, Tup]]  # (node, node tuple) pieces of one join result
 
 # A key's record in a rounded structure, so that one dict lookup reaches everything an update of the
-# key touches: [its count, its rounded count, exponent -> the items in that bucket, sorted exponents,
-# item -> its index in its bucket]. The positions sit with their key: a key's items are re-weighed
-# together (a propagation), and a small dict of one key stays in the CPU's caches where a structure's
-# dict of every item does not.
+# key touches: [its count, its rounded count, the buckets (a list indexed by exponent: the items of
+# that weight, None where there are none), the exponents present in increasing order, item -> its
+# index in its bucket]. A bucket is found by position, not by a dict probe. The positions sit with
+# their key: a key's items are re-weighed together (a propagation), and a small dict of one key stays
+# in the CPU's caches where a structure's dict of every item does not.
 CNT, RCNT, BUCKETS, EXPS, WHERE = 0, 1, 2, 3, 4
 
 
@@ -197,7 +198,7 @@ class JoinIndex:
         if new:
             self._reweigh(e, item, 0, 1)
             return True
-        size = len(node.items[item])
+        size = len(node.items[item])  # a group's (a new tuple of its own is a new item)
         old_f, f = self._feq(size - 1), self._feq(size)
         if f != old_f:
             self._reweigh(e, item, old_f, f)
@@ -222,7 +223,7 @@ class JoinIndex:
             return False
         item = node.item_of(t)
         if self.counting:
-            size = len(node.items[item])
+            size = len(node.members(item))
             old_f = self._feq(size) if self.grouped else 1  # the item's weight factor, before and after
             f = self._feq(size - 1) if self.grouped and size > 1 else 0
             if f != old_f:
@@ -275,7 +276,7 @@ class JoinIndex:
             self._bucket_remove(d, rec, w_old.bit_length() - 1, item)
         if w_new:
             if rec is None:
-                rec = d.recs[v] = [0, 0, {}, [], {}]
+                rec = d.recs[v] = [0, 0, [], [], {}]
             self._bucket_add(d, rec, w_new.bit_length() - 1, item)
         if rec is None:
             raise AssertionError("a placement of weight 0 over weight 0")
@@ -307,7 +308,9 @@ class JoinIndex:
 
     def _bucket_add(self, d: Directed, rec: list[Any], x: int, item: Tup) -> None:
         per = rec[BUCKETS]
-        arr = per.get(x)
+        if x >= len(per):
+            per.extend([None] * (x + 1 - len(per)))
+        arr = per[x]
         if arr is None:
             arr = per[x] = []
             exps = rec[EXPS]
@@ -325,7 +328,7 @@ class JoinIndex:
             arr[i] = last
             where[last] = i
         if not arr:
-            del per[x]
+            per[x] = None
             rec[EXPS].remove(x)
 
     def _propagate(self, d: Directed, v: Tup, old: int, new: int) -> None:
@@ -348,7 +351,7 @@ class JoinIndex:
             ]
             for item in list(matching):
                 self.propagations += 1
-                o = self._feq(len(node.items[item])) if self.grouped else 1
+                o = self._feq(len(node.members(item))) if self.grouped else 1
                 for c, pos in others:
                     o *= self.rounded(ds[c], tuple(item[i] for i in pos))
                     if not o:
@@ -431,7 +434,7 @@ class JoinIndex:
         for r in radices:
             h *= r
         idx, f = divmod(z, h)
-        members = self.nodes[d.node].items[item]
+        members = self.nodes[d.node].members(item)
         if idx >= len(members):
             return False  # a dummy slot of a group (its rounded size)
         parts.append((d.node, members[idx]))
@@ -465,7 +468,7 @@ class JoinIndex:
     def _subtree(self, e: int, parent: int, v: Tup) -> Iterator[Parts]:
         node = self.nodes[e]
         for item in node.by_key[parent].get(v, ()):
-            for t in node.items[item]:
+            for t in node.members(item):
                 partial: list[Parts] = [[(e, t)]]
                 for c in self.neighbours[e]:
                     if c == parent:
@@ -525,14 +528,16 @@ class JoinIndex:
                     continue
                 rec = d.recs.get(v)
                 if rec is None:
-                    rec = d.recs[v] = [0, 0, {}, [], {}]
+                    rec = d.recs[v] = [0, 0, [], [], {}]
                 per, where = rec[BUCKETS], rec[WHERE]
                 for x, items_ in entries:
+                    if x >= len(per):
+                        per.extend([None] * (x + 1 - len(per)))
                     arr = per[x] = [tuple(it) for it in items_]
                     for i, it in enumerate(arr):
                         where[it] = i
                     total += len(arr) << x
-                rec[EXPS] = sorted(per)
+                rec[EXPS] = [x for x, arr in enumerate(per) if arr is not None]
                 rec[CNT] = total
                 rec[RCNT] = nextpow2(total) if total else 0
 

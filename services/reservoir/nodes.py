@@ -4,7 +4,7 @@ function of the input order alone."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 Tup = tuple[Any, ...]
@@ -39,10 +39,11 @@ class NodeStore:
         joined = [a for a in attrs if any(a in shared for shared in neighbours.values())]
         self.item_attrs = tuple(joined) if grouped else attrs
         self.item_pos = positions(self.item_attrs, attrs)
-        # items are the tuples themselves (ungrouped, or every column joined): one member each, kept
-        # in a tuple, which the garbage collector stops tracking, where a group's members are a list
+        # items are the tuples themselves (ungrouped, or every column joined): each its own one
+        # member, so ``tuples`` holds them and ``items`` (item -> its members) stays empty; a group's
+        # members are a list
         self.whole = self.item_pos == tuple(range(len(attrs)))
-        self.items: dict[Tup, list[Tup] | tuple[Tup]] = {}
+        self.items: dict[Tup, list[Tup]] = {}
         self.tuples: dict[Tup, int] = {}  # tuple -> arrival number (increasing, never reused)
         self.next_seq = 0
         self.key_pos = {n: positions(shared, self.item_attrs) for n, shared in neighbours.items()}
@@ -50,6 +51,14 @@ class NodeStore:
 
     def item_of(self, t: Tup) -> Tup:
         return t if self.whole else tuple(t[i] for i in self.item_pos)
+
+    def members(self, item: Tup) -> Sequence[Tup]:
+        """The tuples of an item present here, in arrival order."""
+        return (item,) if self.whole else self.items[item]
+
+    def all_items(self) -> Iterable[Tup]:
+        """Every item present, in the order of their first members' arrival."""
+        return self.tuples if self.whole else self.items
 
     def add(self, t: Tup, seq: int | None = None) -> tuple[Tup, bool]:
         """Record ``t`` (with arrival number ``seq``, default the next one); returns its item and
@@ -61,7 +70,6 @@ class NodeStore:
             self.next_seq = seq + 1
         if self.whole:
             item = t
-            self.items[t] = (t,)
         else:
             item = tuple(t[i] for i in self.item_pos)
             members = self.items.get(item)
@@ -77,7 +85,7 @@ class NodeStore:
         """Forget ``t`` (present); returns its item and whether the item is gone."""
         del self.tuples[t]
         item = self.item_of(t)
-        members = self.items[item]
+        members = self.members(item)
         if len(members) == 1:  # t alone: the item goes
             for n, pos in self.key_pos.items():
                 v = tuple(item[i] for i in pos)
@@ -85,10 +93,12 @@ class NodeStore:
                 del at[item]
                 if not at:
                     del self.by_key[n][v]
-            del self.items[item]
+            if not self.whole:
+                del self.items[item]
             return item, True
-        first = members[0] == t
-        members.remove(t)  # type: ignore[union-attr]
+        group = self.items[item]  # a group of several (an item of the tuple itself is alone)
+        first = group[0] == t
+        group.remove(t)
         if first:  # the item now ranks by its next member's arrival
             seq = self.tuples
             for n, pos in self.key_pos.items():

@@ -28,9 +28,10 @@ def reference_count(index: JoinIndex, d: Directed, v: tuple[Any, ...]) -> int:
     """cnt by its recursive definition (rounded children in rounded mode), not by the stored state."""
     node = index.nodes[d.node]
     total = 0
-    for item, members in node.items.items():
+    for item in node.all_items():
         if tuple(item[i] for i in d.key_pos) != v:
             continue
+        members = node.members(item)
         w = (len(members) if index.exact else nextpow2(len(members))) if index.grouped else 1
         for c, pos in zip(d.children, d.child_pos, strict=True):
             child = reference_count(index, index.ds[c], tuple(item[i] for i in pos))
@@ -57,7 +58,7 @@ def exact_subtree(index: JoinIndex, d: Directed, v: tuple[Any, ...]) -> int:
 def check_index(index: JoinIndex) -> None:
     for d in index.ds:
         node = index.nodes[d.node]
-        keys = {tuple(item[i] for i in d.key_pos) for item in node.items}
+        keys = {tuple(item[i] for i in d.key_pos) for item in node.all_items()}
         for v in keys:
             want = reference_count(index, d, v)
             assert index.count(d, v) == want
@@ -68,19 +69,20 @@ def check_index(index: JoinIndex) -> None:
                 assert exact == want
         if not index.exact:
             for rec in d.recs.values():
-                per = rec[BUCKETS]
+                per = {x: arr for x, arr in enumerate(rec[BUCKETS]) if arr is not None}
+                assert all(per.values())  # an emptied bucket's position holds None
                 assert sum(len(a) << x for x, a in per.items()) == rec[CNT]
                 assert rec[EXPS] == sorted(per)
                 assert len(rec[WHERE]) == sum(len(a) for a in per.values())
                 for x, arr in per.items():
                     for i, item in enumerate(arr):
                         assert rec[WHERE][item] == i
-                        weight = (nextpow2(len(node.items[item])) if index.grouped else 1) * _children(
+                        weight = (nextpow2(len(node.members(item))) if index.grouped else 1) * _children(
                             index, d, item
                         )
                         assert weight == 1 << x
-            bucketed = {item for rec in d.recs.values() for arr in rec[BUCKETS].values() for item in arr}
-            assert bucketed == {item for item in node.items if _children(index, d, item)}
+            bucketed = {item for rec in d.recs.values() for arr in rec[BUCKETS] if arr for item in arr}
+            assert bucketed == {item for item in node.all_items() if _children(index, d, item)}
 
 
 def _children(index: JoinIndex, d: Directed, item: tuple[Any, ...]) -> int:
