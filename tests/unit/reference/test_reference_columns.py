@@ -7,7 +7,6 @@ through a store."""
 
 from __future__ import annotations
 
-from collections import Counter
 from decimal import Decimal
 from itertools import pairwise
 from typing import Any
@@ -20,6 +19,7 @@ from ivmstream.events import Relation, Schema, UpdateEvent
 from ivmstream.events.codec import EventCodec
 from ivmstream.events.columns import event_columns
 from ivmstream.services.reference.engine import BagEngine, member_hash, member_hashes
+from tests.unit.reference.bag_oracle import brute
 
 RELATIONS = {
     "r": {"a": "int", "p": "decimal", "f": "float", "n": "number", "x": "exact"},
@@ -63,18 +63,6 @@ def decoded(raw: list[tuple[str, dict, int]]) -> list[UpdateEvent]:
 def batches_of(events: list[UpdateEvent], cuts: list[int]) -> list[list[UpdateEvent]]:
     bounds = sorted({c % (len(events) + 1) for c in cuts} | {0, len(events)})
     return [events[a:b] for a, b in pairwise(bounds)]
-
-
-def brute(events: list[UpdateEvent]) -> tuple[dict[str, Counter], list[int]]:
-    bags: dict[str, Counter] = {r: Counter() for r in RELATIONS}
-    refused = []
-    for i, ev in enumerate(events):
-        tup = tuple(ev.row.values())
-        if bags[ev.relation][tup] + ev.delta < 0:
-            refused.append(i)
-            continue
-        bags[ev.relation][tup] += ev.delta
-    return bags, refused
 
 
 class DictStore:
@@ -125,7 +113,7 @@ def test_columns_give_what_apply_gives_and_what_brute_force_says(raw, cuts, allo
         for store, changes in zip(stores, entries, strict=True):
             store.commit(changes)
         assert stores[0].entries == stores[1].entries
-    bags, brute_refused = brute(events) if not allow_negative else (None, [])
+    bags, brute_refused = brute(events, RELATIONS) if not allow_negative else (None, [])
     assert refused == brute_refused
     if bags is not None:
         result = columnar.result()["relations"]
