@@ -21,3 +21,13 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def one_shuffle_partition(spark: SparkSession) -> Iterator[None]:
+    """For a module whose data is tiny (``usefixtures``): one shuffle partition saves a task per stage of
+    each plan; the session's setting is put back after the module."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", before)

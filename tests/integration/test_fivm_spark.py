@@ -34,20 +34,11 @@ from ivmstream.spark.decode import net_bags
 from ivmstream.spark.jobs import BatchError
 from ivmstream.spark.snapshot import read_snapshot
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "fivm" / "data" / "housing.jsonl"
 SERVICE = load_service("fivm")
 KEYS = ("north", "south")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark):
-    """The databases here are tiny: one shuffle partition saves a task per stage of each view."""
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 # --- random databases ----------------------------------------------------------------------------------

@@ -23,18 +23,10 @@ from ivmstream.services.reservoir.service import LINE3_CONFIG
 from ivmstream.spark.decode import net_bags
 from ivmstream.spark.snapshot import read_snapshot
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "services" / "reservoir" / "data" / "graph.jsonl"
 SERVICE = load_service("reservoir")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark):
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def test_spark_rounds_counts_up_to_powers_of_two_exactly(spark):

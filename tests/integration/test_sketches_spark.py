@@ -30,7 +30,7 @@ from ivmstream.spark.decode import net_bags
 from ivmstream.spark.snapshot import read_snapshot
 from tests.unit.sketches.sketches_oracle import SCHEMA
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 
 SERVICE = load_service("sketches")
 
@@ -44,14 +44,6 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "scalar": ("SELECT COUNT(*), SUM(b) FROM r WHERE a > 2 HAVING COUNT(*) > 3", {"r": "b"}),
     "union": ("SELECT a, b FROM r WHERE b > 5 UNION ALL SELECT a, d FROM s WHERE d < 3", {"r": "a"}),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark):
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def random_events(seed: int) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from ivmstream.state import open_store
 from tests.unit.sql.oracle import coalesced, same_rows
 from tests.unit.sql.test_sql_topics import _duck, workload
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 
 SQL = """
 CREATE TABLE orders (id INT, customer INT, amount DECIMAL(10, 2), status VARCHAR(10), PRIMARY KEY (id))
@@ -47,14 +47,6 @@ WHERE o.customer = c.id AND c.city = k.city GROUP BY k.region;
 """
 CITIES = [("Lyon", "west"), ("Oslo", "north"), ("Pune", "east"), ("Kiev", "east")]
 TOPICS = ("db.orders", "db.customers")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark: Any) -> Any:
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def test_bootstrap_from_topics_and_files_then_workers_resume(

@@ -25,16 +25,8 @@ from ivmstream.state import MemoryStore, open_store
 from tests.unit.sql.oracle import DATA, ROOT, dbtoaster_cwd
 from tests.unit.sql.test_sql_topics import SHOP, _cluster, workload
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 EXAMPLES = ROOT.parent / "examples"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark: Any) -> Any:
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def _renamed(units: list[StreamUnit], prefix: str, script: Any) -> list[StreamUnit]:

@@ -29,7 +29,7 @@ from ivmstream.services.vwap.batch_recompute import comparable, empty, recompute
 from ivmstream.services.vwap.snapshot import book_levels, decode, encode
 from ivmstream.spark.decode import KEY, MULT, SPARK_TYPES, net_bags
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("one_shuffle_partition")]
 
 BUNDLED = Path(__file__).resolve().parents[2] / "services" / "vwap" / "data"  # copies of DBToaster's data
 
@@ -49,15 +49,6 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 Bag = dict[tuple[Any, ...], int]
 Data = dict[str, dict[str, Bag]]  # key -> relation -> tuple -> multiplicity
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_shuffle_partition(spark):
-    """The bags here are tiny: one shuffle partition saves a task per stage of the many-stage plans."""
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 # --- random bags -------------------------------------------------------------------------------------
