@@ -23,20 +23,14 @@ from ivmstream.services.fivm.rings.factorized import (
     make_factorized_ring,
     values,
 )
-
-OUTPUT = ["A", "B", "C", "D"]
+from tests.unit.fivm.running_example import OUTPUT, brute_force, random_product, z_relation
 
 
 def view_tree(ring, R, S, T, rnd):
     """All views of the running example's tree; factors of each product in a random order."""
 
     def product(*factors):
-        factors = list(factors)
-        rnd.shuffle(factors)
-        out = ring.one()
-        for f in factors:
-            out = ring.mul(out, f) if rnd.random() < 0.5 else ring.mul(f, out)
-        return out
+        return random_product(ring, rnd, *factors)
 
     def group(items):
         view = defaultdict(ring.zero)
@@ -61,20 +55,6 @@ def enumerate_join(views, R, T):
                 for d, _ in values(views["T"].get(c, 0)):
                     out[(a, b, c, d)] += R[(a, b)] * T[(c, d)] * count(views["S"].get((a, c), 0))
     return {t: m for t, m in out.items() if m}
-
-
-def brute_force(R, S, T):
-    out: Counter = Counter()
-    for (a, b), mr in R.items():
-        for (a2, c, _e), ms in S.items():
-            for (c2, d), mt in T.items():
-                if a == a2 and c == c2:
-                    out[(a, b, c, d)] += mr * ms * mt
-    return {t: m for t, m in out.items() if m}
-
-
-def z_relation(width, mults):
-    return st.dictionaries(st.tuples(*(st.integers(0, 2) for _ in range(width))), mults, max_size=8)
 
 
 POSITIVE = st.integers(1, 3)

@@ -16,20 +16,16 @@ from hypothesis import strategies as st
 
 from ivmstream.services.fivm.rings.cofactor import BlockLayoutError
 from ivmstream.services.fivm.rings.listing import Listing, ListingRing, make_listing_ring
+from tests.unit.fivm.running_example import OUTPUT, brute_force, random_product, z_relation
 
-OUTPUT = ["A", "B", "C", "D"]
+SIGNED = st.integers(-2, 3).filter(bool)
 
 
 def view_tree_root(ring, R, S, T, rnd):
     """The running example's view tree; each product's factors are multiplied in a random order."""
 
     def product(*factors):
-        factors = list(factors)
-        rnd.shuffle(factors)
-        out = ring.one()
-        for f in factors:
-            out = ring.mul(out, f) if rnd.random() < 0.5 else ring.mul(f, out)
-        return out
+        return random_product(ring, rnd, *factors)
 
     def marginalize(rel, key_of, lift_of):
         view = defaultdict(ring.zero)
@@ -50,24 +46,8 @@ def view_tree_root(ring, R, S, T, rnd):
     return root
 
 
-def brute_force(R, S, T):
-    out: Counter = Counter()
-    for (a, b), mr in R.items():
-        for (a2, c, _e), ms in S.items():
-            for (c2, d), mt in T.items():
-                if a == a2 and c == c2:
-                    out[(a, b, c, d)] += mr * ms * mt
-    return {t: m for t, m in out.items() if m}
-
-
-def z_relation(width):
-    return st.dictionaries(
-        st.tuples(*(st.integers(0, 2) for _ in range(width))), st.integers(-2, 3).filter(bool), max_size=8
-    )
-
-
 @settings(max_examples=200)
-@given(z_relation(2), z_relation(3), z_relation(2), st.randoms(use_true_random=False))
+@given(z_relation(2, SIGNED), z_relation(3, SIGNED), z_relation(2, SIGNED), st.randoms(use_true_random=False))
 def test_root_payload_lists_the_join_in_preorder_columns(R, S, T, rnd):
     ring = ListingRing(OUTPUT, rows=True)
     root = view_tree_root(ring, R, S, T, rnd)
