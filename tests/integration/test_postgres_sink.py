@@ -177,6 +177,15 @@ class Crash(Exception):
     pass
 
 
+def _loaded_cluster() -> InMemoryCluster:
+    """An in-process broker whose topic "in" holds the case's records."""
+    cluster = InMemoryCluster()
+    cluster.create_topic("in", CASE.workload.partitions)
+    for record in CASE.records:
+        cluster.produce("in", record.value, record.key)
+    return cluster
+
+
 def _worker(
     cluster: InMemoryCluster,
     store: MemoryStore,
@@ -198,10 +207,7 @@ def _worker(
 
 
 def test_a_workers_rows_equal_the_replay_across_a_crash_and_a_restart(postgres_server, unique):
-    cluster = InMemoryCluster()
-    cluster.create_topic("in", CASE.workload.partitions)
-    for record in CASE.records:
-        cluster.produce("in", record.value, record.key)
+    cluster = _loaded_cluster()
     store = MemoryStore()
     seen: list[BatchApplied] = []
 
@@ -226,10 +232,7 @@ def test_results_the_sink_had_not_written_are_published_again_after_a_crash(post
     """Periodic checkpoints do not wait for PostgreSQL: a sink that never got to write (its interval
     longer than the run) leaves checkpoints covering results PostgreSQL lacks, and the restarted worker
     publishes exactly those again."""
-    cluster = InMemoryCluster()
-    cluster.create_topic("in", CASE.workload.partitions)
-    for record in CASE.records:
-        cluster.produce("in", record.value, record.key)
+    cluster = _loaded_cluster()
     store = MemoryStore()
     seen: list[BatchApplied] = []
 
@@ -252,10 +255,7 @@ def test_results_the_sink_had_not_written_are_published_again_after_a_crash(post
 def test_a_worker_stops_when_postgresql_stays_away_and_a_restart_fills_it(unique):
     server = PostgresServer().start()
     port = server.port
-    cluster = InMemoryCluster()
-    cluster.create_topic("in", CASE.workload.partitions)
-    for record in CASE.records:
-        cluster.produce("in", record.value, record.key)
+    cluster = _loaded_cluster()
     store = MemoryStore()
     try:
         worker = _worker(cluster, store, server.dsn, unique)
