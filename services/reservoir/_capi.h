@@ -23,7 +23,7 @@
  * attributes per placement, and a slot read through the generic attribute lookup costs more than the
  * placement's own dict probes. The offset is taken from the class's member descriptor and trusted
  * while the class is unchanged (its version tag). */
-#define SLOT_CACHE 64
+#define SLOT_CACHE 256
 static struct {
     PyObject *name;
     PyTypeObject *type;
@@ -32,7 +32,8 @@ static struct {
 } slot_cache[SLOT_CACHE];
 
 static inline Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    size_t h = ((size_t)(uintptr_t)name >> 4) % SLOT_CACHE;
+    /* by name and class: one name is read on several classes (a structure's and a node's key_pos) */
+    size_t h = (((size_t)(uintptr_t)name >> 4) ^ ((size_t)(uintptr_t)type >> 6)) % SLOT_CACHE;
     if (slot_cache[h].name == name && slot_cache[h].type == type &&
         slot_cache[h].version == type->tp_version_tag && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
         return slot_cache[h].offset;
@@ -160,14 +161,13 @@ static inline PyObject *get_or(PyObject *dict, PyObject *key, PyObject *fallback
 /* Add `extra` to the int attribute `name` of `o` (the index's work counters). */
 static inline int bump_counter(PyObject *o, PyObject *name, long long extra) {
     if (extra == 0) return 0;
-    PyObject *now = PyObject_GetAttr(o, name);
+    PyObject *now = held(o, name);
     if (now == NULL) return -1;
     PyObject *more = PyLong_FromLongLong(extra);
     PyObject *sum = more == NULL ? NULL : PyNumber_Add(now, more);
-    Py_DECREF(now);
     Py_XDECREF(more);
     if (sum == NULL) return -1;
-    int rc = PyObject_SetAttr(o, name, sum);
+    int rc = set_held(o, name, sum);
     Py_DECREF(sum);
     return rc;
 }

@@ -86,7 +86,31 @@ class Directed:
 
 
 class JoinIndex:
-    """Node stores plus, when ``counting``, the directed structures of the rounded or exact index."""
+    """Node stores plus, when ``counting``, the directed structures of the rounded or exact index.
+
+    Its attributes are slots: the compiled steps read several of them per insert, a slot at a fixed
+    offset where an instance dict takes a lookup by name."""
+
+    __slots__ = (
+        "col_map",
+        "counting",
+        "dirty",
+        "ds",
+        "exact",
+        "exact_native",
+        "grouped",
+        "into",
+        "native",
+        "neighbours",
+        "nodes",
+        "out",
+        "places",
+        "propagations",
+        "retrieves",
+        "super",
+        "tracking",
+        "width",
+    )
 
     def __init__(
         self,
