@@ -76,6 +76,7 @@ setup(
             "services/reservoir/_weights.c",
             "services/reservoir/_batches.c",
             "services/reservoir/_arrivals.c",
+            "services/reservoir/_sample_rows.c",
             "services/reservoir/_kernels.h",
             "services/reservoir/_capi.h",
         ),

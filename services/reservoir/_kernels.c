@@ -213,6 +213,8 @@ static PyMethodDef methods[] = {
      "|dJ| of tuple t just inserted into node e, and the radices."},
     {"insert_run", (PyCFunction)(void (*)(void))k_insert_run, METH_FASTCALL,
      "The engine's plain inserts from events[start:] until one it must judge: (its position, any sized)."},
+    {"sample_dicts", (PyCFunction)(void (*)(void))k_sample_dicts, METH_FASTCALL,
+     "[dict(zip(columns, r)) for r in sorted(rows)] when every row is a tuple of ints, else None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,4 +45,7 @@ PyObject *k_delta_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* _arrivals.c: a run of plain inserts, the engine's steps for each */
 PyObject *k_insert_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
+/* _sample_rows.c: the sample of ints as a result's rows, sorted */
+PyObject *k_sample_dicts(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 #endif /* IVMSTREAM_RESERVOIR_KERNELS_H */

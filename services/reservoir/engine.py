@@ -470,12 +470,16 @@ class ReservoirEngine(EngineState):
     def result(self) -> dict[str, Any]:
         cols = self.query.columns
         rows = self.rows()
-        # ordered by _canonical; rows of ints alone sort the same by their values, without a key per row
-        ints_only = set(map(type, chain.from_iterable(rows))) <= {int}
-        rows = sorted(rows) if ints_only else sorted(rows, key=_canonical)
+        # a sample of ints sorted and made dicts in one compiled pass (_sample_rows.c), else in Python
+        sample = None if kernels.native is None else kernels.native.sample_dicts(cols, rows)
+        if sample is None:
+            # ordered by _canonical; rows of ints alone sort the same by their values, without a key per row
+            ints_only = set(map(type, chain.from_iterable(rows))) <= {int}
+            rows = sorted(rows) if ints_only else sorted(rows, key=_canonical)
+            sample = list(map(dict, map(partial(zip, cols, strict=True), rows)))
         return {
             "k": self.k,
-            "sample": list(map(dict, map(partial(zip, cols, strict=True), rows))),
+            "sample": sample,
             "join_size": self.join_size(),
             "join_size_bound": self.join_size_bound(),
             "stats": {**self.stats(), "decomposition": self.decomposition()},
