@@ -1,6 +1,8 @@
 /* What the rounded join index's kernel sources share; they build one extension module: _kernels.c (the
  * module, an insert into a node store, an event's projection), _weights.c (the re-weighing: buckets,
- * counts and propagation) and _batches.c (an insert's virtual batch: its size and its entries).
+ * counts and propagation), _batches.c (an insert's virtual batch: its size and its entries), and the
+ * engine's steps around the index: _arrivals.c (a run of plain inserts) and _sample_rows.c (a result's
+ * sample rows).
  *
  * A rounded structure keeps one record per key, a list [count, rounded count, the buckets (a list
  * indexed by exponent, None where empty), the exponents present in increasing order, item -> its index
