@@ -17,7 +17,7 @@ static PyObject *field_or_zero(PyObject *recs, PyObject *v, Py_ssize_t i) {
 
 /* JoinIndex.delta_size: |dJ| of t just inserted into node e (the product of the counts of its
  * neighbours' structures at its keys) and those counts, the radices. */
-PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t) {
+PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t, Keys *ks) {
     PyObject *ds = held(ix, S_ds), *nodes = held(ix, S_nodes), *neighbours = held(ix, S_neighbours);
     PyObject *into = held(ix, S_into);
     if (ds == NULL || nodes == NULL || neighbours == NULL || into == NULL) return NULL;
@@ -33,6 +33,8 @@ PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t) {
     if (w) {
         item = t;
         Py_INCREF(item);
+    } else if (ks != NULL && ks->item != NULL) { /* the item the insert made, held by the node */
+        item = Py_NewRef(ks->item);
     } else {
         PyObject *item_pos = held(node, S_item_pos);
         if (item_pos == NULL || (item = key_of(t, item_pos)) == NULL) return NULL;
@@ -51,7 +53,7 @@ PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t) {
         PyObject *recs = d == NULL ? NULL : held(d, S_recs);
         PyObject *pos = item_or_keyerror(key_pos, c);
         if (recs == NULL || pos == NULL) goto fail;
-        PyObject *v = key_of(item, pos);
+        PyObject *v = key_at(ks, item, pos);
         if (v == NULL) goto fail;
         PyObject *r = field_or_zero(recs, v, REC_CNT);
         Py_DECREF(v);
@@ -75,7 +77,7 @@ fail:
 PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     EXPECT_ARGS(nargs, 3, "delta_size(index, e, t)");
-    return delta_size(args[0], args[1], args[2]);
+    return delta_size(args[0], args[1], args[2], NULL);
 }
 
 /* --- virtual batches (JoinIndex.delta_get and the _key / _item / assemble it calls) ------------- */

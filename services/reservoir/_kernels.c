@@ -15,7 +15,7 @@ PyObject *ZERO, *ONE;
 /* NodeStore.add: record t (arrival number seq, None: the next) in the node; its item (new reference)
  * and whether the item is new. NULL without an error (and *there set) when the node holds t already:
  * one probe of the node's tuples both asks and records. */
-static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_new, int *there) {
+static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_new, int *there, Keys *ks) {
     PyObject *tuples = held(node, S_tuples), *items = held(node, S_items), *by_key = held(node, S_by_key);
     PyObject *key_pos = held(node, S_key_pos), *whole = held(node, S_whole), *next = held(node, S_next_seq);
     if (tuples == NULL || items == NULL || by_key == NULL || key_pos == NULL || whole == NULL || next == NULL)
@@ -94,9 +94,15 @@ static PyObject *node_add(PyObject *node, PyObject *t, PyObject *seq, int *is_ne
             }
             unwatch(keyed);
         }
-        Py_DECREF(v);
+        if (ks->n < KEYS_MAX) { /* kept for the re-weighing and the batch's size */
+            ks->pos[ks->n] = pos;
+            ks->key[ks->n++] = v;
+        } else {
+            Py_DECREF(v);
+        }
         if (PyDict_SetItem(inner, item, Py_None) < 0) goto fail_item;
     }
+    ks->item = item;
     *is_new = 1;
     return item;
 fail_item:
@@ -106,15 +112,16 @@ fail_item:
 
 /* JoinIndex.insert in rounded mode with counts: t into node e (arrival number seq or None), the item
  * re-weighed when it is new or its rounded group size changes; 1 inserted, 0 if t was there, -1 error. */
-static int insert(PyObject *ix, Py_ssize_t e, PyObject *t, PyObject *seq) {
+static int insert(PyObject *ix, Py_ssize_t e, PyObject *t, PyObject *seq, Keys *ks) {
     settle(t);
     Ctx cx = {0};
     if (open_ctx(&cx, ix) < 0) return -1;
     PyObject *node = PyList_GetItem(cx.nodes, e);
     if (node == NULL) return -1;
     int is_new = 0, there = 0;
-    PyObject *item = node_add(node, t, seq, &is_new, &there);
+    PyObject *item = node_add(node, t, seq, &is_new, &there, ks);
     if (item == NULL) return there ? 0 : -1;
+    cx.keys = ks;
     int rc;
     if (is_new) {
         rc = reweigh(&cx, ix, e, item, ZERO, ONE);
@@ -135,6 +142,7 @@ static int insert(PyObject *ix, Py_ssize_t e, PyObject *t, PyObject *seq) {
         Py_XDECREF(old_f);
         Py_XDECREF(f);
     }
+    if (ks->item == item && Py_REFCNT(item) == 1) ks->item = NULL; /* its keys outlive no item */
     Py_DECREF(item);
     return close_ctx(&cx, ix, rc) < 0 ? -1 : 1;
 }
@@ -144,7 +152,9 @@ static PyObject *k_insert(PyObject *self, PyObject *const *args, Py_ssize_t narg
     EXPECT_ARGS(nargs, 4, "insert(index, e, t, seq)");
     Py_ssize_t e;
     if (as_index(args[1], &e) < 0) return NULL;
-    int rc = insert(args[0], e, args[2], args[3]);
+    Keys ks = {0};
+    int rc = insert(args[0], e, args[2], args[3], &ks);
+    keys_clear(&ks);
     if (rc < 0) return NULL;
     return PyBool_FromLong(rc);
 }
@@ -156,10 +166,11 @@ static PyObject *k_insert_sized(PyObject *self, PyObject *const *args, Py_ssize_
     EXPECT_ARGS(nargs, 4, "insert_sized(index, e, t, seq)");
     Py_ssize_t e;
     if (as_index(args[1], &e) < 0) return NULL;
-    int rc = insert(args[0], e, args[2], args[3]);
-    if (rc < 0) return NULL;
-    if (rc == 0) Py_RETURN_NONE;
-    return delta_size(args[0], args[1], args[2]);
+    Keys ks = {0};
+    int rc = insert(args[0], e, args[2], args[3], &ks);
+    PyObject *sized = rc < 0 ? NULL : rc == 0 ? Py_NewRef(Py_None) : delta_size(args[0], args[1], args[2], &ks);
+    keys_clear(&ks);
+    return sized;
 }
 
 static PyObject *k_reweigh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

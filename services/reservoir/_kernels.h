@@ -25,12 +25,48 @@ enum { REC_CNT = 0, REC_RCNT = 1, REC_BUCKETS = 2, REC_EXPS = 3, REC_WHERE = 4, 
 RESERVOIR_NAMES(RESERVOIR_DECLARE_NAME)
 extern PyObject *ZERO, *ONE;
 
+/* A new item's key by each neighbour, made once by the insert's node step and read again by its
+ * re-weighing (the structure's own key, its children's keys) and its batch's size, where each made it
+ * anew. A key is found by its positions (node.key_pos's tuples; a structure's key_pos and child_pos are
+ * equal ones): any other item, or positions not held, make their key as before. */
+#define KEYS_MAX 8
+typedef struct {
+    PyObject *item; /* borrowed: the item the keys are of, NULL when none are held */
+    Py_ssize_t n;
+    PyObject *pos[KEYS_MAX]; /* borrowed from the node store */
+    PyObject *key[KEYS_MAX]; /* owned */
+} Keys;
+
+static inline void keys_clear(Keys *ks) {
+    for (Py_ssize_t i = 0; i < ks->n; i++) Py_CLEAR(ks->key[i]);
+    ks->n = 0;
+    ks->item = NULL;
+}
+
+/* Positions a and b are the same (tuples of the same small ints, which are shared objects). */
+static inline int same_positions(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b) || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a); i++)
+        if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return 0;
+    return 1;
+}
+
+/* tuple(item[i] for i in pos) as key_of makes it, a new reference: the held one when ks has it. */
+static inline PyObject *key_at(Keys *ks, PyObject *item, PyObject *pos) {
+    if (ks != NULL && ks->item == item)
+        for (Py_ssize_t i = 0; i < ks->n; i++)
+            if (same_positions(ks->pos[i], pos)) return Py_NewRef(ks->key[i]);
+    return key_of(item, pos);
+}
+
 typedef struct {
     PyObject *ds;    /* list of Directed */
     PyObject *nodes; /* list of NodeStore */
     int grouped;
     PyObject *dirty; /* the index's set of changed (structure, key), NULL when not tracking */
     long long places, propagations;
+    Keys *keys; /* the inserted item's keys, or NULL */
 } Ctx;
 
 /* _weights.c */
@@ -40,7 +76,7 @@ int close_ctx(Ctx *cx, PyObject *ix, int rc);
 int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f);
 
 /* _batches.c: (|dJ|, radices) of t just inserted into node e, and the module's entry points */
-PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t);
+PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t, Keys *ks);
 PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *k_delta_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 

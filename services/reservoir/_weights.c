@@ -215,7 +215,7 @@ static PyObject *children_product(Ctx *cx, PyObject *d, PyObject *item, Py_ssize
         if (c == -1 && PyErr_Occurred()) goto fail;
         PyObject *recs = held(PyList_GET_ITEM(cx->ds, c), S_recs);
         if (recs == NULL) goto fail;
-        PyObject *k = key_of(item, PyList_GET_ITEM(child_pos, j));
+        PyObject *k = key_at(cx->keys, item, PyList_GET_ITEM(child_pos, j));
         if (k == NULL) goto fail;
         PyObject *rec = record(recs, k);
         Py_DECREF(k);
@@ -281,10 +281,12 @@ static int propagate(Ctx *cx, PyObject *d, PyObject *v, PyObject *old, PyObject 
             PyObject *o = children_product(cx, parent, item, slot, f);
             Py_DECREF(f);
             if (o == NULL) goto fail;
-            int nz = PyObject_IsTrue(o);
+            long long ov = 0;
+            int nz = small_count(o, &ov) ? ov != 0 : PyObject_IsTrue(o);
             int rc = nz;
             if (nz > 0) {
-                PyObject *a = PyNumber_Multiply(old, o), *b = PyNumber_Multiply(new_, o);
+                PyObject *a = ov == 1 ? Py_NewRef(old) : PyNumber_Multiply(old, o);
+                PyObject *b = ov == 1 ? Py_NewRef(new_) : PyNumber_Multiply(new_, o);
                 rc = (a == NULL || b == NULL) ? -1 : place(cx, parent, item, a, b);
                 Py_XDECREF(a);
                 Py_XDECREF(b);
@@ -310,7 +312,7 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
     cx->places++;
     PyObject *recs = held(d, S_recs), *key_pos = held(d, S_key_pos);
     if (recs == NULL || key_pos == NULL) return -1;
-    PyObject *v = key_of(item, key_pos);
+    PyObject *v = key_at(cx->keys, item, key_pos);
     if (v == NULL) return -1;
     PyObject *old_r = NULL, *c = NULL, *new_r = NULL;
     int rc = -1;
