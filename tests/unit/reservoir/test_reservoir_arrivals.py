@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ivmstream.sdk import UpdateEvent
 from ivmstream.services.reservoir import engine as engine_module
 from ivmstream.services.reservoir import kernels
+from tests.unit.reservoir.kernel_checks import pure_python_switch
 from tests.unit.reservoir.oracle import DUMBBELL, FK_MERGE, LINE3, STAR3, brute_join, engine
 
 BUILD = "not built: `make setup` compiles services/reservoir/_arrivals.c into the reservoir kernels"
@@ -117,3 +118,9 @@ def test_the_run_takes_plain_inserts_and_stops_at_the_first_event_it_must_judge(
     assert kernels.compiled.insert_run(e, events, 3, plan) == (4, True)
     assert engine(STAR3, strategy="symhj", k=4)._insert_plan() is None
     assert engine(FK_MERGE, strategy="rsjoin", k=4)._insert_plan() is None
+
+
+def test_pure_python_switch_leaves_every_event_to_the_python_steps():
+    """IVMSTREAM_PURE_PYTHON=1 turns the compiled run off with the other compiled steps."""
+    probe = "from ivmstream.services.reservoir import engine; print(engine._insert_run is None)"
+    assert pure_python_switch(probe) == {"1": ["True"], "0": ["False"]}
