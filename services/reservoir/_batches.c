@@ -53,10 +53,15 @@ PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t, Keys *ks) {
         PyObject *recs = d == NULL ? NULL : held(d, S_recs);
         PyObject *pos = item_or_keyerror(key_pos, c);
         if (recs == NULL || pos == NULL) goto fail;
-        PyObject *v = key_at(ks, item, pos);
-        if (v == NULL) goto fail;
-        PyObject *r = field_or_zero(recs, v, REC_CNT);
-        Py_DECREF(v);
+        PyObject *rec, *r;
+        if (keys_record(ks, item, recs, pos, &rec)) { /* found by the re-weighing */
+            r = rec == NULL ? ZERO : PyList_GET_ITEM(rec, REC_CNT);
+        } else {
+            PyObject *v = key_at(ks, item, pos);
+            if (v == NULL) goto fail;
+            r = field_or_zero(recs, v, REC_CNT);
+            Py_DECREF(v);
+        }
         if (r == NULL || PyList_Append(radices, r) < 0) goto fail;
         PyObject *prod = PyNumber_Multiply(size, r);
         if (prod == NULL) goto fail;

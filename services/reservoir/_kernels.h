@@ -35,11 +35,16 @@ typedef struct {
     Py_ssize_t n;
     PyObject *pos[KEYS_MAX]; /* borrowed from the node store */
     PyObject *key[KEYS_MAX]; /* owned */
+    /* the records its re-weighing found in the structures toward the node (D[c->e], by their recs and
+     * the key's positions; NULL: the key is not held), which the batch's size reads again: no step of
+     * an insert changes a structure toward its own node */
+    Py_ssize_t nrec;
+    PyObject *rec_recs[KEYS_MAX], *rec_pos[KEYS_MAX], *rec[KEYS_MAX]; /* borrowed */
 } Keys;
 
 static inline void keys_clear(Keys *ks) {
     for (Py_ssize_t i = 0; i < ks->n; i++) Py_CLEAR(ks->key[i]);
-    ks->n = 0;
+    ks->n = ks->nrec = 0;
     ks->item = NULL;
 }
 
@@ -58,6 +63,24 @@ static inline PyObject *key_at(Keys *ks, PyObject *item, PyObject *pos) {
         for (Py_ssize_t i = 0; i < ks->n; i++)
             if (same_positions(ks->pos[i], pos)) return Py_NewRef(ks->key[i]);
     return key_of(item, pos);
+}
+
+/* The record found at key positions pos of the item in recs: 1 and *rec (NULL when absent) if held. */
+static inline int keys_record(Keys *ks, PyObject *item, PyObject *recs, PyObject *pos, PyObject **rec) {
+    if (ks == NULL || ks->item != item) return 0;
+    for (Py_ssize_t i = 0; i < ks->nrec; i++)
+        if (ks->rec_recs[i] == recs && same_positions(ks->rec_pos[i], pos)) {
+            *rec = ks->rec[i];
+            return 1;
+        }
+    return 0;
+}
+
+static inline void keys_keep_record(Keys *ks, PyObject *item, PyObject *recs, PyObject *pos, PyObject *rec) {
+    if (ks == NULL || ks->item != item || ks->nrec >= KEYS_MAX) return;
+    ks->rec_recs[ks->nrec] = recs;
+    ks->rec_pos[ks->nrec] = pos;
+    ks->rec[ks->nrec++] = rec;
 }
 
 typedef struct {

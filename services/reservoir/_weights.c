@@ -215,10 +215,12 @@ static PyObject *children_product(Ctx *cx, PyObject *d, PyObject *item, Py_ssize
         if (c == -1 && PyErr_Occurred()) goto fail;
         PyObject *recs = held(PyList_GET_ITEM(cx->ds, c), S_recs);
         if (recs == NULL) goto fail;
-        PyObject *k = key_at(cx->keys, item, PyList_GET_ITEM(child_pos, j));
+        PyObject *pos = PyList_GET_ITEM(child_pos, j);
+        PyObject *k = key_at(cx->keys, item, pos);
         if (k == NULL) goto fail;
         PyObject *rec = record(recs, k);
         Py_DECREF(k);
+        if (rec != NULL || !PyErr_Occurred()) keys_keep_record(cx->keys, item, recs, pos, rec);
         if (rec == NULL) {
             if (PyErr_Occurred()) goto fail;
             Py_SETREF(w, Py_NewRef(ZERO));
