@@ -147,41 +147,41 @@ static int bucket_add(PyObject *rec, Py_ssize_t x, PyObject *item) {
 }
 
 /* JoinIndex._bucket_remove: the item out of bucket x, the bucket's last item moved into its place; an
- * emptied bucket's position goes back to None and its exponent leaves the sorted ones. */
-static int bucket_remove(PyObject *rec, Py_ssize_t x, PyObject *item) {
+ * emptied bucket's position goes back to None and its exponent leaves the sorted ones. `moving`: the
+ * item's position entry stays, for the bucket it moves to to overwrite. */
+static int bucket_remove(PyObject *rec, Py_ssize_t x, PyObject *item, int moving) {
     PyObject *per = PyList_GET_ITEM(rec, REC_BUCKETS), *where = PyList_GET_ITEM(rec, REC_WHERE);
     PyObject *arr = PyList_CheckExact(per) && x < PyList_GET_SIZE(per) ? PyList_GET_ITEM(per, x) : NULL;
     if (arr == NULL || !PyList_CheckExact(arr) || PyList_GET_SIZE(arr) == 0) {
         PyErr_SetString(PyExc_KeyError, "no such bucket");
         return -1;
     }
-    PyObject *slot = pop_item(where, item);
+    PyObject *slot = moving ? Py_XNewRef(item_or_keyerror(where, item)) : pop_item(where, item);
     if (slot == NULL) return -1;
     Py_ssize_t i = PyLong_AsSsize_t(slot);
     Py_DECREF(slot);
     if (i == -1 && PyErr_Occurred()) return -1;
     Py_ssize_t n = PyList_GET_SIZE(arr);
-    PyObject *last = PyList_GET_ITEM(arr, n - 1);
-    Py_INCREF(last);
-    if (PyList_SetSlice(arr, n - 1, n, NULL) < 0) {
-        Py_DECREF(last);
+    if (i < 0 || i >= n) {
+        PyErr_SetString(PyExc_IndexError, "an item's position beyond its bucket");
         return -1;
     }
+    /* arr.pop(), then arr[i] = last when i was not the last: the list's own slots, written in place */
+    PyObject **slots = ((PyListObject *)arr)->ob_item, *last = slots[n - 1];
+    slots[n - 1] = NULL;
+    Py_SET_SIZE(arr, n - 1);
     if (i < n - 1) {
         PyObject *moved = PyLong_FromSsize_t(i);
         if (moved == NULL) {
-            Py_DECREF(last);
+            slots[n - 1] = last; /* put back as it was */
+            Py_SET_SIZE(arr, n);
             return -1;
         }
-        Py_INCREF(last);
-        if (PyList_SetItem(arr, i, last) < 0) { /* steals the new reference, releases the item's */
-            Py_DECREF(moved);
-            Py_DECREF(last);
-            return -1;
-        }
+        PyObject *gone = slots[i];
+        slots[i] = last; /* the list takes the reference the pop handed out */
+        Py_DECREF(gone);
         int rc = PyDict_SetItem(where, last, moved);
         Py_DECREF(moved);
-        Py_DECREF(last);
         if (rc < 0) return -1;
     } else {
         Py_DECREF(last);
@@ -337,7 +337,7 @@ static int place(Ctx *cx, PyObject *d, PyObject *item, PyObject *w_old, PyObject
             goto done;
         }
         Py_ssize_t x = exponent(w_old);
-        if (x < 0 || bucket_remove(rec, x, item) < 0) goto done_rec;
+        if (x < 0 || bucket_remove(rec, x, item, new_nz) < 0) goto done_rec;
     }
     if (new_nz) {
         if (rec == NULL) {

@@ -296,8 +296,8 @@ class JoinIndex:
                 self._propagate(d, v, old, new)
             return
         rec = d.recs.get(v)  # the key's one record: its counts and buckets
-        if w_old:
-            self._bucket_remove(d, rec, w_old.bit_length() - 1, item)
+        if w_old:  # a move keeps the item's position entry for its new bucket to overwrite
+            self._bucket_remove(d, rec, w_old.bit_length() - 1, item, moving=bool(w_new))
         if w_new:
             if rec is None:
                 rec = d.recs[v] = [0, 0, [], [], {}]
@@ -343,10 +343,10 @@ class JoinIndex:
         rec[WHERE][item] = len(arr)
         arr.append(item)
 
-    def _bucket_remove(self, d: Directed, rec: Any, x: int, item: Tup) -> None:
+    def _bucket_remove(self, d: Directed, rec: Any, x: int, item: Tup, moving: bool = False) -> None:
         per, where = rec[BUCKETS], rec[WHERE]
         arr = per[x]
-        i = where.pop(item)
+        i = where[item] if moving else where.pop(item)
         last = arr.pop()
         if i < len(arr):
             arr[i] = last
