@@ -106,12 +106,36 @@ static int parts_add(Parts *p, Py_ssize_t node, PyObject *t) {
     return 0;
 }
 
+/* An int in [0, 2^61] as a C integer (0 for anything else: the caller takes Python's arithmetic). */
+#define SMALL_MAX (1LL << 61)
+static int small(PyObject *x, long long *out) {
+    if (!PyLong_CheckExact(x)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (overflow || v < 0 || v > SMALL_MAX) return 0;
+    *out = v;
+    return 1;
+}
+
+/* divmod(z, r), on C integers when both are small and r > 0 (the same quotient and remainder). */
+static PyObject *divmod_of(PyObject *z, PyObject *r) {
+    long long a, b;
+    if (small(z, &a) && small(r, &b) && b > 0) {
+        PyObject *q = PyLong_FromLongLong(a / b), *m = q == NULL ? NULL : PyLong_FromLongLong(a % b);
+        PyObject *qr = m == NULL ? NULL : PyTuple_Pack(2, q, m);
+        Py_XDECREF(q);
+        Py_XDECREF(m);
+        return qr;
+    }
+    return PyNumber_Divmod(z, r);
+}
+
 /* Mixed-radix digits of z, the first radix most significant (new references in out[]). */
 static int digits(PyObject *z, PyObject *radices, PyObject **out) {
     Py_ssize_t n = PyList_GET_SIZE(radices);
     Py_INCREF(z);
     for (Py_ssize_t i = n - 1; i >= 0; i--) {
-        PyObject *qr = PyNumber_Divmod(z, PyList_GET_ITEM(radices, i));
+        PyObject *qr = divmod_of(z, PyList_GET_ITEM(radices, i));
         Py_DECREF(z);
         if (qr == NULL) {
             for (Py_ssize_t j = i + 1; j < n; j++) Py_CLEAR(out[j]);
@@ -142,6 +166,31 @@ static int walk_key(Parts *p, PyObject *d, PyObject *v, PyObject *z) {
     int beyond = PyObject_RichCompareBool(z, PyList_GET_ITEM(rec, REC_CNT), Py_GE);
     if (beyond != 0) return beyond < 0 ? -1 : 0; /* trailing padding of the key batch */
     PyObject *buckets = PyList_GET_ITEM(rec, REC_BUCKETS), *exps = PyList_GET_ITEM(rec, REC_EXPS);
+    long long zl;
+    if (small(z, &zl) && PyList_CheckExact(buckets)) { /* the same walk on C integers */
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(exps); j++) {
+            Py_ssize_t xi = PyLong_AsSsize_t(PyList_GET_ITEM(exps, j));
+            if (xi == -1 && PyErr_Occurred()) return -1;
+            PyObject *arr = xi >= 0 && xi < PyList_GET_SIZE(buckets) ? PyList_GET_ITEM(buckets, xi) : NULL;
+            if (arr == NULL || !PyList_CheckExact(arr)) {
+                PyErr_SetString(PyExc_KeyError, "a sorted exponent without its bucket");
+                return -1;
+            }
+            long long len = PyList_GET_SIZE(arr);
+            /* z < len << x, also when the block is beyond 2^61 >= z */
+            if (xi >= 62 || len > (SMALL_MAX >> xi) || zl < (len << xi)) {
+                long long k = xi >= 62 ? 0 : zl >> xi;
+                PyObject *rest = PyLong_FromLongLong(zl - (xi >= 62 ? 0 : k << xi));
+                if (rest == NULL) return -1;
+                int rc = walk_item(p, d, PyList_GET_ITEM(arr, k), rest);
+                Py_DECREF(rest);
+                return rc;
+            }
+            zl -= len << xi;
+        }
+        PyErr_SetString(PyExc_AssertionError, "cnt and buckets disagree");
+        return -1;
+    }
     Py_INCREF(z);
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(exps); j++) {
         PyObject *x = PyList_GET_ITEM(exps, j);
@@ -216,7 +265,7 @@ static int walk_item(Parts *p, PyObject *d, PyObject *item, PyObject *z) {
         if (prod == NULL) goto done;
         Py_SETREF(h, prod);
     }
-    if ((qr = PyNumber_Divmod(z, h)) == NULL) goto done;
+    if ((qr = divmod_of(z, h)) == NULL) goto done;
     PyObject *store = PyList_GET_ITEM(p->nodes, e), *whole = held(store, S_whole);
     int alone = whole == NULL ? -1 : PyObject_IsTrue(whole); /* the item is its one tuple */
     if (alone < 0) goto done;
