@@ -41,8 +41,12 @@ def pair(shape: str, grouped: bool) -> tuple[JoinIndex, JoinIndex, Any]:
 
 
 def state(ix: JoinIndex) -> list[Any]:
-    """Everything the re-weighing writes, with every dict's and list's order."""
+    """Everything an insert writes, with every dict's and list's order: the node stores (tuples and
+    arrival numbers, groups, key -> items maps) and every structure's key records."""
     out: list[Any] = [ix.places, ix.propagations, sorted(ix.dirty, key=repr)]
+    for n in ix.nodes:
+        keyed = {c: [(v, list(items.items())) for v, items in by.items()] for c, by in n.by_key.items()}
+        out.append((list(n.tuples.items()), list(n.items.items()), keyed, n.next_seq))
     for d in ix.ds:
         out.append(
             [(v, r[CNT], r[RCNT], r[BUCKETS], r[EXPS], list(r[WHERE].items())) for v, r in d.recs.items()]
