@@ -206,6 +206,10 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
                 Py_DECREF(cols);
                 goto fail;
             }
+            col->plain = 1;
+            for (Py_ssize_t b = 0; b < col->len; b++) {
+                if (STRING_SPECIAL[(unsigned char)col->utf8[b]] && (unsigned char)col->utf8[b] < 0x80) col->plain = 0;
+            }
             col->type = type;
             col->scale = scale;
             if (type < T_INT || type > T_CONNECT_DECIMAL || type == T_DECLINE) r->accepted = 0;

@@ -35,6 +35,7 @@ typedef struct {
     PyObject *name;     /* str, the dict key */
     const char *utf8;   /* its UTF-8 bytes, owned by name */
     Py_ssize_t len;
+    int plain; /* no quote, backslash or control character in the name: scan_name can match it */
     int type;
     int scale; /* T_CONNECT_DECIMAL: the schema's scale */
     /* made on the first refusal of a record for this column (column_error): */
@@ -135,6 +136,16 @@ static inline int scan_string(Cursor *c, const char **s, Py_ssize_t *n, int *asc
     *n = (const char *)p - (const char *)start;
     *ascii = only_ascii;
     c->p = (const char *)p + 1;
+    return 1;
+}
+
+/* Whether the next string is exactly `name` (len bytes, none of them a quote, a backslash or a control
+ * character), compared in place: then the cursor moves past it, as scan_string would on the same text. */
+static inline int scan_name(Cursor *c, const char *name, Py_ssize_t len) {
+    skip_ws(c);
+    if (c->end - c->p < len + 2 || c->p[0] != '"' || c->p[len + 1] != '"' || memcmp(c->p + 1, name, (size_t)len) != 0)
+        return 0;
+    c->p += len + 2;
     return 1;
 }
 

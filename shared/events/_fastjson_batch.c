@@ -81,11 +81,32 @@ fail:
     return NULL;
 }
 
+/* The lists the last row went to, and its key (a strong reference) and relation: a batch's rows mostly
+ * follow one another under one key and relation, so the next row's lists are found without the two
+ * dict lookups. */
+typedef struct {
+    PyObject *key;
+    const RelationSpec *rel;
+    PyObject *lists; /* borrowed from groups, which keeps it */
+} LastLists;
+
+/* Whether `key` is the last row's key (both str, as parse_key and the fallback's events make them). */
+static inline int same_key(const LastLists *last, PyObject *key) {
+    if (last->key == key) return 1;
+    return last->key != NULL && PyUnicode_CheckExact(key) && PyUnicode_CheckExact(last->key) &&
+           PyUnicode_GET_LENGTH(key) == PyUnicode_GET_LENGTH(last->key) &&
+           PyUnicode_KIND(key) == PyUnicode_KIND(last->key) &&
+           memcmp(PyUnicode_DATA(key), PyUnicode_DATA(last->key),
+                  (size_t)(PyUnicode_GET_LENGTH(key) * PyUnicode_KIND(key))) == 0;
+}
+
 /* Append one decoded row to its key's columns: groups[key][relation] is the list [records, deltas,
  * column 0, column 1, ...], records holding each row's index in the batch. Steals `delta` and `vals`. */
-static int column_append(PyObject *groups, PyObject *key, const RelationSpec *rel, Py_ssize_t index,
-                         PyObject *delta, PyObject **vals) {
+static int column_append(PyObject *groups, LastLists *last, PyObject *key, const RelationSpec *rel,
+                         Py_ssize_t index, PyObject *delta, PyObject **vals) {
     int rc = -1, ncol = rel->ncolumns;
+    PyObject *lists = last->lists;
+    if (lists != NULL && last->rel == rel && same_key(last, key)) goto append;
     PyObject *rels = PyDict_GetItemWithError(groups, key);
     if (rels == NULL) {
         if (PyErr_Occurred() || (rels = PyDict_New()) == NULL) goto out;
@@ -93,7 +114,7 @@ static int column_append(PyObject *groups, PyObject *key, const RelationSpec *re
         Py_DECREF(rels);
         if (bad < 0) goto out;
     }
-    PyObject *lists = PyDict_GetItemWithError(rels, rel->name);
+    lists = PyDict_GetItemWithError(rels, rel->name);
     if (lists == NULL) {
         if (PyErr_Occurred() || (lists = PyList_New(2 + ncol)) == NULL) goto out;
         for (int j = 0; j < 2 + ncol; j++) {
@@ -108,6 +129,10 @@ static int column_append(PyObject *groups, PyObject *key, const RelationSpec *re
         Py_DECREF(lists);
         if (bad < 0) goto out;
     }
+    Py_XSETREF(last->key, Py_NewRef(key));
+    last->rel = rel;
+    last->lists = lists;
+append:;
     PyObject *at = PyLong_FromSsize_t(index);
     if (at == NULL) goto out;
     int bad = PyList_Append(PyList_GET_ITEM(lists, 0), at);
@@ -124,7 +149,7 @@ out:
 }
 
 /* An event the fallback decoded, appended to its key's columns as column_append does. */
-static int event_append(Decoder *self, PyObject *groups, PyObject *event, Py_ssize_t index) {
+static int event_append(Decoder *self, PyObject *groups, LastLists *last, PyObject *event, Py_ssize_t index) {
     PyObject *vals[MAX_COLUMNS];
     PyObject *relation = PyObject_GetAttrString(event, "relation");
     if (relation == NULL) return -1;
@@ -160,7 +185,7 @@ static int event_append(Decoder *self, PyObject *groups, PyObject *event, Py_ssi
         Py_XDECREF(delta);
         return -1;
     }
-    int rc = column_append(groups, key, rel, index, delta, vals);
+    int rc = column_append(groups, last, key, rel, index, delta, vals);
     Py_DECREF(key);
     return rc;
 }
@@ -180,6 +205,7 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
     if (it == NULL) return NULL;
     PyObject *errors = PyList_New(0), *groups = PyDict_New(), *value;
     PyObject *sink[MAX_COLUMNS];
+    LastLists last = {NULL, NULL, NULL};
     Py_ssize_t index = 0;
     if (errors == NULL || groups == NULL) goto fail;
     while ((value = PyIter_Next(it)) != NULL) {
@@ -197,7 +223,7 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
                 for (int j = 0; j < rel->ncolumns; j++) Py_DECREF(sink[j]);
                 rc = -1;
             } else {
-                rc = column_append(groups, key != NULL ? key : self->empty_key, rel, index, delta, sink);
+                rc = column_append(groups, &last, key != NULL ? key : self->empty_key, rel, index, delta, sink);
             }
             Py_DECREF(item);
         } else {
@@ -219,7 +245,7 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
                 rc = pair == NULL ? -1 : PyList_Append(errors, pair);
                 Py_XDECREF(pair);
             } else {
-                rc = event_append(self, groups, item, index);
+                rc = event_append(self, groups, &last, item, index);
             }
             Py_XDECREF(item);
         }
@@ -230,9 +256,11 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
     }
     if (PyErr_Occurred()) goto fail;
     Py_DECREF(it);
+    Py_XDECREF(last.key);
     return Py_BuildValue("(NN)", errors, groups);
 fail:
     self->sink = NULL;
+    Py_XDECREF(last.key);
     Py_DECREF(it);
     Py_XDECREF(errors);
     Py_XDECREF(groups);

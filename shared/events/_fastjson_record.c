@@ -260,6 +260,15 @@ static PyObject *parse_key(Decoder *self, Cursor *c) {
     return PyUnicode_FromFormat("%lld", (long long)iv);
 }
 
+/* Whether a member's name (len bytes at name) is column col's: compared inline, the names being short. */
+static inline int same_name(const Column *col, const char *name, Py_ssize_t len) {
+    if (col->len != len) return 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (col->utf8[i] != name[i]) return 0;
+    }
+    return 1;
+}
+
 /* The row object of relation r: a dict in column order and, with a key field, the key. 0 declines.
  * 2: the row is otherwise valid, but a column holds a null or a value of the wrong JSON type, which
  * the reference decoder refuses for the first such column in schema order: *fail_col, and in *fail_shown
@@ -280,12 +289,18 @@ int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_ou
         for (;;) {
             const char *name;
             Py_ssize_t len;
-            int ascii;
-            if (!scan_string(c, &name, &len, &ascii) || !expect(c, ':')) goto done;
-            int j;
-            for (j = 0; j < ncol; j++) {
-                if (r->columns[j].len == len && memcmp(r->columns[j].utf8, name, (size_t)len) == 0) break;
+            int ascii, j = count;
+            /* Records mostly list the columns in schema order: the next one is matched in place first. */
+            if (count < ncol && r->columns[count].plain && scan_name(c, r->columns[count].utf8, r->columns[count].len)) {
+                name = r->columns[count].utf8;
+                len = r->columns[count].len;
+            } else {
+                if (!scan_string(c, &name, &len, &ascii)) goto done;
+                for (j = 0; j < ncol; j++) {
+                    if (same_name(&r->columns[j], name, len)) break;
+                }
             }
+            if (!expect(c, ':')) goto done;
             if (j < ncol) {
                 uint64_t bit = (uint64_t)1 << j;
                 if (seen & bit) goto done; /* a duplicate: the reference decoder decides */
@@ -421,7 +436,21 @@ PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
         const char *name;
         Py_ssize_t len;
         int ascii;
-        if (!scan_string(&c, &name, &len, &ascii) || !expect(&c, ':')) goto decline;
+        /* The three fields' names matched in place (in the order records mostly give them) before reading
+         * any other string. */
+        if (scan_name(&c, "relation", 8)) {
+            name = "relation";
+            len = 8;
+        } else if (scan_name(&c, "row", 3)) {
+            name = "row";
+            len = 3;
+        } else if (scan_name(&c, "delta", 5)) {
+            name = "delta";
+            len = 5;
+        } else if (!scan_string(&c, &name, &len, &ascii)) {
+            goto decline;
+        }
+        if (!expect(&c, ':')) goto decline;
         if (len == 8 && memcmp(name, "relation", 8) == 0) {
             if (rel != NULL || row != NULL) goto decline; /* a duplicate, or the row came first */
             const char *s;
