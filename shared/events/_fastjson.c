@@ -117,6 +117,16 @@ static void free_relations(Decoder *self) {
     self->nrelations = 0;
 }
 
+/* Whether a name holds no quote, backslash or control character, so that scan_name can match it in place
+ * (scan_string reads any other byte, non-ASCII ones included, as itself). */
+static int plain_name(const char *name, Py_ssize_t len) {
+    for (Py_ssize_t b = 0; b < len; b++) {
+        unsigned char ch = (unsigned char)name[b];
+        if (ch == '"' || ch == '\\' || ch < 0x20) return 0;
+    }
+    return 1;
+}
+
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback",
                              "max_size", "refuse", "max_depth", "decimal_type", "invalid_utf8_detail",
@@ -180,6 +190,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
         r->name = name;
         r->utf8 = PyUnicode_AsUTF8AndSize(name, &r->len);
         if (r->utf8 == NULL) goto fail;
+        r->plain = plain_name(r->utf8, r->len);
         PyObject *cols = PySequence_Fast(columns, "columns must be a sequence");
         if (cols == NULL) goto fail;
         Py_ssize_t ncol = PySequence_Fast_GET_SIZE(cols);
@@ -206,10 +217,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
                 Py_DECREF(cols);
                 goto fail;
             }
-            col->plain = 1;
-            for (Py_ssize_t b = 0; b < col->len; b++) {
-                if (STRING_SPECIAL[(unsigned char)col->utf8[b]] && (unsigned char)col->utf8[b] < 0x80) col->plain = 0;
-            }
+            col->plain = plain_name(col->utf8, col->len);
             col->type = type;
             col->scale = scale;
             if (type < T_INT || type > T_CONNECT_DECIMAL || type == T_DECLINE) r->accepted = 0;

@@ -48,6 +48,7 @@ typedef struct {
     PyObject *name;
     const char *utf8;
     Py_ssize_t len;
+    int plain; /* no quote, backslash or control character in the name: scan_name can match it */
     Column *columns;
     int ncolumns;
     int accepted; /* 0: every record of this relation goes to the fallback */

@@ -100,6 +100,17 @@ static inline int same_key(const LastLists *last, PyObject *key) {
                   (size_t)(PyUnicode_GET_LENGTH(key) * PyUnicode_KIND(key))) == 0;
 }
 
+/* The record indexes below INDEX_INTS as shared ints, made at first use: every batch's index lists hold
+ * the same values, so a row's index costs no allocation. */
+#define INDEX_INTS 8192
+static PyObject *index_ints[INDEX_INTS];
+
+static inline PyObject *index_int(Py_ssize_t index) {
+    if (index < 0 || index >= INDEX_INTS) return PyLong_FromSsize_t(index);
+    if (index_ints[index] == NULL && (index_ints[index] = PyLong_FromSsize_t(index)) == NULL) return NULL;
+    return Py_NewRef(index_ints[index]);
+}
+
 /* Append one decoded row to its key's columns: groups[key][relation] is the list [records, deltas,
  * column 0, column 1, ...], records holding each row's index in the batch. Steals `delta` and `vals`. */
 static int column_append(PyObject *groups, LastLists *last, PyObject *key, const RelationSpec *rel,
@@ -133,7 +144,7 @@ static int column_append(PyObject *groups, LastLists *last, PyObject *key, const
     last->rel = rel;
     last->lists = lists;
 append:;
-    PyObject *at = PyLong_FromSsize_t(index);
+    PyObject *at = index_int(index);
     if (at == NULL) goto out;
     int bad = PyList_Append(PyList_GET_ITEM(lists, 0), at);
     Py_DECREF(at);

@@ -455,11 +455,17 @@ PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
             if (rel != NULL || row != NULL) goto decline; /* a duplicate, or the row came first */
             const char *s;
             Py_ssize_t n;
-            if (!scan_string(&c, &s, &n, &ascii)) goto decline;
-            for (int i = 0; i < self->nrelations; i++) {
-                if (self->relations[i].len == n && memcmp(self->relations[i].utf8, s, (size_t)n) == 0) {
+            for (int i = 0; i < self->nrelations && rel == NULL; i++) { /* a relation's name in place */
+                if (self->relations[i].plain && scan_name(&c, self->relations[i].utf8, self->relations[i].len))
                     rel = &self->relations[i];
-                    break;
+            }
+            if (rel == NULL) {
+                if (!scan_string(&c, &s, &n, &ascii)) goto decline;
+                for (int i = 0; i < self->nrelations; i++) {
+                    if (self->relations[i].len == n && memcmp(self->relations[i].utf8, s, (size_t)n) == 0) {
+                        rel = &self->relations[i];
+                        break;
+                    }
                 }
             }
             if (rel == NULL) self->refused = 1; /* an unknown relation */
