@@ -127,6 +127,17 @@ static int plain_name(const char *name, Py_ssize_t len) {
     return 1;
 }
 
+/* The Quoted form of a name (n = 0 where it is not plain or longer than 14 bytes). */
+static void quoted_init(Quoted *q, const char *name, Py_ssize_t len, int plain) {
+    memset(q, 0, sizeof(*q));
+    if (!plain || len + 2 > (Py_ssize_t)sizeof(q->text)) return;
+    q->text[0] = '"';
+    memcpy(q->text + 1, name, (size_t)len);
+    q->text[len + 1] = '"';
+    memset(q->mask, 0xff, (size_t)len + 2);
+    q->n = (int)len + 2;
+}
+
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"relations", "key_field", "event_type", "error_type", "fallback",
                              "max_size", "refuse", "max_depth", "decimal_type", "invalid_utf8_detail",
@@ -191,6 +202,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
         r->utf8 = PyUnicode_AsUTF8AndSize(name, &r->len);
         if (r->utf8 == NULL) goto fail;
         r->plain = plain_name(r->utf8, r->len);
+        quoted_init(&r->quoted, r->utf8, r->len, r->plain);
         PyObject *cols = PySequence_Fast(columns, "columns must be a sequence");
         if (cols == NULL) goto fail;
         Py_ssize_t ncol = PySequence_Fast_GET_SIZE(cols);
@@ -218,6 +230,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwds) {
                 goto fail;
             }
             col->plain = plain_name(col->utf8, col->len);
+            quoted_init(&col->quoted, col->utf8, col->len, col->plain);
             col->type = type;
             col->scale = scale;
             if (type < T_INT || type > T_CONNECT_DECIMAL || type == T_DECLINE) r->accepted = 0;

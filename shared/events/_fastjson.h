@@ -31,11 +31,20 @@ enum { T_INT = 0, T_FLOAT = 1, T_NUMBER = 2, T_STR = 3, T_BOOL = 4, T_EXACT = 5,
 #define CACHE_SLOTS 4096
 #define CACHE_MAX_LEN 32
 
+/* A plain name (no quote, backslash or control character) of at most 14 bytes as the text "name", zero
+ * padded to 16 bytes, with a mask of the text's bytes: matched where it stands with two word loads. */
+typedef struct {
+    unsigned char text[16];
+    unsigned char mask[16];
+    int n; /* the text's length, the name's + 2; 0: the name is not plain or longer */
+} Quoted;
+
 typedef struct {
     PyObject *name;     /* str, the dict key */
     const char *utf8;   /* its UTF-8 bytes, owned by name */
     Py_ssize_t len;
     int plain; /* no quote, backslash or control character in the name: scan_name can match it */
+    Quoted quoted;
     int type;
     int scale; /* T_CONNECT_DECIMAL: the schema's scale */
     /* made on the first refusal of a record for this column (column_error): */
@@ -49,6 +58,7 @@ typedef struct {
     const char *utf8;
     Py_ssize_t len;
     int plain; /* no quote, backslash or control character in the name: scan_name can match it */
+    Quoted quoted;
     Column *columns;
     int ncolumns;
     int accepted; /* 0: every record of this relation goes to the fallback */
@@ -147,6 +157,21 @@ static inline int scan_name(Cursor *c, const char *name, Py_ssize_t len) {
     if (c->end - c->p < len + 2 || c->p[0] != '"' || c->p[len + 1] != '"' || memcmp(c->p + 1, name, (size_t)len) != 0)
         return 0;
     c->p += len + 2;
+    return 1;
+}
+
+/* scan_name for a name of `plain` whose Quoted form is q: with 16 bytes left, two masked word compares. */
+static inline int scan_quoted(Cursor *c, const Quoted *q, const char *name, Py_ssize_t len, int plain) {
+    if (q->n == 0 || c->end - c->p < 16 || (unsigned char)*c->p <= ' ') return plain && scan_name(c, name, len);
+    uint64_t a, b, ta, tb, ma, mb;
+    memcpy(&a, c->p, 8);
+    memcpy(&b, c->p + 8, 8);
+    memcpy(&ta, q->text, 8);
+    memcpy(&tb, q->text + 8, 8);
+    memcpy(&ma, q->mask, 8);
+    memcpy(&mb, q->mask + 8, 8);
+    if (((a ^ ta) & ma) | ((b ^ tb) & mb)) return 0;
+    c->p += q->n;
     return 1;
 }
 

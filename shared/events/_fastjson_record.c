@@ -291,7 +291,9 @@ int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_ou
             Py_ssize_t len;
             int ascii, j = count;
             /* Records mostly list the columns in schema order: the next one is matched in place first. */
-            if (count < ncol && r->columns[count].plain && scan_name(c, r->columns[count].utf8, r->columns[count].len)) {
+            const Column *next = count < ncol ? &r->columns[count] : NULL;
+            skip_ws(c);
+            if (next != NULL && scan_quoted(c, &next->quoted, next->utf8, next->len, next->plain)) {
                 name = r->columns[count].utf8;
                 len = r->columns[count].len;
             } else {
@@ -456,8 +458,8 @@ PyObject *decode_one(Decoder *self, PyObject *value, PyObject **key_out) {
             const char *s;
             Py_ssize_t n;
             for (int i = 0; i < self->nrelations && rel == NULL; i++) { /* a relation's name in place */
-                if (self->relations[i].plain && scan_name(&c, self->relations[i].utf8, self->relations[i].len))
-                    rel = &self->relations[i];
+                const RelationSpec *r = &self->relations[i];
+                if (scan_quoted(&c, &r->quoted, r->utf8, r->len, r->plain)) rel = r;
             }
             if (rel == NULL) {
                 if (!scan_string(&c, &s, &n, &ascii)) goto decline;

@@ -15,18 +15,20 @@ from ivmstream.events import EventCodec, Relation, Schema, UpdateEvent
 from ivmstream.events.columns import decode_columns, event_columns
 from tests.unit.codec_cases import grouped_outcome, outcome, reference
 
-# Names a byte apart, one a prefix of another, an empty one and non-ASCII ones (a schema's names hold no
-# quote, backslash or control character: the msgspec path refuses such a schema).
+# Names a byte apart, one a prefix of another, an empty one, non-ASCII ones, and names around the 14 bytes
+# the decoder compares in two words (a schema's names hold no quote, backslash or control character: the
+# msgspec path refuses such a schema).
 NAMES = Schema.of(
     Relation("p", (("price", "int"), ("pric", "int"), ("prices", "number"), ("", "str"))),
-    Relation("q", (("ab", "int"), ("a", "int"), ("é", "int"), ("ñn", "str"))),
+    Relation("q", (("ab", "int"), ("a", "int"), ("é", "int"), ("ñn", "str"), ("quantity_in_lots", "int"))),
+    Relation("a_relation_named_at_length", (("exactly_14_abc", "int"), ("exactly_15_abcd", "int"))),
     Relation("pp", (("price", "float"),)),
     key_field="k",
 )
 NAMES_CODECS = (EventCodec(NAMES, compiled=True), EventCodec(NAMES, compiled=False))
 MEMBER_NAMES = sorted(
     {c for rel in NAMES.relations.values() for c in rel.column_names}
-    | {"k", "price ", " price", "Price", "pricé", "relation", "row", "delta", "a", "ab"}
+    | {"k", "price ", " price", "Price", "pricé", "relation", "row", "delta", "a", "ab", "exactly_14_abd"}
 )
 GOOD_VALUES = {
     "int": st.integers(-5, 300),
