@@ -87,8 +87,24 @@ fail:
 typedef struct {
     PyObject *key;
     const RelationSpec *rel;
-    PyObject *lists; /* borrowed from groups, which keeps it */
+    PyObject *lists;  /* borrowed from groups, which keeps it */
+    Py_ssize_t room;  /* the rows the batch's first lists are made to hold without growing (then 0) */
 } LastLists;
+
+/* The most rows a batch's first lists are made room for: a bound on what one batch sets aside. */
+#define ROOM_MAX 65536
+
+/* PyList_Append into room the list already has, inline: the lists made with room take each row in place. */
+static inline int list_push(PyObject *list, PyObject *v) {
+    PyListObject *l = (PyListObject *)list;
+    Py_ssize_t n = Py_SIZE(l);
+    if (n < l->allocated) {
+        l->ob_item[n] = Py_NewRef(v);
+        Py_SET_SIZE(l, n + 1);
+        return 0;
+    }
+    return PyList_Append(list, v);
+}
 
 /* Whether `key` is the last row's key (both str, as parse_key and the fallback's events make them). */
 static inline int same_key(const LastLists *last, PyObject *key) {
@@ -128,12 +144,17 @@ static int column_append(PyObject *groups, LastLists *last, PyObject *key, const
     lists = PyDict_GetItemWithError(rels, rel->name);
     if (lists == NULL) {
         if (PyErr_Occurred() || (lists = PyList_New(2 + ncol)) == NULL) goto out;
+        /* The batch's first lists get room for every row left: most batches hold one key and relation
+         * (a keyless view, or a partition's one hot key), whose lists then never grow. */
+        Py_ssize_t room = last->room;
+        last->room = 0;
         for (int j = 0; j < 2 + ncol; j++) {
-            PyObject *list = PyList_New(0);
+            PyObject *list = PyList_New(room);
             if (list == NULL) {
                 Py_DECREF(lists);
                 goto out;
             }
+            Py_SET_SIZE(list, 0); /* empty, with room: PyList_New(room) left the items NULL */
             PyList_SET_ITEM(lists, j, list);
         }
         int bad = PyDict_SetItem(rels, rel->name, lists);
@@ -146,11 +167,11 @@ static int column_append(PyObject *groups, LastLists *last, PyObject *key, const
 append:;
     PyObject *at = index_int(index);
     if (at == NULL) goto out;
-    int bad = PyList_Append(PyList_GET_ITEM(lists, 0), at);
+    int bad = list_push(PyList_GET_ITEM(lists, 0), at);
     Py_DECREF(at);
-    if (bad < 0 || PyList_Append(PyList_GET_ITEM(lists, 1), delta) < 0) goto out;
+    if (bad < 0 || list_push(PyList_GET_ITEM(lists, 1), delta) < 0) goto out;
     for (int j = 0; j < ncol; j++) {
-        if (PyList_Append(PyList_GET_ITEM(lists, 2 + j), vals[j]) < 0) goto out;
+        if (list_push(PyList_GET_ITEM(lists, 2 + j), vals[j]) < 0) goto out;
     }
     rc = 0;
 out:
@@ -216,7 +237,8 @@ PyObject *Decoder_decode_columns(Decoder *self, PyObject *args) {
     if (it == NULL) return NULL;
     PyObject *errors = PyList_New(0), *groups = PyDict_New(), *value;
     PyObject *sink[MAX_COLUMNS];
-    LastLists last = {NULL, NULL, NULL};
+    Py_ssize_t rows = PyList_CheckExact(values) ? PyList_GET_SIZE(values) : 0;
+    LastLists last = {NULL, NULL, NULL, rows < ROOM_MAX ? rows : ROOM_MAX};
     Py_ssize_t index = 0;
     if (errors == NULL || groups == NULL) goto fail;
     while ((value = PyIter_Next(it)) != NULL) {
