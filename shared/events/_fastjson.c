@@ -109,6 +109,7 @@ static void free_relations(Decoder *self) {
             Py_XDECREF(col->null_detail);
             Py_XDECREF(col->null_args);
             Py_XDECREF(col->wrong_prefix);
+            for (int k = 0; k < INT_CACHE; k++) Py_XDECREF(col->ints[k]);
         }
         PyMem_Free(r->columns);
     }

@@ -39,12 +39,20 @@ typedef struct {
     int n; /* the text's length, the name's + 2; 0: the name is not plain or longer */
 } Quoted;
 
+/* Each column keeps the ints it read last beyond CPython's shared small ints, in INT_CACHE slots by a
+ * hash of the value: a value read again (a price level, a timestamp shared by a burst of records) is the
+ * same immutable int object, and costs no allocation. */
+#define INT_CACHE_BITS 6
+#define INT_CACHE (1 << INT_CACHE_BITS)
+
 typedef struct {
     PyObject *name;     /* str, the dict key */
     const char *utf8;   /* its UTF-8 bytes, owned by name */
     Py_ssize_t len;
     int plain; /* no quote, backslash or control character in the name: scan_name can match it */
     Quoted quoted;
+    PyObject *ints[INT_CACHE]; /* an int read from this column, or NULL */
+    int64_t int_values[INT_CACHE]; /* ints[k]'s value */
     int type;
     int scale; /* T_CONNECT_DECIMAL: the schema's scale */
     /* made on the first refusal of a record for this column (column_error): */

@@ -203,18 +203,34 @@ static int certainly_wrong(const char *at, const char *end, int type) {
     }
 }
 
-/* One column value of the given type as a new reference; NULL (no exception) declines. */
-static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
+/* The int iv read from column col: the column's cached object where it read the same value last in its
+ * slot, else a new int that takes the slot. A new reference. */
+static inline PyObject *column_int(Column *col, int64_t iv) {
+    if (iv >= -5 && iv <= 256) return PyLong_FromLongLong(iv); /* CPython's shared small ints */
+    unsigned slot = (unsigned)(((uint64_t)iv * 0x9E3779B97F4A7C15ULL) >> (64 - INT_CACHE_BITS));
+    PyObject *hit = col->ints[slot];
+    if (hit != NULL && col->int_values[slot] == iv) return Py_NewRef(hit);
+    PyObject *v = PyLong_FromLongLong(iv);
+    if (v != NULL) {
+        Py_XSETREF(col->ints[slot], Py_NewRef(v));
+        col->int_values[slot] = iv;
+    }
+    return v;
+}
+
+/* One value of column col as a new reference; NULL (no exception) declines. */
+static PyObject *parse_value(Decoder *self, Cursor *c, Column *col) {
+    int type = col->type;
     int64_t iv;
     const char *s;
     Py_ssize_t n;
     int kind;
     switch (type) {
         case T_INT:
-            return scan_number(c, &iv, &s, &n) == NUM_INT ? PyLong_FromLongLong(iv) : NULL;
+            return scan_number(c, &iv, &s, &n) == NUM_INT ? column_int(col, iv) : NULL;
         case T_EXACT: { /* exact: integers stay ints; anything else becomes a Decimal */
             Cursor at = *c;
-            if (scan_number(c, &iv, &s, &n) == NUM_INT) return PyLong_FromLongLong(iv);
+            if (scan_number(c, &iv, &s, &n) == NUM_INT) return column_int(col, iv);
             *c = at;
             return self->decimal_type != NULL ? parse_decimal(self, c) : NULL;
         }
@@ -236,7 +252,7 @@ static PyObject *parse_value(Decoder *self, Cursor *c, int type) {
             return kind == NUM_FLOAT ? float_from_text(s, n) : NULL;
         case T_NUMBER:
             kind = scan_number(c, &iv, &s, &n);
-            if (kind == NUM_INT) return PyLong_FromLongLong(iv);
+            if (kind == NUM_INT) return column_int(col, iv);
             return kind == NUM_FLOAT ? float_from_text(s, n) : NULL;
         case T_STR:
             return parse_str(self, c);
@@ -309,7 +325,7 @@ int parse_row(Decoder *self, const RelationSpec *r, Cursor *c, PyObject **row_ou
                 const char *at = c->p;
                 int type = r->columns[j].type;
                 values[j] = type == T_CONNECT_DECIMAL ? parse_connect_decimal(self, c, r->columns[j].scale)
-                                                      : parse_value(self, c, type);
+                                                      : parse_value(self, c, &r->columns[j]);
                 if (values[j] == NULL) {
                     if (PyErr_Occurred() || self->changes || !(self->refused = certainly_wrong(at, c->end, type))) goto done;
                     /* a null or a value of the wrong kind: read on, the first in schema order is the verdict */

@@ -1,7 +1,8 @@
 """The compiled decoder's member names and column lists: names matched in place (the next column in
 schema order, and the record's three fields) against the reference decoder, on schemas whose column names
 share prefixes or hold non-ASCII characters, in every order and escaping; and ``decode_columns`` writing
-rows whose keys and relations interleave against ``decode_grouped`` and a brute-force grouping."""
+rows whose keys and relations interleave against ``decode_grouped`` and a brute-force grouping; and the
+ints a column reads again or after another value took their cache slot, against the records' values."""
 
 from __future__ import annotations
 
@@ -147,3 +148,44 @@ def test_interleaved_keys_and_relations_keep_their_columns(rows: list[tuple[str,
             for rel, ns in rels.items():
                 part = columns[key].relations[rel]
                 assert part.columns == {"x" if rel == "r" else "y": ns} and part.deltas == [1] * len(ns)
+
+
+# Ints beyond CPython's shared small ones (-5..256), from a pool small enough that a batch reads values
+# again and larger than a column's 64 cache slots, so that values also displace one another.
+POOL = st.lists(
+    st.one_of(st.integers(-(10**17), 10**17), st.integers(257, 400), st.integers(-300, -6)),
+    min_size=65,
+    max_size=120,
+    unique=True,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(POOL.flatmap(lambda pool: st.lists(st.tuples(*[st.sampled_from(pool)] * 3), min_size=1, max_size=300)))
+def test_ints_read_again_decode_to_their_values(rows: list[tuple[int, int, int]]) -> None:
+    """Ints a column reads again (the same object, kept in the column's slots) or after another value took
+    their slot decode to the values the records hold, in every tier: event rows, columns, and the
+    reference decoder."""
+    schema = Schema.of(Relation("r", (("a", "int"), ("b", "number"), ("c", "exact"))))
+    compiled, pure = EventCodec(schema, compiled=True), EventCodec(schema, compiled=False)
+    values = [
+        json.dumps({"relation": "r", "row": {"a": a, "b": b, "c": c}, "delta": 1}).encode()
+        for a, b, c in rows
+    ]
+    want = [reference(pure, v) for v in values]
+    assert [outcome(item) for item in compiled.decode_many(values)] == want
+    assert [
+        (
+            "accepted",
+            "r",
+            (("a", "int", repr(a)), ("b", "int", repr(b)), ("c", "int", repr(c))),
+            1,
+            "int",
+            None,
+        )
+        for a, b, c in rows
+    ] == want
+    _errors, columns, _records = decode_columns(compiled, values)
+    part = columns[""].relations["r"]
+    assert [type(v) for col in part.columns.values() for v in col] == [int] * (3 * len(rows))
+    assert list(zip(*part.columns.values(), strict=True)) == rows
