@@ -106,21 +106,10 @@ static int parts_add(Parts *p, Py_ssize_t node, PyObject *t) {
     return 0;
 }
 
-/* An int in [0, 2^61] as a C integer (0 for anything else: the caller takes Python's arithmetic). */
-#define SMALL_MAX (1LL << 61)
-static int small(PyObject *x, long long *out) {
-    if (!PyLong_CheckExact(x)) return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
-    if (overflow || v < 0 || v > SMALL_MAX) return 0;
-    *out = v;
-    return 1;
-}
-
 /* divmod(z, r), on C integers when both are small and r > 0 (the same quotient and remainder). */
 static PyObject *divmod_of(PyObject *z, PyObject *r) {
     long long a, b;
-    if (small(z, &a) && small(r, &b) && b > 0) {
+    if (small_count(z, &a) && small_count(r, &b) && b > 0) {
         PyObject *q = PyLong_FromLongLong(a / b), *m = q == NULL ? NULL : PyLong_FromLongLong(a % b);
         PyObject *qr = m == NULL ? NULL : PyTuple_Pack(2, q, m);
         Py_XDECREF(q);
@@ -167,7 +156,7 @@ static int walk_key(Parts *p, PyObject *d, PyObject *v, PyObject *z) {
     if (beyond != 0) return beyond < 0 ? -1 : 0; /* trailing padding of the key batch */
     PyObject *buckets = PyList_GET_ITEM(rec, REC_BUCKETS), *exps = PyList_GET_ITEM(rec, REC_EXPS);
     long long zl;
-    if (small(z, &zl) && PyList_CheckExact(buckets)) { /* the same walk on C integers */
+    if (small_count(z, &zl) && PyList_CheckExact(buckets)) { /* the same walk on C integers */
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(exps); j++) {
             Py_ssize_t xi = PyLong_AsSsize_t(PyList_GET_ITEM(exps, j));
             if (xi == -1 && PyErr_Occurred()) return -1;
@@ -178,7 +167,7 @@ static int walk_key(Parts *p, PyObject *d, PyObject *v, PyObject *z) {
             }
             long long len = PyList_GET_SIZE(arr);
             /* z < len << x, also when the block is beyond 2^61 >= z */
-            if (xi >= 62 || len > (SMALL_MAX >> xi) || zl < (len << xi)) {
+            if (xi >= 62 || len > (SMALL_COUNT_MAX >> xi) || zl < (len << xi)) {
                 long long k = xi >= 62 ? 0 : zl >> xi;
                 PyObject *rest = PyLong_FromLongLong(zl - (xi >= 62 ? 0 : k << xi));
                 if (rest == NULL) return -1;

@@ -98,6 +98,19 @@ int open_ctx(Ctx *cx, PyObject *ix);
 int close_ctx(Ctx *cx, PyObject *ix, int rc);
 int reweigh(Ctx *cx, PyObject *ix, Py_ssize_t e, PyObject *item, PyObject *old_f, PyObject *f);
 
+/* An exact int in [0, 2^61] as a C integer (0 for any other number: the caller then takes Python's
+ * arithmetic): sums of two such counts, their next power of two, and a bucket's length shifted by an
+ * exponent below 62 and checked against it, stay within 63 bits. */
+#define SMALL_COUNT_MAX (1LL << 61)
+static inline int small_count(PyObject *x, long long *out) {
+    if (!PyLong_CheckExact(x)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (overflow || v < 0 || v > SMALL_COUNT_MAX) return 0;
+    *out = v;
+    return 1;
+}
+
 /* _batches.c: (|dJ|, radices) of t just inserted into node e, and the module's entry points */
 PyObject *delta_size(PyObject *ix, PyObject *e, PyObject *t, Keys *ks);
 PyObject *k_delta_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

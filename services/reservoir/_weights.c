@@ -46,18 +46,6 @@ PyObject *nextpow2(PyObject *c) {
     return r;
 }
 
-/* An exact int in [0, 2^61] as a C integer (0 for any other number: the caller then takes Python's
- * arithmetic): sums of two such counts, and their next power of two, stay within 63 bits. */
-#define SMALL_COUNT_MAX (1LL << 61)
-static int small_count(PyObject *x, long long *out) {
-    if (!PyLong_CheckExact(x)) return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
-    if (overflow || v < 0 || v > SMALL_COUNT_MAX) return 0;
-    *out = v;
-    return 1;
-}
-
 /* Key v's record in a structure's recs (borrowed), NULL without an error when the key is not held. */
 static PyObject *record(PyObject *recs, PyObject *v) {
     PyObject *rec = PyDict_GetItemWithError(recs, v);
