@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ivmstream.events.orderbook import OrderBookAdaptor
+from ivmstream.secrets import redact
 from ivmstream.sql.errors import SqlError
 from ivmstream.sql.model import FileSource, Script, Table, TopicSource
 
@@ -41,7 +42,8 @@ def input_overrides(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         table, sep, path = item.partition("=")
         if not sep or not table or not path:
-            raise SqlError(f"--input {item!r}: expected TABLE=PATH")
+            # echoed back, and a path may be a URL with a password
+            raise SqlError(f"--input {redact(item)!r}: expected TABLE=PATH")
         out[table.lower()] = path
     return out
 

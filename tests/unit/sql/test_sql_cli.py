@@ -59,3 +59,13 @@ def test_an_input_override_without_a_path_is_one_line_on_stderr(
     session starts) refuses an --input that is not TABLE=PATH."""
     assert main(["sql", verb[0], str(EXAMPLES / "triangles.sql"), *verb[1:], "--input", "edges"]) == 1
     assert capsys.readouterr().err.strip() == "ivmstream: error: --input 'edges': expected TABLE=PATH"
+
+
+def test_an_input_override_that_is_a_url_with_a_password_is_refused_redacted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A refused --input is echoed, so a password in a URL given as the whole option is masked."""
+    bad = "s3a://reader:hunter2-secret@bucket/edges.csv"
+    assert main(["sql", "replay", str(EXAMPLES / "triangles.sql"), "--input", bad]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "hunter2-secret" not in err and "expected TABLE=PATH" in err and "reader:***@bucket" in err, err
