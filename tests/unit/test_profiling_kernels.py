@@ -10,42 +10,47 @@ import pytest
 
 from bench.lib.profiling import kernel, summarize
 
-
-def test_kernel_names_map_to_their_c_sources() -> None:
-    assert kernel("<built-in method ivmstream.services.triangles._kernels.dot>") == (
-        "ivmstream/services/triangles/_kernels.c",
-        "dot",
-    )
+KERNEL_ROWS = [
+    ("<built-in method ivmstream.services.triangles._kernels.dot>", "triangles/_kernels.c", "dot"),
     # the vwap extension's sources: the module's own, and one named after a type or function it holds
-    assert kernel("<built-in method ivmstream.services.vwap._kernels.ledger_pass>") == (
-        "ivmstream/services/vwap/_kernels.c",
-        "ledger_pass",
-    )
-    assert kernel("<method 'add' of 'ivmstream.services.vwap._kernels.LevelTree' objects>") == (
-        "ivmstream/services/vwap/_level_tree.c",
+    ("<built-in method ivmstream.services.vwap._kernels.ledger_pass>", "vwap/_kernels.c", "ledger_pass"),
+    (
+        "<method 'add' of 'ivmstream.services.vwap._kernels.LevelTree' objects>",
+        "vwap/_level_tree.c",
         "LevelTree.add",
-    )
-    assert kernel("<built-in method ivmstream.services.vwap._kernels.bag_entries>") == (
-        "ivmstream/services/vwap/_bag_entries.c",
-        "bag_entries",
-    )
-    assert kernel("<built-in method ivmstream.services.reservoir._exact_kernels.reweigh>") == (
-        "ivmstream/services/reservoir/_exact_kernels.c",
+    ),
+    ("<built-in method ivmstream.services.vwap._kernels.bag_entries>", "vwap/_bag_entries.c", "bag_entries"),
+    (
+        "<built-in method ivmstream.services.reservoir._exact_kernels.reweigh>",
+        "reservoir/_exact_kernels.c",
         "reweigh",
-    )
+    ),
     # a module built from several sources: each kernel credited to the source that holds its body
-    assert kernel("<built-in method ivmstream.services.fivm._kernels.absorb_run>") == (
-        "ivmstream/services/fivm/_intake.c",
-        "absorb_run",
-    )
-    assert kernel("<built-in method ivmstream.services.reservoir._kernels.delta_get>") == (
-        "ivmstream/services/reservoir/_batches.c",
+    ("<built-in method ivmstream.services.fivm._kernels.absorb_run>", "fivm/_intake.c", "absorb_run"),
+    (
+        "<built-in method ivmstream.services.reservoir._kernels.delta_get>",
+        "reservoir/_batches.c",
         "delta_get",
-    )
-    assert kernel("<built-in method ivmstream.services.reservoir._kernels.insert_sized>") == (
-        "ivmstream/services/reservoir/_kernels.c",
+    ),
+    (
+        "<built-in method ivmstream.services.reservoir._kernels.insert_sized>",
+        "reservoir/_kernels.c",
         "insert_sized",
-    )
+    ),
+    (
+        "<built-in method ivmstream.services.reservoir._kernels.insert_run>",
+        "reservoir/_arrivals.c",
+        "insert_run",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "source", "name"), KERNEL_ROWS)
+def test_kernel_names_map_to_their_c_sources(row: str, source: str, name: str) -> None:
+    assert kernel(row) == (f"ivmstream/services/{source}", name)
+
+
+def test_rows_that_are_not_kernels_map_to_none() -> None:
     assert kernel("<method 'get' of 'dict' objects>") is None
     assert kernel("<built-in method builtins.len>") is None
 
