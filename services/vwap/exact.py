@@ -34,22 +34,26 @@ def parse_fraction(v: Any, what: str = "value") -> Fraction:
         raise ValueError(f"{what} must be a number or a fraction like '1/4', got {v!r}") from None
 
 
+def _json_int(i: int) -> int | str:
+    """An integer as JSON encoders take it: itself within 64 bits (orjson's range), else its exact
+    decimal text (a product such as a level's PV leaves 64 bits; ``from_json`` reads the text back)."""
+    return i if -(2**63) <= i < 2**64 else str(i)
+
+
 def to_json(v: Any) -> Any:
-    """Exact JSON form: ints as ints, integral decimals as ints where JSON encoders take them (64 bits),
-    other decimals as exact decimal strings.
+    """Exact JSON form: ints and integral decimals as ints where JSON encoders take them (64 bits), as
+    exact decimal text beyond; other decimals as exact decimal strings.
 
     A Fraction whose decimal expansion terminates is written as a decimal string; otherwise as "p/q"."""
     if type(v) is int:
-        return v
+        return _json_int(v)
     if isinstance(v, Decimal):
         if v == v.to_integral_value():
-            i = int(v)
-            if -(2**63) <= i < 2**64:
-                return i
+            return _json_int(int(v))
         return format(v.normalize(), "f")
     if isinstance(v, Fraction):
         if v.denominator == 1:
-            return v.numerator
+            return _json_int(v.numerator)
         d = v.denominator
         for p in (2, 5):
             while d % p == 0:

@@ -218,6 +218,24 @@ def test_an_integral_decimal_beyond_64_bits_is_kept_as_exact_text():
     assert orjson.loads(snap.bag_key("bids", values)) == ["bids", *encoded]
 
 
+def test_a_snapshot_keeps_level_sums_beyond_64_bits_as_exact_text():
+    """A level's PV is m * volume * price: in-range columns multiply beyond 64 bits."""
+    from fractions import Fraction
+
+    from ivmstream.events import Relation
+    from ivmstream.services.vwap import snapshot as snap
+    from ivmstream.services.vwap.exact import to_json
+
+    assert to_json(10**24) == to_json(Fraction(10**24)) == to_json(Decimal(10**24)) == str(10**24)
+    assert to_json(-(2**63)) == -(2**63) and to_json(2**64 - 1) == 2**64 - 1 and to_json(2**64) == str(2**64)
+    bids = {(10**12, 10**12): 1, (10**12, 3): 2}
+    levels = snap.book_levels(bids, ["price", "volume"])
+    relation = Relation.of("bids", price="int", volume="int")
+    restored = snap.decode(snap.encode("vwap", "auto", {"bids": bids}, {"bids": levels}), {"bids": relation})
+    assert restored["levels"] == {"bids": [(10**12, 10**12 + 6, 3, 10**24 + 6 * 10**12)]}
+    assert restored["bag"] == {"bids": bids}
+
+
 def test_a_bag_key_refuses_what_is_not_json():
     from fractions import Fraction
 
