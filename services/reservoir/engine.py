@@ -133,10 +133,16 @@ class ReservoirEngine(EngineState):
     def apply(self, events: Sequence[UpdateEvent]) -> list[Rejection]:
         rejected: list[Rejection] = []
         self._meta_changed = True
-        run, plan = _insert_run, self._insert_plan()
+        run = _insert_run
+        plan = None if run is None else self._insert_plan()
+        if run is None or plan is None:
+            for i, ev in enumerate(events):
+                self._apply_event(i, ev, rejected)
+            return rejected
+        plain = self._plain_relations()
         i, n = 0, len(events)
         while i < n:
-            if run is not None and plan is not None:  # the plain inserts in one compiled call
+            if events[i].relation in plain:  # a run of plain inserts from here, in one compiled call
                 i, sized = run(self, events, i, plan)
                 if sized:
                     self._sized()
@@ -202,6 +208,12 @@ class ReservoirEngine(EngineState):
             index.native.delta_get,
             partial,
         )
+
+    def _plain_relations(self) -> set[str]:
+        """The relations whose every alias is a node of its own: the compiled run takes their inserts,
+        and an event of any other relation goes to ``_apply_event`` without entering it."""
+        plans = self.bags.plans
+        return {rel for rel, aliases in self.query.fanout.items() if not any(a in plans for a in aliases)}
 
     def _sized(self) -> None:
         """An insert entered the index and sized its virtual batch (``_insert_node``)."""
