@@ -144,8 +144,9 @@ static int column_append(PyObject *groups, LastLists *last, PyObject *key, const
     lists = PyDict_GetItemWithError(rels, rel->name);
     if (lists == NULL) {
         if (PyErr_Occurred() || (lists = PyList_New(2 + ncol)) == NULL) goto out;
-        /* The batch's first lists get room for every row left: most batches hold one key and relation
-         * (a keyless view, or a partition's one hot key), whose lists then never grow. */
+        /* The batch's first lists get room for all its rows (at most ROOM_MAX): most batches hold one
+         * key and relation (a keyless view, or a partition's one hot key), whose lists then never grow;
+         * where the first key is not the batch's only one, that room is spent once per batch. */
         Py_ssize_t room = last->room;
         last->room = 0;
         for (int j = 0; j < 2 + ncol; j++) {
