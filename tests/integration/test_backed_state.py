@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -24,6 +23,7 @@ from ivmstream.runtime.partition import PartitionState, store_backing
 from ivmstream.service import load_service
 from ivmstream.services.reference.engine import BagEngine
 from ivmstream.state import MemoryStore, StateError, StateStore
+from tests.unit.reference.bag_oracle import brute
 
 RELATIONS = {
     "r": {"a": "int", "p": "decimal"},
@@ -114,16 +114,6 @@ class Run:
         return {k: sorted(v) for k, v in self.store.load(TOPIC, PART).entries.items()}
 
 
-def brute(evs: list[UpdateEvent]) -> dict[str, Counter]:
-    """Multisets by Python equality, deletes below zero refused."""
-    bags: dict[str, Counter] = {r: Counter() for r in RELATIONS}
-    for ev in evs:
-        tup = tuple(ev.row.values())
-        if bags[ev.relation][tup] + ev.delta >= 0:
-            bags[ev.relation][tup] += ev.delta
-    return bags
-
-
 def check_backed_equals_resident(backed_store: StateStore, plan: list, cache: int) -> None:
     backed, resident = Run(backed_store, cache), Run(MemoryStore(), None)
     assert backed.backed == {"bag"} and resident.backed == frozenset()
@@ -141,7 +131,7 @@ def check_backed_equals_resident(backed_store: StateStore, plan: list, cache: in
             assert b.bag.resident <= max(cache, b.bag.dirty)
             per_key = [ev for batch in batches[:i] for k, ev in batch if k == key]
             assert {rel: r.result()["relations"][rel]["distinct"] for rel in RELATIONS} == {
-                rel: sum(1 for m in bag.values() if m) for rel, bag in brute(per_key).items()
+                rel: sum(1 for m in bag.values() if m) for rel, bag in brute(per_key, RELATIONS)[0].items()
             }
         act = acts.pop(i - 1, "")
         if act == "checkpoint":

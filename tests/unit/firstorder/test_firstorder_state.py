@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ivmstream.events import UpdateEvent
+from tests.unit.entry_store import fold_changes
 from tests.unit.firstorder.test_firstorder_engine import CASES, _engine, streams
 
 
@@ -60,11 +61,7 @@ def test_checkpoints_fold_into_the_engines_entries(name: str, strategy: str, dat
         engine.apply([_event(name, rel, tup, delta)])
         if not checkpoint:
             continue  # changes accumulate until the next checkpoint
-        for map_name, key, value in engine.changed_entries():
-            if value is None:
-                store.pop((map_name, key), None)
-            else:
-                store[(map_name, key)] = value
+        fold_changes(store, engine.changed_entries())
         assert store == {(n, k): v for n, k, v in engine.all_entries()}
         entries = [(n, k, v) for (n, k), v in store.items()]
         random.Random(i).shuffle(entries)

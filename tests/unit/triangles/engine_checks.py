@@ -37,6 +37,15 @@ def ev(rel: str, x, y, m: int) -> UpdateEvent:
     return UpdateEvent(rel, {xc: x, yc: y}, m)
 
 
+def brute_count(rel: dict[str, dict[tuple, int]]) -> int:
+    """Σ R(a,b)·S(b,c)·T(c,a) by nested loops over the relations' multiplicity maps."""
+    s_by_b = defaultdict(list)
+    for (b, c), m in rel["S"].items():
+        s_by_b[b].append((c, m))
+    t = rel["T"]
+    return sum(mr * ms * t.get((c, a), 0) for (a, b), mr in rel["R"].items() for c, ms in s_by_b.get(b, ()))
+
+
 class Brute:
     """Z-relations as dicts and Q = Σ R(a,b)·S(b,c)·T(c,a) by the plain nested loop."""
 
@@ -52,13 +61,7 @@ class Brute:
             d.pop((x, y), None)
 
     def count(self) -> int:
-        s_by_b = defaultdict(list)
-        for (b, c), m in self.rel["S"].items():
-            s_by_b[b].append((c, m))
-        t = self.rel["T"]
-        return sum(
-            mr * ms * t.get((c, a), 0) for (a, b), mr in self.rel["R"].items() for c, ms in s_by_b.get(b, ())
-        )
+        return brute_count(self.rel)
 
     def size(self) -> int:
         return sum(len(d) for d in self.rel.values())

@@ -15,6 +15,7 @@ from ivmstream.services.triangles.auto import AutoEngine, CostModel, plan_names
 from ivmstream.services.triangles.base import TriangleEngine
 from ivmstream.services.triangles.baselines import FirstOrderEngine, ViewEngine
 from ivmstream.services.triangles.engine import create_engine
+from tests.unit.triangles.engine_checks import brute_count
 
 COLS = {"R": ("a", "b"), "S": ("b", "c"), "T": ("c", "a")}
 # Rebuilds priced at nothing: any update that another plan would do more cheaply triggers a switch.
@@ -30,14 +31,6 @@ def ev(rel: str, x, y, m: int) -> UpdateEvent:
 
 def edge(u, v, m: int) -> UpdateEvent:
     return UpdateEvent("edges", {"src": u, "dst": v}, m)
-
-
-def brute_count(rel: dict[str, dict[tuple, int]]) -> int:
-    s_by_b = defaultdict(list)
-    for (b, c), m in rel["S"].items():
-        s_by_b[b].append((c, m))
-    t = rel["T"]
-    return sum(mr * ms * t.get((c, a), 0) for (a, b), mr in rel["R"].items() for c, ms in s_by_b.get(b, ()))
 
 
 def brute_graph(edges: set[tuple[int, int]]) -> int:
